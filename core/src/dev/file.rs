@@ -1,0 +1,152 @@
+//! A block device backed by a regular file (`std` feature), for users
+//! without NVMe. Commands run synchronously with `pread`/`pwrite` when they
+//! are submitted; flush is `fdatasync`. Frames live in ordinary memory.
+
+extern crate std;
+
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::ram::RamFrames;
+use super::{BlockDevice, Command, Completion, DevError, DeviceQueue, FrameArena, Geometry, Tag};
+use crate::units::{Nanos, PAGE_SIZE};
+
+#[derive(Debug)]
+struct Inner {
+    file: File,
+    geometry: Geometry,
+    frames: RamFrames,
+}
+
+/// A block device stored in a file. Clones share the file.
+#[derive(Clone, Debug)]
+pub struct FileDevice {
+    inner: Arc<Inner>,
+}
+
+impl FileDevice {
+    /// Opens (creating if needed) `path` as a device of `bytes` bytes with
+    /// 4096-byte blocks and `frames` DMA frames. The file is extended to
+    /// `bytes` if shorter; it is never truncated.
+    pub fn open(path: &Path, bytes: u64, frames: u32) -> std::io::Result<FileDevice> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        if file.metadata()?.len() < bytes {
+            file.set_len(bytes)?;
+        }
+        let geometry = Geometry {
+            block_size: PAGE_SIZE as u32,
+            capacity: bytes / PAGE_SIZE as u64,
+            max_transfer: 128 * 1024,
+            queue_depth: 256,
+        };
+        Ok(FileDevice {
+            inner: Arc::new(Inner {
+                file,
+                geometry,
+                frames: RamFrames::new(frames),
+            }),
+        })
+    }
+}
+
+impl Inner {
+    fn execute(&self, command: &Command<'_>) -> Result<(), DevError> {
+        command.validate(&self.geometry)?;
+        let bs = u64::from(self.geometry.block_size);
+        let mut page = [0u8; PAGE_SIZE];
+        let io = |_| DevError::Media;
+        match *command {
+            Command::Read { lba, frames } => {
+                for (i, &f) in frames.iter().enumerate() {
+                    self.file
+                        .read_exact_at(&mut page, lba.0 * bs + (i * PAGE_SIZE) as u64)
+                        .map_err(io)?;
+                    self.frames.write(f, 0, &page);
+                }
+            }
+            Command::Write { lba, frames, fua } => {
+                for (i, &f) in frames.iter().enumerate() {
+                    self.frames.read(f, 0, &mut page);
+                    self.file
+                        .write_all_at(&page, lba.0 * bs + (i * PAGE_SIZE) as u64)
+                        .map_err(io)?;
+                }
+                if fua {
+                    self.file.sync_data().map_err(io)?;
+                }
+            }
+            Command::Flush => self.file.sync_data().map_err(io)?,
+            Command::Deallocate { lba, blocks } | Command::WriteZeroes { lba, blocks } => {
+                let zero = [0u8; PAGE_SIZE];
+                let (mut pos, end) = (lba.0 * bs, (lba.0 + blocks) * bs);
+                while pos < end {
+                    let n = (end - pos).min(PAGE_SIZE as u64) as usize;
+                    self.file.write_all_at(&zero[..n], pos).map_err(io)?;
+                    pos += n as u64;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A queue on a [`FileDevice`].
+#[derive(Debug)]
+pub struct FileQueue {
+    inner: Arc<Inner>,
+    done: VecDeque<Completion>,
+    next_tag: u32,
+}
+
+impl DeviceQueue for FileQueue {
+    fn submit(&mut self, command: &Command<'_>) -> Result<Tag, DevError> {
+        if self.done.len() >= self.inner.geometry.queue_depth as usize {
+            return Err(DevError::QueueFull);
+        }
+        let tag = Tag(self.next_tag);
+        self.next_tag = self.next_tag.wrapping_add(1);
+        let result = self.inner.execute(command);
+        self.done.push_back(Completion { tag, result });
+        Ok(tag)
+    }
+    fn poll(&mut self, _now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(c) = self.done.pop_front() else {
+                break;
+            };
+            done(c);
+            n += 1;
+        }
+        n
+    }
+    fn in_flight(&self) -> usize {
+        self.done.len()
+    }
+}
+
+impl BlockDevice for FileDevice {
+    type Queue = FileQueue;
+    type Frames = RamFrames;
+    fn geometry(&self) -> Geometry {
+        self.inner.geometry
+    }
+    fn frames(&self) -> &RamFrames {
+        &self.inner.frames
+    }
+    fn open_queue(&self) -> Result<FileQueue, DevError> {
+        Ok(FileQueue {
+            inner: self.inner.clone(),
+            done: VecDeque::new(),
+            next_tag: 0,
+        })
+    }
+}

@@ -1,0 +1,326 @@
+//! A memory-backed block device (no_std).
+//!
+//! Commands execute when they are submitted and complete on the next `poll`,
+//! so the engine sees the same submit-then-poll protocol as on NVMe. Data is
+//! held in 64 KiB chunks, each behind its own lock, so queues on different
+//! threads rarely touch the same lock.
+
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use spin::RwLock;
+
+use super::{BlockDevice, Command, Completion, DevError, DeviceQueue, FrameArena, Geometry, Tag};
+use crate::units::{FrameId, Nanos, PAGE_SIZE};
+
+const CHUNK: usize = 64 * 1024;
+
+/// Page frames in ordinary memory, one lock per frame.
+#[derive(Debug)]
+pub struct RamFrames {
+    frames: Vec<RwLock<Box<[u8]>>>,
+}
+
+impl RamFrames {
+    /// `count` zeroed frames.
+    pub fn new(count: u32) -> RamFrames {
+        let frames = (0..count)
+            .map(|_| RwLock::new(vec![0u8; PAGE_SIZE].into_boxed_slice()))
+            .collect();
+        RamFrames { frames }
+    }
+}
+
+fn clip(offset: usize, len: usize) -> core::ops::Range<usize> {
+    let start = offset.min(PAGE_SIZE);
+    start..offset.saturating_add(len).min(PAGE_SIZE)
+}
+
+impl FrameArena for RamFrames {
+    fn frame_count(&self) -> u32 {
+        self.frames.len() as u32
+    }
+    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) {
+        if let Some(f) = self.frames.get(frame.index()) {
+            let r = clip(offset, dst.len());
+            let n = r.len();
+            dst[..n].copy_from_slice(&f.read()[r]);
+        }
+    }
+    fn write(&self, frame: FrameId, offset: usize, src: &[u8]) {
+        if let Some(f) = self.frames.get(frame.index()) {
+            let r = clip(offset, src.len());
+            let n = r.len();
+            f.write()[r].copy_from_slice(&src[..n]);
+        }
+    }
+    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) {
+        if let Some(f) = self.frames.get(frame.index()) {
+            f.write()[clip(offset, len)].fill(byte);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct RamInner {
+    geometry: Geometry,
+    chunks: Vec<RwLock<Box<[u8]>>>,
+    frames: RamFrames,
+}
+
+impl RamInner {
+    /// Copies device bytes `[pos, pos + dst.len())` into `dst`.
+    fn read_bytes(&self, mut pos: usize, dst: &mut [u8]) {
+        let mut done = 0;
+        while done < dst.len() {
+            let (c, off) = (pos / CHUNK, pos % CHUNK);
+            let n = (CHUNK - off).min(dst.len() - done);
+            if let Some(chunk) = self.chunks.get(c) {
+                dst[done..done + n].copy_from_slice(&chunk.read()[off..off + n]);
+            }
+            done += n;
+            pos += n;
+        }
+    }
+    fn write_bytes(&self, mut pos: usize, src: Option<&[u8]>, len: usize) {
+        let mut done = 0;
+        while done < len {
+            let (c, off) = (pos / CHUNK, pos % CHUNK);
+            let n = (CHUNK - off).min(len - done);
+            if let Some(chunk) = self.chunks.get(c) {
+                let mut chunk = chunk.write();
+                match src {
+                    Some(src) => chunk[off..off + n].copy_from_slice(&src[done..done + n]),
+                    None => chunk[off..off + n].fill(0),
+                }
+            }
+            done += n;
+            pos += n;
+        }
+    }
+    fn execute(&self, command: &Command<'_>) -> Result<(), DevError> {
+        command.validate(&self.geometry)?;
+        if let Command::Read { frames, .. } | Command::Write { frames, .. } = command {
+            if frames.iter().any(|f| f.0 >= self.frames.frame_count()) {
+                return Err(DevError::InvalidRequest);
+            }
+        }
+        let bs = self.geometry.block_size as usize;
+        let mut page = [0u8; PAGE_SIZE];
+        match *command {
+            Command::Read { lba, frames } => {
+                for (i, &f) in frames.iter().enumerate() {
+                    self.read_bytes(lba.0 as usize * bs + i * PAGE_SIZE, &mut page);
+                    self.frames.write(f, 0, &page);
+                }
+            }
+            Command::Write { lba, frames, .. } => {
+                for (i, &f) in frames.iter().enumerate() {
+                    self.frames.read(f, 0, &mut page);
+                    self.write_bytes(lba.0 as usize * bs + i * PAGE_SIZE, Some(&page), PAGE_SIZE);
+                }
+            }
+            Command::Deallocate { lba, blocks } | Command::WriteZeroes { lba, blocks } => {
+                self.write_bytes(lba.0 as usize * bs, None, blocks as usize * bs);
+            }
+            Command::Flush => {}
+        }
+        Ok(())
+    }
+}
+
+/// A block device held in memory. Cloning shares the same medium.
+#[derive(Clone, Debug)]
+pub struct RamDevice {
+    inner: Arc<RamInner>,
+}
+
+impl RamDevice {
+    /// A zeroed device of `bytes` bytes (rounded down to whole pages) with
+    /// `frames` DMA frames and the given block size (512 or 4096).
+    pub fn new(bytes: u64, block_size: u32, frames: u32) -> Result<RamDevice, DevError> {
+        let pages = bytes / PAGE_SIZE as u64;
+        let total = usize::try_from(pages * PAGE_SIZE as u64).map_err(|_| DevError::BadGeometry)?;
+        let geometry = Geometry {
+            block_size,
+            capacity: pages * (PAGE_SIZE as u64 / u64::from(block_size.max(1))),
+            max_transfer: 128 * 1024,
+            queue_depth: 256,
+        };
+        geometry.validate()?;
+        let chunks = (0..total.div_ceil(CHUNK))
+            .map(|i| RwLock::new(vec![0u8; CHUNK.min(total - i * CHUNK)].into_boxed_slice()))
+            .collect();
+        Ok(RamDevice {
+            inner: Arc::new(RamInner {
+                geometry,
+                chunks,
+                frames: RamFrames::new(frames),
+            }),
+        })
+    }
+
+    /// The same device with another maximum transfer size (bytes, a
+    /// multiple of 4 KiB). Only before any queue is opened.
+    pub fn with_max_transfer(self, max_transfer: u32) -> Result<RamDevice, DevError> {
+        let mut inner = Arc::try_unwrap(self.inner).map_err(|_| DevError::InvalidRequest)?;
+        inner.geometry.max_transfer = max_transfer;
+        inner.geometry.validate()?;
+        Ok(RamDevice {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Copies raw device bytes out, for tests and tools that inspect the medium.
+    pub fn read_raw(&self, offset: u64, dst: &mut [u8]) {
+        self.inner.read_bytes(offset as usize, dst);
+    }
+}
+
+/// A queue on a [`RamDevice`].
+#[derive(Debug)]
+pub struct RamQueue {
+    inner: Arc<RamInner>,
+    done: VecDeque<Completion>,
+    next_tag: u32,
+}
+
+impl DeviceQueue for RamQueue {
+    fn submit(&mut self, command: &Command<'_>) -> Result<Tag, DevError> {
+        if self.done.len() >= self.inner.geometry.queue_depth as usize {
+            return Err(DevError::QueueFull);
+        }
+        let tag = Tag(self.next_tag);
+        self.next_tag = self.next_tag.wrapping_add(1);
+        let result = self.inner.execute(command);
+        self.done.push_back(Completion { tag, result });
+        Ok(tag)
+    }
+    fn poll(&mut self, _now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(c) = self.done.pop_front() else {
+                break;
+            };
+            done(c);
+            n += 1;
+        }
+        n
+    }
+    fn in_flight(&self) -> usize {
+        self.done.len()
+    }
+}
+
+impl BlockDevice for RamDevice {
+    type Queue = RamQueue;
+    type Frames = RamFrames;
+    fn geometry(&self) -> Geometry {
+        self.inner.geometry
+    }
+    fn frames(&self) -> &RamFrames {
+        &self.inner.frames
+    }
+    fn open_queue(&self) -> Result<RamQueue, DevError> {
+        Ok(RamQueue {
+            inner: self.inner.clone(),
+            done: VecDeque::new(),
+            next_tag: 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Lba;
+
+    fn run(q: &mut RamQueue, c: Command<'_>) -> Result<(), DevError> {
+        let tag = q.submit(&c)?;
+        let mut out = None;
+        q.poll(Nanos(0), 8, &mut |c| out = Some(c));
+        let c = out.ok_or(DevError::Timeout)?;
+        assert_eq!(c.tag, tag);
+        c.result
+    }
+
+    #[test]
+    fn write_then_read_through_frames() {
+        let dev = RamDevice::new(1 << 20, 512, 4).unwrap();
+        let mut q = dev.open_queue().unwrap();
+        dev.frames().fill(FrameId(0), 0, PAGE_SIZE, 0xab);
+        run(
+            &mut q,
+            Command::Write {
+                lba: Lba(8),
+                frames: &[FrameId(0)],
+                fua: false,
+            },
+        )
+        .unwrap();
+        run(
+            &mut q,
+            Command::Read {
+                lba: Lba(8),
+                frames: &[FrameId(1)],
+            },
+        )
+        .unwrap();
+        let mut buf = [0u8; 16];
+        dev.frames().read(FrameId(1), 100, &mut buf);
+        assert_eq!(buf, [0xab; 16]);
+        run(
+            &mut q,
+            Command::WriteZeroes {
+                lba: Lba(8),
+                blocks: 8,
+            },
+        )
+        .unwrap();
+        run(
+            &mut q,
+            Command::Read {
+                lba: Lba(8),
+                frames: &[FrameId(1)],
+            },
+        )
+        .unwrap();
+        dev.frames().read(FrameId(1), 100, &mut buf);
+        assert_eq!(buf, [0; 16]);
+    }
+
+    #[test]
+    fn out_of_range_and_oversized_commands_fail() {
+        let dev = RamDevice::new(1 << 20, 4096, 64).unwrap();
+        let mut q = dev.open_queue().unwrap();
+        let cap = dev.geometry().capacity;
+        let e = run(
+            &mut q,
+            Command::Read {
+                lba: Lba(cap),
+                frames: &[FrameId(0)],
+            },
+        );
+        assert_eq!(e, Err(DevError::OutOfRange));
+        let many = [FrameId(0); 33];
+        let e = run(
+            &mut q,
+            Command::Read {
+                lba: Lba(0),
+                frames: &many,
+            },
+        );
+        assert_eq!(e, Err(DevError::InvalidRequest));
+        let e = run(
+            &mut q,
+            Command::Deallocate {
+                lba: Lba(u64::MAX),
+                blocks: 2,
+            },
+        );
+        assert_eq!(e, Err(DevError::OutOfRange));
+    }
+}

@@ -1,0 +1,132 @@
+//! One newtype per kind of number that crosses a layer.
+//!
+//! A bare `u64` could be a byte offset, a page index, a filesystem block or a
+//! device LBA; mixing them up is the classic storage bug. Conversions between
+//! them live here and are checked.
+
+/// Size of a page-cache page, a DMA frame and a filesystem block.
+pub const PAGE_SIZE: usize = 4096;
+/// `PAGE_SIZE` as a `u64`, for offset arithmetic.
+pub const PAGE_SIZE_U64: u64 = PAGE_SIZE as u64;
+/// log2 of `PAGE_SIZE`.
+pub const PAGE_SHIFT: u32 = 12;
+
+/// A device logical block address (in units of the device's block size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Lba(pub u64);
+
+/// A filesystem block number (4 KiB units from the start of the device).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct BlockNo(pub u64);
+
+impl BlockNo {
+    /// The block `n` blocks after this one, or `None` on overflow.
+    pub fn checked_add(self, n: u64) -> Option<BlockNo> {
+        self.0.checked_add(n).map(BlockNo)
+    }
+}
+
+/// The index of a page within a file (`byte offset / PAGE_SIZE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct PageIndex(pub u64);
+
+impl PageIndex {
+    /// The page that holds byte `offset`.
+    pub fn containing(offset: u64) -> PageIndex {
+        PageIndex(offset >> PAGE_SHIFT)
+    }
+    /// The first byte offset of this page. Page indices come from byte
+    /// offsets below `MAX_FILE_SIZE`, so this cannot overflow.
+    pub fn byte_offset(self) -> u64 {
+        self.0 << PAGE_SHIFT
+    }
+}
+
+/// A DMA-capable page frame, by index in the device's frame arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct FrameId(pub u32);
+
+impl FrameId {
+    /// The frame's position in its arena.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// A file's identity, never reused while the filesystem is mounted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct InodeId(pub u64);
+
+/// Caller-supplied monotonic time in nanoseconds. The engine never reads a
+/// clock itself: time is passed in so tests can drive it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Nanos(pub u64);
+
+/// A half-open byte range `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ByteRange {
+    /// First byte in the range.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+}
+
+impl ByteRange {
+    /// `[start, end)`; an inverted range is treated as empty at `start`.
+    pub fn new(start: u64, end: u64) -> ByteRange {
+        ByteRange {
+            start,
+            end: end.max(start),
+        }
+    }
+    /// `[offset, offset + len)`, or `None` if the end overflows.
+    pub fn at(offset: u64, len: u64) -> Option<ByteRange> {
+        offset
+            .checked_add(len)
+            .map(|end| ByteRange::new(offset, end))
+    }
+    /// Everything from `start` to the end of the address space.
+    pub fn from(start: u64) -> ByteRange {
+        ByteRange::new(start, u64::MAX)
+    }
+    /// Number of bytes in the range.
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+    /// True if the range holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+    /// True if the two ranges share at least one byte.
+    pub fn overlaps(&self, other: &ByteRange) -> bool {
+        self.start < other.end && other.start < self.end
+    }
+    /// The pages this range touches, as `[first, last_exclusive)`.
+    pub fn pages(&self) -> (PageIndex, PageIndex) {
+        if self.is_empty() {
+            return (
+                PageIndex::containing(self.start),
+                PageIndex::containing(self.start),
+            );
+        }
+        let first = PageIndex::containing(self.start);
+        let last = PageIndex::containing(self.end - 1);
+        (first, PageIndex(last.0 + 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_pages_cover_partial_edges() {
+        let r = ByteRange::new(4095, 4097);
+        assert_eq!(r.pages(), (PageIndex(0), PageIndex(2)));
+        let r = ByteRange::new(4096, 8192);
+        assert_eq!(r.pages(), (PageIndex(1), PageIndex(2)));
+        assert!(ByteRange::at(u64::MAX, 1).is_none());
+        assert!(ByteRange::new(0, 10).overlaps(&ByteRange::new(9, 11)));
+        assert!(!ByteRange::new(0, 10).overlaps(&ByteRange::new(10, 11)));
+    }
+}
