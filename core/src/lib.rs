@@ -1,8 +1,47 @@
-//! pollfs-core: the pollfs engine.
+//! pollfs-core: a file engine over a polled block device, with no kernel and
+//! no OS underneath (`no_std` + `alloc`).
+//!
+//! Layers, from the user down:
+//!
+//! - [`fs`]: the file API. [`Fs`] is a mounted filesystem (flat namespace);
+//!   each thread opens a [`Session`], which owns one device queue, and opens
+//!   [`File`]s through it: `read_at`, `write_at`, `set_len`, `punch_hole`,
+//!   `sync_data`, `sync_all`. Reads take no file lock; writes inside EOF take
+//!   only an extent lock; size changes take the inode lock and drain writers.
+//! - [`cache`]: the page cache. Slots are the device's DMA frames; reads are
+//!   optimistic (state-word version checks), writers pin, CLOCK evicts,
+//!   readahead and writeback batch pages into large device commands.
+//! - [`lock`]: awaitable byte-range locks with FIFO fairness, and the
+//!   lock-order check.
+//! - [`space`]: block allocator and per-file extent maps, emitting
+//!   [`space::MetaChange`] records for a log.
+//! - [`dev`]: the block-device seam (geometry, DMA frames, polled queues)
+//!   with RAM, file-backed and fault-injecting devices.
+//! - [`sync`]: spin locks for short sections, wait queues for await points,
+//!   and `block_on` for synchronous callers.
+//!
+//! Every operation that can wait is a future; the synchronous methods run
+//! it with a polling loop. Nothing here uses `unsafe`.
 #![no_std]
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
 
+pub mod cache;
 pub mod dev;
+pub mod error;
+pub mod fs;
+pub mod lock;
+#[cfg(feature = "mutants")]
+pub mod mutants;
+pub mod space;
+pub mod stats;
+pub mod sync;
 pub mod units;
+
+pub use error::{Error, Result};
+pub use fs::{Config, File, Fs, InvariantError, Session, MAX_FILE_SIZE, MAX_NAME_LEN};
+pub use stats::Stats;

@@ -1,0 +1,464 @@
+//! The page cache: a fixed set of slots, one per DMA frame, shared by all
+//! files, each file finding its pages through its own [`Radix`] index.
+//!
+//! Reads of cached pages take no lock: a reader loads the slot's state word,
+//! checks the slot's key, copies the bytes out of the frame and then checks
+//! that the state's version did not change (see [`state`]). Eviction, truncate
+//! and punch-hole bump the version when a slot stops holding a page, so a
+//! reader never returns bytes from a slot that was reused under it.
+//!
+//! Writers pin the page while they copy in, then mark it dirty. Pages are
+//! filled (from the device, or zeroed for holes) while locked; anyone who
+//! finds a locked page waits for it on a hashed wait queue.
+//!
+//! Replacement is CLOCK over all slots. Dirty, locked, pinned and
+//! under-writeback pages are never evicted.
+
+pub mod radix;
+pub mod state;
+
+use alloc::vec::Vec;
+use core::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+
+use spin::Mutex;
+
+use crate::dev::FrameArena;
+use crate::sync::WaitQueues;
+use crate::units::{FrameId, InodeId, PageIndex};
+pub use radix::Radix;
+use state::*;
+
+/// Waiters present: whoever clears a bit a waiter may wait on must wake the
+/// slot's wait queue.
+const WAITERS: u64 = 1 << 5;
+
+/// The per-slot bookkeeping: 24 bytes plus 4 in the owning file's index.
+#[derive(Debug, Default)]
+struct Slot {
+    state: AtomicU64,
+    ino: AtomicU64,
+    index: AtomicU64,
+}
+
+impl Slot {
+    fn holds(&self, ino: InodeId, index: PageIndex) -> bool {
+        self.ino.load(Ordering::Acquire) == ino.0 && self.index.load(Ordering::Acquire) == index.0
+    }
+}
+
+/// Outcome of an optimistic read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// The bytes were copied.
+    Hit,
+    /// The page is not cached.
+    Miss,
+    /// The page is being filled; wait on the slot and retry.
+    Busy(u32),
+}
+
+/// Outcome of inserting a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Insert {
+    /// A new locked slot now holds the page; the caller fills it and calls
+    /// [`PageCache::finish_fill`]. `evicted` says a page was evicted for it.
+    New {
+        /// The slot.
+        slot: u32,
+        /// True if another page was evicted to make room.
+        evicted: bool,
+    },
+    /// The page is already cached (possibly still being filled).
+    Existing(u32),
+    /// No slot could be freed: every page is dirty, locked or pinned.
+    Full,
+}
+
+/// Outcome of a pin or invalidate attempt on a busy page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Done: for `pin`, the page is pinned in that slot; for `invalidate`,
+    /// the page was dropped (`true` if it was dirty).
+    Done(u32, bool),
+    /// The page is not cached.
+    Miss,
+    /// The page is locked, under writeback or pinned: wait and retry.
+    Busy(u32),
+}
+
+/// The page cache shared by every file of one mounted filesystem.
+#[derive(Debug)]
+pub struct PageCache {
+    slots: Vec<Slot>,
+    free: Mutex<Vec<u32>>,
+    hand: AtomicUsize,
+    dirty: AtomicU64,
+    waits: WaitQueues,
+}
+
+impl PageCache {
+    /// A cache of `capacity` pages, in frames `0..capacity`.
+    pub fn new(capacity: u32) -> PageCache {
+        PageCache {
+            slots: (0..capacity).map(|_| Slot::default()).collect(),
+            free: Mutex::new((0..capacity).rev().collect()),
+            hand: AtomicUsize::new(0),
+            dirty: AtomicU64::new(0),
+            waits: WaitQueues::new(256),
+        }
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> u32 {
+        self.slots.len() as u32
+    }
+
+    /// Dirty pages in the whole cache.
+    pub fn dirty_pages(&self) -> u64 {
+        self.dirty.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of bookkeeping per cached page: the slot plus its index entry.
+    pub const fn metadata_bytes_per_page() -> usize {
+        core::mem::size_of::<Slot>() + core::mem::size_of::<u32>()
+    }
+
+    fn slot(&self, s: u32) -> Option<&Slot> {
+        self.slots.get(s as usize)
+    }
+
+    /// Wakes the slot's waiters if `prev` says there were any.
+    fn wake_if_waiting(&self, s: u32, prev: u64) {
+        if prev & WAITERS != 0 {
+            if let Some(slot) = self.slot(s) {
+                slot.state.fetch_and(!WAITERS, Ordering::AcqRel);
+            }
+            self.waits.get(u64::from(s)).wake_all();
+        }
+    }
+
+    /// Applies `f` to the slot's state with a CAS loop; returns the state
+    /// before the change, or `None` if `f` declined.
+    fn update(&self, s: u32, mut f: impl FnMut(u64) -> Option<u64>) -> Option<u64> {
+        let slot = self.slot(s)?;
+        slot.state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, &mut f)
+            .ok()
+    }
+
+    /// The slot the index names for `(ino, index)` and its state, if it
+    /// really holds that page. The key is checked after the state is read,
+    /// and keys change only after a version bump, so a later CAS that
+    /// requires the same version also proves the identity.
+    fn find(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Option<(u32, &Slot, u64)> {
+        let s = map.get(index)?;
+        let slot = self.slot(s)?;
+        let st = slot.state.load(Ordering::Acquire);
+        slot.holds(ino, index).then_some((s, slot, st))
+    }
+
+    /// Copies `dst.len()` bytes of page `(ino, index)` from `offset` without
+    /// taking any lock.
+    pub fn read<A: FrameArena>(
+        &self,
+        arena: &A,
+        map: &Radix,
+        ino: InodeId,
+        index: PageIndex,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Lookup {
+        loop {
+            let Some(s) = map.get(index) else {
+                return Lookup::Miss;
+            };
+            let Some(slot) = self.slot(s) else {
+                return Lookup::Miss;
+            };
+            let before = slot.state.load(Ordering::Acquire);
+            if !slot.holds(ino, index) {
+                return Lookup::Miss;
+            }
+            if before & LOCKED != 0 {
+                return Lookup::Busy(s);
+            }
+            if before & UPTODATE == 0 {
+                return Lookup::Miss;
+            }
+            arena.read(FrameId(s), offset, dst);
+            fence(Ordering::Acquire);
+            let after = slot.state.load(Ordering::Relaxed);
+            if version(after) != version(before) || after & LOCKED != 0 {
+                #[cfg(feature = "mutants")]
+                if crate::mutants::active(crate::mutants::Mutant::ReadSkipsVersionCheck) {
+                    return Lookup::Hit;
+                }
+                continue;
+            }
+            if before & REFERENCED == 0 {
+                slot.state.fetch_or(REFERENCED, Ordering::Relaxed);
+            }
+            return Lookup::Hit;
+        }
+    }
+
+    /// Waits until slot `s` is neither locked nor under writeback nor
+    /// pinned, or no longer holds what it held when `seen` was read.
+    pub async fn wait_idle(&self, s: u32) {
+        let Some(slot) = self.slot(s) else { return };
+        let seen = slot.state.load(Ordering::Acquire);
+        let busy = LOCKED | WRITEBACK | PIN_MASK;
+        let idle = || {
+            let st = slot.state.load(Ordering::Acquire);
+            (st & busy == 0 || version(st) != version(seen)).then_some(())
+        };
+        let queue = self.waits.get(u64::from(s));
+        queue
+            .wait_until(|| {
+                if idle().is_some() {
+                    return Some(());
+                }
+                // Announce the waiter on every check: a wake-up may have
+                // cleared the flag for another waiter's sake.
+                slot.state.fetch_or(WAITERS, Ordering::AcqRel);
+                idle()
+            })
+            .await;
+    }
+
+    /// Takes a slot for a new page: a free one, or a CLOCK victim. The slot
+    /// comes back locked, with a new version and no key.
+    fn take_slot(&self) -> Option<(u32, bool)> {
+        let free = self.free.lock().pop();
+        if let Some(s) = free {
+            let prev = self.update(s, |st| Some(next_version(st, LOCKED) | (st & PIN_MASK)))?;
+            self.wake_if_waiting(s, prev);
+            return Some((s, false));
+        }
+        let n = self.slots.len();
+        for _ in 0..2 * n {
+            let s = (self.hand.fetch_add(1, Ordering::Relaxed) % n) as u32;
+            let Some(slot) = self.slot(s) else { continue };
+            let st = slot.state.load(Ordering::Acquire);
+            if st & REFERENCED != 0 {
+                slot.state.fetch_and(!REFERENCED, Ordering::Relaxed);
+                continue;
+            }
+            if !evictable(st) {
+                continue;
+            }
+            if slot
+                .state
+                .compare_exchange(
+                    st,
+                    next_version(st, LOCKED),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+            {
+                slot.ino.store(0, Ordering::Release);
+                self.wake_if_waiting(s, st);
+                return Some((s, true));
+            }
+        }
+        None
+    }
+
+    /// Returns a locked slot that holds nothing to the free list.
+    fn release_slot(&self, s: u32) {
+        if let Some(slot) = self.slot(s) {
+            slot.ino.store(0, Ordering::Release);
+            if let Some(prev) = self.update(s, |st| Some(next_version(st, 0) | (st & PIN_MASK))) {
+                self.wake_if_waiting(s, prev);
+            }
+            self.free.lock().push(s);
+        }
+    }
+
+    /// Makes page `(ino, index)` present: finds it, or inserts it in a new
+    /// locked slot for the caller to fill.
+    pub fn insert(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Insert {
+        loop {
+            let current = map.get(index);
+            if let Some((s, _, st)) = self.find(map, ino, index) {
+                if st & (LOCKED | UPTODATE) != 0 {
+                    return Insert::Existing(s);
+                }
+            }
+            let Some((s, evicted)) = self.take_slot() else {
+                return Insert::Full;
+            };
+            let Some(slot) = self.slot(s) else {
+                return Insert::Full;
+            };
+            slot.index.store(index.0, Ordering::Release);
+            slot.ino.store(ino.0, Ordering::Release);
+            if map.replace(index, current, Some(s)) {
+                return Insert::New { slot: s, evicted };
+            }
+            self.release_slot(s);
+        }
+    }
+
+    /// Ends the fill of a slot returned by [`insert`](Self::insert). On
+    /// success the page becomes uptodate (and dirty if `dirty`; returns true
+    /// then); on failure it is dropped from the cache.
+    pub fn finish_fill(
+        &self,
+        map: &Radix,
+        index: PageIndex,
+        s: u32,
+        ok: bool,
+        dirty: bool,
+    ) -> bool {
+        if !ok {
+            map.replace(index, Some(s), None);
+            self.release_slot(s);
+            return false;
+        }
+        let flags = UPTODATE | REFERENCED | if dirty { DIRTY } else { 0 };
+        if let Some(prev) = self.update(s, |st| Some((st & !LOCKED & !WAITERS) | flags)) {
+            if dirty {
+                self.dirty.fetch_add(1, Ordering::Relaxed);
+            }
+            self.wake_if_waiting(s, prev);
+        }
+        dirty
+    }
+
+    /// Pins cached page `(ino, index)` so a writer can copy into it.
+    pub fn pin(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {
+        let Some(s) = map.get(index) else {
+            return Claim::Miss;
+        };
+        let Some(slot) = self.slot(s) else {
+            return Claim::Miss;
+        };
+        let prev = slot.state.fetch_add(PIN, Ordering::AcqRel);
+        let mine = slot.holds(ino, index);
+        if mine && prev & (LOCKED | UPTODATE) == UPTODATE {
+            return Claim::Done(s, false);
+        }
+        self.unpin(s, false);
+        if mine && prev & LOCKED != 0 {
+            Claim::Busy(s)
+        } else {
+            Claim::Miss
+        }
+    }
+
+    /// Drops a pin, first marking the page dirty if `dirty`. Returns true if
+    /// the page became dirty.
+    pub fn unpin(&self, s: u32, dirty: bool) -> bool {
+        let Some(slot) = self.slot(s) else {
+            return false;
+        };
+        let mut newly_dirty = false;
+        if dirty {
+            let prev = slot.state.fetch_or(DIRTY, Ordering::AcqRel);
+            newly_dirty = prev & DIRTY == 0;
+            if newly_dirty {
+                self.dirty.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let prev = slot.state.fetch_sub(PIN, Ordering::AcqRel);
+        self.wake_if_waiting(s, prev);
+        newly_dirty
+    }
+
+    /// Claims a dirty page for writeback: clears dirty, sets writeback.
+    /// `Busy` if the page is dirty but locked or still under an earlier
+    /// writeback; `Miss` if it is not cached or not dirty.
+    pub fn begin_writeback(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {
+        let Some((s, _, seen)) = self.find(map, ino, index) else {
+            return Claim::Miss;
+        };
+        let mut busy = false;
+        let claimed = self.update(s, |st| {
+            busy = false;
+            if version(st) != version(seen) || st & (DIRTY | UPTODATE) != DIRTY | UPTODATE {
+                return None;
+            }
+            if st & (LOCKED | WRITEBACK) != 0 {
+                busy = true;
+                return None;
+            }
+            Some((st & !DIRTY) | WRITEBACK)
+        });
+        match claimed {
+            Some(_) => {
+                self.dirty.fetch_sub(1, Ordering::Relaxed);
+                Claim::Done(s, true)
+            }
+            None if busy => Claim::Busy(s),
+            None => Claim::Miss,
+        }
+    }
+
+    /// Ends writeback of slot `s`. On failure the page is dirty again (and
+    /// true is returned), so the data is never dropped.
+    pub fn end_writeback(&self, s: u32, ok: bool) -> bool {
+        let redirty = !ok;
+        if let Some(prev) = self.update(s, |st| {
+            Some((st & !WRITEBACK & !WAITERS) | if redirty { DIRTY } else { 0 })
+        }) {
+            if redirty && prev & DIRTY == 0 {
+                self.dirty.fetch_add(1, Ordering::Relaxed);
+            }
+            self.wake_if_waiting(s, prev);
+        }
+        redirty
+    }
+
+    /// Drops page `(ino, index)` from the cache. The caller must hold the
+    /// invalidate gate over the page so it cannot be re-instantiated.
+    pub fn invalidate(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {
+        let Some((s, slot, st)) = self.find(map, ino, index) else {
+            return Claim::Miss;
+        };
+        if st & (LOCKED | WRITEBACK | PIN_MASK) != 0 {
+            return Claim::Busy(s);
+        }
+        if slot
+            .state
+            .compare_exchange(
+                st,
+                next_version(st, LOCKED),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            return Claim::Busy(s);
+        }
+        let was_dirty = st & DIRTY != 0;
+        if was_dirty {
+            self.dirty.fetch_sub(1, Ordering::Relaxed);
+        }
+        map.replace(index, Some(s), None);
+        self.wake_if_waiting(s, st);
+        self.release_slot(s);
+        Claim::Done(s, was_dirty)
+    }
+
+    /// Calls `f(index, slot, dirty)` for every page of `ino` cached in
+    /// `[start, end)`, in index order.
+    pub fn scan(
+        &self,
+        map: &Radix,
+        ino: InodeId,
+        start: PageIndex,
+        end: PageIndex,
+        mut f: impl FnMut(PageIndex, u32, bool),
+    ) {
+        map.scan(start, end, |index, s| {
+            if let Some(slot) = self.slot(s) {
+                let st = slot.state.load(Ordering::Acquire);
+                if slot.holds(ino, index) && st & (LOCKED | UPTODATE) != 0 {
+                    f(index, s, st & DIRTY != 0);
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,180 @@
+//! A per-file page index: a lock-free radix tree from page index to cache
+//! slot.
+//!
+//! Four levels of 256 entries cover 2^32 pages (16 TiB). Nodes are created
+//! on first use with `spin::Once` and never freed while the file lives, so a
+//! lookup is four dependent atomic loads and takes no lock. Leaves store
+//! `slot + 1` (0 means empty). An entry may be stale (its slot was evicted and
+//! reused): callers always check the slot's own key, so stale entries read as
+//! misses and are overwritten by the next insertion.
+
+use alloc::boxed::Box;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use spin::Once;
+
+use crate::units::PageIndex;
+
+const BITS: u32 = 8;
+const FANOUT: usize = 1 << BITS;
+const MASK: u64 = (FANOUT - 1) as u64;
+
+/// Pages addressable by the index.
+pub const MAX_PAGES: u64 = 1 << (4 * BITS);
+
+#[derive(Debug)]
+struct Leaf {
+    slots: [AtomicU32; FANOUT],
+}
+
+#[derive(Debug)]
+struct Node<T> {
+    children: [Once<Box<T>>; FANOUT],
+}
+
+impl<T> Node<T> {
+    fn new() -> Node<T> {
+        Node {
+            children: core::array::from_fn(|_| Once::new()),
+        }
+    }
+}
+
+type L1 = Node<Leaf>;
+type L2 = Node<L1>;
+type L3 = Node<L2>;
+
+/// The page index of one file.
+#[derive(Debug, Default)]
+pub struct Radix {
+    root: Once<Box<L3>>,
+}
+
+fn digit(index: u64, level: u32) -> usize {
+    ((index >> (level * BITS)) & MASK) as usize
+}
+
+impl Radix {
+    /// An empty index.
+    pub const fn new() -> Radix {
+        Radix { root: Once::new() }
+    }
+
+    fn leaf(&self, index: PageIndex) -> Option<&Leaf> {
+        let i = index.0;
+        if i >= MAX_PAGES {
+            return None;
+        }
+        let l2 = self.root.get()?.children[digit(i, 3)].get()?;
+        let l1 = l2.children[digit(i, 2)].get()?;
+        l1.children[digit(i, 1)].get().map(|b| &**b)
+    }
+
+    fn leaf_or_create(&self, index: PageIndex) -> Option<&Leaf> {
+        let i = index.0;
+        if i >= MAX_PAGES {
+            return None;
+        }
+        let l3 = self.root.call_once(|| Box::new(Node::new()));
+        let l2 = l3.children[digit(i, 3)].call_once(|| Box::new(Node::new()));
+        let l1 = l2.children[digit(i, 2)].call_once(|| Box::new(Node::new()));
+        let leaf = l1.children[digit(i, 1)].call_once(|| {
+            Box::new(Leaf {
+                slots: core::array::from_fn(|_| AtomicU32::new(0)),
+            })
+        });
+        Some(leaf)
+    }
+
+    /// The slot recorded for `index`, possibly stale.
+    pub fn get(&self, index: PageIndex) -> Option<u32> {
+        let raw = self.leaf(index)?.slots[digit(index.0, 0)].load(Ordering::Acquire);
+        raw.checked_sub(1)
+    }
+
+    /// Replaces the entry for `index` with `new` if it still holds
+    /// `expected` (`None` = empty). Returns false if the entry changed or the
+    /// index is out of range.
+    pub fn replace(&self, index: PageIndex, expected: Option<u32>, new: Option<u32>) -> bool {
+        let Some(leaf) = self.leaf_or_create(index) else {
+            return false;
+        };
+        let enc = |s: Option<u32>| s.map_or(0, |s| s + 1);
+        leaf.slots[digit(index.0, 0)]
+            .compare_exchange(enc(expected), enc(new), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Calls `f(index, slot)` for every non-empty entry in `[start, end)`, in
+    /// index order, skipping subtrees that were never created.
+    pub fn scan(&self, start: PageIndex, end: PageIndex, mut f: impl FnMut(PageIndex, u32)) {
+        let end = end.0.min(MAX_PAGES);
+        if let Some(l3) = self.root.get() {
+            l3.scan(0, 3, start.0, end, &mut |base, leaf: &Leaf| {
+                let lo = start.0.max(base) - base;
+                let hi = (end - base).min(FANOUT as u64);
+                for j in lo..hi {
+                    let raw = leaf.slots[j as usize].load(Ordering::Acquire);
+                    if let Some(s) = raw.checked_sub(1) {
+                        f(PageIndex(base + j), s);
+                    }
+                }
+            });
+        }
+    }
+}
+
+/// Walks the leaves under a node that overlap `[start, end)`.
+trait Walk {
+    /// `base`: first page index under this node; `level`: its height (leaf = 0).
+    fn scan(&self, base: u64, level: u32, start: u64, end: u64, f: &mut dyn FnMut(u64, &Leaf));
+}
+
+impl Walk for Leaf {
+    fn scan(&self, base: u64, _level: u32, _start: u64, _end: u64, f: &mut dyn FnMut(u64, &Leaf)) {
+        f(base, self)
+    }
+}
+
+impl<T: Walk> Walk for Node<T> {
+    fn scan(&self, base: u64, level: u32, start: u64, end: u64, f: &mut dyn FnMut(u64, &Leaf)) {
+        let span = 1u64 << (level * BITS);
+        for (i, child) in self.children.iter().enumerate() {
+            let child_base = base + i as u64 * span;
+            if child_base >= end {
+                break;
+            }
+            if child_base + span <= start {
+                continue;
+            }
+            if let Some(c) = child.get() {
+                c.scan(child_base, level - 1, start, end, f);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn insert_lookup_replace_scan() {
+        let r = Radix::new();
+        assert_eq!(r.get(PageIndex(5)), None);
+        assert!(r.replace(PageIndex(5), None, Some(0)));
+        assert!(!r.replace(PageIndex(5), None, Some(1)));
+        assert_eq!(r.get(PageIndex(5)), Some(0));
+        assert!(r.replace(PageIndex(1 << 20), None, Some(7)));
+        assert!(r.replace(PageIndex(MAX_PAGES - 1), None, Some(9)));
+        assert!(!r.replace(PageIndex(MAX_PAGES), None, Some(9)));
+        let mut seen = Vec::new();
+        r.scan(PageIndex(0), PageIndex(u64::MAX), |i, s| {
+            seen.push((i.0, s))
+        });
+        assert_eq!(seen, [(5, 0), (1 << 20, 7), (MAX_PAGES - 1, 9)]);
+        assert!(r.replace(PageIndex(5), Some(0), None));
+        assert_eq!(r.get(PageIndex(5)), None);
+    }
+}

@@ -1,0 +1,138 @@
+//! The invariant checker: what must hold whenever no operation is running.
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+
+use super::inode::pages_for;
+use super::Shared;
+use crate::dev::BlockDevice;
+use crate::units::{InodeId, PageIndex};
+
+/// A broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InvariantError {
+    /// A device block is mapped by two files, or twice by one.
+    BlockOwnedTwice {
+        /// The block.
+        block: u64,
+    },
+    /// A block is both mapped by a file and free in the allocator.
+    BlockMappedAndFree {
+        /// The block.
+        block: u64,
+    },
+    /// Blocks neither free nor mapped by any file.
+    Leaked {
+        /// How many.
+        blocks: u64,
+    },
+    /// A file maps a block past its EOF page.
+    MappedPastEof {
+        /// The file.
+        ino: InodeId,
+        /// The file block.
+        file_block: u64,
+    },
+    /// A page is cached past EOF.
+    CachedPastEof {
+        /// The file.
+        ino: InodeId,
+        /// The page.
+        index: PageIndex,
+    },
+    /// The cache's dirty count disagrees with the dirty pages found.
+    DirtyCount {
+        /// Counted by the cache.
+        counted: u64,
+        /// Found by scanning.
+        found: u64,
+    },
+    /// A lock is still held or waited for.
+    LockBusy {
+        /// The file.
+        ino: InodeId,
+    },
+}
+
+pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> {
+    let inodes: Vec<_> = fs.inodes.read().values().cloned().collect();
+    let space = fs.space.lock();
+    // Collect every mapped block as (start, len) runs, then sort and look
+    // for overlaps; a per-block set would not scale to large devices.
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    let mut dirty_found = 0;
+    let mut mapped = 0;
+    for inode in &inodes {
+        if inode.reclaimed.load(Ordering::Acquire) {
+            continue;
+        }
+        let size = inode.size();
+        let eof_pages = pages_for(size);
+        for e in inode.extents.read().extents() {
+            if e.file_block + e.len > eof_pages {
+                return Err(InvariantError::MappedPastEof {
+                    ino: inode.id,
+                    file_block: e.file_block + e.len - 1,
+                });
+            }
+            runs.push((e.dev.0, e.len));
+            mapped += e.len;
+        }
+        let mut past_eof = None;
+        fs.cache.scan(
+            &inode.pages,
+            inode.id,
+            PageIndex(0),
+            PageIndex(u64::MAX),
+            |i, _, d| {
+                if i.0 >= eof_pages && past_eof.is_none() {
+                    past_eof = Some(i);
+                }
+                if d {
+                    dirty_found += 1;
+                }
+            },
+        );
+        if let Some(index) = past_eof {
+            return Err(InvariantError::CachedPastEof {
+                ino: inode.id,
+                index,
+            });
+        }
+        if !inode.inode_lock.is_idle() || !inode.gate.is_idle() || !inode.extent_lock.is_idle() {
+            return Err(InvariantError::LockBusy { ino: inode.id });
+        }
+    }
+    runs.sort_unstable();
+    for w in runs.windows(2) {
+        if w[0].0 + w[0].1 > w[1].0 {
+            return Err(InvariantError::BlockOwnedTwice { block: w[1].0 });
+        }
+    }
+    let free: BTreeMap<u64, u64> = space.free_extents().map(|(b, l)| (b.0, l)).collect();
+    for &(start, len) in &runs {
+        if let Some((&fs_, &fl)) = free.range(..start + len).next_back() {
+            if fs_ + fl > start {
+                return Err(InvariantError::BlockMappedAndFree {
+                    block: start.max(fs_),
+                });
+            }
+        }
+    }
+    let accounted = mapped + space.free_blocks();
+    if accounted != space.total_blocks() {
+        return Err(InvariantError::Leaked {
+            blocks: space.total_blocks().saturating_sub(accounted),
+        });
+    }
+    let counted = fs.cache.dirty_pages();
+    if counted != dirty_found {
+        return Err(InvariantError::DirtyCount {
+            counted,
+            found: dirty_found,
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! In-memory inodes: size, page index, extent map and the per-file locks.
+
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use crate::cache::Radix;
+use crate::lock::{Level, RangeLock};
+use crate::space::ExtentMap;
+use crate::sync::{RwLock, WaitQueue};
+use crate::units::{InodeId, PAGE_SIZE_U64};
+
+/// Counts writers running inside EOF without the inode lock, and lets a
+/// truncate shut the door on new ones and wait for the rest (btrfs's
+/// `inode_dio_wait` for buffered writes).
+///
+/// One word: the count in the low bits, `BLOCKED` in the top bit, so a
+/// writer's increment and its check of `BLOCKED` are one atomic step.
+#[derive(Debug, Default)]
+pub(crate) struct WriteDrain {
+    word: AtomicU64,
+    drained: WaitQueue,
+}
+
+const BLOCKED: u64 = 1 << 63;
+
+impl WriteDrain {
+    /// Registers a writer; false (and nothing registered) if a truncate has
+    /// blocked new writers.
+    pub(crate) fn try_enter(&self) -> bool {
+        let prev = self.word.fetch_add(1, Ordering::AcqRel);
+        if prev & BLOCKED != 0 {
+            self.exit();
+            return false;
+        }
+        true
+    }
+    /// Unregisters a writer.
+    pub(crate) fn exit(&self) {
+        let prev = self.word.fetch_sub(1, Ordering::AcqRel);
+        if prev & BLOCKED != 0 && prev & !BLOCKED == 1 {
+            self.drained.wake_all();
+        }
+    }
+    /// Stops new writers from entering.
+    pub(crate) fn block(&self) {
+        self.word.fetch_or(BLOCKED, Ordering::AcqRel);
+    }
+    /// Lets writers enter again.
+    pub(crate) fn unblock(&self) {
+        self.word.fetch_and(!BLOCKED, Ordering::AcqRel);
+    }
+    /// Resolves when no writer is registered.
+    pub(crate) async fn drained(&self) {
+        self.drained
+            .wait_until(|| (self.word.load(Ordering::Acquire) & !BLOCKED == 0).then_some(()))
+            .await
+    }
+}
+
+/// Re-opens a [`WriteDrain`] when dropped, on every exit path.
+pub(crate) struct Unblock<'a>(pub(crate) &'a WriteDrain);
+
+impl Drop for Unblock<'_> {
+    fn drop(&mut self) {
+        self.0.unblock();
+    }
+}
+
+/// A file.
+#[derive(Debug)]
+pub(crate) struct Inode {
+    pub(crate) id: InodeId,
+    /// Size in bytes. Stored with Release after the data it covers is in the
+    /// cache; readers load it with Acquire.
+    pub(crate) size: AtomicU64,
+    /// Cached pages.
+    pub(crate) pages: Radix,
+    /// File block -> device block. A leaf spin lock: held for lookups and
+    /// updates only, never across an await; taken before the allocator's.
+    pub(crate) extents: RwLock<ExtentMap>,
+    /// Level 1: size changes (extending writes, truncate, punch-hole), and
+    /// everything in file-lock mode.
+    pub(crate) inode_lock: RangeLock,
+    /// Level 2: shared by page instantiation (read misses, writers), taken
+    /// exclusively by truncate and punch-hole over the range they drop.
+    pub(crate) gate: RangeLock,
+    /// Level 3: exclusive over the bytes a write or punch changes.
+    pub(crate) extent_lock: RangeLock,
+    /// Writers inside EOF that hold no inode lock.
+    pub(crate) writers: WriteDrain,
+    /// Dirty pages of this file.
+    pub(crate) dirty: AtomicU64,
+    /// Open handles plus writebacks in progress.
+    pub(crate) open: AtomicU32,
+    /// The name is gone; free everything when `open` drops to zero.
+    pub(crate) unlinked: AtomicBool,
+    /// Pages and blocks have been released.
+    pub(crate) reclaimed: AtomicBool,
+}
+
+impl Inode {
+    pub(crate) fn new(id: InodeId) -> Inode {
+        Inode {
+            id,
+            size: AtomicU64::new(0),
+            pages: Radix::new(),
+            extents: RwLock::new(ExtentMap::new()),
+            inode_lock: RangeLock::new(Level::Inode),
+            gate: RangeLock::new(Level::Gate),
+            extent_lock: RangeLock::new(Level::Extent),
+            writers: WriteDrain::default(),
+            dirty: AtomicU64::new(0),
+            open: AtomicU32::new(0),
+            unlinked: AtomicBool::new(false),
+            reclaimed: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn size(&self) -> u64 {
+        self.size.load(Ordering::Acquire)
+    }
+
+    /// Takes an open reference unless the file is unlinked and already
+    /// closed by everyone (then it is being or has been reclaimed).
+    pub(crate) fn try_open(&self) -> bool {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n > 0 || !self.unlinked.load(Ordering::Acquire)).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    pub(crate) fn dirty_inc(&self) {
+        self.dirty.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn dirty_dec(&self) {
+        // Saturating: counts are advisory (they pick writeback victims).
+        let _ = self
+            .dirty
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(1))
+            });
+    }
+}
+
+/// Pages needed to hold `size` bytes.
+pub(crate) fn pages_for(size: u64) -> u64 {
+    size.div_ceil(PAGE_SIZE_U64)
+}

@@ -1,0 +1,236 @@
+//! The read path: lockless cached reads, batched fills and readahead.
+
+use alloc::vec::Vec;
+use core::cell::Cell;
+
+use super::inode::{pages_for, Inode};
+use super::Session;
+use crate::cache::{Insert, Lookup};
+use crate::dev::{BlockDevice, Command, FrameArena};
+use crate::error::{Result, SpaceError};
+use crate::lock::{Held, Mode};
+use crate::stats::Counter;
+use crate::units::{ByteRange, FrameId, Lba, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
+
+/// Per-handle readahead state: where a sequential reader will read next,
+/// and how far ahead to fill when it misses.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Readahead {
+    next: u64,
+    window: u32,
+}
+
+impl Readahead {
+    /// Updates the state for a read of pages `[first, end)` and returns the
+    /// window to fill on a miss (0: only what the read needs).
+    fn on_read(cell: &Cell<Readahead>, first: u64, end: u64, max: u32) -> u32 {
+        let mut ra = cell.get();
+        let sequential = first == ra.next || (ra.next > 0 && first == ra.next - 1);
+        ra.window = match (sequential, max) {
+            (_, 0) => 0,
+            (true, _) if ra.window == 0 => (max / 8).clamp(4.min(max), max),
+            (true, _) => ra.window.saturating_mul(2).min(max),
+            (false, _) => 0,
+        };
+        ra.next = end;
+        cell.set(ra);
+        ra.window
+    }
+}
+
+/// What a fill found.
+pub(crate) enum Fill {
+    /// The page is present now (or being filled by someone else).
+    Present,
+    /// The page lies past EOF.
+    Eof,
+}
+
+impl<D: BlockDevice> Session<D> {
+    /// Reads into `buf` from `off`. Takes no file-wide lock.
+    pub(crate) async fn read(
+        &self,
+        inode: &Inode,
+        ra: &Cell<Readahead>,
+        buf: &mut [u8],
+        off: u64,
+    ) -> Result<usize> {
+        let held = Held::new();
+        let _file_lock = if self.fs.config.file_lock {
+            Some(
+                self.lock(&inode.inode_lock, ByteRange::from(0), Mode::Shared, &held)
+                    .await,
+            )
+        } else {
+            None
+        };
+        let size = inode.size();
+        if off >= size || buf.is_empty() {
+            return Ok(0);
+        }
+        let end = off.saturating_add(buf.len() as u64).min(size);
+        let (first, last) = ByteRange::new(off, end).pages();
+        let window = Readahead::on_read(ra, first.0, last.0, self.fs.config.readahead_pages);
+        let arena = self.fs.frames();
+        let mut pos = off;
+        let mut just_filled = u64::MAX;
+        while pos < end {
+            let index = PageIndex::containing(pos);
+            let in_page = (pos % PAGE_SIZE_U64) as usize;
+            let n = (PAGE_SIZE - in_page).min((end - pos) as usize);
+            let at = (pos - off) as usize;
+            let dst = &mut buf[at..at + n];
+            match self
+                .fs
+                .cache
+                .read(arena, &inode.pages, inode.id, index, in_page, dst)
+            {
+                Lookup::Hit => {
+                    if just_filled != index.0 {
+                        self.counters.add(Counter::cache_hits, 1);
+                    }
+                    pos += n as u64;
+                }
+                Lookup::Busy(slot) => self.fs.cache.wait_idle(slot).await,
+                Lookup::Miss => {
+                    self.counters.add(Counter::cache_misses, 1);
+                    let needed = last.0 - index.0;
+                    let count = needed.max(u64::from(window));
+                    match self.fill(inode, index, count, needed, &held).await? {
+                        Fill::Present => just_filled = index.0,
+                        Fill::Eof => break,
+                    }
+                }
+            }
+        }
+        Ok((pos - off) as usize)
+    }
+
+    /// Makes pages `[index, index + count)` present, as far as EOF: inserts
+    /// every missing page first, then reads them with one command per
+    /// device-contiguous run. Pages beyond the first `needed` count as
+    /// readahead.
+    pub(crate) async fn fill(
+        &self,
+        inode: &Inode,
+        index: PageIndex,
+        count: u64,
+        needed: u64,
+        held: &Held,
+    ) -> Result<Fill> {
+        let range = ByteRange::new(
+            index.byte_offset(),
+            index.0.saturating_add(count).saturating_mul(PAGE_SIZE_U64),
+        );
+        let _gate = self.lock(&inode.gate, range, Mode::Shared, held).await;
+        let mut attempts = 0u32;
+        loop {
+            // Under the gate: truncate cannot shrink past these pages until
+            // we leave, and the size we see now bounds what we may instantiate.
+            let end = (index.0 + count).min(pages_for(inode.size()));
+            if index.0 >= end {
+                return Ok(Fill::Eof);
+            }
+            let mut new = Vec::new();
+            let mut first_busy = None;
+            for i in index.0..end {
+                match self.fs.cache.insert(&inode.pages, inode.id, PageIndex(i)) {
+                    Insert::New { slot, evicted } => {
+                        if evicted {
+                            self.counters.add(Counter::evictions, 1);
+                        }
+                        new.push((PageIndex(i), slot));
+                    }
+                    Insert::Existing(slot) if i == index.0 => first_busy = Some(slot),
+                    Insert::Existing(_) => {}
+                    Insert::Full => break,
+                }
+            }
+            if new.is_empty() && first_busy.is_none() {
+                attempts += 1;
+                self.make_room(attempts).await?;
+                continue;
+            }
+            let result = self.load(inode, &new).await;
+            for &(i, slot) in &new {
+                self.fs
+                    .cache
+                    .finish_fill(&inode.pages, i, slot, result.is_ok(), false);
+            }
+            result?;
+            let ahead = new.iter().filter(|(i, _)| i.0 >= index.0 + needed).count();
+            self.counters.add(Counter::readahead_pages, ahead as u64);
+            return Ok(Fill::Present);
+        }
+    }
+
+    /// Fills the frames of freshly inserted (locked) pages: zeros for holes,
+    /// device reads for mapped blocks, one command per run of pages that are
+    /// consecutive in the file and on the device, up to the maximum transfer.
+    /// Leaves the pages locked; the caller finishes them.
+    pub(crate) async fn load(&self, inode: &Inode, pages: &[(PageIndex, u32)]) -> Result<()> {
+        let arena = self.fs.frames();
+        let max = self.fs.geometry.max_frames_per_command();
+        let bpp = self.fs.geometry.blocks_per_page();
+        // (first device block, frames)
+        let mut runs: Vec<(u64, Vec<FrameId>)> = Vec::new();
+        {
+            let extents = inode.extents.read();
+            let mut prev: Option<(u64, u64)> = None; // (page, block)
+            for &(index, slot) in pages {
+                match extents.lookup(index.0) {
+                    None => {
+                        arena.fill(FrameId(slot), 0, PAGE_SIZE, 0);
+                        prev = None;
+                    }
+                    Some((block, _)) => {
+                        let extend = matches!(prev, Some((p, b)) if p + 1 == index.0 && b + 1 == block.0)
+                            && runs.last().is_some_and(|(_, f)| f.len() < max);
+                        match runs.last_mut() {
+                            Some((_, frames)) if extend => frames.push(FrameId(slot)),
+                            _ => runs.push((block.0, alloc::vec![FrameId(slot)])),
+                        }
+                        prev = Some((index.0, block.0));
+                    }
+                }
+            }
+        }
+        let mut tags = Vec::with_capacity(runs.len());
+        let mut first_err = None;
+        for (block, frames) in &runs {
+            let cmd = Command::Read {
+                lba: Lba(block * bpp),
+                frames,
+            };
+            match self.submit(&cmd).await {
+                Ok(tag) => tags.push(tag),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        for tag in tags {
+            if let Err(e) = self.wait(tag).await {
+                first_err.get_or_insert(e);
+            }
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Called when no cache slot could be found: writes back dirty pages so
+    /// they become evictable, or waits for busy ones. Gives up after a while
+    /// rather than spin forever when every page is pinned.
+    pub(crate) async fn make_room(&self, attempts: u32) -> Result<()> {
+        if attempts > 1000 {
+            return Err(SpaceError::CacheExhausted.into());
+        }
+        if self.fs.cache.dirty_pages() > 0 {
+            self.writeback_others().await?;
+        }
+        crate::sync::yield_now().await;
+        Ok(())
+    }
+}

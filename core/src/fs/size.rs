@@ -1,0 +1,289 @@
+//! Size changes and hole punching: the operations that take blocks away.
+//!
+//! Both close the invalidate gate over the range they drop before touching
+//! any page, so no reader or writer can bring a page back from a block that
+//! is about to be freed (the bug Linux's invalidate_lock fixed), and both
+//! free blocks only after every page over them is gone and every I/O on
+//! them has finished.
+
+use alloc::vec::Vec;
+
+use super::inode::{pages_for, Inode, Unblock};
+use super::{Session, MAX_FILE_SIZE};
+use crate::cache::{Claim, Insert};
+use crate::dev::{BlockDevice, Command, FrameArena};
+use crate::error::{RangeError, Result};
+use crate::lock::{Held, Mode};
+use crate::space::MetaChange;
+use crate::units::{ByteRange, FrameId, Lba, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
+use core::sync::atomic::Ordering;
+
+/// A page held for a partial zeroing.
+enum HeldPage {
+    /// Cached and pinned.
+    Pinned(u32),
+    /// Inserted locked and read in; finishing the fill releases it.
+    Filling(PageIndex, u32),
+}
+
+impl<D: BlockDevice> Session<D> {
+    /// Truncates or extends the file to `new` bytes.
+    pub(crate) async fn set_len(&self, inode: &Inode, new: u64) -> Result<()> {
+        if new > MAX_FILE_SIZE {
+            return Err(RangeError::TooLarge.into());
+        }
+        let held = Held::new();
+        let _inode_lock = self
+            .lock(
+                &inode.inode_lock,
+                ByteRange::from(0),
+                Mode::Exclusive,
+                &held,
+            )
+            .await;
+        let old = inode.size();
+        if new >= old {
+            // Bytes past the old EOF are already zero: the page holding EOF
+            // is kept zeroed past it, and no block is mapped beyond it.
+            inode.size.store(new, Ordering::Release);
+            self.fs.record(MetaChange::SetSize {
+                ino: inode.id,
+                size: new,
+            });
+            return Ok(());
+        }
+        inode.writers.block();
+        let _unblock = Unblock(&inode.writers);
+        #[cfg(feature = "mutants")]
+        let drain = !crate::mutants::active(crate::mutants::Mutant::TruncateSkipsDrain);
+        #[cfg(not(feature = "mutants"))]
+        let drain = true;
+        if drain {
+            inode.writers.drained().await;
+        }
+        let keep = pages_for(new);
+        let tail = PageIndex::containing(new);
+        let _gate = self
+            .lock(
+                &inode.gate,
+                ByteRange::from(tail.byte_offset()),
+                Mode::Exclusive,
+                &held,
+            )
+            .await;
+        // Bring in the page that will hold EOF before changing anything, so
+        // a read error leaves the file as it was.
+        let in_tail = (new % PAGE_SIZE_U64) as usize;
+        let edge = if in_tail != 0 {
+            self.hold_page(inode, tail).await?
+        } else {
+            None
+        };
+        inode.size.store(new, Ordering::Release);
+        self.fs.record(MetaChange::SetSize {
+            ino: inode.id,
+            size: new,
+        });
+        self.drop_pages(inode, keep, u64::MAX).await;
+        if let Some(edge) = edge {
+            self.zero_held(inode, edge, in_tail, PAGE_SIZE);
+        }
+        self.free_blocks(inode, keep, u64::MAX).await;
+        Ok(())
+    }
+
+    /// Makes `[off, off + len)` read as zeros and frees the whole blocks in
+    /// it. The size does not change; the part past EOF is ignored.
+    pub(crate) async fn punch_hole(&self, inode: &Inode, off: u64, len: u64) -> Result<()> {
+        let range = ByteRange::at(off, len).ok_or(RangeError::Overflow)?;
+        if range.end > MAX_FILE_SIZE {
+            return Err(RangeError::TooLarge.into());
+        }
+        let held = Held::new();
+        let _inode_lock = self
+            .lock(
+                &inode.inode_lock,
+                ByteRange::from(0),
+                Mode::Exclusive,
+                &held,
+            )
+            .await;
+        let range = ByteRange::new(range.start, range.end.min(inode.size()));
+        if range.is_empty() {
+            return Ok(());
+        }
+        let (first, last) = range.pages();
+        let full_start = range.start.div_ceil(PAGE_SIZE_U64);
+        let full_end = range.end / PAGE_SIZE_U64;
+        #[cfg(feature = "mutants")]
+        let early = crate::mutants::active(crate::mutants::Mutant::PunchDropsBeforeGate);
+        #[cfg(not(feature = "mutants"))]
+        let early = false;
+        if early && full_start < full_end {
+            self.drop_pages(inode, full_start, full_end).await;
+        }
+        let gate_range = ByteRange::new(first.byte_offset(), last.byte_offset());
+        let _gate = self
+            .lock(&inode.gate, gate_range, Mode::Exclusive, &held)
+            .await;
+        let _extent = self
+            .lock(&inode.extent_lock, range, Mode::Exclusive, &held)
+            .await;
+        // Bring in the partial pages at the edges before changing anything,
+        // so a read error leaves the range as it was.
+        let mut edges = Vec::new();
+        for index in [first.0, last.0 - 1] {
+            let whole = index >= full_start && index < full_end;
+            if whole || edges.iter().any(|(e, _): &(u64, _)| *e == index) {
+                continue;
+            }
+            match self.hold_page(inode, PageIndex(index)).await {
+                Ok(Some(h)) => edges.push((index, h)),
+                Ok(None) => {}
+                Err(e) => {
+                    for (_, h) in edges {
+                        self.release_held(inode, h);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        if full_start < full_end {
+            if !early {
+                self.drop_pages(inode, full_start, full_end).await;
+            }
+            self.free_blocks(inode, full_start, full_end).await;
+        }
+        for (index, h) in edges {
+            let page = ByteRange::new(index * PAGE_SIZE_U64, (index + 1) * PAGE_SIZE_U64);
+            let from = range.start.max(page.start) - page.start;
+            let to = range.end.min(page.end) - page.start;
+            self.zero_held(inode, h, from as usize, to as usize);
+        }
+        Ok(())
+    }
+
+    /// Drops every cached page of `inode` in `[start, end)`, waiting for
+    /// pages under I/O. The caller holds the gate exclusively over the range.
+    async fn drop_pages(&self, inode: &Inode, start: u64, end: u64) {
+        let cache = &self.fs.cache;
+        loop {
+            let mut cached = Vec::new();
+            cache.scan(
+                &inode.pages,
+                inode.id,
+                PageIndex(start),
+                PageIndex(end),
+                |i, _, _| cached.push(i),
+            );
+            if cached.is_empty() {
+                return;
+            }
+            for index in cached {
+                match cache.invalidate(&inode.pages, inode.id, index) {
+                    Claim::Done(_, was_dirty) => {
+                        if was_dirty {
+                            inode.dirty_dec();
+                        }
+                    }
+                    Claim::Busy(slot) => cache.wait_idle(slot).await,
+                    Claim::Miss => {}
+                }
+            }
+        }
+    }
+
+    /// Holds page `index` for zeroing part of it: pinned if cached, else
+    /// inserted locked and read in. `None` for a hole, whose cached copy (if
+    /// any) is all zeros already. The caller holds the gate over the page.
+    async fn hold_page(&self, inode: &Inode, index: PageIndex) -> Result<Option<HeldPage>> {
+        let cache = &self.fs.cache;
+        let mut attempts = 0;
+        loop {
+            if inode.extents.read().lookup(index.0).is_none() {
+                return Ok(None);
+            }
+            match cache.pin(&inode.pages, inode.id, index) {
+                Claim::Done(slot, _) => return Ok(Some(HeldPage::Pinned(slot))),
+                Claim::Busy(slot) => {
+                    cache.wait_idle(slot).await;
+                    continue;
+                }
+                Claim::Miss => {}
+            }
+            match cache.insert(&inode.pages, inode.id, index) {
+                Insert::New { slot, .. } => {
+                    if let Err(e) = self.load(inode, &[(index, slot)]).await {
+                        cache.finish_fill(&inode.pages, index, slot, false, false);
+                        return Err(e);
+                    }
+                    return Ok(Some(HeldPage::Filling(index, slot)));
+                }
+                Insert::Existing(_) => {}
+                Insert::Full => {
+                    attempts += 1;
+                    self.make_room(attempts).await?;
+                }
+            }
+        }
+    }
+
+    /// Zeroes `[from, to)` of a held page, dirties and releases it.
+    fn zero_held(&self, inode: &Inode, page: HeldPage, from: usize, to: usize) {
+        let cache = &self.fs.cache;
+        let dirtied = match page {
+            HeldPage::Pinned(slot) => {
+                self.fs.frames().fill(FrameId(slot), from, to - from, 0);
+                cache.unpin(slot, true)
+            }
+            HeldPage::Filling(index, slot) => {
+                self.fs.frames().fill(FrameId(slot), from, to - from, 0);
+                cache.finish_fill(&inode.pages, index, slot, true, true)
+            }
+        };
+        if dirtied {
+            inode.dirty_inc();
+        }
+    }
+
+    /// Releases a held page unchanged.
+    fn release_held(&self, inode: &Inode, page: HeldPage) {
+        match page {
+            HeldPage::Pinned(slot) => {
+                self.fs.cache.unpin(slot, false);
+            }
+            HeldPage::Filling(index, slot) => {
+                self.fs
+                    .cache
+                    .finish_fill(&inode.pages, index, slot, true, false);
+            }
+        }
+    }
+
+    /// Unmaps file blocks `[start, end)`, trims them, and returns them to the
+    /// allocator once the trim has completed (so a trim can never hit a
+    /// block after it was given to someone else).
+    async fn free_blocks(&self, inode: &Inode, start: u64, end: u64) {
+        let freed = inode.extents.write().remove(start, end);
+        let bpp = self.fs.geometry.blocks_per_page();
+        for e in &freed {
+            self.fs.record(MetaChange::Unmap {
+                ino: inode.id,
+                file_block: e.file_block,
+                len: e.len,
+            });
+            let trim = Command::Deallocate {
+                lba: Lba(e.dev.0 * bpp),
+                blocks: e.len * bpp,
+            };
+            // Trim is advice: if the device refuses, the blocks are still free
+            // (their old bytes are never shown: new owners overwrite or zero
+            // every page before it is read).
+            let _ = self.run(&trim).await;
+        }
+        let mut space = self.fs.space.lock();
+        for e in freed {
+            let _ = space.free(e.dev, e.len);
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Writeback and sync: dirty pages go to the device in batches, one command
+//! per run of pages contiguous in the file and on the device.
+//!
+//! A failed write leaves its pages dirty, so the data is never dropped and
+//! the next sync tries again (and reports the error again if it fails).
+
+use alloc::vec::Vec;
+
+use super::inode::Inode;
+use super::Session;
+use crate::cache::{Claim, PageCache};
+use crate::dev::{BlockDevice, Command, DevError};
+use crate::error::Result;
+use crate::units::{FrameId, Lba, PageIndex};
+
+/// A run of pages claimed for writeback.
+struct Run {
+    block: u64,
+    frames: Vec<FrameId>,
+}
+
+impl<D: BlockDevice> Session<D> {
+    /// Writes back every dirty page of `inode`. With `keep`, the written
+    /// pages stay under writeback (unevictable, re-dirtiable) and are
+    /// returned so a caller can end writeback after its flush; otherwise
+    /// writeback ends as each write completes.
+    pub(crate) async fn writeback(&self, inode: &Inode, keep: bool) -> Result<Vec<u32>> {
+        let cache = &self.fs.cache;
+        let mut dirty = Vec::new();
+        cache.scan(
+            &inode.pages,
+            inode.id,
+            PageIndex(0),
+            PageIndex(u64::MAX),
+            |i, _, d| {
+                if d {
+                    dirty.push(i)
+                }
+            },
+        );
+        let mut claimed: Vec<(PageIndex, u32)> = Vec::with_capacity(dirty.len());
+        for index in dirty {
+            loop {
+                match cache.begin_writeback(&inode.pages, inode.id, index) {
+                    Claim::Done(slot, _) => {
+                        inode.dirty_dec();
+                        claimed.push((index, slot));
+                    }
+                    // Dirty again while an earlier writeback of it is still
+                    // in flight: wait, or this sync would miss the new data.
+                    Claim::Busy(slot) => {
+                        cache.wait_idle(slot).await;
+                        continue;
+                    }
+                    Claim::Miss => {}
+                }
+                break;
+            }
+        }
+        let (runs, orphans) = self.plan_runs(inode, &claimed);
+        let mut first_err: Option<DevError> = None;
+        for slot in orphans {
+            // A dirty page without a block cannot happen (blocks are given
+            // before pages are dirtied); keep its data and report it.
+            self.end(inode, cache, slot, false);
+            first_err.get_or_insert(DevError::InvalidRequest);
+        }
+        let bpp = self.fs.geometry.blocks_per_page();
+        let mut inflight = Vec::with_capacity(runs.len());
+        for run in &runs {
+            let cmd = Command::Write {
+                lba: Lba(run.block * bpp),
+                frames: &run.frames,
+                fua: false,
+            };
+            inflight.push(self.submit(&cmd).await);
+        }
+        let mut kept = Vec::new();
+        for (run, submitted) in runs.iter().zip(inflight) {
+            let result = match submitted {
+                Ok(tag) => self.wait(tag).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = result {
+                first_err.get_or_insert(e);
+            }
+            for f in &run.frames {
+                if keep && result.is_ok() {
+                    kept.push(f.0);
+                } else {
+                    self.end(inode, cache, f.0, result.is_ok());
+                }
+            }
+        }
+        match first_err {
+            Some(e) => {
+                for &slot in &kept {
+                    self.end(inode, cache, slot, true);
+                }
+                Err(e.into())
+            }
+            None => Ok(kept),
+        }
+    }
+
+    /// Ends writeback of `slot`, re-counting it as dirty on failure.
+    fn end(&self, inode: &Inode, cache: &PageCache, slot: u32, ok: bool) {
+        if cache.end_writeback(slot, ok) {
+            inode.dirty_inc();
+        }
+    }
+
+    /// Groups claimed pages into device runs; returns pages with no block
+    /// separately.
+    fn plan_runs(&self, inode: &Inode, claimed: &[(PageIndex, u32)]) -> (Vec<Run>, Vec<u32>) {
+        let max = self.fs.geometry.max_frames_per_command();
+        let extents = inode.extents.read();
+        let mut runs: Vec<Run> = Vec::new();
+        let mut orphans = Vec::new();
+        let mut prev: Option<(u64, u64)> = None;
+        for &(index, slot) in claimed {
+            let Some((block, _)) = extents.lookup(index.0) else {
+                orphans.push(slot);
+                prev = None;
+                continue;
+            };
+            let contiguous = matches!(prev, Some((p, b)) if p + 1 == index.0 && b + 1 == block.0);
+            match runs.last_mut() {
+                Some(run) if contiguous && run.frames.len() < max => run.frames.push(FrameId(slot)),
+                _ => runs.push(Run {
+                    block: block.0,
+                    frames: alloc::vec![FrameId(slot)],
+                }),
+            }
+            prev = Some((index.0, block.0));
+        }
+        (runs, orphans)
+    }
+
+    /// Writes back other files' dirty pages, most dirty first, until the
+    /// cache is under its dirty limit.
+    pub(crate) async fn writeback_others(&self) -> Result<()> {
+        let victims = self.fs.dirty_inodes();
+        let mut result = Ok(());
+        for inode in &victims {
+            if result.is_ok() && self.fs.cache.dirty_pages() > self.fs.dirty_limit / 2 {
+                if let Err(e) = self.writeback(inode, false).await {
+                    result = Err(e);
+                }
+            }
+            self.fs.close(inode);
+        }
+        result
+    }
+
+    /// `sync_data`/`sync_all`: writes back the file's dirty pages, then
+    /// flushes the device. The written pages stay pinned under writeback
+    /// until the flush succeeds; if it fails they are dirty again.
+    pub(crate) async fn sync(&self, inode: &Inode) -> Result<()> {
+        let kept = self.writeback(inode, true).await;
+        let flushed = self.run(&Command::Flush).await;
+        let kept = kept?;
+        for slot in kept {
+            self.end(inode, &self.fs.cache, slot, flushed.is_ok());
+        }
+        flushed.map_err(Into::into)
+    }
+}

@@ -1,0 +1,211 @@
+//! The write path: parallel writes inside EOF under extent locks, extending
+//! writes under the inode lock, block allocation, dirty throttling.
+
+use core::sync::atomic::Ordering;
+
+use super::inode::Inode;
+use super::{Session, MAX_FILE_SIZE};
+use crate::cache::{Claim, Insert};
+use crate::dev::{BlockDevice, FrameArena};
+use crate::error::{RangeError, Result, SpaceError};
+use crate::lock::{Held, Mode};
+use crate::space::MetaChange;
+use crate::stats::Counter;
+use crate::units::{ByteRange, FrameId, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
+
+impl<D: BlockDevice> Session<D> {
+    /// Writes `buf` at `off`. Returns the bytes written: all of them, or a
+    /// shorter count if the device filled up (or failed) after some pages
+    /// were written; an error only if nothing was written.
+    pub(crate) async fn write(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
+        let range = ByteRange::at(off, buf.len() as u64).ok_or(RangeError::Overflow)?;
+        if range.end > MAX_FILE_SIZE {
+            return Err(RangeError::TooLarge.into());
+        }
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.throttle(inode).await?;
+        let held = Held::new();
+        if !self.fs.config.file_lock && inode.writers.try_enter() {
+            // Fast path: inside EOF, the extent lock is enough. A truncate
+            // cannot shrink the file while we are registered.
+            if range.end <= inode.size() {
+                let r = self.write_locked(inode, buf, range, &held).await;
+                inode.writers.exit();
+                return r;
+            }
+            inode.writers.exit();
+        }
+        #[cfg(feature = "mutants")]
+        if crate::mutants::active(crate::mutants::Mutant::ExtendWithoutInodeLock) {
+            let n = self.write_locked(inode, buf, range, &held).await?;
+            inode.size.store(off + n as u64, Ordering::Release);
+            return Ok(n);
+        }
+        let _inode_lock = self
+            .lock(
+                &inode.inode_lock,
+                ByteRange::from(0),
+                Mode::Exclusive,
+                &held,
+            )
+            .await;
+        let n = self.write_locked(inode, buf, range, &held).await?;
+        let new_end = off + n as u64;
+        if new_end > inode.size() {
+            // Publish the size only after the data is in the cache, so a
+            // reader that sees the new size sees the bytes.
+            inode.size.store(new_end, Ordering::Release);
+            self.fs.record(MetaChange::SetSize {
+                ino: inode.id,
+                size: new_end,
+            });
+        }
+        Ok(n)
+    }
+
+    /// Copies `buf` into the pages of `range` holding the gate (shared) and
+    /// the extent lock (exclusive) over it.
+    async fn write_locked(
+        &self,
+        inode: &Inode,
+        buf: &[u8],
+        range: ByteRange,
+        held: &Held,
+    ) -> Result<usize> {
+        let _gate = self.lock(&inode.gate, range, Mode::Shared, held).await;
+        let _extent = self
+            .lock(&inode.extent_lock, range, Mode::Exclusive, held)
+            .await;
+        let mut pos = range.start;
+        while pos < range.end {
+            let index = PageIndex::containing(pos);
+            let in_page = (pos % PAGE_SIZE_U64) as usize;
+            let n = (PAGE_SIZE - in_page).min((range.end - pos) as usize);
+            let at = (pos - range.start) as usize;
+            if let Err(e) = self
+                .write_page(inode, index, in_page, &buf[at..at + n])
+                .await
+            {
+                if pos == range.start {
+                    return Err(e);
+                }
+                break;
+            }
+            pos += n as u64;
+        }
+        Ok((pos - range.start) as usize)
+    }
+
+    /// Copies `data` into page `index` at `in_page` and marks it dirty,
+    /// bringing the page in first if the write covers only part of it.
+    async fn write_page(
+        &self,
+        inode: &Inode,
+        index: PageIndex,
+        in_page: usize,
+        data: &[u8],
+    ) -> Result<()> {
+        let cache = &self.fs.cache;
+        let arena = self.fs.frames();
+        let mut attempts = 0u32;
+        loop {
+            match cache.pin(&inode.pages, inode.id, index) {
+                Claim::Done(slot, _) => {
+                    self.counters.add(Counter::cache_hits, 1);
+                    if let Err(e) = self.ensure_block(inode, index) {
+                        cache.unpin(slot, false);
+                        return Err(e);
+                    }
+                    arena.write(FrameId(slot), in_page, data);
+                    if cache.unpin(slot, true) {
+                        inode.dirty_inc();
+                    }
+                    return Ok(());
+                }
+                Claim::Busy(slot) => {
+                    cache.wait_idle(slot).await;
+                    continue;
+                }
+                Claim::Miss => {}
+            }
+            match cache.insert(&inode.pages, inode.id, index) {
+                Insert::New { slot, evicted } => {
+                    self.counters.add(Counter::cache_misses, 1);
+                    if evicted {
+                        self.counters.add(Counter::evictions, 1);
+                    }
+                    let whole = in_page == 0 && data.len() == PAGE_SIZE;
+                    let filled = if whole {
+                        Ok(())
+                    } else {
+                        self.load(inode, &[(index, slot)]).await
+                    };
+                    let ready = filled.and_then(|()| self.ensure_block(inode, index));
+                    if let Err(e) = ready {
+                        cache.finish_fill(&inode.pages, index, slot, false, false);
+                        return Err(e);
+                    }
+                    arena.write(FrameId(slot), in_page, data);
+                    cache.finish_fill(&inode.pages, index, slot, true, true);
+                    inode.dirty_inc();
+                    return Ok(());
+                }
+                Insert::Existing(_) => continue,
+                Insert::Full => {
+                    attempts += 1;
+                    self.make_room(attempts).await?;
+                }
+            }
+        }
+    }
+
+    /// Gives page `index` a device block if it has none. The caller holds
+    /// the page (pinned or locked), so no reader can see the new block
+    /// before the page's data is written to it.
+    fn ensure_block(&self, inode: &Inode, index: PageIndex) -> Result<()> {
+        let mut extents = inode.extents.write();
+        if extents.lookup(index.0).is_some() {
+            return Ok(());
+        }
+        // Place the block after the previous page's so that files written in
+        // order are contiguous on the device.
+        let hint = index
+            .0
+            .checked_sub(1)
+            .and_then(|p| extents.lookup(p))
+            .and_then(|(b, _)| b.checked_add(1))
+            .unwrap_or_default();
+        let (block, _) = self
+            .fs
+            .space
+            .lock()
+            .alloc(hint, 1)
+            .ok_or(SpaceError::DeviceFull)?;
+        extents.insert(index.0, block, 1);
+        self.fs.record(crate::space::MetaChange::Map {
+            ino: inode.id,
+            file_block: index.0,
+            dev: block,
+            len: 1,
+        });
+        Ok(())
+    }
+
+    /// Makes a writer write back dirty pages while the cache holds more than
+    /// the dirty limit, instead of failing it.
+    async fn throttle(&self, inode: &Inode) -> Result<()> {
+        if self.fs.cache.dirty_pages() <= self.fs.dirty_limit {
+            return Ok(());
+        }
+        self.counters.add(Counter::dirty_throttles, 1);
+        if inode.dirty.load(Ordering::Relaxed) > 0 {
+            self.writeback(inode, false).await?;
+        }
+        if self.fs.cache.dirty_pages() > self.fs.dirty_limit {
+            self.writeback_others().await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,36 @@
+//! Planted bugs, for proving that the race tests have teeth (feature
+//! `mutants`, never in a release build). Each switch re-introduces a bug
+//! that kernel filesystems have shipped; a test turns one on and checks that
+//! the race harness catches it.
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// The planted bugs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    /// Punch-hole drops cached pages before closing the invalidate gate, so
+    /// a reader can re-instantiate a page from a block about to be freed.
+    PunchDropsBeforeGate = 1,
+    /// Truncate does not drain in-flight writers.
+    TruncateSkipsDrain = 2,
+    /// A write that moves EOF does not take the inode lock.
+    ExtendWithoutInodeLock = 4,
+    /// A cached read accepts a copy even if the page changed under it.
+    ReadSkipsVersionCheck = 8,
+}
+
+static ACTIVE: AtomicU32 = AtomicU32::new(0);
+
+/// Turns `m` on or off for the whole process.
+pub fn set(m: Mutant, on: bool) {
+    if on {
+        ACTIVE.fetch_or(m as u32, Ordering::SeqCst);
+    } else {
+        ACTIVE.fetch_and(!(m as u32), Ordering::SeqCst);
+    }
+}
+
+/// True if `m` is on.
+pub fn active(m: Mutant) -> bool {
+    ACTIVE.load(Ordering::Relaxed) & m as u32 != 0
+}

@@ -1,0 +1,14 @@
+//! Hosted test harness for pollfs.
+//!
+//! - [`model`]: a plain in-memory reference file (fsx's `good_buf` oracle);
+//! - [`rng`]: a small seeded generator, so every failure replays from its seed;
+//! - [`watchdog`]: turns a hang into a failure that names the stuck operations;
+//! - [`setup`]: filesystems on RAM devices with test-friendly configs.
+
+// A test harness: a failed setup step should stop the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod model;
+pub mod rng;
+pub mod setup;
+pub mod watchdog;

@@ -1,0 +1,34 @@
+//! Filesystems for tests.
+
+use pollfs_core::dev::fault::{FaultPlan, FaultyDevice};
+use pollfs_core::dev::ram::RamDevice;
+use pollfs_core::{Config, Fs};
+
+/// A hosted configuration: waiting threads yield the CPU instead of
+/// spinning, which matters when tests run more threads than cores.
+pub fn config(cache_pages: u32) -> Config {
+    Config {
+        cache_pages,
+        idle: std::thread::yield_now,
+        ..Config::default()
+    }
+}
+
+/// A filesystem on a RAM device of `bytes` bytes with `block_size`-byte
+/// blocks, a cache of `cache_pages` pages, and a fault plan.
+pub fn faulty_fs(
+    bytes: u64,
+    block_size: u32,
+    cache_pages: u32,
+) -> (Fs<FaultyDevice<RamDevice>>, FaultPlan) {
+    let ram = RamDevice::new(bytes, block_size, cache_pages).expect("ram device");
+    let plan = FaultPlan::new();
+    let fs = Fs::new(FaultyDevice::new(ram, plan.clone()), config(cache_pages)).expect("mount");
+    (fs, plan)
+}
+
+/// A filesystem on a RAM device.
+pub fn ram_fs(bytes: u64, cache_pages: u32) -> Fs<RamDevice> {
+    let ram = RamDevice::new(bytes, 4096, cache_pages).expect("ram device");
+    Fs::new(ram, config(cache_pages)).expect("mount")
+}
