@@ -32,7 +32,7 @@ use state::*;
 /// slot's wait queue.
 const WAITERS: u64 = 1 << 5;
 
-/// The per-slot bookkeeping: 24 bytes plus 4 in the owning file's index.
+/// The per-slot bookkeeping: 24 bytes plus 8 in the owning file's index.
 #[derive(Debug, Default)]
 struct Slot {
     state: AtomicU64,
@@ -120,7 +120,7 @@ impl PageCache {
 
     /// Bytes of bookkeeping per cached page: the slot plus its index entry.
     pub const fn metadata_bytes_per_page() -> usize {
-        core::mem::size_of::<Slot>() + core::mem::size_of::<u32>()
+        core::mem::size_of::<Slot>() + core::mem::size_of::<u64>()
     }
 
     fn slot(&self, s: u32) -> Option<&Slot> {
@@ -280,10 +280,15 @@ impl PageCache {
     /// locked slot for the caller to fill.
     pub fn insert(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Insert {
         loop {
-            let current = map.get(index);
-            if let Some((s, _, st)) = self.find(map, ino, index) {
-                if st & (LOCKED | UPTODATE) != 0 {
-                    return Insert::Existing(s);
+            // Decide from one look at the entry, and replace exactly that
+            // entry: if it changed meanwhile the CAS fails and we look again.
+            let current = map.entry(index);
+            if let Some(s) = current.slot() {
+                if let Some(slot) = self.slot(s) {
+                    let st = slot.state.load(Ordering::Acquire);
+                    if slot.holds(ino, index) && st & (LOCKED | UPTODATE) != 0 {
+                        return Insert::Existing(s);
+                    }
                 }
             }
             let Some((s, evicted)) = self.take_slot() else {
@@ -313,7 +318,7 @@ impl PageCache {
         dirty: bool,
     ) -> bool {
         if !ok {
-            map.replace(index, Some(s), None);
+            map.remove(index, s);
             self.release_slot(s);
             return false;
         }
@@ -436,7 +441,7 @@ impl PageCache {
         if was_dirty {
             self.dirty.fetch_sub(1, Ordering::Relaxed);
         }
-        map.replace(index, Some(s), None);
+        map.remove(index, s);
         self.wake_if_waiting(s, st);
         self.release_slot(s);
         Claim::Done(s, was_dirty)

@@ -3,13 +3,19 @@
 //!
 //! Four levels of 256 entries cover 2^32 pages (16 TiB). Nodes are created
 //! on first use with `spin::Once` and never freed while the file lives, so a
-//! lookup is four dependent atomic loads and takes no lock. Leaves store
-//! `slot + 1` (0 means empty). An entry may be stale (its slot was evicted and
-//! reused): callers always check the slot's own key, so stale entries read as
-//! misses and are overwritten by the next insertion.
+//! lookup is four dependent atomic loads and takes no lock.
+//!
+//! A leaf entry is one `u64`: a generation in the high half, `slot + 1` in
+//! the low half (0 means empty). Every change bumps the generation, so a
+//! compare-and-swap from an [`Entry`] fails if the entry changed at all since
+//! it was read, even if it came back to the same slot (the ABA problem:
+//! without it, a slot evicted and refilled with the same page could be
+//! orphaned by an insert that decided from an older look). An entry may be
+//! stale (its slot was evicted and reused): callers always check the slot's
+//! own key, so stale entries read as misses and are replaced on insertion.
 
 use alloc::boxed::Box;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use spin::Once;
 
@@ -24,7 +30,22 @@ pub const MAX_PAGES: u64 = 1 << (4 * BITS);
 
 #[derive(Debug)]
 struct Leaf {
-    slots: [AtomicU32; FANOUT],
+    slots: [AtomicU64; FANOUT],
+}
+
+/// A leaf entry as read, for a later compare-and-swap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Entry(u64);
+
+impl Entry {
+    /// The slot the entry names, if any.
+    pub fn slot(self) -> Option<u32> {
+        ((self.0 & 0xffff_ffff) as u32).checked_sub(1)
+    }
+    fn next(self, slot: Option<u32>) -> Entry {
+        let generation = (self.0 >> 32).wrapping_add(1);
+        Entry((generation << 32) | u64::from(slot.map_or(0, |s| s + 1)))
+    }
 }
 
 #[derive(Debug)]
@@ -80,29 +101,44 @@ impl Radix {
         let l1 = l2.children[digit(i, 2)].call_once(|| Box::new(Node::new()));
         let leaf = l1.children[digit(i, 1)].call_once(|| {
             Box::new(Leaf {
-                slots: core::array::from_fn(|_| AtomicU32::new(0)),
+                slots: core::array::from_fn(|_| AtomicU64::new(0)),
             })
         });
         Some(leaf)
     }
 
-    /// The slot recorded for `index`, possibly stale.
-    pub fn get(&self, index: PageIndex) -> Option<u32> {
-        let raw = self.leaf(index)?.slots[digit(index.0, 0)].load(Ordering::Acquire);
-        raw.checked_sub(1)
+    /// The entry for `index` (empty if never set or out of range).
+    pub fn entry(&self, index: PageIndex) -> Entry {
+        self.leaf(index).map_or(Entry(0), |l| {
+            Entry(l.slots[digit(index.0, 0)].load(Ordering::Acquire))
+        })
     }
 
-    /// Replaces the entry for `index` with `new` if it still holds
-    /// `expected` (`None` = empty). Returns false if the entry changed or the
-    /// index is out of range.
-    pub fn replace(&self, index: PageIndex, expected: Option<u32>, new: Option<u32>) -> bool {
+    /// The slot recorded for `index`, possibly stale.
+    pub fn get(&self, index: PageIndex) -> Option<u32> {
+        self.entry(index).slot()
+    }
+
+    /// Sets the entry for `index` to `new` if it is still exactly `seen`.
+    /// Returns false if it changed or the index is out of range.
+    pub fn replace(&self, index: PageIndex, seen: Entry, new: Option<u32>) -> bool {
         let Some(leaf) = self.leaf_or_create(index) else {
             return false;
         };
-        let enc = |s: Option<u32>| s.map_or(0, |s| s + 1);
         leaf.slots[digit(index.0, 0)]
-            .compare_exchange(enc(expected), enc(new), Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                seen.0,
+                seen.next(new).0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_ok()
+    }
+
+    /// Empties the entry for `index` if it names `slot`.
+    pub fn remove(&self, index: PageIndex, slot: u32) -> bool {
+        let seen = self.entry(index);
+        seen.slot() == Some(slot) && self.replace(index, seen, None)
     }
 
     /// Calls `f(index, slot)` for every non-empty entry in `[start, end)`, in
@@ -114,8 +150,8 @@ impl Radix {
                 let lo = start.0.max(base) - base;
                 let hi = (end - base).min(FANOUT as u64);
                 for j in lo..hi {
-                    let raw = leaf.slots[j as usize].load(Ordering::Acquire);
-                    if let Some(s) = raw.checked_sub(1) {
+                    let raw = Entry(leaf.slots[j as usize].load(Ordering::Acquire));
+                    if let Some(s) = raw.slot() {
                         f(PageIndex(base + j), s);
                     }
                 }
@@ -163,18 +199,31 @@ mod tests {
     fn insert_lookup_replace_scan() {
         let r = Radix::new();
         assert_eq!(r.get(PageIndex(5)), None);
-        assert!(r.replace(PageIndex(5), None, Some(0)));
-        assert!(!r.replace(PageIndex(5), None, Some(1)));
+        let empty = r.entry(PageIndex(5));
+        assert!(r.replace(PageIndex(5), empty, Some(0)));
+        assert!(!r.replace(PageIndex(5), empty, Some(1)));
         assert_eq!(r.get(PageIndex(5)), Some(0));
-        assert!(r.replace(PageIndex(1 << 20), None, Some(7)));
-        assert!(r.replace(PageIndex(MAX_PAGES - 1), None, Some(9)));
-        assert!(!r.replace(PageIndex(MAX_PAGES), None, Some(9)));
+        assert!(r.replace(PageIndex(1 << 20), Entry::default(), Some(7)));
+        assert!(r.replace(PageIndex(MAX_PAGES - 1), Entry::default(), Some(9)));
+        assert!(!r.replace(PageIndex(MAX_PAGES), Entry::default(), Some(9)));
         let mut seen = Vec::new();
         r.scan(PageIndex(0), PageIndex(u64::MAX), |i, s| {
             seen.push((i.0, s))
         });
         assert_eq!(seen, [(5, 0), (1 << 20, 7), (MAX_PAGES - 1, 9)]);
-        assert!(r.replace(PageIndex(5), Some(0), None));
+        assert!(r.remove(PageIndex(5), 0));
         assert_eq!(r.get(PageIndex(5)), None);
+    }
+
+    #[test]
+    fn a_replace_from_an_old_look_fails_even_if_the_slot_came_back() {
+        let r = Radix::new();
+        let i = PageIndex(3);
+        assert!(r.replace(i, r.entry(i), Some(4)));
+        let old_look = r.entry(i);
+        assert!(r.replace(i, r.entry(i), Some(6)));
+        assert!(r.replace(i, r.entry(i), Some(4)));
+        assert_eq!(r.get(i), Some(4));
+        assert!(!r.replace(i, old_look, Some(9)), "ABA must be detected");
     }
 }
