@@ -80,6 +80,10 @@ impl<D: BlockDevice> Session<D> {
             .await;
         let mut pos = range.start;
         while pos < range.end {
+            // A large write must not dirty the whole cache: write back as it goes.
+            if pos != range.start {
+                self.throttle(inode).await?;
+            }
             let index = PageIndex::containing(pos);
             let in_page = (pos % PAGE_SIZE_U64) as usize;
             let n = (PAGE_SIZE - in_page).min((range.end - pos) as usize);
