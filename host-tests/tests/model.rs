@@ -213,7 +213,7 @@ fn model_large_cache_4k_blocks() {
     for seed in 0..6 {
         run(Case {
             seed,
-            steps: 1500,
+            steps: steps(),
             block_size: 4096,
             cache_pages: 4096,
             max_file: 1 << 20,
@@ -227,7 +227,7 @@ fn model_tiny_cache_512_blocks_evicts_and_writes_back_under_pressure() {
     for seed in 100..106 {
         run(Case {
             seed,
-            steps: 1500,
+            steps: steps(),
             block_size: 512,
             cache_pages: 24,
             max_file: 1 << 19,
@@ -242,7 +242,7 @@ fn model_with_injected_device_errors() {
     for seed in 200..208 {
         injected += run(Case {
             seed,
-            steps: 1500,
+            steps: steps(),
             block_size: 4096,
             cache_pages: 64,
             max_file: 1 << 19,
@@ -319,4 +319,12 @@ fn device_full_is_an_error_and_loses_nothing() {
 fn fs_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Fs<pollfs_core::dev::ram::RamDevice>>();
+}
+
+fn steps() -> usize {
+    if cfg!(feature = "soak") {
+        60_000
+    } else {
+        5_000
+    }
 }

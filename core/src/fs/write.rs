@@ -80,9 +80,10 @@ impl<D: BlockDevice> Session<D> {
             .await;
         let mut pos = range.start;
         while pos < range.end {
-            // A large write must not dirty the whole cache: write back as it goes.
-            if pos != range.start {
-                self.throttle(inode).await?;
+            // A large write must not dirty the whole cache: write back as it
+            // goes. If writeback fails, stop here and report what was written.
+            if pos != range.start && self.throttle(inode).await.is_err() {
+                break;
             }
             let index = PageIndex::containing(pos);
             let in_page = (pos % PAGE_SIZE_U64) as usize;
