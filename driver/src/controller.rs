@@ -1,0 +1,623 @@
+//! Controller bring-up, the admin queue and controller reset (NVMe 1.4,
+//! 7.6.1 "Initialization" and 7.3 "Resets").
+//!
+//! Admin work is rare and blocking: each admin routine holds the admin
+//! lock, submits one command and polls for its completion with a deadline
+//! taken from the caller's [`Clock`]. The I/O path touches the admin queue
+//! only to send Abort (fire and forget) and to ask for a reset.
+//!
+//! A reset bumps the controller's generation. Every I/O queue compares its
+//! own generation on its next submit or poll and, if it changed, recreates
+//! its rings on the device and resubmits what was in flight; so a reset
+//! needs no access to other threads' queues.
+
+use alloc::boxed::Box;
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use pollfs_core::units::Nanos;
+use spin::Mutex;
+
+use crate::error::{DriverError, Stage};
+use crate::hal::{Clock, DmaAllocator, DmaRegion, Registers};
+use crate::queue::{CidPool, ProtocolError, QueuePair};
+use crate::spec::command::{cns, log_page, SubmissionEntry, SQE_SIZE};
+use crate::spec::completion::{CompletionEntry, CQE_SIZE};
+use crate::spec::identify::{
+    active_list_contains, IdentifyController, IdentifyNamespace, IDENTIFY_SIZE,
+};
+use crate::spec::regs::{offset, Aqa, Cap, Cc, Csts};
+use crate::spec::status::Status;
+
+/// Memory page size the driver uses (CC.MPS = 0).
+pub const MPS_SHIFT: u32 = 12;
+/// `1 << MPS_SHIFT`.
+pub const MPS: usize = 1 << MPS_SHIFT;
+
+/// Tunables. Times are in the caller's clock units (nanoseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverConfig {
+    /// Namespace to use.
+    pub nsid: u32,
+    /// Admin queue entries (2..=4096).
+    pub admin_entries: u16,
+    /// Entries per I/O queue (clamped to CAP.MQES + 1); one fewer commands
+    /// can be in flight.
+    pub io_entries: u16,
+    /// I/O queues to ask the controller for.
+    pub max_io_queues: u16,
+    /// Largest request the engine may send, in bytes (a multiple of 4 KiB);
+    /// requests beyond MDTS are split. `None`: MDTS (capped at 1 MiB).
+    pub max_transfer: Option<u32>,
+    /// An I/O command still outstanding this long after its first poll is
+    /// aborted.
+    pub command_timeout: u64,
+    /// An aborted command still outstanding this long triggers a reset.
+    pub abort_timeout: u64,
+    /// Deadline for each admin command.
+    pub admin_timeout: u64,
+    /// How often a queue with commands in flight reads CSTS for CFS.
+    pub health_interval: u64,
+    /// Resubmissions allowed per command (status without DNR, or reset).
+    pub max_retries: u8,
+    /// Consecutive resets without a successful I/O before giving up.
+    pub max_resets: u32,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            nsid: 1,
+            admin_entries: 32,
+            io_entries: 256,
+            max_io_queues: 64,
+            max_transfer: None,
+            command_timeout: 5_000_000_000,
+            abort_timeout: 1_000_000_000,
+            admin_timeout: 5_000_000_000,
+            health_interval: 100_000_000,
+            max_retries: 2,
+            max_resets: 3,
+        }
+    }
+}
+
+/// What bring-up learned about the controller and namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ControllerInfo {
+    /// Capabilities register.
+    pub cap: Cap,
+    /// Version register.
+    pub version: u32,
+    /// Identify Controller data.
+    pub identify: IdentifyController,
+    /// Identify Namespace data for the chosen namespace.
+    pub namespace: IdentifyNamespace,
+    /// Bytes one command may carry (from MDTS).
+    pub mdts_bytes: u64,
+    /// I/O queues the controller granted.
+    pub io_queues: u16,
+    /// Entries per I/O queue.
+    pub io_entries: u16,
+}
+
+struct Admin<D: DmaRegion> {
+    qp: QueuePair<D>,
+    cids: CidPool,
+    /// Ids of fire-and-forget commands (Abort) whose results are dropped.
+    discard: Vec<bool>,
+    /// 4 KiB buffer for identify and log data.
+    buf: D,
+    free_qids: Vec<u16>,
+}
+
+/// One NVMe controller: registers, admin queue and shared state of its
+/// I/O queues. Shared by every queue through an `Arc`.
+pub struct Controller<R: Registers, A: DmaAllocator> {
+    regs: R,
+    dma: A,
+    clock: Box<dyn Clock>,
+    config: DriverConfig,
+    info: ControllerInfo,
+    admin: Mutex<Admin<A::Region>>,
+    generation: AtomicU64,
+    resets_in_a_row: AtomicU32,
+    resets: AtomicU32,
+    dead: AtomicBool,
+}
+
+impl<R: Registers, A: DmaAllocator> core::fmt::Debug for Controller<R, A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Controller")
+            .field("info", &self.info)
+            .field("generation", &self.generation)
+            .field("dead", &self.dead)
+            .finish_non_exhaustive()
+    }
+}
+
+fn deadline(clock: &dyn Clock, span: u64) -> Nanos {
+    Nanos(clock.now().0.saturating_add(span))
+}
+
+/// Polls CSTS until RDY equals `want`, CFS is set, or `deadline` passes.
+fn wait_ready<R: Registers>(
+    regs: &R,
+    clock: &dyn Clock,
+    want: bool,
+    until: Nanos,
+    stage: Stage,
+) -> Result<(), DriverError> {
+    loop {
+        let csts = regs.read32(offset::CSTS);
+        if csts == u32::MAX {
+            return Err(DriverError::DeviceGone);
+        }
+        let csts = Csts(csts);
+        if want && csts.fatal() {
+            return Err(DriverError::Fatal);
+        }
+        if csts.ready() == want {
+            return Ok(());
+        }
+        let now = clock.now();
+        regs.tick(now);
+        if now > until {
+            return Err(DriverError::Timeout(stage));
+        }
+        core::hint::spin_loop();
+    }
+}
+
+/// Clears CC.EN and waits for RDY=0, then programs the admin queue and
+/// sets CC.EN with the driver's configuration and waits for RDY=1.
+fn enable<R: Registers, D: DmaRegion>(
+    regs: &R,
+    clock: &dyn Clock,
+    cap: Cap,
+    qp: &QueuePair<D>,
+) -> Result<(), DriverError> {
+    let to = cap.timeout_ns().max(500_000_000);
+    let cc = Cc(regs.read32(offset::CC));
+    if cc.enabled() || Csts(regs.read32(offset::CSTS)).ready() {
+        regs.write32(offset::CC, cc.0 & !1);
+    }
+    wait_ready(regs, clock, false, deadline(clock, to), Stage::Disable)?;
+    regs.write32(offset::AQA, Aqa::new(qp.entries(), qp.entries()).0);
+    regs.write64(offset::ASQ, qp.sq_iova());
+    regs.write64(offset::ACQ, qp.cq_iova());
+    regs.write32(offset::CC, Cc::for_driver(MPS_SHIFT, true).0);
+    wait_ready(regs, clock, true, deadline(clock, to), Stage::Enable)
+}
+
+impl<R: Registers, A: DmaAllocator> Controller<R, A> {
+    /// Brings the controller up: reset, admin queue, enable, identify the
+    /// controller and namespace, and negotiate the number of I/O queues.
+    pub fn new(
+        regs: R,
+        dma: A,
+        clock: Box<dyn Clock>,
+        config: DriverConfig,
+    ) -> Result<Self, DriverError> {
+        let raw_cap = regs.read64(offset::CAP);
+        if raw_cap == u64::MAX {
+            return Err(DriverError::DeviceGone);
+        }
+        let cap = Cap(raw_cap);
+        if !cap.supports_nvm_command_set() {
+            return Err(DriverError::Unsupported("NVM command set"));
+        }
+        if cap.mps_min_shift() > MPS_SHIFT || cap.mps_max_shift() < MPS_SHIFT {
+            return Err(DriverError::Unsupported("4 KiB memory pages"));
+        }
+        let max_entries = cap.max_queue_entries().min(4096) as u16;
+        if max_entries < 2 {
+            return Err(DriverError::Unsupported("queues of two entries"));
+        }
+        let admin_entries = config.admin_entries.clamp(2, max_entries);
+        let n = usize::from(admin_entries);
+        let qp = QueuePair::new(
+            0,
+            admin_entries,
+            dma.alloc(n * SQE_SIZE)?,
+            dma.alloc(n * CQE_SIZE)?,
+            cap.doorbell_stride(),
+        )?;
+        enable(&regs, &*clock, cap, &qp)?;
+        let version = regs.read32(offset::VS);
+        let mut admin = Admin {
+            qp,
+            cids: CidPool::new(admin_entries - 1),
+            discard: vec![false; n],
+            buf: dma.alloc(IDENTIFY_SIZE)?,
+            free_qids: Vec::new(),
+        };
+        let admin_timeout = config.admin_timeout;
+        let run = |admin: &mut Admin<A::Region>, sqe| {
+            admin_command(&regs, &*clock, admin_timeout, admin, sqe)
+        };
+        let mut page = [0u8; IDENTIFY_SIZE];
+        let buf = admin.buf.iova().0;
+        run(
+            &mut admin,
+            SubmissionEntry::identify(cns::CONTROLLER, 0, buf),
+        )?;
+        admin.buf.read(0, &mut page)?;
+        let identify = IdentifyController::parse(&page)?;
+        if config.nsid == 0 || config.nsid > identify.nn {
+            return Err(DriverError::Unsupported("namespace id beyond NN"));
+        }
+        run(
+            &mut admin,
+            SubmissionEntry::identify(cns::ACTIVE_NAMESPACES, 0, buf),
+        )?;
+        admin.buf.read(0, &mut page)?;
+        if !active_list_contains(&page, config.nsid) {
+            return Err(DriverError::Unsupported("namespace not active"));
+        }
+        run(
+            &mut admin,
+            SubmissionEntry::identify(cns::NAMESPACE, config.nsid, buf),
+        )?;
+        admin.buf.read(0, &mut page)?;
+        let namespace = IdentifyNamespace::parse(&page)?;
+        let want = config.max_io_queues.clamp(1, u16::MAX - 1);
+        let granted = set_queue_count(&regs, &*clock, admin_timeout, &mut admin, want)?;
+        admin.free_qids = (1..=granted).rev().collect();
+        let mdts_bytes = identify.max_transfer(cap.mps_min_shift(), 1 << 20);
+        if mdts_bytes < MPS as u64 {
+            return Err(DriverError::Unsupported("MDTS below one page"));
+        }
+        let info = ControllerInfo {
+            cap,
+            version,
+            identify,
+            namespace,
+            mdts_bytes,
+            io_queues: granted,
+            io_entries: config.io_entries.clamp(2, max_entries),
+        };
+        Ok(Controller {
+            regs,
+            dma,
+            clock,
+            config,
+            info,
+            admin: Mutex::new(admin),
+            generation: AtomicU64::new(0),
+            resets_in_a_row: AtomicU32::new(0),
+            resets: AtomicU32::new(0),
+            dead: AtomicBool::new(false),
+        })
+    }
+
+    /// What bring-up learned.
+    pub fn info(&self) -> &ControllerInfo {
+        &self.info
+    }
+    /// The configuration in force.
+    pub fn config(&self) -> &DriverConfig {
+        &self.config
+    }
+    /// The register interface.
+    pub fn regs(&self) -> &R {
+        &self.regs
+    }
+    /// The DMA allocator.
+    pub fn dma(&self) -> &A {
+        &self.dma
+    }
+    /// Bumped by every reset.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+    /// Resets performed so far.
+    pub fn resets(&self) -> u32 {
+        self.resets.load(Ordering::Relaxed)
+    }
+    /// True once the controller has been given up on.
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+    /// Records that an I/O succeeded, which ends a run of resets.
+    pub fn note_success(&self) {
+        if self.resets_in_a_row.load(Ordering::Relaxed) != 0 {
+            self.resets_in_a_row.store(0, Ordering::Relaxed);
+        }
+    }
+    /// True if CSTS shows a fatal controller error (or the device is gone).
+    pub fn is_fatal(&self) -> bool {
+        let csts = self.regs.read32(offset::CSTS);
+        csts == u32::MAX || Csts(csts).fatal()
+    }
+
+    /// Runs one admin command synchronously.
+    pub fn admin(&self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError> {
+        if self.is_dead() {
+            return Err(DriverError::Dead);
+        }
+        let mut admin = self.admin.lock();
+        admin_command(
+            &self.regs,
+            &*self.clock,
+            self.config.admin_timeout,
+            &mut admin,
+            sqe,
+        )
+    }
+
+    /// Reads `dst.len()` bytes (at most 4 KiB, a multiple of 4) of log page
+    /// `lid` (Get Log Page, 5.14) for all namespaces.
+    pub fn get_log_page(&self, lid: u8, dst: &mut [u8]) -> Result<(), DriverError> {
+        if self.is_dead() {
+            return Err(DriverError::Dead);
+        }
+        let len = dst.len().min(IDENTIFY_SIZE);
+        let mut admin = self.admin.lock();
+        admin.buf.fill(0, IDENTIFY_SIZE, 0)?;
+        let sqe =
+            SubmissionEntry::get_log_page(lid, 0xffff_ffff, (len / 4) as u32, admin.buf.iova().0);
+        admin_command(
+            &self.regs,
+            &*self.clock,
+            self.config.admin_timeout,
+            &mut admin,
+            sqe,
+        )?;
+        admin.buf.read(0, &mut dst[..len])?;
+        Ok(())
+    }
+
+    /// The SMART / Health log (512 bytes).
+    pub fn smart_log(&self) -> Result<[u8; 512], DriverError> {
+        let mut b = [0u8; 512];
+        self.get_log_page(log_page::SMART, &mut b)?;
+        Ok(b)
+    }
+
+    /// Takes an I/O queue id.
+    pub fn alloc_qid(&self) -> Result<u16, DriverError> {
+        self.admin
+            .lock()
+            .free_qids
+            .pop()
+            .ok_or(DriverError::NoQueues)
+    }
+    /// Returns an I/O queue id.
+    pub fn free_qid(&self, qid: u16) {
+        self.admin.lock().free_qids.push(qid);
+    }
+
+    /// Creates the device side of an I/O queue pair over `qp`'s rings:
+    /// CQ first, then the SQ bound to it (5.3, 5.4).
+    pub fn create_io_queue(&self, qp: &QueuePair<A::Region>) -> Result<(), DriverError> {
+        let qid = qp.qid();
+        self.admin(SubmissionEntry::create_io_cq(
+            qid,
+            qp.entries(),
+            qp.cq_iova(),
+        ))?;
+        let sq = SubmissionEntry::create_io_sq(qid, qp.entries(), qp.sq_iova(), qid);
+        if let Err(e) = self.admin(sq) {
+            let _ = self.admin(SubmissionEntry::delete_io_cq(qid));
+            return Err(e);
+        }
+        Ok(())
+    }
+    /// Deletes an I/O queue pair from the device: SQ first (which aborts
+    /// whatever it still holds), then its CQ.
+    pub fn delete_io_queue(&self, qid: u16) -> Result<(), DriverError> {
+        self.admin(SubmissionEntry::delete_io_sq(qid))?;
+        self.admin(SubmissionEntry::delete_io_cq(qid))?;
+        Ok(())
+    }
+
+    /// Sends Abort for `cid` on `sqid` without waiting for its result; the
+    /// aborted command itself completes (or not) on its own queue.
+    pub fn send_abort(&self, sqid: u16, cid: u16) -> bool {
+        if self.is_dead() {
+            return false;
+        }
+        let mut admin = self.admin.lock();
+        let _ = reap_discarded(&self.regs, &mut admin);
+        let Some(acid) = admin.cids.alloc() else {
+            return false;
+        };
+        let mut sqe = SubmissionEntry::abort(sqid, cid);
+        sqe.set_cid(acid);
+        if let Some(d) = admin.discard.get_mut(usize::from(acid)) {
+            *d = true;
+        }
+        if admin.qp.submit(&self.regs, &sqe).is_err() {
+            admin.cids.release(acid);
+            return false;
+        }
+        true
+    }
+
+    /// Drains completions of fire-and-forget admin commands.
+    pub fn reap_admin(&self) -> Result<(), DriverError> {
+        if let Some(mut admin) = self.admin.try_lock() {
+            reap_discarded(&self.regs, &mut admin)?;
+        }
+        Ok(())
+    }
+
+    /// Resets the controller if nobody has since generation `seen`:
+    /// disable, re-create the admin queue, enable, renegotiate queues.
+    /// After `max_resets` resets in a row without a successful I/O the
+    /// controller is declared dead.
+    pub fn reset(&self, seen: u64) -> Result<(), DriverError> {
+        let mut admin = self.admin.lock();
+        if self.generation.load(Ordering::Acquire) != seen {
+            return Ok(());
+        }
+        if self.is_dead() {
+            return Err(DriverError::Dead);
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.resets.fetch_add(1, Ordering::Relaxed);
+        let in_a_row = self.resets_in_a_row.fetch_add(1, Ordering::Relaxed);
+        if in_a_row >= self.config.max_resets {
+            self.dead.store(true, Ordering::Release);
+            // Leave the controller disabled so it stops touching memory.
+            self.regs.write32(offset::CC, 0);
+            return Err(DriverError::Dead);
+        }
+        let result = self.reinit(&mut admin);
+        if result.is_err() {
+            self.regs.write32(offset::CC, 0);
+            if in_a_row + 1 >= self.config.max_resets {
+                self.dead.store(true, Ordering::Release);
+            }
+        }
+        result
+    }
+
+    fn reinit(&self, admin: &mut Admin<A::Region>) -> Result<(), DriverError> {
+        admin.qp.reset()?;
+        admin.cids = CidPool::new(admin.qp.entries() - 1);
+        admin.discard.fill(false);
+        // CC.EN 1 -> 0 resets the controller (7.3.2).
+        self.regs.write32(offset::CC, 0);
+        enable(&self.regs, &*self.clock, self.info.cap, &admin.qp)?;
+        let want = self.info.io_queues;
+        let granted = set_queue_count(
+            &self.regs,
+            &*self.clock,
+            self.config.admin_timeout,
+            admin,
+            want,
+        )?;
+        if granted < want {
+            return Err(DriverError::NoQueues);
+        }
+        Ok(())
+    }
+}
+
+fn set_queue_count<R: Registers, D: DmaRegion>(
+    regs: &R,
+    clock: &dyn Clock,
+    timeout: u64,
+    admin: &mut Admin<D>,
+    want: u16,
+) -> Result<u16, DriverError> {
+    let done = admin_command(
+        regs,
+        clock,
+        timeout,
+        admin,
+        SubmissionEntry::set_num_queues(want, want),
+    )?;
+    let nsqa = (done.dw0 & 0xffff) as u16;
+    let ncqa = (done.dw0 >> 16) as u16;
+    // Both fields are 0-based; 0xffff would mean 65536, which is invalid.
+    let granted = nsqa.min(ncqa).saturating_add(1).min(want);
+    if nsqa == u16::MAX || ncqa == u16::MAX || granted == 0 {
+        return Err(DriverError::Unsupported("number of queues"));
+    }
+    Ok(granted)
+}
+
+fn reap_discarded<R: Registers, D: DmaRegion>(
+    regs: &R,
+    admin: &mut Admin<D>,
+) -> Result<(), DriverError> {
+    let mut any = false;
+    let result = loop {
+        match admin.qp.pop() {
+            Ok(Some(e)) => {
+                any = true;
+                let cid = e.cid();
+                let discard = admin
+                    .discard
+                    .get(usize::from(cid))
+                    .copied()
+                    .unwrap_or(false);
+                if !discard || !admin.cids.release(cid) {
+                    break Err(ProtocolError::UnknownCid(cid).into());
+                }
+                if let Some(d) = admin.discard.get_mut(usize::from(cid)) {
+                    *d = false;
+                }
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e.into()),
+        }
+    };
+    if any {
+        admin.qp.ring_cq(regs);
+    }
+    result
+}
+
+/// Submits `sqe` on the admin queue and polls until it completes, the
+/// deadline passes, or the controller breaks protocol.
+fn admin_command<R: Registers, D: DmaRegion>(
+    regs: &R,
+    clock: &dyn Clock,
+    timeout: u64,
+    admin: &mut Admin<D>,
+    mut sqe: SubmissionEntry,
+) -> Result<CompletionEntry, DriverError> {
+    let until = deadline(clock, timeout);
+    let cid = loop {
+        if let Some(cid) = admin.cids.alloc() {
+            break cid;
+        }
+        reap_discarded(regs, admin)?;
+        let now = clock.now();
+        regs.tick(now);
+        if now > until {
+            return Err(DriverError::Timeout(Stage::Admin));
+        }
+    };
+    sqe.set_cid(cid);
+    if let Err(e) = admin.qp.submit(regs, &sqe) {
+        admin.cids.release(cid);
+        return Err(e.into());
+    }
+    loop {
+        let popped = admin.qp.pop();
+        match popped {
+            Ok(Some(e)) => {
+                admin.qp.ring_cq(regs);
+                let got = e.cid();
+                if !admin.cids.release(got) {
+                    return Err(ProtocolError::UnknownCid(got).into());
+                }
+                let discard = admin.discard.get_mut(usize::from(got));
+                match discard {
+                    Some(d) if *d => *d = false,
+                    _ if got == cid => {
+                        let status: Status = e.status();
+                        if !status.is_success() {
+                            return Err(DriverError::Admin {
+                                opcode: sqe.opcode(),
+                                status,
+                            });
+                        }
+                        return Ok(e);
+                    }
+                    _ => return Err(ProtocolError::UnknownCid(got).into()),
+                }
+            }
+            Ok(None) => {
+                let now = clock.now();
+                regs.tick(now);
+                if now > until {
+                    // A late completion for it is then expected, not a
+                    // protocol violation.
+                    if let Some(d) = admin.discard.get_mut(usize::from(cid)) {
+                        *d = true;
+                    }
+                    return Err(DriverError::Timeout(Stage::Admin));
+                }
+                core::hint::spin_loop();
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,718 @@
+//! An I/O queue: turns engine [`Command`]s into NVMe commands on one queue
+//! pair and reaps them, with timeouts, abort, retry and reset recovery.
+//!
+//! One engine request may become several NVMe commands (a transfer beyond
+//! MDTS, or a trim or zero range beyond one command's block count); it is
+//! handed back as one [`Completion`] when the last of them finishes, with
+//! the first error any of them hit. Large trim/zero ranges are issued
+//! piecewise as command ids free up, so they never need more ids than the
+//! queue has.
+//!
+//! Time comes only from `poll(now, ..)`. A command's deadline is armed at
+//! the first poll after it was submitted; deadlines and CSTS are checked
+//! every `health_interval`. A timed-out command is aborted; if it is still
+//! outstanding `abort_timeout` later, the controller is reset. After a
+//! reset the queue re-creates itself and resubmits everything it had in
+//! flight (bounded by `max_retries`) except the command that timed out.
+
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+
+use pollfs_core::dev::{Command, Completion, DevError, DeviceQueue, Geometry, Tag};
+use pollfs_core::units::{FrameId, Nanos};
+
+use crate::controller::{Controller, MPS};
+use crate::error::DriverError;
+use crate::hal::{DmaAllocator, DmaRegion, Registers};
+use crate::prp;
+use crate::queue::{CidPool, ProtocolError, QueuePair};
+use crate::spec::command::{DsmRange, SubmissionEntry, SQE_SIZE};
+use crate::spec::completion::{CompletionEntry, CQE_SIZE};
+
+/// Where the device's frame arena sits on the bus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameMap {
+    /// Bus address of frame 0; frames are contiguous 4 KiB pages.
+    pub base: u64,
+    /// Number of frames.
+    pub count: u32,
+}
+
+impl FrameMap {
+    /// Bus address of `frame`, if it exists.
+    pub fn iova(&self, frame: FrameId) -> Option<u64> {
+        (frame.0 < self.count).then(|| self.base + u64::from(frame.0) * MPS as u64)
+    }
+}
+
+/// Counters, for tests and tools.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// NVMe commands submitted (including resubmissions).
+    pub commands: u64,
+    /// Resubmissions after an error status or a reset.
+    pub retries: u64,
+    /// Commands that hit their deadline.
+    pub timeouts: u64,
+    /// Protocol violations seen from the device.
+    pub protocol_errors: u64,
+    /// Times this queue re-created itself after a controller reset.
+    pub resyncs: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    sqe: SubmissionEntry,
+    tag: u32,
+    deadline: Option<Nanos>,
+    abort_by: Option<Nanos>,
+    retries: u8,
+    timed_out: bool,
+}
+
+/// Trim or zero blocks not yet issued.
+#[derive(Clone, Copy, Debug)]
+struct Rest {
+    zeroes: bool,
+    lba: u64,
+    blocks: u64,
+}
+
+#[derive(Debug)]
+struct Request {
+    outstanding: u32,
+    error: Option<DevError>,
+    rest: Option<Rest>,
+}
+
+enum Payload<'a> {
+    None,
+    Frames(&'a [FrameId]),
+    Range(DsmRange),
+}
+
+/// Most blocks one Write Zeroes (16-bit NLB) can cover.
+const MAX_ZERO_BLOCKS: u64 = 1 << 16;
+
+/// An I/O queue pair owned by one engine session.
+pub struct NvmeQueue<R: Registers + 'static, A: DmaAllocator + 'static> {
+    ctrl: Arc<Controller<R, A>>,
+    frames: FrameMap,
+    geometry: Geometry,
+    qp: QueuePair<A::Region>,
+    cids: CidPool,
+    slots: Vec<Slot>,
+    scratch: A::Region,
+    list_pages: usize,
+    chunk_frames: usize,
+    requests: BTreeMap<u32, Request>,
+    with_rest: VecDeque<u32>,
+    unarmed: Vec<u16>,
+    next_tag: u32,
+    done: VecDeque<Completion>,
+    generation: u64,
+    next_scan: Nanos,
+    pages: Vec<u64>,
+    lists: Vec<u64>,
+    stats: QueueStats,
+}
+
+impl<R: Registers, A: DmaAllocator> core::fmt::Debug for NvmeQueue<R, A> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("NvmeQueue")
+            .field("qid", &self.qp.qid())
+            .field("in_flight", &self.cids.in_use())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
+    /// Creates an I/O queue pair on the controller.
+    pub fn open(
+        ctrl: Arc<Controller<R, A>>,
+        frames: FrameMap,
+        geometry: Geometry,
+    ) -> Result<Self, DriverError> {
+        if ctrl.is_dead() {
+            return Err(DriverError::Dead);
+        }
+        let info = *ctrl.info();
+        let entries = info.io_entries;
+        let n = usize::from(entries);
+        let bpp = geometry.blocks_per_page().max(1) as usize;
+        let chunk_frames = (info.mdts_bytes as usize / MPS)
+            .min(MAX_ZERO_BLOCKS as usize / bpp)
+            .min(geometry.max_frames_per_command())
+            .max(1);
+        let list_pages = prp::list_pages_needed(chunk_frames, MPS).max(1);
+        let capacity = entries - 1;
+        let dma = ctrl.dma();
+        let sq = dma.alloc(n * SQE_SIZE)?;
+        let cq = dma.alloc(n * CQE_SIZE)?;
+        let scratch = dma.alloc(usize::from(capacity) * list_pages * MPS)?;
+        let qid = ctrl.alloc_qid()?;
+        let generation = ctrl.generation();
+        let qp = match QueuePair::new(qid, entries, sq, cq, info.cap.doorbell_stride()) {
+            Ok(qp) => qp,
+            Err(e) => {
+                ctrl.free_qid(qid);
+                return Err(e.into());
+            }
+        };
+        if let Err(e) = ctrl.create_io_queue(&qp) {
+            ctrl.free_qid(qid);
+            return Err(e);
+        }
+        Ok(NvmeQueue {
+            ctrl,
+            frames,
+            geometry,
+            qp,
+            cids: CidPool::new(capacity),
+            slots: vec![Slot::default(); usize::from(capacity)],
+            scratch,
+            list_pages,
+            chunk_frames,
+            requests: BTreeMap::new(),
+            with_rest: VecDeque::new(),
+            unarmed: Vec::new(),
+            next_tag: 0,
+            done: VecDeque::new(),
+            generation,
+            next_scan: Nanos(0),
+            pages: Vec::with_capacity(chunk_frames),
+            lists: Vec::with_capacity(list_pages),
+            stats: QueueStats::default(),
+        })
+    }
+
+    /// This queue's id on the controller.
+    pub fn qid(&self) -> u16 {
+        self.qp.qid()
+    }
+    /// Counters.
+    pub fn stats(&self) -> QueueStats {
+        self.stats
+    }
+    /// Most 4 KiB frames one NVMe command carries on this queue.
+    pub fn frames_per_command(&self) -> usize {
+        self.chunk_frames
+    }
+    /// Command ids this queue has (its depth).
+    pub fn depth(&self) -> usize {
+        self.cids.capacity()
+    }
+
+    fn ensure_live(&mut self) -> Result<(), DevError> {
+        if self.ctrl.is_dead() {
+            self.fail_all(DevError::ControllerFailed);
+            return Err(DevError::ControllerFailed);
+        }
+        if self.generation != self.ctrl.generation() {
+            self.resync();
+            if self.generation != self.ctrl.generation() {
+                return Err(DevError::ControllerFailed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Allocates an id, fills in PRPs or the DSM range, and submits.
+    fn issue(
+        &mut self,
+        tag: u32,
+        mut sqe: SubmissionEntry,
+        payload: Payload<'_>,
+    ) -> Result<(), DevError> {
+        let cid = self.cids.alloc().ok_or(DevError::QueueFull)?;
+        sqe.set_cid(cid);
+        let scratch_off = usize::from(cid) * self.list_pages * MPS;
+        let prepared = match payload {
+            Payload::None => Ok(()),
+            Payload::Range(range) => self
+                .scratch
+                .write(scratch_off, &range.to_bytes())
+                .map(|()| {
+                    sqe.set_prps(self.scratch.iova().0 + scratch_off as u64, 0);
+                })
+                .map_err(|_| DevError::InvalidRequest),
+            Payload::Frames(frames) => self.build_prps(&mut sqe, frames, scratch_off),
+        };
+        if let Err(e) = prepared {
+            self.cids.release(cid);
+            return Err(e);
+        }
+        if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
+            *slot = Slot {
+                sqe,
+                tag,
+                ..Slot::default()
+            };
+        }
+        if self.qp.submit(self.ctrl.regs(), &sqe).is_err() {
+            self.cids.release(cid);
+            return Err(DevError::QueueFull);
+        }
+        self.unarmed.push(cid);
+        self.stats.commands += 1;
+        if let Some(r) = self.requests.get_mut(&tag) {
+            r.outstanding += 1;
+        }
+        Ok(())
+    }
+
+    fn build_prps(
+        &mut self,
+        sqe: &mut SubmissionEntry,
+        frames: &[FrameId],
+        scratch_off: usize,
+    ) -> Result<(), DevError> {
+        self.pages.clear();
+        for &f in frames {
+            self.pages
+                .push(self.frames.iova(f).ok_or(DevError::InvalidRequest)?);
+        }
+        let base = self.scratch.iova().0 + scratch_off as u64;
+        self.lists.clear();
+        self.lists
+            .extend((0..self.list_pages as u64).map(|i| base + i * MPS as u64));
+        let scratch = &self.scratch;
+        let mut failed = false;
+        let prps = prp::build(
+            0,
+            frames.len() * MPS,
+            &self.pages,
+            MPS,
+            &self.lists,
+            &mut |page, slot, value| {
+                let off = scratch_off + page * MPS + slot * 8;
+                failed |= scratch.write_u64(off, value).is_err();
+            },
+        )
+        .map_err(|_| DevError::InvalidRequest)?;
+        if failed {
+            return Err(DevError::InvalidRequest);
+        }
+        sqe.set_prps(prps.prp1, prps.prp2);
+        Ok(())
+    }
+
+    fn new_request(&mut self, rest: Option<Rest>) -> u32 {
+        let mut tag = self.next_tag;
+        while self.requests.contains_key(&tag) {
+            tag = tag.wrapping_add(1);
+        }
+        self.next_tag = tag.wrapping_add(1);
+        self.requests.insert(
+            tag,
+            Request {
+                outstanding: 0,
+                error: None,
+                rest,
+            },
+        );
+        if rest.is_some() {
+            self.with_rest.push_back(tag);
+        }
+        tag
+    }
+
+    /// Hands a request back if nothing of it is outstanding or unissued.
+    fn maybe_complete(&mut self, tag: u32) {
+        let finished = match self.requests.get(&tag) {
+            Some(r) => r.outstanding == 0 && r.rest.is_none(),
+            None => false,
+        };
+        if finished {
+            if let Some(r) = self.requests.remove(&tag) {
+                self.done.push_back(Completion {
+                    tag: Tag(tag),
+                    result: r.error.map_or(Ok(()), Err),
+                });
+            }
+        }
+    }
+
+    /// Records an issue failure against a request; a request nothing of
+    /// which reached the device is withdrawn so `submit` can report it.
+    fn abandon(&mut self, tag: u32, e: DevError) -> Option<DevError> {
+        let r = self.requests.get_mut(&tag)?;
+        r.rest = None;
+        if r.outstanding == 0 {
+            self.requests.remove(&tag);
+            return Some(e);
+        }
+        r.error.get_or_insert(e);
+        None
+    }
+
+    /// Issues further pieces of trim/zero requests while ids are free.
+    fn pump(&mut self) {
+        while self.cids.available() > 0 {
+            let Some(&tag) = self.with_rest.front() else {
+                return;
+            };
+            let rest = self.requests.get(&tag).and_then(|r| r.rest);
+            let Some(mut rest) = rest else {
+                self.with_rest.pop_front();
+                self.maybe_complete(tag);
+                continue;
+            };
+            let nsid = self.ctrl.config().nsid;
+            let (sqe, payload, n) = if rest.zeroes {
+                let n = rest.blocks.min(MAX_ZERO_BLOCKS);
+                (
+                    SubmissionEntry::write_zeroes(nsid, rest.lba, n as u32),
+                    Payload::None,
+                    n,
+                )
+            } else {
+                let n = rest.blocks.min(u64::from(u32::MAX));
+                let range = DsmRange {
+                    attributes: 0,
+                    blocks: n as u32,
+                    slba: rest.lba,
+                };
+                (
+                    SubmissionEntry::deallocate(nsid, 1, 0),
+                    Payload::Range(range),
+                    n,
+                )
+            };
+            match self.issue(tag, sqe, payload) {
+                Ok(()) => {
+                    rest.lba += n;
+                    rest.blocks -= n;
+                    if let Some(r) = self.requests.get_mut(&tag) {
+                        r.rest = (rest.blocks > 0).then_some(rest);
+                    }
+                }
+                Err(DevError::QueueFull) => return,
+                Err(e) => {
+                    if let Some(r) = self.requests.get_mut(&tag) {
+                        r.rest = None;
+                        r.error.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One NVMe command finished: release its id and account it to its
+    /// request.
+    fn finish(&mut self, cid: u16, result: Result<(), DevError>) {
+        if !self.cids.release(cid) {
+            return;
+        }
+        let tag = self.slots.get(usize::from(cid)).map_or(u32::MAX, |s| s.tag);
+        if result.is_ok() {
+            self.ctrl.note_success();
+        }
+        if let Some(r) = self.requests.get_mut(&tag) {
+            r.outstanding = r.outstanding.saturating_sub(1);
+            if let Err(e) = result {
+                r.error.get_or_insert(e);
+                r.rest = None;
+            }
+        }
+        self.maybe_complete(tag);
+    }
+
+    fn resubmit(&mut self, cid: u16) -> bool {
+        let Some(slot) = self.slots.get_mut(usize::from(cid)) else {
+            return false;
+        };
+        slot.retries += 1;
+        slot.deadline = None;
+        slot.abort_by = None;
+        let sqe = slot.sqe;
+        if self.qp.submit(self.ctrl.regs(), &sqe).is_err() {
+            return false;
+        }
+        self.unarmed.push(cid);
+        self.stats.commands += 1;
+        self.stats.retries += 1;
+        true
+    }
+
+    fn on_completion(&mut self, e: CompletionEntry) -> Result<(), ProtocolError> {
+        let cid = e.cid();
+        if !self.cids.is_busy(cid) {
+            return Err(ProtocolError::UnknownCid(cid));
+        }
+        let status = e.status();
+        let slot = self
+            .slots
+            .get(usize::from(cid))
+            .copied()
+            .unwrap_or_default();
+        let max = self.ctrl.config().max_retries;
+        if status.may_retry() && slot.retries < max && !slot.timed_out && self.resubmit(cid) {
+            return Ok(());
+        }
+        self.finish(cid, status.to_result());
+        Ok(())
+    }
+
+    fn reap(&mut self) -> Result<(), ProtocolError> {
+        let mut n = 0u32;
+        let limit = u32::from(self.qp.entries());
+        let result = loop {
+            if n >= limit {
+                break Ok(());
+            }
+            match self.qp.pop() {
+                Ok(Some(e)) => {
+                    n += 1;
+                    if let Err(err) = self.on_completion(e) {
+                        break Err(err);
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(err) => break Err(err),
+            }
+        };
+        if n > 0 {
+            self.qp.ring_cq(self.ctrl.regs());
+        }
+        result
+    }
+
+    /// Every command in flight fails with `e`; pending pieces are dropped.
+    fn fail_all(&mut self, e: DevError) {
+        for cid in 0..self.cids.capacity() as u16 {
+            if self.cids.is_busy(cid) {
+                self.finish(cid, Err(e));
+            }
+        }
+        let tags: Vec<u32> = self.with_rest.drain(..).collect();
+        for tag in tags {
+            if let Some(r) = self.requests.get_mut(&tag) {
+                r.rest = None;
+                r.error.get_or_insert(e);
+            }
+            self.maybe_complete(tag);
+        }
+        self.unarmed.clear();
+    }
+
+    /// After a controller reset: re-create the queue on the device and
+    /// resubmit what was in flight.
+    fn resync(&mut self) {
+        let max_resets = self.ctrl.config().max_resets;
+        let mut created = false;
+        for _ in 0..=max_resets {
+            if self.ctrl.is_dead() {
+                break;
+            }
+            let gen = self.ctrl.generation();
+            if self.qp.reset().is_ok() && self.ctrl.create_io_queue(&self.qp).is_ok() {
+                self.generation = gen;
+                created = true;
+                break;
+            }
+            let _ = self.ctrl.reset(gen);
+        }
+        if !created {
+            self.fail_all(DevError::ControllerFailed);
+            return;
+        }
+        self.stats.resyncs += 1;
+        self.unarmed.clear();
+        let max = self.ctrl.config().max_retries;
+        for cid in 0..self.cids.capacity() as u16 {
+            if !self.cids.is_busy(cid) {
+                continue;
+            }
+            let slot = self
+                .slots
+                .get(usize::from(cid))
+                .copied()
+                .unwrap_or_default();
+            if slot.timed_out {
+                self.finish(cid, Err(DevError::Timeout));
+            } else if slot.retries >= max || !self.resubmit(cid) {
+                self.finish(cid, Err(DevError::ControllerFailed));
+            }
+        }
+    }
+
+    /// Resets the controller (unless another queue already did) and
+    /// recovers this queue.
+    fn recover(&mut self) {
+        let _ = self.ctrl.reset(self.generation);
+        if self.ctrl.is_dead() {
+            self.fail_all(DevError::ControllerFailed);
+        } else {
+            self.resync();
+        }
+    }
+
+    /// Arms deadlines of new commands; at each scan interval checks
+    /// deadlines and controller health.
+    fn check_timeouts(&mut self, now: Nanos) {
+        let cfg = *self.ctrl.config();
+        for cid in self.unarmed.drain(..) {
+            if let Some(s) = self.slots.get_mut(usize::from(cid)) {
+                s.deadline = Some(Nanos(now.0.saturating_add(cfg.command_timeout)));
+            }
+        }
+        if now < self.next_scan || self.cids.in_use() == 0 {
+            return;
+        }
+        self.next_scan = Nanos(now.0.saturating_add(cfg.health_interval));
+        let mut need_reset = self.ctrl.is_fatal();
+        let mut aborting = false;
+        let qid = self.qp.qid();
+        for cid in 0..self.cids.capacity() as u16 {
+            if !self.cids.is_busy(cid) {
+                continue;
+            }
+            let Some(s) = self.slots.get_mut(usize::from(cid)) else {
+                continue;
+            };
+            match (s.deadline, s.abort_by) {
+                (Some(d), None) if now > d => {
+                    s.timed_out = true;
+                    s.abort_by = Some(Nanos(now.0.saturating_add(cfg.abort_timeout)));
+                    self.stats.timeouts += 1;
+                    aborting = true;
+                    if !self.ctrl.send_abort(qid, cid) {
+                        need_reset = true;
+                    }
+                }
+                (_, Some(by)) if now > by => need_reset = true,
+                (_, Some(_)) => aborting = true,
+                _ => {}
+            }
+        }
+        if aborting && self.ctrl.reap_admin().is_err() {
+            need_reset = true;
+        }
+        if need_reset {
+            self.recover();
+        }
+    }
+}
+
+impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueue<R, A> {
+    fn submit(&mut self, command: &Command<'_>) -> Result<Tag, DevError> {
+        self.ensure_live()?;
+        command.validate(&self.geometry)?;
+        let nsid = self.ctrl.config().nsid;
+        let bpp = self.geometry.blocks_per_page();
+        let ident = self.ctrl.info().identify;
+        match *command {
+            Command::Read { lba, frames } | Command::Write { lba, frames, .. } => {
+                if frames.iter().any(|&f| self.frames.iova(f).is_none()) {
+                    return Err(DevError::InvalidRequest);
+                }
+                let pieces = frames.len().div_ceil(self.chunk_frames);
+                if pieces > self.cids.capacity() {
+                    return Err(DevError::InvalidRequest);
+                }
+                if pieces > self.cids.available() {
+                    return Err(DevError::QueueFull);
+                }
+                let tag = self.new_request(None);
+                for (i, chunk) in frames.chunks(self.chunk_frames).enumerate() {
+                    let slba = lba.0 + (i * self.chunk_frames) as u64 * bpp;
+                    let blocks = (chunk.len() as u64 * bpp) as u32;
+                    let sqe = match *command {
+                        Command::Write { fua, .. } => {
+                            SubmissionEntry::write(nsid, slba, blocks, fua)
+                        }
+                        _ => SubmissionEntry::read(nsid, slba, blocks),
+                    };
+                    if let Err(e) = self.issue(tag, sqe, Payload::Frames(chunk)) {
+                        if let Some(e) = self.abandon(tag, e) {
+                            return Err(e);
+                        }
+                        break;
+                    }
+                }
+                Ok(Tag(tag))
+            }
+            Command::Flush => {
+                if self.cids.available() == 0 {
+                    return Err(DevError::QueueFull);
+                }
+                let tag = self.new_request(None);
+                if let Err(e) = self.issue(tag, SubmissionEntry::flush(nsid), Payload::None) {
+                    if let Some(e) = self.abandon(tag, e) {
+                        return Err(e);
+                    }
+                }
+                Ok(Tag(tag))
+            }
+            Command::Deallocate { lba, blocks } | Command::WriteZeroes { lba, blocks } => {
+                let zeroes = matches!(command, Command::WriteZeroes { .. });
+                if zeroes && !ident.supports_write_zeroes() {
+                    return Err(DevError::InvalidRequest);
+                }
+                if self.cids.available() == 0 {
+                    return Err(DevError::QueueFull);
+                }
+                // Deallocate is advisory; a controller without DSM simply
+                // keeps the blocks.
+                let rest = (zeroes || ident.supports_dsm()).then_some(Rest {
+                    zeroes,
+                    lba: lba.0,
+                    blocks,
+                });
+                let tag = self.new_request(rest);
+                self.pump();
+                self.maybe_complete(tag);
+                Ok(Tag(tag))
+            }
+        }
+    }
+
+    fn poll(&mut self, now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
+        self.ctrl.regs().tick(now);
+        if self.ctrl.is_dead() {
+            self.fail_all(DevError::ControllerFailed);
+        } else {
+            if self.generation != self.ctrl.generation() {
+                self.resync();
+            }
+            if self.reap().is_err() {
+                self.stats.protocol_errors += 1;
+                self.recover();
+            }
+            self.pump();
+            self.check_timeouts(now);
+        }
+        let mut n = 0;
+        while n < max {
+            let Some(c) = self.done.pop_front() else {
+                break;
+            };
+            done(c);
+            n += 1;
+        }
+        n
+    }
+
+    fn in_flight(&self) -> usize {
+        self.requests.len() + self.done.len()
+    }
+}
+
+impl<R: Registers + 'static, A: DmaAllocator + 'static> Drop for NvmeQueue<R, A> {
+    fn drop(&mut self) {
+        let qid = self.qp.qid();
+        if !self.ctrl.is_dead() && self.generation == self.ctrl.generation() {
+            // Deleting the SQ makes the controller drop its commands; if
+            // that fails the controller is reset so it forgets the rings
+            // before their memory is freed.
+            if self.ctrl.delete_io_queue(qid).is_err() {
+                let _ = self.ctrl.reset(self.generation);
+            }
+        }
+        self.ctrl.free_qid(qid);
+    }
+}

@@ -1,0 +1,46 @@
+//! pollfs-driver: a polled, user-space NVMe driver behind the engine's
+//! block-device seam.
+//!
+//! Layers, bottom up:
+//!
+//! - [`hal`]: the hardware boundary: register access ([`hal::Registers`]),
+//!   DMA memory ([`hal::DmaAllocator`], [`hal::DmaRegion`]) and the
+//!   caller's clock. Everything above is generic over it.
+//! - [`spec`]: NVMe 1.4 wire formats: registers, 64-byte submission and
+//!   16-byte completion entries, structured status, identify data.
+//! - [`prp`]: describing a transfer's memory pages to the device.
+//! - [`queue`]: one SQ/CQ ring pair, phase tags, doorbells, command ids.
+//! - [`controller`]: bring-up, the admin queue, abort and reset.
+//! - [`io_queue`]: engine commands to NVMe commands: splitting beyond MDTS,
+//!   timeouts from caller time, retry, recovery after reset.
+//! - [`device`]: [`NvmeDevice`], the `pollfs_core::dev::BlockDevice`.
+//! - `emu` (feature `emu`, std): an emulated controller over plain memory,
+//!   with fault knobs, and `NvmeDevice::emulated`.
+//!
+//! Every value read from the device is validated before use; a device that
+//! lies gets an error, never a panic or an out-of-bounds access. The core
+//! is `no_std` + `alloc` and has no unsafe code.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod controller;
+pub mod device;
+pub mod error;
+pub mod hal;
+pub mod io_queue;
+pub mod prp;
+pub mod queue;
+pub mod spec;
+
+#[cfg(feature = "emu")]
+pub mod emu;
+
+pub use controller::{Controller, ControllerInfo, DriverConfig};
+pub use device::{NvmeDevice, NvmeFrames};
+pub use error::DriverError;
+pub use io_queue::{NvmeQueue, QueueStats};
+
+#[cfg(feature = "emu")]
+pub use emu::{EmuConfig, EmuController, EmuMemory, EmulatedDevice};
