@@ -48,7 +48,7 @@ pub struct DriverConfig {
     /// I/O queues to ask the controller for.
     pub max_io_queues: u16,
     /// Largest request the engine may send, in bytes (a multiple of 4 KiB);
-    /// requests beyond MDTS are split. `None`: MDTS (capped at 1 MiB).
+    /// requests beyond MDTS are split. `None`: MDTS, capped at 1 MiB.
     pub max_transfer: Option<u32>,
     /// An I/O command still outstanding this long after its first poll is
     /// aborted.
@@ -265,7 +265,13 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
         let want = config.max_io_queues.clamp(1, u16::MAX - 1);
         let granted = set_queue_count(&regs, &*clock, admin_timeout, &mut admin, want)?;
         admin.free_qids = (1..=granted).rev().collect();
-        let mdts_bytes = identify.max_transfer(cap.mps_min_shift(), 1 << 20);
+        // "No limit" (MDTS 0) and huge limits are capped at what the engine
+        // may ask for, so per-command PRP list space stays bounded.
+        let cap_bytes = config
+            .max_transfer
+            .map_or(1 << 20, u64::from)
+            .max(MPS as u64);
+        let mdts_bytes = identify.max_transfer(cap.mps_min_shift(), cap_bytes);
         if mdts_bytes < MPS as u64 {
             return Err(DriverError::Unsupported("MDTS below one page"));
         }

@@ -684,7 +684,13 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueu
                 self.recover();
             }
             self.pump();
+            let resyncs = self.stats.resyncs;
             self.check_timeouts(now);
+            // Commands resubmitted by a recovery may already have completed.
+            if self.stats.resyncs != resyncs && self.reap().is_err() {
+                self.stats.protocol_errors += 1;
+                self.recover();
+            }
         }
         let mut n = 0;
         while n < max {

@@ -256,6 +256,14 @@ impl State {
         };
         let mut e = entry;
         e.dw3 = (e.dw3 & !(1 << 16)) | (u32::from(phase) << 16);
+        // The SQ head is reported as of posting time, as hardware does,
+        // so late (held, aborted) completions never move it backwards.
+        if let Some(Some(sq)) = self.sqs.get(usize::from(e.sq_id())) {
+            e.dw2 = (e.dw2 & !0xffff) | u32::from(sq.head);
+        }
+        if cqid != 0 && self.faults.hostile == Some(Hostile::BadSqHead) {
+            e.dw2 = (e.dw2 & !0xffff) | 0xfff0;
+        }
         let addr = cq.base + u64::from(cq.tail) * CQE_SIZE as u64;
         let bytes = e.to_bytes();
         // Body first, then the dword holding the phase tag.
@@ -276,7 +284,6 @@ impl State {
         }
         match self.faults.hostile {
             Some(Hostile::BadCid) => entry.dw3 ^= 0x5a5a,
-            Some(Hostile::BadSqHead) => entry.dw2 = (entry.dw2 & !0xffff) | 0xfff0,
             Some(Hostile::WrongSqId) => entry.dw2 = entry.dw2.wrapping_add(1 << 16),
             Some(Hostile::Duplicate) => self.post(cqid, entry),
             _ => {}
