@@ -503,6 +503,15 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
     }
 }
 
+impl<R: Registers, A: DmaAllocator> Drop for Controller<R, A> {
+    /// Every queue holds the controller, so this runs after the last one is
+    /// gone; disabling the controller stops it touching DMA memory before
+    /// the admin rings are freed.
+    fn drop(&mut self) {
+        self.regs.write32(offset::CC, 0);
+    }
+}
+
 fn set_queue_count<R: Registers, D: DmaRegion>(
     regs: &R,
     clock: &dyn Clock,

@@ -99,7 +99,7 @@ impl<D: DmaRegion> FrameArena for NvmeFrames<D> {
 /// An NVMe namespace as a pollfs block device.
 pub struct NvmeDevice<R: Registers + 'static, A: DmaAllocator + 'static> {
     ctrl: Arc<Controller<R, A>>,
-    frames: NvmeFrames<A::Region>,
+    frames: Arc<NvmeFrames<A::Region>>,
     geometry: Geometry,
 }
 
@@ -143,7 +143,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeDevice<R, A> {
         if geometry.capacity_pages() == 0 {
             return Err(DriverError::Unsupported("namespace smaller than a page"));
         }
-        let frames = NvmeFrames::new(ctrl.dma(), frames)?;
+        let frames = Arc::new(NvmeFrames::new(ctrl.dma(), frames)?);
         Ok(NvmeDevice {
             ctrl: Arc::new(ctrl),
             frames,
@@ -157,7 +157,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeDevice<R, A> {
     /// Opens a queue, keeping the driver's own type (with stats and
     /// driver errors) rather than the engine's.
     pub fn open_nvme_queue(&self) -> Result<NvmeQueue<R, A>, DriverError> {
-        NvmeQueue::open(self.ctrl.clone(), self.frames.map(), self.geometry)
+        NvmeQueue::open(self.ctrl.clone(), self.frames.clone(), self.geometry)
     }
 }
 

@@ -157,3 +157,76 @@ impl<F: Fn() -> Nanos + Send + Sync> Clock for F {
         self()
     }
 }
+
+/// Fakes of both hardware traits for unit tests of the layers above.
+#[cfg(test)]
+pub(crate) mod fake {
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    use spin::Mutex;
+
+    use super::{DmaError, DmaRegion, Iova, Registers};
+
+    /// DMA memory in a plain vector.
+    #[derive(Debug)]
+    pub struct VecRegion {
+        pub bytes: Mutex<Vec<u8>>,
+        pub iova: u64,
+    }
+
+    impl VecRegion {
+        pub fn new(len: usize, iova: u64) -> VecRegion {
+            VecRegion {
+                bytes: Mutex::new(vec![0; len]),
+                iova,
+            }
+        }
+    }
+
+    impl DmaRegion for VecRegion {
+        fn len(&self) -> usize {
+            self.bytes.lock().len()
+        }
+        fn iova(&self) -> Iova {
+            Iova(self.iova)
+        }
+        fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
+            let b = self.bytes.lock();
+            let end = offset.checked_add(dst.len()).ok_or(DmaError::OutOfBounds)?;
+            dst.copy_from_slice(b.get(offset..end).ok_or(DmaError::OutOfBounds)?);
+            Ok(())
+        }
+        fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
+            let mut b = self.bytes.lock();
+            let end = offset.checked_add(src.len()).ok_or(DmaError::OutOfBounds)?;
+            b.get_mut(offset..end)
+                .ok_or(DmaError::OutOfBounds)?
+                .copy_from_slice(src);
+            Ok(())
+        }
+        fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
+            let mut b = self.bytes.lock();
+            let end = offset.checked_add(len).ok_or(DmaError::OutOfBounds)?;
+            b.get_mut(offset..end)
+                .ok_or(DmaError::OutOfBounds)?
+                .fill(byte);
+            Ok(())
+        }
+    }
+
+    /// Registers that record every write.
+    #[derive(Debug, Default)]
+    pub struct RecordingRegs {
+        pub writes: Mutex<Vec<(usize, u32)>>,
+    }
+
+    impl Registers for RecordingRegs {
+        fn read32(&self, _offset: usize) -> u32 {
+            0
+        }
+        fn write32(&self, offset: usize, value: u32) {
+            self.writes.lock().push((offset, value));
+        }
+    }
+}

@@ -24,6 +24,7 @@ use pollfs_core::dev::{Command, Completion, DevError, DeviceQueue, Geometry, Tag
 use pollfs_core::units::{FrameId, Nanos};
 
 use crate::controller::{Controller, MPS};
+use crate::device::NvmeFrames;
 use crate::error::DriverError;
 use crate::hal::{DmaAllocator, DmaRegion, Registers};
 use crate::prp;
@@ -100,6 +101,8 @@ const MAX_ZERO_BLOCKS: u64 = 1 << 16;
 pub struct NvmeQueue<R: Registers + 'static, A: DmaAllocator + 'static> {
     ctrl: Arc<Controller<R, A>>,
     frames: FrameMap,
+    /// Keeps the frame memory alive while commands may still DMA into it.
+    _arena: Arc<NvmeFrames<A::Region>>,
     geometry: Geometry,
     qp: QueuePair<A::Region>,
     cids: CidPool,
@@ -133,9 +136,10 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
     /// Creates an I/O queue pair on the controller.
     pub fn open(
         ctrl: Arc<Controller<R, A>>,
-        frames: FrameMap,
+        arena: Arc<NvmeFrames<A::Region>>,
         geometry: Geometry,
     ) -> Result<Self, DriverError> {
+        let frames = arena.map();
         if ctrl.is_dead() {
             return Err(DriverError::Dead);
         }
@@ -169,6 +173,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
         Ok(NvmeQueue {
             ctrl,
             frames,
+            _arena: arena,
             geometry,
             qp,
             cids: CidPool::new(capacity),

@@ -234,3 +234,124 @@ impl<D: DmaRegion> QueuePair<D> {
         self.phase
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hal::fake::{RecordingRegs, VecRegion};
+    use crate::spec::status::Status;
+
+    fn pair(entries: u16) -> QueuePair<VecRegion> {
+        let n = usize::from(entries);
+        let sq = VecRegion::new(n * SQE_SIZE, 0x10000);
+        let cq = VecRegion::new(n * CQE_SIZE, 0x20000);
+        QueuePair::new(1, entries, sq, cq, 0).unwrap()
+    }
+
+    /// Plays the device: posts a completion at CQ slot `slot`.
+    fn post(qp: &QueuePair<VecRegion>, slot: u16, cid: u16, sq_head: u16, phase: bool) {
+        let e = CompletionEntry::new(0, sq_head, 1, cid, phase, Status::SUCCESS);
+        qp.cq
+            .write(usize::from(slot) * CQE_SIZE, &e.to_bytes())
+            .unwrap();
+    }
+
+    #[test]
+    fn cid_pool_exhausts_and_catches_bad_releases() {
+        let mut pool = CidPool::new(3);
+        let ids: Vec<u16> = (0..3).map(|_| pool.alloc().unwrap()).collect();
+        assert_eq!(ids, [0, 1, 2]);
+        assert_eq!(pool.alloc(), None);
+        assert!(pool.release(1));
+        assert!(!pool.release(1), "duplicate completion");
+        assert!(!pool.release(7), "unknown id");
+        assert_eq!(pool.alloc(), Some(1));
+        assert_eq!(pool.in_use(), 3);
+    }
+
+    #[test]
+    fn submit_writes_the_entry_before_ringing_the_tail_doorbell() {
+        let regs = RecordingRegs::default();
+        let mut qp = pair(4);
+        for i in 0..3u16 {
+            let mut e = SubmissionEntry::flush(1);
+            e.set_cid(i);
+            qp.submit(&regs, &e).unwrap();
+            let mut b = [0u8; SQE_SIZE];
+            qp.sq.read(usize::from(i) * SQE_SIZE, &mut b).unwrap();
+            assert_eq!(SubmissionEntry::from_bytes(&b), e);
+        }
+        assert!(qp.sq_full());
+        assert!(qp.submit(&regs, &SubmissionEntry::flush(1)).is_err());
+        let w = regs.writes.lock().clone();
+        assert_eq!(w, [(0x1008, 1), (0x1008, 2), (0x1008, 3)]);
+    }
+
+    #[test]
+    fn phase_tag_wraps_and_stale_entries_are_ignored() {
+        let regs = RecordingRegs::default();
+        let mut qp = pair(4);
+        let mut cid = 0;
+        for round in 0..5u32 {
+            let phase = round % 2 == 0;
+            for slot in 0..4u16 {
+                // Keep the SQ window honest: submit, then complete.
+                qp.submit(&regs, &SubmissionEntry::flush(1)).unwrap();
+                let head = qp.sq_tail;
+                assert_eq!(qp.pop().unwrap(), None, "nothing new yet");
+                post(&qp, slot, cid, head, phase);
+                let e = qp.pop().unwrap().unwrap();
+                assert_eq!(e.cid(), cid);
+                cid += 1;
+            }
+            assert_eq!(qp.phase(), !phase, "phase flips after each pass");
+        }
+        qp.ring_cq(&regs);
+        assert_eq!(regs.writes.lock().last(), Some(&(0x100c, 0)));
+    }
+
+    #[test]
+    fn completions_are_checked_against_the_queue() {
+        let regs = RecordingRegs::default();
+        let mut qp = pair(8);
+        qp.submit(&regs, &SubmissionEntry::flush(1)).unwrap();
+        post(&qp, 0, 0, 9, true);
+        assert_eq!(qp.pop(), Err(ProtocolError::BadSqHead(9)));
+        let mut qp = pair(8);
+        qp.submit(&regs, &SubmissionEntry::flush(1)).unwrap();
+        // Head beyond the tail: the device claims to have fetched more
+        // than was submitted.
+        post(&qp, 0, 0, 3, true);
+        assert_eq!(qp.pop(), Err(ProtocolError::BadSqHead(3)));
+        let mut qp = pair(8);
+        let e = CompletionEntry::new(0, 0, 2, 0, true, Status::SUCCESS);
+        qp.cq.write(0, &e.to_bytes()).unwrap();
+        assert_eq!(qp.pop(), Err(ProtocolError::WrongSqId(2)));
+    }
+
+    #[test]
+    fn random_completion_rings_never_panic() {
+        let regs = RecordingRegs::default();
+        let mut x: u64 = 0x1234_5678_9abc_def1;
+        for _ in 0..200 {
+            let mut qp = pair(8);
+            for _ in 0..5 {
+                qp.submit(&regs, &SubmissionEntry::flush(1)).unwrap();
+            }
+            let mut junk = [0u8; 8 * CQE_SIZE];
+            for b in junk.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            qp.cq.write(0, &junk).unwrap();
+            let mut pool = CidPool::new(7);
+            for _ in 0..20 {
+                if let Ok(Some(e)) = qp.pop() {
+                    let _ = pool.release(e.cid());
+                }
+            }
+        }
+    }
+}
