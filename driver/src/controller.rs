@@ -224,8 +224,6 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
             dma.alloc(n * CQE_SIZE)?,
             cap.doorbell_stride(),
         )?;
-        enable(&regs, &*clock, cap, &qp)?;
-        let version = regs.read32(offset::VS);
         let mut admin = Admin {
             qp,
             cids: CidPool::new(admin_entries - 1),
@@ -233,37 +231,17 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
             buf: dma.alloc(IDENTIFY_SIZE)?,
             free_qids: Vec::new(),
         };
-        let admin_timeout = config.admin_timeout;
-        let run = |admin: &mut Admin<A::Region>, sqe| {
-            admin_command(&regs, &*clock, admin_timeout, admin, sqe)
+        let probed = enable(&regs, &*clock, cap, &admin.qp)
+            .and_then(|()| probe(&regs, &*clock, &config, &mut admin));
+        let (identify, namespace, granted) = match probed {
+            Ok(p) => p,
+            Err(e) => {
+                // Stop the controller before its admin rings are freed.
+                regs.write32(offset::CC, 0);
+                return Err(e);
+            }
         };
-        let mut page = [0u8; IDENTIFY_SIZE];
-        let buf = admin.buf.iova().0;
-        run(
-            &mut admin,
-            SubmissionEntry::identify(cns::CONTROLLER, 0, buf),
-        )?;
-        admin.buf.read(0, &mut page)?;
-        let identify = IdentifyController::parse(&page)?;
-        if config.nsid == 0 || config.nsid > identify.nn {
-            return Err(DriverError::Unsupported("namespace id beyond NN"));
-        }
-        run(
-            &mut admin,
-            SubmissionEntry::identify(cns::ACTIVE_NAMESPACES, 0, buf),
-        )?;
-        admin.buf.read(0, &mut page)?;
-        if !active_list_contains(&page, config.nsid) {
-            return Err(DriverError::Unsupported("namespace not active"));
-        }
-        run(
-            &mut admin,
-            SubmissionEntry::identify(cns::NAMESPACE, config.nsid, buf),
-        )?;
-        admin.buf.read(0, &mut page)?;
-        let namespace = IdentifyNamespace::parse(&page)?;
-        let want = config.max_io_queues.clamp(1, u16::MAX - 1);
-        let granted = set_queue_count(&regs, &*clock, admin_timeout, &mut admin, want)?;
+        let version = regs.read32(offset::VS);
         admin.free_qids = (1..=granted).rev().collect();
         // "No limit" (MDTS 0) and huge limits are capped at what the engine
         // may ask for, so per-command PRP list space stays bounded.
@@ -510,6 +488,39 @@ impl<R: Registers, A: DmaAllocator> Drop for Controller<R, A> {
     fn drop(&mut self) {
         self.regs.write32(offset::CC, 0);
     }
+}
+
+/// Identify controller, active namespaces and the namespace, then
+/// negotiate the number of I/O queues.
+fn probe<R: Registers, D: DmaRegion>(
+    regs: &R,
+    clock: &dyn Clock,
+    config: &DriverConfig,
+    admin: &mut Admin<D>,
+) -> Result<(IdentifyController, IdentifyNamespace, u16), DriverError> {
+    let timeout = config.admin_timeout;
+    let mut page = [0u8; IDENTIFY_SIZE];
+    let buf = admin.buf.iova().0;
+    let sqe = SubmissionEntry::identify(cns::CONTROLLER, 0, buf);
+    admin_command(regs, clock, timeout, admin, sqe)?;
+    admin.buf.read(0, &mut page)?;
+    let identify = IdentifyController::parse(&page)?;
+    if config.nsid == 0 || config.nsid > identify.nn {
+        return Err(DriverError::Unsupported("namespace id beyond NN"));
+    }
+    let sqe = SubmissionEntry::identify(cns::ACTIVE_NAMESPACES, 0, buf);
+    admin_command(regs, clock, timeout, admin, sqe)?;
+    admin.buf.read(0, &mut page)?;
+    if !active_list_contains(&page, config.nsid) {
+        return Err(DriverError::Unsupported("namespace not active"));
+    }
+    let sqe = SubmissionEntry::identify(cns::NAMESPACE, config.nsid, buf);
+    admin_command(regs, clock, timeout, admin, sqe)?;
+    admin.buf.read(0, &mut page)?;
+    let namespace = IdentifyNamespace::parse(&page)?;
+    let want = config.max_io_queues.clamp(1, u16::MAX - 1);
+    let granted = set_queue_count(regs, clock, timeout, admin, want)?;
+    Ok((identify, namespace, granted))
 }
 
 fn set_queue_count<R: Registers, D: DmaRegion>(

@@ -341,4 +341,22 @@ fn smart_log_counts_io() {
     assert_eq!(u16::from_le_bytes([log[1], log[2]]), 300);
     assert_eq!(u64::from_le_bytes(log[80..88].try_into().unwrap()), 1);
     assert_eq!(u64::from_le_bytes(log[64..72].try_into().unwrap()), 1);
+    let mut errors = [0xffu8; 64];
+    dev.controller()
+        .get_log_page(pollfs_driver::spec::command::log_page::ERROR, &mut errors)
+        .unwrap();
+    assert_eq!(errors, [0; 64]);
+    let unknown = dev.controller().get_log_page(0x7f, &mut errors);
+    assert!(matches!(
+        unknown,
+        Err(pollfs_driver::DriverError::Admin { .. })
+    ));
+    // The controller still works after a failed admin command.
+    let nq = dev
+        .controller()
+        .admin(pollfs_driver::spec::command::SubmissionEntry::get_features(
+            7,
+        ))
+        .unwrap();
+    assert_eq!(nq.dw0, 63 | (63 << 16));
 }

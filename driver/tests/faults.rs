@@ -12,6 +12,7 @@ use common::*;
 use pollfs_core::dev::{BlockDevice, Command, Completion, DevError, DeviceQueue};
 use pollfs_core::units::{FrameId, Lba, Nanos};
 use pollfs_driver::emu::{EmuConfig, EmuController, EmuMemory, Hostile};
+use pollfs_driver::hal::Registers;
 use pollfs_driver::spec::status::{generic, Status, StatusType};
 use pollfs_driver::{DriverConfig, DriverError, NvmeDevice};
 
@@ -286,7 +287,21 @@ fn bring_up(set: impl FnOnce(&EmuController)) -> Result<(), DriverError> {
     let mem = EmuMemory::new();
     let ctrl = EmuController::new(EmuConfig::default(), mem.clone());
     set(&ctrl);
-    NvmeDevice::new(ctrl, mem, ticking_clock(), DriverConfig::default(), 4).map(|_| ())
+    let r = NvmeDevice::new(
+        ctrl.clone(),
+        mem,
+        ticking_clock(),
+        DriverConfig::default(),
+        4,
+    );
+    if r.is_err() {
+        assert_eq!(
+            ctrl.read32(0x14) & 1,
+            0,
+            "a failed bring-up leaves CC.EN clear"
+        );
+    }
+    r.map(|_| ())
 }
 
 #[test]
