@@ -16,12 +16,18 @@
 //! - [`device`]: [`NvmeDevice`], the `pollfs_core::dev::BlockDevice`.
 //! - `emu` (feature `emu`, std): an emulated controller over plain memory,
 //!   with fault knobs, and `NvmeDevice::emulated`.
+//! - `vfio` (feature `vfio`, std, Linux): BAR0 and DMA memory through VFIO,
+//!   and `NvmeDevice::vfio`.
 //!
 //! Every value read from the device is validated before use; a device that
 //! lies gets an error, never a panic or an out-of-bounds access. The core
-//! is `no_std` + `alloc` and has no unsafe code.
+//! is `no_std` + `alloc` and has no unsafe code; the only unsafe code is in
+//! the VFIO backend's memory-mapping and system-call modules.
 #![cfg_attr(not(feature = "std"), no_std)]
-#![forbid(unsafe_code)]
+// Unsafe code is confined to the VFIO backend's two leaf modules
+// (`vfio::mapping`, `vfio::sys`), which opt in with `allow(unsafe_code)`.
+#![cfg_attr(not(feature = "vfio"), forbid(unsafe_code))]
+#![cfg_attr(feature = "vfio", deny(unsafe_code))]
 
 extern crate alloc;
 
@@ -36,6 +42,8 @@ pub mod spec;
 
 #[cfg(feature = "emu")]
 pub mod emu;
+#[cfg(all(feature = "vfio", target_os = "linux"))]
+pub mod vfio;
 
 pub use controller::{Controller, ControllerInfo, DriverConfig};
 pub use device::{NvmeDevice, NvmeFrames};
