@@ -7,7 +7,7 @@
 
 use core::mem::size_of;
 
-/// Admin command opcodes (NVMe 1.4, figure 139).
+/// Admin command opcodes (NVMe 1.4, 5 "Admin Command Set").
 pub mod admin_opcode {
     /// Delete I/O Submission Queue (5.6).
     pub const DELETE_IO_SQ: u8 = 0x00;
@@ -25,25 +25,26 @@ pub mod admin_opcode {
     pub const ABORT: u8 = 0x08;
     /// Set Features (5.21).
     pub const SET_FEATURES: u8 = 0x09;
-    /// Get Features (5.15).
+    /// Get Features (5.13).
     pub const GET_FEATURES: u8 = 0x0a;
 }
 
-/// NVM command set opcodes (NVMe 1.4, figure 346).
+/// NVM command set opcodes (NVMe 1.4, 6 "NVM Command Set"; the commands
+/// are cited by name below, each has its own subsection of chapter 6).
 pub mod io_opcode {
-    /// Flush (6.8).
+    /// Flush command.
     pub const FLUSH: u8 = 0x00;
-    /// Write (6.15).
+    /// Write command.
     pub const WRITE: u8 = 0x01;
-    /// Read (6.9).
+    /// Read command.
     pub const READ: u8 = 0x02;
-    /// Write Zeroes (6.16).
+    /// Write Zeroes command.
     pub const WRITE_ZEROES: u8 = 0x08;
-    /// Dataset Management (6.7).
+    /// Dataset Management command.
     pub const DATASET_MANAGEMENT: u8 = 0x09;
 }
 
-/// Identify CNS values (NVMe 1.4, figure 244).
+/// Identify CNS values (NVMe 1.4, 5.15).
 pub mod cns {
     /// Identify Namespace data structure for NSID.
     pub const NAMESPACE: u8 = 0x00;
@@ -53,13 +54,13 @@ pub mod cns {
     pub const ACTIVE_NAMESPACES: u8 = 0x02;
 }
 
-/// Feature identifiers (NVMe 1.4, figure 271).
+/// Feature identifiers (NVMe 1.4, 5.21.1).
 pub mod feature {
     /// Number of Queues (5.21.1.7).
     pub const NUMBER_OF_QUEUES: u8 = 0x07;
 }
 
-/// Log page identifiers (NVMe 1.4, figure 191).
+/// Log page identifiers (NVMe 1.4, 5.14.1).
 pub mod log_page {
     /// Error Information (5.14.1.1), 64 bytes per entry.
     pub const ERROR: u8 = 0x01;
@@ -67,7 +68,7 @@ pub mod log_page {
     pub const SMART: u8 = 0x02;
 }
 
-/// One submission queue entry (4.2, figure 105).
+/// One submission queue entry (4.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct SubmissionEntry {
     /// Command dwords 0..=15 in host order.
@@ -163,7 +164,7 @@ impl SubmissionEntry {
         e.dw[11] = u32::from(sq.saturating_sub(1)) | (u32::from(cq.saturating_sub(1)) << 16);
         e
     }
-    /// Get Features (5.15) for feature `fid`, current value.
+    /// Get Features (5.13) for feature `fid`, current value.
     pub fn get_features(fid: u8) -> SubmissionEntry {
         let mut e = SubmissionEntry::new(admin_opcode::GET_FEATURES, 0);
         e.dw[10] = u32::from(fid);
@@ -224,11 +225,11 @@ impl SubmissionEntry {
         e.dw[12] = blocks.saturating_sub(1) & 0xffff;
         e
     }
-    /// Read (6.9) of `blocks` (1..=65536) logical blocks; PRPs set later.
+    /// Read (chapter 6) of `blocks` (1..=65536) logical blocks; PRPs set later.
     pub fn read(nsid: u32, slba: u64, blocks: u32) -> SubmissionEntry {
         SubmissionEntry::rw(io_opcode::READ, nsid, slba, blocks)
     }
-    /// Write (6.15); `fua` makes the data durable before completion.
+    /// Write (chapter 6); `fua` makes the data durable before completion.
     pub fn write(nsid: u32, slba: u64, blocks: u32, fua: bool) -> SubmissionEntry {
         let mut e = SubmissionEntry::rw(io_opcode::WRITE, nsid, slba, blocks);
         if fua {
@@ -236,15 +237,15 @@ impl SubmissionEntry {
         }
         e
     }
-    /// Flush (6.8).
+    /// Flush command.
     pub fn flush(nsid: u32) -> SubmissionEntry {
         SubmissionEntry::new(io_opcode::FLUSH, nsid)
     }
-    /// Write Zeroes (6.16) of `blocks` (1..=65536) logical blocks.
+    /// Write Zeroes (chapter 6) of `blocks` (1..=65536) logical blocks.
     pub fn write_zeroes(nsid: u32, slba: u64, blocks: u32) -> SubmissionEntry {
         SubmissionEntry::rw(io_opcode::WRITE_ZEROES, nsid, slba, blocks)
     }
-    /// Dataset Management (6.7) with the Deallocate attribute over `ranges`
+    /// Dataset Management (chapter 6) with the Deallocate attribute over `ranges`
     /// (1..=256) range entries stored at `prp1`.
     pub fn deallocate(nsid: u32, ranges: u16, prp1: u64) -> SubmissionEntry {
         let mut e = SubmissionEntry::new(io_opcode::DATASET_MANAGEMENT, nsid);
@@ -263,7 +264,7 @@ impl SubmissionEntry {
     }
 }
 
-/// One Dataset Management range (6.7, figure 360): 16 bytes.
+/// One Dataset Management range (chapter 6, Dataset Management): 16 bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DsmRange {
     /// Context attributes (0: none).

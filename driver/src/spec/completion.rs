@@ -15,7 +15,7 @@ pub const CQE_SIZE: usize = 16;
 /// Byte offset of DW3 (command id, phase, status) within an entry.
 pub const CQE_DW3: usize = 12;
 
-/// One completion queue entry (figure 121).
+/// One completion queue entry (4.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct CompletionEntry {
     /// DW0: command specific result.

@@ -1,4 +1,4 @@
-//! Identify data structures (NVMe 1.4, 5.15.2), parsed through checked
+//! Identify data structures (NVMe 1.4, 5.15), parsed through checked
 //! constructors: after `parse` succeeds every field the driver uses is in
 //! range, so nothing downstream needs to re-check device-supplied values.
 
@@ -63,7 +63,7 @@ fn byte_at(b: &[u8], off: usize) -> u8 {
     b.get(off).copied().unwrap_or(0)
 }
 
-/// Identify Controller data (5.15.2, CNS 01h): the fields we use.
+/// Identify Controller data (5.15, CNS 01h): the fields we use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdentifyController {
     /// PCI Vendor ID.
@@ -162,7 +162,7 @@ impl IdentifyController {
     }
 }
 
-/// Identify Namespace data (5.15.2, CNS 00h): size and active format.
+/// Identify Namespace data (5.15, CNS 00h): size and active format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct IdentifyNamespace {
     /// Namespace Size in logical blocks.
@@ -214,7 +214,7 @@ impl IdentifyNamespace {
     }
 }
 
-/// Parses an Active Namespace ID list (5.15.2, CNS 02h): ascending NSIDs ended by
+/// Parses an Active Namespace ID list (5.15, CNS 02h): ascending NSIDs ended by
 /// zero; returns whether `nsid` is active.
 pub fn active_list_contains(b: &[u8], nsid: u32) -> bool {
     b.chunks_exact(4)

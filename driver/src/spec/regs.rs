@@ -3,7 +3,7 @@
 //! Each register is a newtype over its raw value with named accessors for
 //! the fields the driver uses, so bit positions are written down once.
 
-/// Offsets of the registers in BAR0 (NVMe 1.4, figure 78).
+/// Offsets of the registers in BAR0 (NVMe 1.4, 3.1).
 pub mod offset {
     /// Controller Capabilities (64-bit).
     pub const CAP: usize = 0x00;

@@ -6,7 +6,7 @@
 
 use pollfs_core::dev::DevError;
 
-/// Status Code Type (4.6.1.1, figure 125).
+/// Status Code Type (4.6.1.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StatusType {
     /// Generic Command Status (0).
@@ -48,7 +48,7 @@ impl StatusType {
     }
 }
 
-/// Generic status codes the driver acts on (4.6.1.2.1, figure 126/128).
+/// Generic status codes the driver acts on (4.6.1.2.1).
 pub mod generic {
     /// Successful Completion.
     pub const SUCCESS: u8 = 0x00;
@@ -74,7 +74,7 @@ pub mod generic {
     pub const NAMESPACE_NOT_READY: u8 = 0x82;
 }
 
-/// Command specific status codes used by queue management (figure 130).
+/// Command specific status codes used by queue management (4.6.1.2.2).
 pub mod specific {
     /// Completion Queue Invalid.
     pub const INVALID_CQ: u8 = 0x00;
@@ -86,7 +86,7 @@ pub mod specific {
     pub const INVALID_QUEUE_DELETION: u8 = 0x0c;
 }
 
-/// Media error codes (figure 131).
+/// Media and data integrity error codes (4.6.1.2.3).
 pub mod media {
     /// Write Fault.
     pub const WRITE_FAULT: u8 = 0x80;
