@@ -1,0 +1,167 @@
+//! Smoke test of the VFIO backend on a real (or QEMU-emulated) controller
+//! bound to vfio-pci: bring-up, identify, data at several sizes and
+//! alignments, flush, trim, write zeroes, SMART log. Prints `VFIO-SMOKE-OK`
+//! on success. Run by `driver/vm/run.sh` inside the test VM.
+//!
+//! Usage: `vfio_smoke <pci-address>`
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena};
+use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
+use pollfs_driver::vfio::VfioDevice;
+use pollfs_driver::{DriverConfig, NvmeDevice};
+
+fn now(start: Instant) -> Nanos {
+    Nanos(start.elapsed().as_nanos() as u64)
+}
+
+fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>, start: Instant) -> Result<(), DevError> {
+    let tag = q.submit(&c)?;
+    loop {
+        let mut got = None;
+        q.poll(now(start), 16, &mut |done| {
+            if done.tag == tag {
+                got = Some(done.result);
+            }
+        });
+        if let Some(r) = got {
+            return r;
+        }
+    }
+}
+
+fn check(
+    dev: &VfioDevice,
+    q: &mut impl DeviceQueue,
+    lba: u64,
+    n: u32,
+    start: Instant,
+) -> Result<(), String> {
+    let src: Vec<FrameId> = (0..n).map(FrameId).collect();
+    let dst: Vec<FrameId> = (n..2 * n).map(FrameId).collect();
+    for (i, &f) in src.iter().enumerate() {
+        let page: Vec<u8> = (0..PAGE_SIZE)
+            .map(|b| (b ^ (i * 31) ^ lba as usize) as u8)
+            .collect();
+        dev.frames().write(f, 0, &page);
+    }
+    for &f in &dst {
+        dev.frames().fill(f, 0, PAGE_SIZE, 0xee);
+    }
+    let w = Command::Write {
+        lba: Lba(lba),
+        frames: &src,
+        fua: n % 2 == 0,
+    };
+    run(q, w, start).map_err(|e| format!("write lba {lba} n {n}: {e}"))?;
+    let r = Command::Read {
+        lba: Lba(lba),
+        frames: &dst,
+    };
+    run(q, r, start).map_err(|e| format!("read lba {lba} n {n}: {e}"))?;
+    let mut a = vec![0u8; PAGE_SIZE];
+    let mut b = vec![0u8; PAGE_SIZE];
+    for (s, d) in src.iter().zip(&dst) {
+        dev.frames().read(*s, 0, &mut a);
+        dev.frames().read(*d, 0, &mut b);
+        if a != b {
+            return Err(format!("data mismatch at lba {lba} n {n}"));
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let Some(pci) = std::env::args().nth(1) else {
+        eprintln!("usage: vfio_smoke <pci-address>");
+        return ExitCode::from(2);
+    };
+    let start = Instant::now();
+    let clock = move || now(start);
+    let config = DriverConfig {
+        max_transfer: Some(1 << 20),
+        ..DriverConfig::default()
+    };
+    let dev = match NvmeDevice::vfio(&pci, config, 1024, clock) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("bring-up failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let info = *dev.controller().info();
+    let model = String::from_utf8_lossy(&info.identify.model)
+        .trim()
+        .to_string();
+    println!(
+        "controller: {model}, VS {:#010x}, MDTS {} bytes, {} I/O queues",
+        info.version, info.mdts_bytes, info.io_queues
+    );
+    println!("geometry: {:?}", dev.geometry());
+    let mut q = match dev.open_nvme_queue() {
+        Ok(q) => q,
+        Err(e) => {
+            eprintln!("open queue failed: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let cap = dev.geometry().capacity;
+    let bpp = dev.geometry().blocks_per_page();
+    let mut result = Ok(());
+    'outer: for n in [1u32, 2, 3, 8, 33, 256] {
+        for lba in [0, 1, 7, 4096 * bpp + 3, cap - u64::from(n) * bpp] {
+            if let Err(e) = check(&dev, &mut q, lba, n, start) {
+                result = Err(e);
+                break 'outer;
+            }
+        }
+    }
+    let result = result
+        .and_then(|()| run(&mut q, Command::Flush, start).map_err(|e| format!("flush: {e}")))
+        .and_then(|()| {
+            run(
+                &mut q,
+                Command::WriteZeroes {
+                    lba: Lba(0),
+                    blocks: 100_000.min(cap),
+                },
+                start,
+            )
+            .map_err(|e| format!("write zeroes: {e}"))
+        })
+        .and_then(|()| {
+            run(
+                &mut q,
+                Command::Deallocate {
+                    lba: Lba(0),
+                    blocks: 64,
+                },
+                start,
+            )
+            .map_err(|e| format!("deallocate: {e}"))
+        })
+        .and_then(|()| {
+            let smart = dev
+                .controller()
+                .smart_log()
+                .map_err(|e| format!("smart: {e}"))?;
+            println!(
+                "temperature: {} K",
+                u16::from_le_bytes([smart[1], smart[2]])
+            );
+            Ok(())
+        });
+    println!("queue stats: {:?}", q.stats());
+    match result {
+        Ok(()) => {
+            println!("VFIO-SMOKE-OK");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("FAILED: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
