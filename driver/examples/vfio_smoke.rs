@@ -80,11 +80,13 @@ fn main() -> ExitCode {
     };
     let start = Instant::now();
     let clock = move || now(start);
+    // 8 MiB requests: split at MDTS, and large enough per command for
+    // chained PRP list pages when the controller's MDTS allows.
     let config = DriverConfig {
-        max_transfer: Some(1 << 20),
+        max_transfer: Some(8 << 20),
         ..DriverConfig::default()
     };
-    let dev = match NvmeDevice::vfio(&pci, config, 1024, clock) {
+    let dev = match NvmeDevice::vfio(&pci, config, 4096, clock) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("bring-up failed: {e}");
@@ -110,7 +112,7 @@ fn main() -> ExitCode {
     let cap = dev.geometry().capacity;
     let bpp = dev.geometry().blocks_per_page();
     let mut result = Ok(());
-    'outer: for n in [1u32, 2, 3, 8, 33, 256] {
+    'outer: for n in [1u32, 2, 3, 8, 33, 256, 2048] {
         for lba in [0, 1, 7, 4096 * bpp + 3, cap - u64::from(n) * bpp] {
             if let Err(e) = check(&dev, &mut q, lba, n, start) {
                 result = Err(e);
@@ -153,7 +155,29 @@ fn main() -> ExitCode {
             );
             Ok(())
         });
-    println!("queue stats: {:?}", q.stats());
+    // A controller reset with the queue idle, then I/O again: the queue
+    // must re-create itself on the controller.
+    let result = result.and_then(|()| {
+        let ctrl = dev.controller();
+        ctrl.reset(ctrl.generation())
+            .map_err(|e| format!("reset: {e}"))?;
+        check(&dev, &mut q, 64, 4, start)
+    });
+    // A second queue alongside, then dropped (Delete SQ/CQ) and reopened.
+    let result = result.and_then(|()| {
+        for _ in 0..2 {
+            let mut q2 = dev
+                .open_nvme_queue()
+                .map_err(|e| format!("second queue: {e}"))?;
+            check(&dev, &mut q2, 128, 2, start)?;
+        }
+        check(&dev, &mut q, 256, 2, start)
+    });
+    println!(
+        "queue stats: {:?}, resets: {}",
+        q.stats(),
+        dev.controller().resets()
+    );
     match result {
         Ok(()) => {
             println!("VFIO-SMOKE-OK");
