@@ -73,7 +73,11 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
     };
     let frames_total = 256u32;
     let (dev, ctrl) = device(emu, config, frames_total);
-    let mut q = dev.open_nvme_queue().unwrap();
+    // Two queues: a reset one of them causes must be survived by both.
+    let mut qs = [
+        dev.open_nvme_queue().unwrap(),
+        dev.open_nvme_queue().unwrap(),
+    ];
     let bpp = dev.geometry().blocks_per_page();
     let pages = 64u64;
     let mut model = vec![Page::Known(0); pages as usize];
@@ -82,14 +86,14 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
     }
     let mut busy = vec![false; pages as usize];
     let mut free: Vec<FrameId> = (0..frames_total).map(FrameId).collect();
-    let mut pending: HashMap<Tag, Pending> = HashMap::new();
+    let mut pending: HashMap<(usize, Tag), Pending> = HashMap::new();
     let mut now = 0u64;
     let mut version = 0u64;
     let mut checked_reads = 0;
 
-    let mut complete = |tag: Tag,
+    let mut complete = |tag: (usize, Tag),
                         result: Result<(), DevError>,
-                        pending: &mut HashMap<Tag, Pending>,
+                        pending: &mut HashMap<(usize, Tag), Pending>,
                         model: &mut Vec<Page>,
                         busy: &mut Vec<bool>,
                         free: &mut Vec<FrameId>| {
@@ -149,11 +153,12 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
                         frames: &frames,
                     }
                 };
-                match q.submit(&cmd) {
+                let qi = rng.below(2) as usize;
+                match qs[qi].submit(&cmd) {
                     Ok(tag) => {
                         busy[range].iter_mut().for_each(|b| *b = true);
                         pending.insert(
-                            tag,
+                            (qi, tag),
                             Pending {
                                 write,
                                 first_page: first,
@@ -195,17 +200,19 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
             _ => {}
         }
         now += rng.below(400_000);
-        let mut done = Vec::new();
-        q.poll(Nanos(now), usize::MAX, &mut |c| done.push(c));
-        for c in done {
-            complete(
-                c.tag,
-                c.result,
-                &mut pending,
-                &mut model,
-                &mut busy,
-                &mut free,
-            );
+        for (qi, q) in qs.iter_mut().enumerate() {
+            let mut done = Vec::new();
+            q.poll(Nanos(now), usize::MAX, &mut |c| done.push(c));
+            for c in done {
+                complete(
+                    (qi, c.tag),
+                    c.result,
+                    &mut pending,
+                    &mut model,
+                    &mut busy,
+                    &mut free,
+                );
+            }
         }
     }
     // Calm the device down; everything must come back.
@@ -215,17 +222,19 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
             break;
         }
         now += 500_000;
-        let mut done = Vec::new();
-        q.poll(Nanos(now), usize::MAX, &mut |c| done.push(c));
-        for c in done {
-            complete(
-                c.tag,
-                c.result,
-                &mut pending,
-                &mut model,
-                &mut busy,
-                &mut free,
-            );
+        for (qi, q) in qs.iter_mut().enumerate() {
+            let mut done = Vec::new();
+            q.poll(Nanos(now), usize::MAX, &mut |c| done.push(c));
+            for c in done {
+                complete(
+                    (qi, c.tag),
+                    c.result,
+                    &mut pending,
+                    &mut model,
+                    &mut busy,
+                    &mut free,
+                );
+            }
         }
     }
     assert!(
@@ -233,7 +242,8 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
         "seed {seed}: {} requests never came back",
         pending.len()
     );
-    assert_eq!(q.in_flight(), 0);
+    assert_eq!(qs[0].in_flight() + qs[1].in_flight(), 0);
+    let [mut q, q1] = qs;
     assert!(!dev.controller().is_dead(), "seed {seed}");
     // After the storm the queue still works and agrees with the model.
     let frames: Vec<FrameId> = (0..pages.min(frames_total as u64))
@@ -267,7 +277,11 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
         }
     }
     assert!(checked_reads > 0, "seed {seed}: no read was checked");
-    (q.stats(), dev.controller().resets())
+    let mut stats = q.stats();
+    stats.resyncs += q1.stats().resyncs;
+    stats.retries += q1.stats().retries;
+    stats.timeouts += q1.stats().timeouts;
+    (stats, dev.controller().resets())
 }
 
 #[test]
