@@ -360,3 +360,68 @@ fn smart_log_counts_io() {
         .unwrap();
     assert_eq!(nq.dw0, 63 | (63 << 16));
 }
+
+#[test]
+fn file_backed_namespace_outlives_the_controller() {
+    use pollfs_driver::emu::{EmuController, EmuMemory};
+    let path = std::env::temp_dir().join(format!("pollfs-emu-{}.img", std::process::id()));
+    let open = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap()
+    };
+    let emu = EmuConfig {
+        bytes: 4 << 20,
+        block_size: 4096,
+        ..EmuConfig::default()
+    };
+    let bring_up = || {
+        let mem = EmuMemory::new();
+        let ctrl = EmuController::with_file(emu, mem.clone(), open()).unwrap();
+        let dev = NvmeDevice::new(
+            ctrl.clone(),
+            mem,
+            ticking_clock(),
+            DriverConfig::default(),
+            16,
+        )
+        .unwrap();
+        (dev, ctrl)
+    };
+    {
+        let (dev, ctrl) = bring_up();
+        let mut q = dev.open_queue().unwrap();
+        write_read_check(&dev, &ctrl, &mut q, 5, 3, 42);
+        run(
+            &mut q,
+            Command::WriteZeroes {
+                lba: Lba(6),
+                blocks: 1,
+            },
+        )
+        .unwrap();
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 4 << 20);
+    let (dev, _ctrl) = bring_up();
+    let mut q = dev.open_queue().unwrap();
+    let frames = [FrameId(8), FrameId(9), FrameId(10)];
+    run(
+        &mut q,
+        Command::Read {
+            lba: Lba(5),
+            frames: &frames,
+        },
+    )
+    .unwrap();
+    let mut expect = vec![0u8; 3 * PAGE_SIZE];
+    let src: Vec<FrameId> = (0..3).map(FrameId).collect();
+    pattern(dev.frames(), &src, 42);
+    expect.copy_from_slice(&contents(dev.frames(), &src));
+    expect[PAGE_SIZE..2 * PAGE_SIZE].fill(0);
+    assert_eq!(contents(dev.frames(), &frames), expect);
+    std::fs::remove_file(&path).unwrap();
+}

@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 
 use super::controller::{Cq, Sq, State};
 use super::faults::Hostile;
+use super::medium::Medium;
 use crate::prp;
 use crate::spec::command::{
     admin_opcode, cns, feature, io_opcode, log_page, DsmRange, SubmissionEntry,
@@ -317,12 +318,32 @@ impl State {
         if r.len() as u64 > self.mdts_bytes() {
             return generic_err(generic::INVALID_FIELD);
         }
-        let mut buf = std::mem::take(&mut self.medium);
-        let result = match buf.get_mut(r) {
-            Some(slice) => self.transfer(sqe, slice, !write),
-            None => Err(()),
+        let result = match &mut self.medium {
+            // RAM: move data straight between host memory and the medium.
+            Medium::Ram(v) => {
+                let mut ram = std::mem::take(v);
+                let result = match ram.get_mut(r) {
+                    Some(slice) => self.transfer(sqe, slice, !write),
+                    None => Err(()),
+                };
+                self.medium = Medium::Ram(ram);
+                result
+            }
+            Medium::File { .. } => {
+                let pos = r.start as u64;
+                let mut buf = vec![0u8; r.len()];
+                if write {
+                    self.transfer(sqe, &mut buf, false)
+                        .and_then(|()| self.medium.write_at(pos, &buf).then_some(()).ok_or(()))
+                } else {
+                    self.medium
+                        .read_at(pos, &mut buf)
+                        .then_some(())
+                        .ok_or(())
+                        .and_then(|()| self.transfer(sqe, &mut buf, true))
+                }
+            }
         };
-        self.medium = buf;
         if write {
             self.stats.writes += 1;
             self.stats.fua_writes += u64::from(sqe.fua());
@@ -337,13 +358,7 @@ impl State {
 
     fn zero(&mut self, slba: u64, blocks: u64) -> bool {
         match self.range(slba, blocks) {
-            Some(r) => match self.medium.get_mut(r) {
-                Some(s) => {
-                    s.fill(0);
-                    true
-                }
-                None => false,
-            },
+            Some(r) => self.medium.zero(r.start as u64, r.len() as u64),
             None => false,
         }
     }

@@ -5,12 +5,14 @@
 //! on what the driver wrote and the time the driver passed to `tick`.
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::sync::Arc;
 
 use pollfs_core::units::Nanos;
 use spin::Mutex;
 
 use super::faults::{Faults, Hostile};
+use super::medium::Medium;
 use super::memory::EmuMemory;
 use crate::hal::Registers;
 use crate::spec::command::{SubmissionEntry, SQE_SIZE};
@@ -113,7 +115,7 @@ pub(super) struct State {
     pub acq: u64,
     pub sqs: Vec<Option<Sq>>,
     pub cqs: Vec<Option<Cq>>,
-    pub medium: Vec<u8>,
+    pub medium: Medium,
     pub blocks: u64,
     pub granted_queues: u16,
     pub now: Nanos,
@@ -126,10 +128,14 @@ pub(super) struct State {
 }
 
 impl State {
-    fn new(config: EmuConfig, mem: EmuMemory) -> State {
+    fn new(config: EmuConfig, mem: EmuMemory, file: Option<File>) -> State {
         let block_size = if config.block_size == 4096 { 4096 } else { 512 };
         let blocks = config.bytes / u64::from(block_size);
-        let len = usize::try_from(blocks * u64::from(block_size)).unwrap_or(0);
+        let bytes = blocks * u64::from(block_size);
+        let medium = match file {
+            Some(file) => Medium::File { file, len: bytes },
+            None => Medium::Ram(vec![0u8; usize::try_from(bytes).unwrap_or(0)]),
+        };
         let mqes = config.max_queue_entries.clamp(2, 4096) - 1;
         let queues = usize::from(config.max_io_queues) + 1;
         State {
@@ -146,7 +152,7 @@ impl State {
             acq: 0,
             sqs: (0..queues).map(|_| None).collect(),
             cqs: (0..queues).map(|_| None).collect(),
-            medium: vec![0u8; len],
+            medium,
             blocks,
             granted_queues: 0,
             now: Nanos(0),
@@ -393,8 +399,24 @@ impl EmuController {
     /// A controller over a RAM namespace; its DMA goes through `mem`.
     pub fn new(config: EmuConfig, mem: EmuMemory) -> Arc<EmuController> {
         Arc::new(EmuController {
-            state: Mutex::new(State::new(config, mem)),
+            state: Mutex::new(State::new(config, mem, None)),
         })
+    }
+    /// A controller whose namespace lives in `file` (grown to the
+    /// namespace size if shorter), so its contents outlive the process.
+    pub fn with_file(
+        config: EmuConfig,
+        mem: EmuMemory,
+        file: File,
+    ) -> std::io::Result<Arc<EmuController>> {
+        let bs = if config.block_size == 4096 { 4096 } else { 512 };
+        let bytes = config.bytes / bs * bs;
+        if file.metadata()?.len() < bytes {
+            file.set_len(bytes)?;
+        }
+        Ok(Arc::new(EmuController {
+            state: Mutex::new(State::new(config, mem, Some(file))),
+        }))
     }
     /// Changes the fault knobs.
     pub fn set_faults(&self, f: impl FnOnce(&mut Faults)) {
@@ -416,23 +438,13 @@ impl EmuController {
     pub fn stuck(&self) -> usize {
         self.state.lock().stuck.len()
     }
-    /// Copies raw namespace bytes out (clipped to the namespace).
+    /// Copies raw namespace bytes out (past the end reads as zero).
     pub fn read_medium(&self, offset: u64, dst: &mut [u8]) {
-        let s = self.state.lock();
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(s.medium.len());
-        let end = start.saturating_add(dst.len()).min(s.medium.len());
-        dst[..end - start].copy_from_slice(&s.medium[start..end]);
+        let _ = self.state.lock().medium.read_at(offset, dst);
     }
-    /// Copies raw bytes into the namespace (clipped).
+    /// Copies raw bytes into the namespace (clipped at the end).
     pub fn write_medium(&self, offset: u64, src: &[u8]) {
-        let mut s = self.state.lock();
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(s.medium.len());
-        let end = start.saturating_add(src.len()).min(s.medium.len());
-        s.medium[start..end].copy_from_slice(&src[..end - start]);
+        let _ = self.state.lock().medium.write_at(offset, src);
     }
 }
 

@@ -4,7 +4,7 @@
 //! [`EmuController`] implements [`crate::hal::Registers`]; [`EmuMemory`]
 //! implements [`crate::hal::DmaAllocator`] and lets the device reach host
 //! memory by bus address. Commands run synchronously when the SQ doorbell
-//! is written, against a RAM namespace, and the fault knobs
+//! is written, against a namespace in RAM or in a file, and the fault knobs
 //! ([`Faults`]) make it slow, out of order, failing, forgetful, fatal or
 //! hostile on demand.
 //!
@@ -14,6 +14,7 @@
 mod commands;
 mod controller;
 mod faults;
+mod medium;
 mod memory;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use pollfs_core::units::Nanos;
 
 pub use controller::{EmuConfig, EmuController, EmuStats};
 pub use faults::{Faults, Hostile};
+pub use medium::Medium;
 pub use memory::{AtomicBytes, EmuMemory, EmuRegion};
 
 use crate::controller::DriverConfig;
