@@ -108,19 +108,11 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
     }
 
     pub(super) fn new_request(&mut self, rest: Option<Rest>) -> u32 {
-        let mut tag = self.next_tag;
-        while self.requests.contains_key(&tag) {
-            tag = tag.wrapping_add(1);
-        }
-        self.next_tag = tag.wrapping_add(1);
-        self.requests.insert(
-            tag,
-            Request {
-                outstanding: 0,
-                error: None,
-                rest,
-            },
-        );
+        let tag = self.requests.insert(Request {
+            outstanding: 0,
+            error: None,
+            rest,
+        });
         if rest.is_some() {
             self.with_rest.push_back(tag);
         }

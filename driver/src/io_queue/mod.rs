@@ -17,11 +17,14 @@
 
 mod issue;
 mod recovery;
+mod requests;
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
+
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
+use requests::Requests;
 
 use pollfs_core::dev::{Command, Completion, DevError, DeviceQueue, Geometry, Tag};
 use pollfs_core::units::{FrameId, Nanos};
@@ -113,10 +116,9 @@ pub struct NvmeQueue<R: Registers + 'static, A: DmaAllocator + 'static> {
     scratch: A::Region,
     list_pages: usize,
     chunk_frames: usize,
-    requests: BTreeMap<u32, Request>,
+    requests: Requests,
     with_rest: VecDeque<u32>,
     unarmed: Vec<u16>,
-    next_tag: u32,
     done: VecDeque<Completion>,
     generation: u64,
     next_scan: Nanos,
@@ -184,10 +186,9 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
             scratch,
             list_pages,
             chunk_frames,
-            requests: BTreeMap::new(),
+            requests: Requests::default(),
             with_rest: VecDeque::new(),
             unarmed: Vec::new(),
-            next_tag: 0,
             done: VecDeque::new(),
             generation,
             next_scan: Nanos(0),
