@@ -142,6 +142,8 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
         r.rest = None;
         if r.outstanding == 0 {
             self.requests.remove(&tag);
+            // Never handed to the engine: the tag is free at once.
+            self.requests.release(tag);
             return Some(e);
         }
         r.error.get_or_insert(e);

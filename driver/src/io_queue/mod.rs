@@ -315,6 +315,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueu
             let Some(c) = self.done.pop_front() else {
                 break;
             };
+            self.requests.release(c.tag.0);
             done(c);
             n += 1;
         }
