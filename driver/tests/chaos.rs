@@ -157,7 +157,7 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
                 match qs[qi].submit(&cmd) {
                     Ok(tag) => {
                         busy[range].iter_mut().for_each(|b| *b = true);
-                        pending.insert(
+                        let old = pending.insert(
                             (qi, tag),
                             Pending {
                                 write,
@@ -165,6 +165,10 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
                                 frames,
                                 version,
                             },
+                        );
+                        assert!(
+                            old.is_none(),
+                            "seed {seed}: tag {tag:?} reused while pending"
                         );
                     }
                     Err(DevError::QueueFull) => free.extend(frames),
