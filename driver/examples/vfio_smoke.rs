@@ -73,6 +73,43 @@ fn check(
     Ok(())
 }
 
+/// One thread's share: its own queue, frames and blocks.
+fn threaded(dev: &VfioDevice, t: u32, bpp: u64, start: Instant) -> Result<(), String> {
+    let mut q = dev
+        .open_nvme_queue()
+        .map_err(|e| format!("thread queue: {e}"))?;
+    for round in 0..50u64 {
+        let base = 2048 + t * 64;
+        let src: Vec<FrameId> = (base..base + 8).map(FrameId).collect();
+        let dst: Vec<FrameId> = (base + 8..base + 16).map(FrameId).collect();
+        let lba = (u64::from(t) * 10_000 + round * 16) * bpp;
+        for (i, f) in src.iter().enumerate() {
+            let v = (round as usize) ^ (i << 4) ^ (t as usize);
+            dev.frames().fill(*f, 0, PAGE_SIZE, v as u8);
+        }
+        let w = Command::Write {
+            lba: Lba(lba),
+            frames: &src,
+            fua: false,
+        };
+        run(&mut q, w, start).map_err(|e| format!("thread write: {e}"))?;
+        let r = Command::Read {
+            lba: Lba(lba),
+            frames: &dst,
+        };
+        run(&mut q, r, start).map_err(|e| format!("thread read: {e}"))?;
+        let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
+        for (x, y) in src.iter().zip(&dst) {
+            dev.frames().read(*x, 0, &mut a);
+            dev.frames().read(*y, 0, &mut b);
+            if a != b {
+                return Err(format!("thread {t} round {round}: mismatch"));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let Some(pci) = std::env::args().nth(1) else {
         eprintln!("usage: vfio_smoke <pci-address>");
@@ -172,6 +209,25 @@ fn main() -> ExitCode {
             check(&dev, &mut q2, 128, 2, start)?;
         }
         check(&dev, &mut q, 256, 2, start)
+    });
+    // Two threads, each with its own queue, on disjoint frames and blocks.
+    let result = result.and_then(|()| {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2u32)
+                .map(|t| {
+                    let dev = &dev;
+                    s.spawn(move || threaded(dev, t, bpp, start))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("thread panicked".to_string()))
+                })
+                .collect::<Result<Vec<()>, String>>()
+                .map(|_| ())
+        })
     });
     println!(
         "queue stats: {:?}, resets: {}",
