@@ -127,10 +127,18 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeDevice<R, A> {
         let ctrl = Controller::new(regs, dma, Box::new(clock), config)?;
         let info = *ctrl.info();
         let ns = info.namespace;
-        let max_transfer = match config.max_transfer {
-            Some(m) => m,
-            None => info.mdts_bytes.min(1 << 20) as u32,
+        let requested = match config.max_transfer {
+            Some(m) => u64::from(m),
+            None => info.mdts_bytes.min(1 << 20),
         };
+        // One request must fit in the queue's command ids even when split:
+        // each command carries at most MDTS and at most 65536 blocks.
+        let block_size = u64::from(ns.block_size.max(1));
+        let per_command = info.mdts_bytes.min(65536 * block_size);
+        let ids = u64::from(info.io_entries.saturating_sub(1).max(1));
+        let max_transfer = requested
+            .min(per_command.saturating_mul(ids))
+            .min(u64::from(u32::MAX)) as u32;
         let geometry = Geometry {
             block_size: ns.block_size,
             capacity: ns.nsze,

@@ -77,6 +77,23 @@ fn requests_beyond_mdts_are_split_and_completed_as_one() {
 }
 
 #[test]
+fn max_transfer_is_clamped_so_a_request_fits_in_the_queue() {
+    let emu = EmuConfig {
+        mdts: 1, // 8 KiB per command
+        ..EmuConfig::default()
+    };
+    let config = DriverConfig {
+        max_transfer: Some(1 << 20),
+        io_entries: 5, // four command ids
+        ..DriverConfig::default()
+    };
+    let (dev, ctrl) = device(emu, config, 16);
+    assert_eq!(dev.geometry().max_transfer, 4 * 8192);
+    let mut q = dev.open_queue().unwrap();
+    write_read_check(&dev, &ctrl, &mut q, 0, 8, 1);
+}
+
+#[test]
 fn multi_page_prp_lists_carry_one_large_command() {
     let emu = EmuConfig {
         bytes: 32 << 20,
