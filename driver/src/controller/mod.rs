@@ -141,6 +141,7 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
             .max(MPS as u64);
         let mdts_bytes = identify.max_transfer(cap.mps_min_shift(), cap_bytes);
         if mdts_bytes < MPS as u64 {
+            regs.write32(offset::CC, 0);
             return Err(DriverError::Unsupported("MDTS below one page"));
         }
         let info = ControllerInfo {
