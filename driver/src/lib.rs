@@ -26,6 +26,7 @@
 #![cfg_attr(not(feature = "std"), no_std)]
 // Unsafe code is confined to the VFIO backend's two leaf modules
 // (`vfio::mapping`, `vfio::sys`), which opt in with `allow(unsafe_code)`.
+#![warn(missing_docs)]
 #![cfg_attr(not(feature = "vfio"), forbid(unsafe_code))]
 #![cfg_attr(feature = "vfio", deny(unsafe_code))]
 
