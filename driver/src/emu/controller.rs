@@ -270,11 +270,11 @@ impl State {
         if cqid != 0 && self.faults.hostile == Some(Hostile::BadSqHead) {
             e.dw2 = (e.dw2 & !0xffff) | 0xfff0;
         }
-        let addr = cq.base + u64::from(cq.tail) * CQE_SIZE as u64;
+        let addr = cq.base.wrapping_add(u64::from(cq.tail) * CQE_SIZE as u64);
         let bytes = e.to_bytes();
         // Body first, then the dword holding the phase tag.
         let _ = self.mem.write(addr, &bytes[..12]);
-        let _ = self.mem.write(addr + 12, &bytes[12..]);
+        let _ = self.mem.write(addr.wrapping_add(12), &bytes[12..]);
         cq.tail = next;
         if next == 0 {
             cq.phase = !cq.phase;
@@ -343,7 +343,7 @@ impl State {
         let mut head = sq.head;
         while head != tail {
             let mut raw = [0u8; SQE_SIZE];
-            let addr = sq.base + u64::from(head) * SQE_SIZE as u64;
+            let addr = sq.base.wrapping_add(u64::from(head) * SQE_SIZE as u64);
             head = if head + 1 >= sq.entries { 0 } else { head + 1 };
             if let Some(Some(s)) = self.sqs.get_mut(usize::from(qid)) {
                 s.head = head;

@@ -16,6 +16,8 @@ mod controller;
 mod faults;
 mod medium;
 mod memory;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Instant;
