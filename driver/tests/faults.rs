@@ -347,3 +347,29 @@ fn dead_controller_fails_everything_cleanly() {
     assert_eq!(dev.open_queue().err(), Some(DevError::ControllerFailed));
     assert_eq!(q.in_flight(), 0);
 }
+
+#[test]
+fn hostile_admin_completions_fail_bring_up_cleanly() {
+    let r = bring_up(|c| c.set_faults(|f| f.hostile = Some(Hostile::AdminBadCid)));
+    assert!(
+        matches!(
+            r,
+            Err(DriverError::Protocol(
+                pollfs_driver::queue::ProtocolError::UnknownCid(_)
+            ))
+        ),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn dropping_the_device_shuts_the_controller_down() {
+    let (dev, ctrl) = device(EmuConfig::default(), DriverConfig::default(), 8);
+    let q = dev.open_queue().unwrap();
+    drop(dev);
+    // A queue keeps the controller alive.
+    assert_eq!(ctrl.stats().shutdowns, 0);
+    drop(q);
+    assert_eq!(ctrl.stats().shutdowns, 1);
+    assert_eq!(ctrl.read32(0x14) & 1, 0, "CC.EN clear after shutdown");
+}

@@ -372,11 +372,43 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
     }
 }
 
+impl<R: Registers, A: DmaAllocator> Controller<R, A> {
+    /// Normal shutdown (7.6.2): CC.SHN = 01b, then wait for CSTS.SHST to
+    /// report completion (bounded by CAP.TO on the caller's clock), so a
+    /// volatile write cache reaches the medium. Returns whether the
+    /// controller reported completion.
+    pub fn shutdown(&self) -> bool {
+        if self.is_dead() {
+            return false;
+        }
+        let _admin = self.admin.lock();
+        let cc = self.regs.read32(offset::CC);
+        self.regs.write32(offset::CC, (cc & !(3 << 14)) | (1 << 14));
+        let until = admin::deadline(&*self.clock, self.info.cap.timeout_ns().max(500_000_000));
+        loop {
+            let csts = self.regs.read32(offset::CSTS);
+            if csts == u32::MAX || Csts(csts).fatal() {
+                return false;
+            }
+            if csts & (3 << 2) == Csts::SHST_COMPLETE {
+                return true;
+            }
+            let now = self.clock.now();
+            self.regs.tick(now);
+            if now > until {
+                return false;
+            }
+            core::hint::spin_loop();
+        }
+    }
+}
+
 impl<R: Registers, A: DmaAllocator> Drop for Controller<R, A> {
     /// Every queue holds the controller, so this runs after the last one is
-    /// gone; disabling the controller stops it touching DMA memory before
-    /// the admin rings are freed.
+    /// gone: shut the controller down, then disable it so it stops touching
+    /// DMA memory before the admin rings are freed.
     fn drop(&mut self) {
+        let _ = self.shutdown();
         self.regs.write32(offset::CC, 0);
     }
 }

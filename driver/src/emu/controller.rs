@@ -73,6 +73,8 @@ pub struct EmuStats {
     pub aborts: u64,
     /// Controller resets (CC.EN 1 -> 0).
     pub resets: u64,
+    /// Shutdown notifications (CC.SHN set).
+    pub shutdowns: u64,
     /// I/O commands failed by injection.
     pub injected: u64,
 }
@@ -233,8 +235,9 @@ impl State {
         } else if !old.enabled() && self.cc.enabled() {
             self.enable();
         }
-        if self.cc.shutdown() != 0 {
+        if self.cc.shutdown() != 0 && old.shutdown() == 0 {
             self.csts = (self.csts & !(3 << 2)) | Csts::SHST_COMPLETE;
+            self.stats.shutdowns += 1;
         }
     }
 
@@ -269,6 +272,9 @@ impl State {
         }
         if cqid != 0 && self.faults.hostile == Some(Hostile::BadSqHead) {
             e.dw2 = (e.dw2 & !0xffff) | 0xfff0;
+        }
+        if cqid == 0 && self.faults.hostile == Some(Hostile::AdminBadCid) {
+            e.dw3 ^= 0x5a5a;
         }
         let addr = cq.base.wrapping_add(u64::from(cq.tail) * CQE_SIZE as u64);
         let bytes = e.to_bytes();

@@ -21,6 +21,8 @@ pub enum Hostile {
     Duplicate,
     /// Identify data is random bytes.
     GarbageIdentify,
+    /// Admin completions carry a command id that was never submitted.
+    AdminBadCid,
 }
 
 /// The knobs. All default to off.
