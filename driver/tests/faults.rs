@@ -373,3 +373,16 @@ fn dropping_the_device_shuts_the_controller_down() {
     assert_eq!(ctrl.stats().shutdowns, 1);
     assert_eq!(ctrl.read32(0x14) & 1, 0, "CC.EN clear after shutdown");
 }
+
+#[test]
+fn hostile_admin_completion_at_run_time_resets_the_controller() {
+    let (dev, ctrl) = device(EmuConfig::default(), DriverConfig::default(), 8);
+    let mut q = dev.open_queue().unwrap();
+    ctrl.set_faults(|f| f.hostile = Some(Hostile::AdminBadCid));
+    let r = dev.controller().smart_log();
+    assert!(matches!(r, Err(DriverError::Protocol(_))), "{r:?}");
+    assert_eq!(dev.controller().resets(), 1);
+    ctrl.set_faults(|f| f.hostile = None);
+    assert_eq!(run(&mut q, Command::Flush), Ok(()));
+    assert!(dev.controller().smart_log().is_ok());
+}

@@ -24,7 +24,7 @@ use spin::Mutex;
 use admin::{admin_command, enable, probe, reap_discarded, set_queue_count, Admin};
 pub use config::DriverConfig;
 
-use crate::error::DriverError;
+use crate::error::{DriverError, Stage};
 use crate::hal::{Clock, DmaAllocator, DmaRegion, Registers};
 use crate::queue::{CidPool, QueuePair};
 use crate::spec::command::{log_page, SubmissionEntry, SQE_SIZE};
@@ -207,19 +207,32 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
         csts == u32::MAX || Csts(csts).fatal()
     }
 
-    /// Runs one admin command synchronously.
+    /// Runs one admin command synchronously. A protocol violation or a
+    /// timeout on the admin queue resets the controller, since the admin
+    /// queue can no longer be trusted.
     pub fn admin(&self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError> {
         if self.is_dead() {
             return Err(DriverError::Dead);
         }
-        let mut admin = self.admin.lock();
-        admin_command(
-            &self.regs,
-            &*self.clock,
-            self.config.admin_timeout,
-            &mut admin,
-            sqe,
-        )
+        let seen = self.generation();
+        let result = {
+            let mut admin = self.admin.lock();
+            admin_command(
+                &self.regs,
+                &*self.clock,
+                self.config.admin_timeout,
+                &mut admin,
+                sqe,
+            )
+        };
+        self.after_admin(seen, result)
+    }
+
+    fn after_admin<T>(&self, seen: u64, r: Result<T, DriverError>) -> Result<T, DriverError> {
+        if let Err(DriverError::Protocol(_) | DriverError::Timeout(Stage::Admin)) = r {
+            let _ = self.reset(seen);
+        }
+        r
     }
 
     /// Reads `dst.len()` bytes (at most 4 KiB, a multiple of 4) of log page
@@ -228,20 +241,23 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
         if self.is_dead() {
             return Err(DriverError::Dead);
         }
+        let seen = self.generation();
         let len = dst.len().min(IDENTIFY_SIZE);
-        let mut admin = self.admin.lock();
-        admin.buf.fill(0, IDENTIFY_SIZE, 0)?;
-        let sqe =
-            SubmissionEntry::get_log_page(lid, 0xffff_ffff, (len / 4) as u32, admin.buf.iova().0);
-        admin_command(
-            &self.regs,
-            &*self.clock,
-            self.config.admin_timeout,
-            &mut admin,
-            sqe,
-        )?;
-        admin.buf.read(0, &mut dst[..len])?;
-        Ok(())
+        let result = {
+            let mut admin = self.admin.lock();
+            admin.buf.fill(0, IDENTIFY_SIZE, 0)?;
+            let buf = admin.buf.iova().0;
+            let sqe = SubmissionEntry::get_log_page(lid, 0xffff_ffff, (len / 4) as u32, buf);
+            admin_command(
+                &self.regs,
+                &*self.clock,
+                self.config.admin_timeout,
+                &mut admin,
+                sqe,
+            )
+            .and_then(|_| Ok(admin.buf.read(0, &mut dst[..len])?))
+        };
+        self.after_admin(seen, result)
     }
 
     /// The SMART / Health log (512 bytes).
