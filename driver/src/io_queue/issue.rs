@@ -18,13 +18,19 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
             self.fail_all(DevError::ControllerFailed);
             return Err(DevError::ControllerFailed);
         }
-        if self.generation != self.ctrl.generation() {
-            self.resync();
-            if self.generation != self.ctrl.generation() {
-                return Err(DevError::ControllerFailed);
+        // Another queue may reset the controller while this one re-creates
+        // itself; try a few times before giving up on this submission.
+        for _ in 0..3 {
+            if self.generation == self.ctrl.generation() {
+                return Ok(());
             }
+            self.resync();
         }
-        Ok(())
+        if self.generation == self.ctrl.generation() {
+            Ok(())
+        } else {
+            Err(DevError::ControllerFailed)
+        }
     }
 
     /// Allocates an id, fills in PRPs or the DSM range, and submits.
