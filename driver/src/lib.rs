@@ -40,6 +40,7 @@ pub mod io_queue;
 pub mod prp;
 pub mod queue;
 pub mod spec;
+pub mod words;
 
 #[cfg(feature = "emu")]
 pub mod emu;

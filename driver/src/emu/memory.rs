@@ -2,10 +2,9 @@
 //! of atomic words, shared by the driver (through [`DmaRegion`]) and the
 //! device (through bus addresses).
 //!
-//! Atomics make concurrent access by "CPU" and "device" well defined in
-//! safe Rust: whole-word loads are Acquire and stores Release, so a
-//! completion's status dword written last is seen only after the rest of
-//! the entry, as PCIe ordering guarantees on real hardware.
+//! The words are atomics (see [`crate::words`]), so concurrent access by
+//! "CPU" and "device" is well defined in safe Rust, with the ordering PCIe
+//! gives on real hardware.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,6 +13,7 @@ use std::sync::{Arc, Weak};
 use spin::RwLock;
 
 use crate::hal::{DmaAllocator, DmaError, DmaRegion, Iova};
+use crate::words::WordView;
 
 const PAGE: u64 = 4096;
 /// First bus address handed out; zero stays unmapped so a null PRP faults.
@@ -40,6 +40,9 @@ impl AtomicBytes {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    fn view(&self) -> WordView<'_> {
+        WordView::new(&self.words, self.len)
+    }
     fn check(&self, offset: usize, n: usize) -> Result<(), DmaError> {
         match offset.checked_add(n) {
             Some(end) if end <= self.len => Ok(()),
@@ -48,55 +51,15 @@ impl AtomicBytes {
     }
     /// Copies bytes out.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
-        self.check(offset, dst.len())?;
-        let mut done = 0;
-        while done < dst.len() {
-            let pos = offset + done;
-            let (w, b) = (pos / 8, pos % 8);
-            let n = (8 - b).min(dst.len() - done);
-            let word = self.words.get(w).ok_or(DmaError::OutOfBounds)?;
-            let bytes = word.load(Ordering::Acquire).to_le_bytes();
-            dst[done..done + n].copy_from_slice(&bytes[b..b + n]);
-            done += n;
-        }
-        Ok(())
+        self.view().read(offset, dst)
     }
     /// Copies bytes in.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
-        self.check(offset, src.len())?;
-        let mut done = 0;
-        while done < src.len() {
-            let pos = offset + done;
-            let (w, b) = (pos / 8, pos % 8);
-            let n = (8 - b).min(src.len() - done);
-            let word = self.words.get(w).ok_or(DmaError::OutOfBounds)?;
-            if n == 8 {
-                let mut v = [0u8; 8];
-                v.copy_from_slice(&src[done..done + 8]);
-                word.store(u64::from_le_bytes(v), Ordering::Release);
-            } else {
-                let part = &src[done..done + n];
-                let _ = word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                    let mut bytes = old.to_le_bytes();
-                    bytes[b..b + n].copy_from_slice(part);
-                    Some(u64::from_le_bytes(bytes))
-                });
-            }
-            done += n;
-        }
-        Ok(())
+        self.view().write(offset, src)
     }
     /// Sets a run of bytes.
     pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
-        self.check(offset, len)?;
-        let chunk = [byte; 256];
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(chunk.len());
-            self.write(offset + done, &chunk[..n])?;
-            done += n;
-        }
-        Ok(())
+        self.view().fill(offset, len, byte)
     }
 }
 
@@ -229,24 +192,6 @@ impl DmaAllocator for EmuMemory {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bytes_round_trip_at_any_alignment() {
-        let m = AtomicBytes::new(100);
-        let src: Vec<u8> = (0..37).collect();
-        m.write(5, &src).unwrap();
-        let mut dst = vec![0u8; 37];
-        m.read(5, &mut dst).unwrap();
-        assert_eq!(dst, src);
-        let mut one = [0u8; 1];
-        m.read(4, &mut one).unwrap();
-        assert_eq!(one, [0]);
-        assert_eq!(m.read(90, &mut dst), Err(DmaError::OutOfBounds));
-        assert_eq!(m.write(usize::MAX, &src), Err(DmaError::OutOfBounds));
-        m.fill(0, 100, 0xee).unwrap();
-        m.read(60, &mut dst).unwrap();
-        assert!(dst.iter().all(|&b| b == 0xee));
-    }
 
     #[test]
     fn bus_addresses_resolve_and_unmap() {

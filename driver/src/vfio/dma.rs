@@ -74,18 +74,6 @@ impl DmaRegion for VfioRegion {
     fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
         self.map.fill(offset, len, byte)
     }
-    fn read_u32(&self, offset: usize) -> Result<u32, DmaError> {
-        self.map.read_u32(offset)
-    }
-    fn write_u32(&self, offset: usize, value: u32) -> Result<(), DmaError> {
-        self.map.write_u32(offset, value)
-    }
-    fn read_u64(&self, offset: usize) -> Result<u64, DmaError> {
-        self.map.read_u64(offset)
-    }
-    fn write_u64(&self, offset: usize, value: u64) -> Result<(), DmaError> {
-        self.map.write_u64(offset, value)
-    }
 }
 
 impl DmaAllocator for VfioDma {

@@ -2,30 +2,30 @@
 //! bounds-checked accessors. One of the two leaf modules of the crate that
 //! contain unsafe code; everything above it is safe.
 //!
-//! The device may change the memory at any time, so scalar accesses are
-//! volatile (never merged, split or cached by the compiler); bulk copies
-//! are plain copies whose ordering the caller establishes with a volatile
-//! read and a fence (the completion entry's status dword), as on any
-//! DMA-coherent platform.
+//! Two kinds of memory go through it. Register (BAR) mappings get
+//! exact-width volatile accesses, because a register access must be one
+//! bus transaction of the right size. DMA memory gets an atomic-word view
+//! ([`crate::words`]): the device and several threads may touch it at any
+//! moment, and atomics keep every such access defined.
 #![allow(unsafe_code)]
 
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, Ordering};
+use core::sync::atomic::{fence, AtomicU64, Ordering};
 
 use crate::hal::DmaError;
+use crate::words::WordView;
 
-/// An owned `mmap` region: unmapped on drop.
+/// An owned `mmap` region: unmapped on drop. Its length is a multiple of
+/// the page size.
 #[derive(Debug)]
 pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: the mapping is plain shared memory owned by this value; every
-// access goes through methods that take `&self` and use volatile or
-// bounds-checked raw copies, which are sound to run from any thread (races
-// with the device or other threads only affect the bytes read, as with any
-// DMA memory).
+// SAFETY: the mapping is owned by this value; every access goes through
+// bounds-checked methods taking `&self` that use either volatile register
+// accesses or atomic words, both sound to run from any thread.
 unsafe impl Send for Mapping {}
 // SAFETY: as above; no method hands out references into the mapping.
 unsafe impl Sync for Mapping {}
@@ -34,8 +34,9 @@ impl Mapping {
     /// Takes ownership of a mapping.
     ///
     /// # Safety
-    /// `ptr..ptr+len` must be a live `mmap` mapping, readable and writable,
-    /// that nothing else unmaps; this value will `munmap` it on drop.
+    /// `ptr..ptr+len` must be a live, page-aligned `mmap` mapping, readable
+    /// and writable, that nothing else accesses or unmaps; this value will
+    /// `munmap` it on drop.
     pub unsafe fn from_raw(ptr: NonNull<u8>, len: usize) -> Mapping {
         Mapping { ptr, len }
     }
@@ -59,20 +60,27 @@ impl Mapping {
         }
         Ok(())
     }
-    /// Volatile 32-bit read at a 4-byte aligned offset.
-    pub fn read_u32(&self, offset: usize) -> Result<u32, DmaError> {
+
+    // ---- Device registers (BAR): exact-width volatile accesses. ----
+
+    /// Volatile 32-bit load at a 4-byte aligned offset, then an Acquire
+    /// fence so later reads of DMA memory are not hoisted above it.
+    pub fn mmio_read32(&self, offset: usize) -> Result<u32, DmaError> {
         self.check(offset, 4, 4)?;
         // SAFETY: `check` keeps `offset..offset+4` inside the live mapping
-        // and 4-byte aligned (the mapping is page aligned).
+        // and 4-byte aligned (the mapping is page aligned). Register
+        // mappings are device memory outside Rust's allocations, accessed
+        // only through these volatile calls.
         let v = unsafe { self.ptr.as_ptr().add(offset).cast::<u32>().read_volatile() };
         fence(Ordering::Acquire);
         Ok(u32::from_le(v))
     }
-    /// Volatile 32-bit write at a 4-byte aligned offset.
-    pub fn write_u32(&self, offset: usize, value: u32) -> Result<(), DmaError> {
+    /// Release fence (earlier DMA-memory writes become visible first), then
+    /// a volatile 32-bit store at a 4-byte aligned offset.
+    pub fn mmio_write32(&self, offset: usize, value: u32) -> Result<(), DmaError> {
         self.check(offset, 4, 4)?;
         fence(Ordering::Release);
-        // SAFETY: as in `read_u32`.
+        // SAFETY: as in `mmio_read32`.
         unsafe {
             self.ptr
                 .as_ptr()
@@ -82,61 +90,31 @@ impl Mapping {
         };
         Ok(())
     }
-    /// Volatile 64-bit read at an 8-byte aligned offset.
-    pub fn read_u64(&self, offset: usize) -> Result<u64, DmaError> {
-        self.check(offset, 8, 8)?;
-        // SAFETY: `check` keeps the access inside the mapping and aligned.
-        let v = unsafe { self.ptr.as_ptr().add(offset).cast::<u64>().read_volatile() };
-        fence(Ordering::Acquire);
-        Ok(u64::from_le(v))
-    }
-    /// Volatile 64-bit write at an 8-byte aligned offset.
-    pub fn write_u64(&self, offset: usize, value: u64) -> Result<(), DmaError> {
-        self.check(offset, 8, 8)?;
-        fence(Ordering::Release);
-        // SAFETY: as in `read_u64`.
-        unsafe {
-            self.ptr
-                .as_ptr()
-                .add(offset)
-                .cast::<u64>()
-                .write_volatile(value.to_le())
+
+    // ---- DMA memory: atomic words, see `crate::words`. ----
+
+    fn view(&self) -> WordView<'_> {
+        // SAFETY: the mapping is page aligned and `len / 8` whole words lie
+        // inside it; it stays mapped while `self` (and so the returned
+        // borrow) lives; `AtomicU64` has the size and alignment of `u64`;
+        // and Rust code reaches DMA memory only through this atomic view,
+        // so concurrent accesses from threads are atomic, not racy.
+        let words = unsafe {
+            core::slice::from_raw_parts(self.ptr.as_ptr().cast::<AtomicU64>(), self.len / 8)
         };
-        Ok(())
+        WordView::new(words, self.len)
     }
     /// Copies bytes out.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
-        self.check(offset, dst.len(), 1)?;
-        fence(Ordering::Acquire);
-        // SAFETY: the source range is inside the mapping (checked); `dst` is
-        // a distinct Rust slice, so the ranges cannot overlap.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                self.ptr.as_ptr().add(offset),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
-        };
-        Ok(())
+        self.view().read(offset, dst)
     }
     /// Copies bytes in.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
-        self.check(offset, src.len(), 1)?;
-        // SAFETY: the destination range is inside the mapping (checked);
-        // `src` is a distinct Rust slice.
-        unsafe {
-            core::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len())
-        };
-        fence(Ordering::Release);
-        Ok(())
+        self.view().write(offset, src)
     }
     /// Sets a run of bytes.
     pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
-        self.check(offset, len, 1)?;
-        // SAFETY: the range is inside the mapping (checked).
-        unsafe { core::ptr::write_bytes(self.ptr.as_ptr().add(offset), byte, len) };
-        fence(Ordering::Release);
-        Ok(())
+        self.view().fill(offset, len, byte)
     }
 }
 

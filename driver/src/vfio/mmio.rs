@@ -44,11 +44,11 @@ impl Registers for MmioBar {
     /// Volatile 32-bit load; an offset outside the BAR (or misaligned)
     /// reads as all ones, like an unclaimed PCIe read.
     fn read32(&self, offset: usize) -> u32 {
-        self.map.read_u32(offset).unwrap_or(u32::MAX)
+        self.map.mmio_read32(offset).unwrap_or(u32::MAX)
     }
     /// Volatile 32-bit store after a Release fence; offsets outside the BAR
     /// are dropped.
     fn write32(&self, offset: usize, value: u32) {
-        let _ = self.map.write_u32(offset, value);
+        let _ = self.map.mmio_write32(offset, value);
     }
 }
