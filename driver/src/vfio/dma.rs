@@ -5,8 +5,8 @@ use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::mapping::Mapping;
+use super::sys::FdGuard;
 use super::sys::VfioSys;
-use super::FdGuard;
 use crate::hal::{DmaAllocator, DmaError, DmaRegion, Iova};
 
 const PAGE: usize = 4096;
@@ -95,7 +95,7 @@ impl DmaAllocator for VfioDma {
         let fd = self.inner.container.fd();
         self.inner
             .sys
-            .dma_map(fd, map.addr(), iova, len as u64)
+            .dma_map(fd, &map, iova)
             .map_err(|_| DmaError::NoMemory)?;
         Ok(VfioRegion {
             map,

@@ -3,7 +3,7 @@
 use alloc::sync::Arc;
 
 use super::mapping::Mapping;
-use super::FdGuard;
+use super::sys::FdGuard;
 use crate::hal::Registers;
 
 /// The controller's register file, mmap'd from the VFIO device fd. Keeps

@@ -23,7 +23,8 @@ use core::fmt;
 
 pub use dma::{VfioDma, VfioRegion};
 pub use mmio::MmioBar;
-use sys::{Errno, Fd, LinuxSys, VfioSys};
+pub use sys::FdGuard;
+use sys::{Errno, LinuxSys, VfioSys};
 
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
@@ -83,32 +84,6 @@ impl From<DriverError> for VfioError {
 
 fn sys_err(call: &'static str) -> impl Fn(Errno) -> VfioError {
     move |e| VfioError::Sys { call, errno: e.0 }
-}
-
-/// An open file descriptor, closed on drop.
-#[derive(Debug)]
-pub struct FdGuard {
-    sys: Arc<dyn VfioSys>,
-    fd: Fd,
-}
-
-impl FdGuard {
-    fn new(sys: &Arc<dyn VfioSys>, fd: Fd) -> Arc<FdGuard> {
-        Arc::new(FdGuard {
-            sys: sys.clone(),
-            fd,
-        })
-    }
-    /// The raw descriptor.
-    pub fn fd(&self) -> Fd {
-        self.fd
-    }
-}
-
-impl Drop for FdGuard {
-    fn drop(&mut self) {
-        self.sys.close(self.fd);
-    }
 }
 
 /// `dddd:bb:dd.f`, hex digits only, so the address is safe to put in a

@@ -8,6 +8,8 @@ use core::mem::size_of;
 use core::ptr::NonNull;
 use std::ffi::{CStr, CString};
 
+use alloc::sync::Arc;
+
 use super::mapping::Mapping;
 
 /// A raw file descriptor.
@@ -119,7 +121,11 @@ pub trait VfioSys: Send + Sync + core::fmt::Debug {
     /// `open(path, O_RDWR | O_CLOEXEC)`.
     fn open(&self, path: &str) -> Result<Fd, Errno>;
     /// `close(fd)`.
-    fn close(&self, fd: Fd);
+    ///
+    /// # Safety
+    /// `fd` must be a descriptor the caller owns (opened through this trait)
+    /// and must not be used again.
+    unsafe fn close(&self, fd: Fd);
     /// `readlink(path)`.
     fn readlink(&self, path: &str) -> Result<String, Errno>;
     /// An ioctl whose argument is an integer (or absent).
@@ -140,10 +146,45 @@ pub trait VfioSys: Send + Sync + core::fmt::Debug {
     fn map_fd(&self, fd: Fd, offset: u64, len: usize) -> Result<Mapping, Errno>;
     /// Maps `len` bytes of zeroed anonymous shared memory, populated.
     fn map_anon(&self, len: usize) -> Result<Mapping, Errno>;
-    /// `VFIO_IOMMU_MAP_DMA`, readable and writable by the device.
-    fn dma_map(&self, container: Fd, vaddr: u64, iova: u64, size: u64) -> Result<(), Errno>;
+    /// `VFIO_IOMMU_MAP_DMA` of the whole of `map` at `iova`, readable and
+    /// writable by the device. Only a [`Mapping`] can be given to the
+    /// device, never arbitrary process memory: a mapping is reached from
+    /// Rust only through atomic words, so device writes cannot break what
+    /// the compiler assumes about ordinary memory. The kernel pins the
+    /// pages until `dma_unmap`, even if the mapping is dropped first.
+    fn dma_map(&self, container: Fd, map: &Mapping, iova: u64) -> Result<(), Errno>;
     /// `VFIO_IOMMU_UNMAP_DMA`.
     fn dma_unmap(&self, container: Fd, iova: u64, size: u64) -> Result<(), Errno>;
+}
+
+/// An open file descriptor, closed on drop. Only this crate creates them,
+/// from descriptors it has just opened.
+#[derive(Debug)]
+pub struct FdGuard {
+    sys: Arc<dyn VfioSys>,
+    fd: Fd,
+}
+
+impl FdGuard {
+    /// Takes ownership of `fd`, freshly returned by `sys`.
+    pub(super) fn new(sys: &Arc<dyn VfioSys>, fd: Fd) -> Arc<FdGuard> {
+        Arc::new(FdGuard {
+            sys: sys.clone(),
+            fd,
+        })
+    }
+    /// The raw descriptor.
+    pub fn fd(&self) -> Fd {
+        self.fd
+    }
+}
+
+impl Drop for FdGuard {
+    fn drop(&mut self) {
+        // SAFETY: guards are only built from descriptors just opened
+        // through `sys` and owned by nothing else; this is the last use.
+        unsafe { self.sys.close(self.fd) };
+    }
 }
 
 /// The real calls.
@@ -202,8 +243,8 @@ impl VfioSys for LinuxSys {
         // SAFETY: `c` is a valid NUL-terminated string for the call.
         check(unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) })
     }
-    fn close(&self, fd: Fd) {
-        // SAFETY: closing a descriptor this backend opened and owns.
+    unsafe fn close(&self, fd: Fd) {
+        // SAFETY: the caller owns `fd` and never uses it again.
         unsafe { libc::close(fd) };
     }
     fn readlink(&self, path: &str) -> Result<String, Errno> {
@@ -281,17 +322,17 @@ impl VfioSys for LinuxSys {
             libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
         )
     }
-    fn dma_map(&self, container: Fd, vaddr: u64, iova: u64, size: u64) -> Result<(), Errno> {
+    fn dma_map(&self, container: Fd, map: &Mapping, iova: u64) -> Result<(), Errno> {
         let m = DmaMap {
             argsz: size_of::<DmaMap>() as u32,
             flags: DMA_READ_WRITE,
-            vaddr,
+            vaddr: map.addr(),
             iova,
-            size,
+            size: map.len() as u64,
         };
-        // SAFETY: `m` is a live `struct vfio_iommu_type1_dma_map`; the
-        // kernel pins `vaddr..vaddr+size`, which the caller keeps mapped
-        // until `dma_unmap`.
+        // SAFETY: `m` is a live `struct vfio_iommu_type1_dma_map` naming a
+        // whole `Mapping`, memory Rust reaches only through atomic words;
+        // the kernel pins its pages until they are unmapped from the IOMMU.
         check(unsafe { libc::ioctl(container, req::IOMMU_MAP_DMA as _, &m) }).map(|_| ())
     }
     fn dma_unmap(&self, container: Fd, iova: u64, size: u64) -> Result<(), Errno> {

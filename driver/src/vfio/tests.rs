@@ -49,7 +49,9 @@ impl VfioSys for Fake {
         self.log(format!("open {path} -> {}", *n));
         Ok(*n)
     }
-    fn close(&self, fd: Fd) {
+    // The double owns no descriptors, so its `close` only records.
+    #[allow(unsafe_code)]
+    unsafe fn close(&self, fd: Fd) {
         self.log(format!("close {fd}"));
     }
     fn readlink(&self, path: &str) -> Result<String, Errno> {
@@ -117,8 +119,8 @@ impl VfioSys for Fake {
     fn map_anon(&self, len: usize) -> Result<Mapping, Errno> {
         LinuxSys.map_anon(len)
     }
-    fn dma_map(&self, container: Fd, _vaddr: u64, iova: u64, size: u64) -> Result<(), Errno> {
-        self.log(format!("dma_map {container} {iova:#x} {size}"));
+    fn dma_map(&self, container: Fd, map: &Mapping, iova: u64) -> Result<(), Errno> {
+        self.log(format!("dma_map {container} {iova:#x} {}", map.len()));
         Ok(())
     }
     fn dma_unmap(&self, container: Fd, iova: u64, size: u64) -> Result<(), Errno> {
