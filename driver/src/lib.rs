@@ -9,6 +9,7 @@
 //! - [`spec`]: NVMe 1.4 wire formats: registers, 64-byte submission and
 //!   16-byte completion entries, structured status, identify data.
 //! - [`prp`]: describing a transfer's memory pages to the device.
+//! - [`words`]: byte access to shared DMA memory through atomic words.
 //! - [`queue`]: one SQ/CQ ring pair, phase tags, doorbells, command ids.
 //! - [`controller`]: bring-up, the admin queue, abort and reset.
 //! - [`io_queue`]: engine commands to NVMe commands: splitting beyond MDTS,
@@ -24,9 +25,9 @@
 //! is `no_std` + `alloc` and has no unsafe code; the only unsafe code is in
 //! the VFIO backend's memory-mapping and system-call modules.
 #![cfg_attr(not(feature = "std"), no_std)]
+#![warn(missing_docs)]
 // Unsafe code is confined to the VFIO backend's two leaf modules
 // (`vfio::mapping`, `vfio::sys`), which opt in with `allow(unsafe_code)`.
-#![warn(missing_docs)]
 #![cfg_attr(not(feature = "vfio"), forbid(unsafe_code))]
 #![cfg_attr(feature = "vfio", deny(unsafe_code))]
 
