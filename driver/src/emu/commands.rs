@@ -1,0 +1,432 @@
+//! Command execution of the emulated controller: the admin set (chapter 5)
+//! and the NVM set (chapter 6) over a RAM namespace.
+//!
+//! The emulated device is as strict with the host as the driver is with
+//! the device: every field the host supplies is range-checked and bad
+//! input gets the status a real controller would return.
+
+use std::collections::VecDeque;
+
+use super::controller::{Cq, Sq, State};
+use super::faults::Hostile;
+use super::medium::Medium;
+use crate::prp;
+use crate::spec::command::{
+    admin_opcode, cns, feature, io_opcode, log_page, DsmRange, SubmissionEntry,
+};
+use crate::spec::completion::CompletionEntry;
+use crate::spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
+use crate::spec::status::{generic, specific, Status, StatusType};
+
+const PAGE: usize = 4096;
+const NSID: u32 = 1;
+
+fn ok() -> (Status, u32) {
+    (Status::SUCCESS, 0)
+}
+
+fn generic_err(sc: u8) -> (Status, u32) {
+    (Status::new(StatusType::Generic, sc, true), 0)
+}
+
+fn specific_err(sc: u8) -> (Status, u32) {
+    (Status::new(StatusType::CommandSpecific, sc, true), 0)
+}
+
+impl State {
+    /// Moves `len` bytes between the host memory named by the command's
+    /// PRPs and `buf` (`to_host`: device -> host).
+    fn transfer(&self, sqe: &SubmissionEntry, buf: &mut [u8], to_host: bool) -> Result<(), ()> {
+        let mem = &self.mem;
+        let segs = prp::walk(sqe.prp1(), sqe.prp2(), buf.len(), PAGE, &mut |a| {
+            mem.read_u64(a).ok()
+        })
+        .map_err(|_| ())?;
+        let mut done = 0;
+        for (addr, n) in segs {
+            let chunk = buf.get_mut(done..done + n).ok_or(())?;
+            let r = if to_host {
+                mem.write(addr, chunk)
+            } else {
+                mem.read(addr, chunk)
+            };
+            r.map_err(|_| ())?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn mdts_bytes(&self) -> u64 {
+        if self.config.mdts == 0 {
+            u64::MAX
+        } else {
+            (PAGE as u64) << self.config.mdts.min(40)
+        }
+    }
+
+    fn identify(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        let mut page = [0u8; IDENTIFY_SIZE];
+        match sqe.cdw(10) as u8 {
+            cns::CONTROLLER => {
+                let mut model = [b' '; 40];
+                model[..20].copy_from_slice(b"pollfs emulated NVMe");
+                let mut serial = [b' '; 20];
+                serial[..7].copy_from_slice(b"EMU0001");
+                IdentifyController {
+                    vid: 0x1b36,
+                    serial,
+                    model,
+                    firmware: *b"1.0     ",
+                    mdts: self.config.mdts,
+                    cntlid: 1,
+                    nn: 1,
+                    oncs: (1 << 2) | (1 << 3),
+                    vwc: true,
+                }
+                .encode(&mut page);
+            }
+            cns::NAMESPACE => {
+                if sqe.nsid() != NSID {
+                    return generic_err(generic::INVALID_NAMESPACE);
+                }
+                IdentifyNamespace {
+                    nsze: self.blocks,
+                    ncap: self.blocks,
+                    block_size: self.config.block_size,
+                }
+                .encode(&mut page);
+            }
+            cns::ACTIVE_NAMESPACES => {
+                if sqe.nsid() < NSID {
+                    page[0..4].copy_from_slice(&NSID.to_le_bytes());
+                }
+            }
+            _ => return generic_err(generic::INVALID_FIELD),
+        }
+        if self.faults.hostile == Some(Hostile::GarbageIdentify) {
+            for b in page.iter_mut() {
+                *b = self.random() as u8;
+            }
+        }
+        match self.transfer(sqe, &mut page, true) {
+            Ok(()) => ok(),
+            Err(()) => generic_err(generic::DATA_TRANSFER_ERROR),
+        }
+    }
+
+    fn queue_id(&self, sqe: &SubmissionEntry) -> Option<usize> {
+        let qid = usize::from(sqe.cdw(10) as u16);
+        (qid >= 1 && qid <= usize::from(self.granted_queues) && qid < self.sqs.len()).then_some(qid)
+    }
+
+    fn queue_size(&self, sqe: &SubmissionEntry) -> Option<u16> {
+        let entries = (sqe.cdw(10) >> 16) + 1;
+        (entries >= 2 && entries <= self.cap.max_queue_entries()).then_some(entries as u16)
+    }
+
+    fn create_cq(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        let Some(qid) = self.queue_id(sqe) else {
+            return specific_err(specific::INVALID_QID);
+        };
+        if self.cqs[qid].is_some() {
+            return specific_err(specific::INVALID_QID);
+        }
+        let Some(entries) = self.queue_size(sqe) else {
+            return specific_err(specific::INVALID_QUEUE_SIZE);
+        };
+        if sqe.cdw(11) & 1 == 0 || sqe.prp1() % PAGE as u64 != 0 || sqe.prp1() == 0 {
+            return generic_err(generic::INVALID_FIELD);
+        }
+        self.cqs[qid] = Some(Cq {
+            base: sqe.prp1(),
+            entries,
+            tail: 0,
+            head: 0,
+            phase: true,
+            overflow: VecDeque::new(),
+        });
+        ok()
+    }
+
+    fn create_sq(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        let Some(qid) = self.queue_id(sqe) else {
+            return specific_err(specific::INVALID_QID);
+        };
+        if self.sqs[qid].is_some() {
+            return specific_err(specific::INVALID_QID);
+        }
+        let Some(entries) = self.queue_size(sqe) else {
+            return specific_err(specific::INVALID_QUEUE_SIZE);
+        };
+        let cqid = (sqe.cdw(11) >> 16) as u16;
+        if cqid == 0 || !matches!(self.cqs.get(usize::from(cqid)), Some(Some(_))) {
+            return specific_err(specific::INVALID_CQ);
+        }
+        if sqe.cdw(11) & 1 == 0 || sqe.prp1() % PAGE as u64 != 0 || sqe.prp1() == 0 {
+            return generic_err(generic::INVALID_FIELD);
+        }
+        self.sqs[qid] = Some(Sq {
+            base: sqe.prp1(),
+            entries,
+            head: 0,
+            cqid,
+        });
+        ok()
+    }
+
+    fn delete_sq(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        let Some(qid) = self.queue_id(sqe) else {
+            return specific_err(specific::INVALID_QID);
+        };
+        if self.sqs[qid].take().is_none() {
+            return specific_err(specific::INVALID_QID);
+        }
+        // Commands of the deleted SQ that are still inside the device are
+        // dropped; their completions will never be posted.
+        let sqid = qid as u16;
+        self.held.retain(|h| h.entry.sq_id() != sqid);
+        self.stuck.retain(|(_, e)| e.sq_id() != sqid);
+        ok()
+    }
+
+    fn delete_cq(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        let Some(qid) = self.queue_id(sqe) else {
+            return specific_err(specific::INVALID_QID);
+        };
+        if self.cqs[qid].is_none() {
+            return specific_err(specific::INVALID_QID);
+        }
+        if self
+            .sqs
+            .iter()
+            .flatten()
+            .any(|s| usize::from(s.cqid) == qid)
+        {
+            return specific_err(specific::INVALID_QUEUE_DELETION);
+        }
+        self.cqs[qid] = None;
+        ok()
+    }
+
+    fn abort(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        self.stats.aborts += 1;
+        let sqid = sqe.cdw(10) as u16;
+        let cid = (sqe.cdw(10) >> 16) as u16;
+        let aborted = Status::new(StatusType::Generic, generic::ABORT_REQUESTED, true);
+        let matches = |e: &CompletionEntry| e.sq_id() == sqid && e.cid() == cid;
+        let mut found = None;
+        if let Some(i) = self.held.iter().position(|h| matches(&h.entry)) {
+            let h = self.held.remove(i);
+            found = Some((h.cqid, h.entry));
+        } else if self.faults.stuck_abortable {
+            if let Some(i) = self.stuck.iter().position(|(_, e)| matches(e)) {
+                found = Some(self.stuck.remove(i));
+            }
+        }
+        match found {
+            Some((cqid, e)) => {
+                let entry = CompletionEntry::new(0, e.sq_head(), sqid, cid, false, aborted);
+                self.post(cqid, entry);
+                (Status::SUCCESS, 0)
+            }
+            // DW0 bit 0 set: the command was not aborted.
+            None => (Status::SUCCESS, 1),
+        }
+    }
+
+    fn get_log_page(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        let dwords = ((sqe.cdw(10) >> 16) | ((sqe.cdw(11) & 0xffff) << 16)) as usize + 1;
+        let len = dwords * 4;
+        if len > PAGE {
+            return generic_err(generic::INVALID_FIELD);
+        }
+        let mut page = [0u8; PAGE];
+        match sqe.cdw(10) as u8 {
+            log_page::ERROR => {}
+            log_page::SMART => {
+                // Composite temperature in kelvin, then counters (u128 LE):
+                // data units are thousands of 512-byte units.
+                page[1..3].copy_from_slice(&300u16.to_le_bytes());
+                let units = |n: u64| n.div_ceil(1000);
+                let put = |p: &mut [u8; PAGE], at: usize, v: u64| {
+                    p[at..at + 8].copy_from_slice(&v.to_le_bytes());
+                };
+                put(&mut page, 32, units(self.stats.reads));
+                put(&mut page, 48, units(self.stats.writes));
+                put(&mut page, 64, self.stats.reads);
+                put(&mut page, 80, self.stats.writes);
+            }
+            _ => return specific_err(0x09),
+        }
+        match self.transfer(sqe, &mut page[..len], true) {
+            Ok(()) => ok(),
+            Err(()) => generic_err(generic::DATA_TRANSFER_ERROR),
+        }
+    }
+
+    fn queue_count(&self) -> u32 {
+        let n = u32::from(self.granted_queues.max(1)) - 1;
+        n | (n << 16)
+    }
+
+    /// Executes one admin command.
+    pub(super) fn admin(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        self.stats.admin += 1;
+        match sqe.opcode() {
+            admin_opcode::IDENTIFY => self.identify(sqe),
+            admin_opcode::SET_FEATURES if sqe.cdw(10) as u8 == feature::NUMBER_OF_QUEUES => {
+                let nsq = (sqe.cdw(11) & 0xffff) + 1;
+                let ncq = (sqe.cdw(11) >> 16) + 1;
+                if nsq == 0x1_0000 || ncq == 0x1_0000 {
+                    return generic_err(generic::INVALID_FIELD);
+                }
+                let max = u32::from(self.config.max_io_queues.max(1));
+                self.granted_queues = nsq.min(ncq).min(max) as u16;
+                (Status::SUCCESS, self.queue_count())
+            }
+            admin_opcode::GET_FEATURES if sqe.cdw(10) as u8 == feature::NUMBER_OF_QUEUES => {
+                (Status::SUCCESS, self.queue_count())
+            }
+            admin_opcode::CREATE_IO_CQ => self.create_cq(sqe),
+            admin_opcode::CREATE_IO_SQ => self.create_sq(sqe),
+            admin_opcode::DELETE_IO_SQ => self.delete_sq(sqe),
+            admin_opcode::DELETE_IO_CQ => self.delete_cq(sqe),
+            admin_opcode::ABORT => self.abort(sqe),
+            admin_opcode::GET_LOG_PAGE => self.get_log_page(sqe),
+            admin_opcode::SET_FEATURES | admin_opcode::GET_FEATURES => {
+                generic_err(generic::INVALID_FIELD)
+            }
+            _ => generic_err(generic::INVALID_OPCODE),
+        }
+    }
+
+    /// The medium byte range of `blocks` blocks from `slba`, if in range.
+    fn range(&self, slba: u64, blocks: u64) -> Option<core::ops::Range<usize>> {
+        let end = slba.checked_add(blocks)?;
+        if end > self.blocks {
+            return None;
+        }
+        let bs = u64::from(self.config.block_size);
+        Some(usize::try_from(slba * bs).ok()?..usize::try_from(end * bs).ok()?)
+    }
+
+    fn read_write(&mut self, sqe: &SubmissionEntry, write: bool) -> (Status, u32) {
+        let blocks = u64::from(sqe.nlb());
+        let Some(r) = self.range(sqe.slba(), blocks) else {
+            return generic_err(generic::LBA_OUT_OF_RANGE);
+        };
+        if r.len() as u64 > self.mdts_bytes() {
+            return generic_err(generic::INVALID_FIELD);
+        }
+        let result = match &mut self.medium {
+            // RAM: move data straight between host memory and the medium.
+            Medium::Ram(v) => {
+                let mut ram = std::mem::take(v);
+                let result = match ram.get_mut(r) {
+                    Some(slice) => self.transfer(sqe, slice, !write),
+                    None => Err(()),
+                };
+                self.medium = Medium::Ram(ram);
+                result
+            }
+            Medium::File { .. } => {
+                let pos = r.start as u64;
+                let mut buf = vec![0u8; r.len()];
+                if write {
+                    self.transfer(sqe, &mut buf, false)
+                        .and_then(|()| self.medium.write_at(pos, &buf).then_some(()).ok_or(()))
+                } else {
+                    self.medium
+                        .read_at(pos, &mut buf)
+                        .then_some(())
+                        .ok_or(())
+                        .and_then(|()| self.transfer(sqe, &mut buf, true))
+                }
+            }
+        };
+        if write {
+            self.stats.writes += 1;
+            self.stats.fua_writes += u64::from(sqe.fua());
+        } else {
+            self.stats.reads += 1;
+        }
+        match result {
+            Ok(()) => ok(),
+            Err(()) => generic_err(generic::DATA_TRANSFER_ERROR),
+        }
+    }
+
+    fn zero(&mut self, slba: u64, blocks: u64) -> bool {
+        match self.range(slba, blocks) {
+            Some(r) => self.medium.zero(r.start as u64, r.len() as u64),
+            None => false,
+        }
+    }
+
+    fn dataset_management(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        self.stats.dsm += 1;
+        let ranges = (sqe.cdw(10) & 0xff) as usize + 1;
+        let mut raw = vec![0u8; ranges * 16];
+        if self.transfer(sqe, &mut raw, false).is_err() {
+            return generic_err(generic::DATA_TRANSFER_ERROR);
+        }
+        let list: Vec<DsmRange> = raw
+            .chunks_exact(16)
+            .map(|c| {
+                let mut b = [0u8; 16];
+                b.copy_from_slice(c);
+                DsmRange::from_bytes(&b)
+            })
+            .collect();
+        if list
+            .iter()
+            .any(|d| self.range(d.slba, u64::from(d.blocks)).is_none())
+        {
+            return generic_err(generic::LBA_OUT_OF_RANGE);
+        }
+        if sqe.cdw(11) & (1 << 2) != 0 {
+            // Deallocated blocks read back as zeroes here.
+            for d in list {
+                self.zero(d.slba, u64::from(d.blocks));
+            }
+        }
+        ok()
+    }
+
+    /// Executes one NVM command.
+    pub(super) fn io(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+        if self.faults.fail_io > 0 {
+            self.faults.fail_io -= 1;
+            self.stats.injected += 1;
+            let st = self.faults.error_status.unwrap_or(Status::new(
+                StatusType::Media,
+                crate::spec::status::media::UNRECOVERED_READ,
+                true,
+            ));
+            return (st, 0);
+        }
+        let nsid_ok =
+            sqe.nsid() == NSID || (sqe.opcode() == io_opcode::FLUSH && sqe.nsid() == u32::MAX);
+        if !nsid_ok {
+            return generic_err(generic::INVALID_NAMESPACE);
+        }
+        match sqe.opcode() {
+            io_opcode::READ => self.read_write(sqe, false),
+            io_opcode::WRITE => self.read_write(sqe, true),
+            io_opcode::FLUSH => {
+                self.stats.flushes += 1;
+                ok()
+            }
+            io_opcode::WRITE_ZEROES => {
+                self.stats.write_zeroes += 1;
+                if self.zero(sqe.slba(), u64::from(sqe.nlb())) {
+                    ok()
+                } else {
+                    generic_err(generic::LBA_OUT_OF_RANGE)
+                }
+            }
+            io_opcode::DATASET_MANAGEMENT => self.dataset_management(sqe),
+            _ => generic_err(generic::INVALID_OPCODE),
+        }
+    }
+}

@@ -1,0 +1,499 @@
+//! The emulated controller's register file, queues and completion posting.
+//!
+//! Commands are processed synchronously inside the SQ tail doorbell write,
+//! which keeps every run deterministic: what the device does depends only
+//! on what the driver wrote and the time the driver passed to `tick`.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::sync::Arc;
+
+use pollfs_core::units::Nanos;
+use spin::Mutex;
+
+use super::faults::{Faults, Hostile};
+use super::medium::Medium;
+use super::memory::EmuMemory;
+use crate::hal::Registers;
+use crate::spec::command::{SubmissionEntry, SQE_SIZE};
+use crate::spec::completion::{CompletionEntry, CQE_SIZE};
+use crate::spec::regs::{decode_doorbell, offset, Aqa, Cap, Cc, Csts};
+
+/// Shape of the emulated controller and its one namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmuConfig {
+    /// Namespace size in bytes (rounded down to whole blocks).
+    pub bytes: u64,
+    /// Logical block size: 512 or 4096.
+    pub block_size: u32,
+    /// MDTS exponent (in 4 KiB pages); 0 means unlimited.
+    pub mdts: u8,
+    /// Largest queue the controller accepts (CAP.MQES + 1).
+    pub max_queue_entries: u16,
+    /// I/O queues the controller can grant.
+    pub max_io_queues: u16,
+    /// Doorbell stride exponent (CAP.DSTRD).
+    pub dstrd: u8,
+    /// CAP.TO in 500 ms units.
+    pub timeout_500ms: u8,
+}
+
+impl Default for EmuConfig {
+    fn default() -> Self {
+        EmuConfig {
+            bytes: 64 << 20,
+            block_size: 512,
+            mdts: 5,
+            max_queue_entries: 1024,
+            max_io_queues: 64,
+            dstrd: 0,
+            timeout_500ms: 2,
+        }
+    }
+}
+
+/// Command counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmuStats {
+    /// Read commands executed.
+    pub reads: u64,
+    /// Write commands executed.
+    pub writes: u64,
+    /// Writes with FUA.
+    pub fua_writes: u64,
+    /// Flush commands.
+    pub flushes: u64,
+    /// Write Zeroes commands.
+    pub write_zeroes: u64,
+    /// Dataset Management commands.
+    pub dsm: u64,
+    /// Admin commands.
+    pub admin: u64,
+    /// Abort commands.
+    pub aborts: u64,
+    /// Controller resets (CC.EN 1 -> 0).
+    pub resets: u64,
+    /// Shutdown notifications (CC.SHN set).
+    pub shutdowns: u64,
+    /// I/O commands failed by injection.
+    pub injected: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sq {
+    pub base: u64,
+    pub entries: u16,
+    pub head: u16,
+    pub cqid: u16,
+}
+
+#[derive(Debug)]
+pub(super) struct Cq {
+    pub base: u64,
+    pub entries: u16,
+    pub tail: u16,
+    pub head: u16,
+    pub phase: bool,
+    pub overflow: VecDeque<CompletionEntry>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Held {
+    pub cqid: u16,
+    pub entry: CompletionEntry,
+    pub ready_at: Nanos,
+}
+
+/// Device state behind the register file.
+#[derive(Debug)]
+pub(super) struct State {
+    pub config: EmuConfig,
+    pub mem: EmuMemory,
+    pub cap: Cap,
+    pub cc: Cc,
+    pub csts: u32,
+    pub aqa: u32,
+    pub asq: u64,
+    pub acq: u64,
+    pub sqs: Vec<Option<Sq>>,
+    pub cqs: Vec<Option<Cq>>,
+    pub medium: Medium,
+    pub blocks: u64,
+    pub granted_queues: u16,
+    pub now: Nanos,
+    pub held: Vec<Held>,
+    /// Commands whose completion was dropped: (cqid, entry).
+    pub stuck: Vec<(u16, CompletionEntry)>,
+    pub faults: Faults,
+    pub stats: EmuStats,
+    pub rng: u64,
+}
+
+impl State {
+    fn new(config: EmuConfig, mem: EmuMemory, file: Option<File>) -> State {
+        let block_size = if config.block_size == 4096 { 4096 } else { 512 };
+        let blocks = config.bytes / u64::from(block_size);
+        let bytes = blocks * u64::from(block_size);
+        let medium = match file {
+            Some(file) => Medium::File { file, len: bytes },
+            None => Medium::Ram(vec![0u8; usize::try_from(bytes).unwrap_or(0)]),
+        };
+        let mqes = config.max_queue_entries.clamp(2, 4096) - 1;
+        let queues = usize::from(config.max_io_queues) + 1;
+        State {
+            config: EmuConfig {
+                block_size,
+                ..config
+            },
+            mem,
+            cap: Cap::build(mqes, config.timeout_500ms, config.dstrd, 0, 4),
+            cc: Cc(0),
+            csts: 0,
+            aqa: 0,
+            asq: 0,
+            acq: 0,
+            sqs: (0..queues).map(|_| None).collect(),
+            cqs: (0..queues).map(|_| None).collect(),
+            medium,
+            blocks,
+            granted_queues: 0,
+            now: Nanos(0),
+            held: Vec::new(),
+            stuck: Vec::new(),
+            faults: Faults::default(),
+            stats: EmuStats::default(),
+            rng: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+
+    pub fn random(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    fn bar_size(&self) -> usize {
+        offset::DOORBELLS + self.sqs.len() * 2 * (4usize << self.cap.doorbell_stride())
+    }
+
+    /// CC.EN 1 -> 0: the controller forgets every queue and command.
+    fn controller_reset(&mut self) {
+        self.sqs.iter_mut().for_each(|q| *q = None);
+        self.cqs.iter_mut().for_each(|q| *q = None);
+        self.held.clear();
+        self.stuck.clear();
+        self.granted_queues = 0;
+        self.csts = 0;
+        self.stats.resets += 1;
+    }
+
+    /// CC.EN 0 -> 1: checks the configuration and sets up the admin queue.
+    fn enable(&mut self) {
+        let cc = self.cc;
+        let aqa = Aqa(self.aqa);
+        let bad = cc.iosqes() != 6
+            || cc.iocqes() != 4
+            || cc.mps_shift() != 12
+            || (cc.0 >> 4) & 7 != 0
+            || self.asq == 0
+            || self.acq == 0
+            || self.asq % 4096 != 0
+            || self.acq % 4096 != 0
+            || aqa.sq_entries() < 2
+            || aqa.cq_entries() < 2;
+        if bad {
+            self.csts |= Csts::CFS;
+            return;
+        }
+        self.sqs[0] = Some(Sq {
+            base: self.asq,
+            entries: aqa.sq_entries() as u16,
+            head: 0,
+            cqid: 0,
+        });
+        self.cqs[0] = Some(Cq {
+            base: self.acq,
+            entries: aqa.cq_entries() as u16,
+            tail: 0,
+            head: 0,
+            phase: true,
+            overflow: VecDeque::new(),
+        });
+        if !self.faults.never_ready {
+            self.csts |= Csts::RDY;
+        }
+    }
+
+    fn write_cc(&mut self, value: u32) {
+        let old = self.cc;
+        self.cc = Cc(value);
+        if old.enabled() && !self.cc.enabled() {
+            self.controller_reset();
+        } else if !old.enabled() && self.cc.enabled() {
+            self.enable();
+        }
+        if self.cc.shutdown() != 0 && old.shutdown() == 0 {
+            self.csts = (self.csts & !(3 << 2)) | Csts::SHST_COMPLETE;
+            self.stats.shutdowns += 1;
+        }
+    }
+
+    fn running(&self) -> bool {
+        self.cc.enabled() && self.csts & Csts::RDY != 0 && self.csts & Csts::CFS == 0
+    }
+
+    /// Writes one entry into a CQ ring, or queues it if the ring is full.
+    pub fn post(&mut self, cqid: u16, entry: CompletionEntry) {
+        let Some(Some(cq)) = self.cqs.get_mut(usize::from(cqid)) else {
+            return;
+        };
+        let next = if cq.tail + 1 >= cq.entries {
+            0
+        } else {
+            cq.tail + 1
+        };
+        if next == cq.head {
+            cq.overflow.push_back(entry);
+            return;
+        }
+        let phase = match self.faults.hostile {
+            Some(Hostile::WrongPhase) if cqid != 0 => !cq.phase,
+            _ => cq.phase,
+        };
+        let mut e = entry;
+        e.dw3 = (e.dw3 & !(1 << 16)) | (u32::from(phase) << 16);
+        // The SQ head is reported as of posting time, as hardware does,
+        // so late (held, aborted) completions never move it backwards.
+        if let Some(Some(sq)) = self.sqs.get(usize::from(e.sq_id())) {
+            e.dw2 = (e.dw2 & !0xffff) | u32::from(sq.head);
+        }
+        if cqid != 0 && self.faults.hostile == Some(Hostile::BadSqHead) {
+            e.dw2 = (e.dw2 & !0xffff) | 0xfff0;
+        }
+        if cqid == 0 && self.faults.hostile == Some(Hostile::AdminBadCid) {
+            e.dw3 ^= 0x5a5a;
+        }
+        let addr = cq.base.wrapping_add(u64::from(cq.tail) * CQE_SIZE as u64);
+        let bytes = e.to_bytes();
+        // Body first, then the dword holding the phase tag.
+        let _ = self.mem.write(addr, &bytes[..12]);
+        let _ = self.mem.write(addr.wrapping_add(12), &bytes[12..]);
+        cq.tail = next;
+        if next == 0 {
+            cq.phase = !cq.phase;
+        }
+    }
+
+    /// Routes an I/O completion through the fault knobs.
+    fn complete_io(&mut self, cqid: u16, mut entry: CompletionEntry) {
+        if self.faults.drop_io > 0 {
+            self.faults.drop_io -= 1;
+            self.stuck.push((cqid, entry));
+            return;
+        }
+        match self.faults.hostile {
+            Some(Hostile::BadCid) => entry.dw3 ^= 0x5a5a,
+            Some(Hostile::WrongSqId) => entry.dw2 = entry.dw2.wrapping_add(1 << 16),
+            Some(Hostile::Duplicate) => self.post(cqid, entry),
+            _ => {}
+        }
+        if self.faults.latency > 0 || self.faults.reorder {
+            let ready_at = Nanos(self.now.0.saturating_add(self.faults.latency));
+            self.held.push(Held {
+                cqid,
+                entry,
+                ready_at,
+            });
+            return;
+        }
+        self.post(cqid, entry);
+    }
+
+    /// Releases held completions whose time has come.
+    pub fn tick(&mut self, now: Nanos) {
+        self.now = now;
+        if self.held.is_empty() || !self.running() {
+            return;
+        }
+        let mut due: Vec<Held> = Vec::new();
+        self.held.retain(|h| {
+            if h.ready_at <= now {
+                due.push(*h);
+                false
+            } else {
+                true
+            }
+        });
+        if self.faults.reorder {
+            due.reverse();
+        }
+        for h in due {
+            self.post(h.cqid, h.entry);
+        }
+    }
+
+    fn sq_doorbell(&mut self, qid: u16, tail: u32) {
+        if !self.running() {
+            return;
+        }
+        let Some(Some(sq)) = self.sqs.get(usize::from(qid)).copied() else {
+            return;
+        };
+        if tail >= u32::from(sq.entries) {
+            return;
+        }
+        let tail = tail as u16;
+        let mut head = sq.head;
+        while head != tail {
+            let mut raw = [0u8; SQE_SIZE];
+            let addr = sq.base.wrapping_add(u64::from(head) * SQE_SIZE as u64);
+            head = if head + 1 >= sq.entries { 0 } else { head + 1 };
+            if let Some(Some(s)) = self.sqs.get_mut(usize::from(qid)) {
+                s.head = head;
+            }
+            if self.mem.read(addr, &mut raw).is_err() {
+                self.csts |= Csts::CFS;
+                return;
+            }
+            let sqe = SubmissionEntry::from_bytes(&raw);
+            let (status, dw0) = if qid == 0 {
+                self.admin(&sqe)
+            } else {
+                self.io(&sqe)
+            };
+            // An admin command (queue deletion) may have removed this SQ.
+            let Some(Some(now_sq)) = self.sqs.get(usize::from(qid)).copied() else {
+                return;
+            };
+            let entry = CompletionEntry::new(dw0, head, qid, sqe.cid(), false, status);
+            if qid == 0 {
+                self.post(now_sq.cqid, entry);
+            } else {
+                self.complete_io(now_sq.cqid, entry);
+            }
+            if !self.running() {
+                return;
+            }
+        }
+    }
+
+    fn cq_doorbell(&mut self, qid: u16, head: u32) {
+        let Some(Some(cq)) = self.cqs.get_mut(usize::from(qid)) else {
+            return;
+        };
+        if head >= u32::from(cq.entries) {
+            return;
+        }
+        cq.head = head as u16;
+        let pending: Vec<CompletionEntry> = cq.overflow.drain(..).collect();
+        for e in pending {
+            self.post(qid, e);
+        }
+    }
+}
+
+/// The emulated controller: registers in, DMA through [`EmuMemory`].
+#[derive(Debug)]
+pub struct EmuController {
+    state: Mutex<State>,
+}
+
+impl EmuController {
+    /// A controller over a RAM namespace; its DMA goes through `mem`.
+    pub fn new(config: EmuConfig, mem: EmuMemory) -> Arc<EmuController> {
+        Arc::new(EmuController {
+            state: Mutex::new(State::new(config, mem, None)),
+        })
+    }
+    /// A controller whose namespace lives in `file` (grown to the
+    /// namespace size if shorter), so its contents outlive the process.
+    pub fn with_file(
+        config: EmuConfig,
+        mem: EmuMemory,
+        file: File,
+    ) -> std::io::Result<Arc<EmuController>> {
+        let bs = if config.block_size == 4096 { 4096 } else { 512 };
+        let bytes = config.bytes / bs * bs;
+        if file.metadata()?.len() < bytes {
+            file.set_len(bytes)?;
+        }
+        Ok(Arc::new(EmuController {
+            state: Mutex::new(State::new(config, mem, Some(file))),
+        }))
+    }
+    /// Changes the fault knobs.
+    pub fn set_faults(&self, f: impl FnOnce(&mut Faults)) {
+        f(&mut self.state.lock().faults);
+    }
+    /// Current fault knobs.
+    pub fn faults(&self) -> Faults {
+        self.state.lock().faults
+    }
+    /// Sets CSTS.CFS: the controller stops processing until reset.
+    pub fn set_fatal(&self) {
+        self.state.lock().csts |= Csts::CFS;
+    }
+    /// Command counters.
+    pub fn stats(&self) -> EmuStats {
+        self.state.lock().stats
+    }
+    /// Commands currently stuck (completion dropped).
+    pub fn stuck(&self) -> usize {
+        self.state.lock().stuck.len()
+    }
+    /// Copies raw namespace bytes out (past the end reads as zero).
+    pub fn read_medium(&self, offset: u64, dst: &mut [u8]) {
+        let _ = self.state.lock().medium.read_at(offset, dst);
+    }
+    /// Copies raw bytes into the namespace (clipped at the end).
+    pub fn write_medium(&self, offset: u64, src: &[u8]) {
+        let _ = self.state.lock().medium.write_at(offset, src);
+    }
+}
+
+impl Registers for EmuController {
+    fn read32(&self, off: usize) -> u32 {
+        let s = self.state.lock();
+        match off {
+            offset::CAP => s.cap.0 as u32,
+            0x04 => (s.cap.0 >> 32) as u32,
+            offset::VS => 0x0001_0400,
+            offset::INTMS | offset::INTMC => 0,
+            offset::CC => s.cc.0,
+            offset::CSTS => s.csts,
+            offset::AQA => s.aqa,
+            offset::ASQ => s.asq as u32,
+            0x2c => (s.asq >> 32) as u32,
+            offset::ACQ => s.acq as u32,
+            0x34 => (s.acq >> 32) as u32,
+            o if o < s.bar_size() => 0,
+            _ => u32::MAX,
+        }
+    }
+    fn write32(&self, off: usize, value: u32) {
+        let mut s = self.state.lock();
+        match off {
+            offset::CC => s.write_cc(value),
+            offset::AQA => s.aqa = value,
+            offset::ASQ => s.asq = (s.asq & !0xffff_ffff) | u64::from(value),
+            0x2c => s.asq = (s.asq & 0xffff_ffff) | (u64::from(value) << 32),
+            offset::ACQ => s.acq = (s.acq & !0xffff_ffff) | u64::from(value),
+            0x34 => s.acq = (s.acq & 0xffff_ffff) | (u64::from(value) << 32),
+            o if o >= offset::DOORBELLS && o < s.bar_size() => {
+                let dstrd = s.cap.doorbell_stride();
+                match decode_doorbell(o, dstrd) {
+                    Some((qid, true)) => s.cq_doorbell(qid, value),
+                    Some((qid, false)) => s.sq_doorbell(qid, value),
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    fn tick(&self, now: Nanos) {
+        self.state.lock().tick(now);
+    }
+}

@@ -1,0 +1,101 @@
+//! An emulated NVMe controller (std): the device side of the same
+//! registers and rings the driver uses, over plain memory.
+//!
+//! [`EmuController`] implements [`crate::hal::Registers`]; [`EmuMemory`]
+//! implements [`crate::hal::DmaAllocator`] and lets the device reach host
+//! memory by bus address. Commands run synchronously when the SQ doorbell
+//! is written, against a namespace in RAM or in a file, and the fault knobs
+//! ([`Faults`]) make it slow, out of order, failing, forgetful, fatal or
+//! hostile on demand.
+//!
+//! `NvmeDevice::emulated` puts the three together, so the engine can run
+//! on the real driver code without hardware.
+
+mod commands;
+mod controller;
+mod faults;
+mod medium;
+mod memory;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use pollfs_core::dev::DevError;
+use pollfs_core::units::Nanos;
+
+pub use controller::{EmuConfig, EmuController, EmuStats};
+pub use faults::{Faults, Hostile};
+pub use medium::Medium;
+pub use memory::{AtomicBytes, EmuMemory, EmuRegion};
+
+use crate::controller::DriverConfig;
+use crate::device::NvmeDevice;
+use crate::error::DriverError;
+use crate::hal::Clock;
+
+/// The driver on the emulated controller.
+pub type EmulatedDevice = NvmeDevice<Arc<EmuController>, EmuMemory>;
+
+/// A monotonic clock from `std::time::Instant`, for hosted use.
+#[derive(Clone, Copy, Debug)]
+pub struct StdClock {
+    start: Instant,
+}
+
+impl StdClock {
+    /// A clock counting from now.
+    pub fn new() -> StdClock {
+        StdClock {
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Default for StdClock {
+    fn default() -> Self {
+        StdClock::new()
+    }
+}
+
+impl Clock for StdClock {
+    fn now(&self) -> Nanos {
+        Nanos(u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+impl NvmeDevice<Arc<EmuController>, EmuMemory> {
+    /// The driver brought up on an emulated controller over a zeroed RAM
+    /// namespace of `bytes` bytes with `block_size`-byte blocks (512 or
+    /// 4096), and `frames` page-cache frames. The same shape as
+    /// `RamDevice::new`, so it can stand in for it.
+    pub fn emulated(bytes: u64, block_size: u32, frames: u32) -> Result<EmulatedDevice, DevError> {
+        if block_size != 512 && block_size != 4096 {
+            return Err(DevError::BadGeometry);
+        }
+        let emu = EmuConfig {
+            bytes,
+            block_size,
+            ..EmuConfig::default()
+        };
+        let (dev, _) = Self::emulated_with(emu, DriverConfig::default(), frames, StdClock::new())
+            .map_err(DevError::from)?;
+        Ok(dev)
+    }
+
+    /// As [`emulated`](Self::emulated) with full control: the controller's
+    /// shape, the driver's tunables, and the clock for admin waits. Also
+    /// returns the controller, for its fault knobs and counters.
+    pub fn emulated_with(
+        emu: EmuConfig,
+        config: DriverConfig,
+        frames: u32,
+        clock: impl Clock + 'static,
+    ) -> Result<(EmulatedDevice, Arc<EmuController>), DriverError> {
+        let mem = EmuMemory::new();
+        let ctrl = EmuController::new(emu, mem.clone());
+        let dev = NvmeDevice::new(ctrl.clone(), mem, clock, config, frames)?;
+        Ok((dev, ctrl))
+    }
+}

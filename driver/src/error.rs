@@ -1,0 +1,117 @@
+//! The driver's error type. Engine-facing paths flatten it into
+//! [`DevError`]; setup paths return it whole so a caller can see which
+//! step failed and what the controller said.
+
+use core::fmt;
+
+use pollfs_core::dev::DevError;
+
+use crate::hal::DmaError;
+use crate::prp::PrpError;
+use crate::queue::ProtocolError;
+use crate::spec::identify::IdentifyError;
+use crate::spec::status::{specific, Status, StatusType};
+
+/// A step of controller bring-up or reset that can time out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Waiting for CSTS.RDY to clear after CC.EN=0.
+    Disable,
+    /// Waiting for CSTS.RDY to set after CC.EN=1.
+    Enable,
+    /// Waiting for an admin command to complete.
+    Admin,
+}
+
+/// Everything that can go wrong in the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DriverError {
+    /// DMA memory could not be allocated or accessed.
+    Dma(DmaError),
+    /// A step did not finish within its deadline (CAP.TO or the admin
+    /// timeout), measured with the caller's clock.
+    Timeout(Stage),
+    /// The controller set CSTS.CFS.
+    Fatal,
+    /// Registers read as all ones: the device is gone from the bus.
+    DeviceGone,
+    /// The controller lacks something the driver needs.
+    Unsupported(&'static str),
+    /// Identify data failed validation.
+    Identify(IdentifyError),
+    /// An admin command completed with an error status.
+    Admin {
+        /// The command's opcode.
+        opcode: u8,
+        /// What the controller said.
+        status: Status,
+    },
+    /// The controller broke the queue protocol.
+    Protocol(ProtocolError),
+    /// A transfer could not be described with PRPs.
+    Prp(PrpError),
+    /// No I/O queue ids are left.
+    NoQueues,
+    /// Resets keep failing; the controller is given up on.
+    Dead,
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverError::Dma(e) => write!(f, "DMA: {e}"),
+            DriverError::Timeout(s) => write!(f, "timed out in {s:?}"),
+            DriverError::Fatal => write!(f, "controller fatal status"),
+            DriverError::DeviceGone => write!(f, "device not responding"),
+            DriverError::Unsupported(w) => write!(f, "unsupported controller: {w}"),
+            DriverError::Identify(e) => write!(f, "identify: {e}"),
+            DriverError::Admin { opcode, status } => {
+                write!(f, "admin opcode {opcode:#04x} failed: {status:?}")
+            }
+            DriverError::Protocol(e) => write!(f, "queue protocol violation: {e:?}"),
+            DriverError::Prp(e) => write!(f, "PRP: {e:?}"),
+            DriverError::NoQueues => write!(f, "no I/O queues left"),
+            DriverError::Dead => write!(f, "controller failed and could not be reset"),
+        }
+    }
+}
+
+impl From<DmaError> for DriverError {
+    fn from(e: DmaError) -> Self {
+        DriverError::Dma(e)
+    }
+}
+impl From<IdentifyError> for DriverError {
+    fn from(e: IdentifyError) -> Self {
+        DriverError::Identify(e)
+    }
+}
+impl From<ProtocolError> for DriverError {
+    fn from(e: ProtocolError) -> Self {
+        DriverError::Protocol(e)
+    }
+}
+impl From<PrpError> for DriverError {
+    fn from(e: PrpError) -> Self {
+        DriverError::Prp(e)
+    }
+}
+
+impl From<DriverError> for DevError {
+    fn from(e: DriverError) -> Self {
+        match e {
+            DriverError::Timeout(_) => DevError::Timeout,
+            DriverError::Identify(_) | DriverError::Unsupported(_) => DevError::BadGeometry,
+            DriverError::NoQueues => DevError::NoQueues,
+            DriverError::Admin { status, .. }
+                if status.sct == StatusType::CommandSpecific
+                    && status.sc == specific::INVALID_QID =>
+            {
+                DevError::NoQueues
+            }
+            DriverError::Prp(_) => DevError::InvalidRequest,
+            _ => DevError::ControllerFailed,
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! Timeouts, abort, and recovery after a controller reset.
+
+use alloc::vec::Vec;
+
+use pollfs_core::dev::DevError;
+use pollfs_core::units::Nanos;
+
+use super::NvmeQueue;
+use crate::hal::{DmaAllocator, Registers};
+
+impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
+    pub(super) fn fail_all(&mut self, e: DevError) {
+        for cid in 0..self.cids.capacity() as u16 {
+            if self.cids.is_busy(cid) {
+                self.finish(cid, Err(e));
+            }
+        }
+        let tags: Vec<u32> = self.with_rest.drain(..).collect();
+        for tag in tags {
+            if let Some(r) = self.requests.get_mut(&tag) {
+                r.rest = None;
+                r.error.get_or_insert(e);
+            }
+            self.maybe_complete(tag);
+        }
+        self.unarmed.clear();
+    }
+
+    /// After a controller reset: re-create the queue on the device and
+    /// resubmit what was in flight.
+    pub(super) fn resync(&mut self) {
+        let max_resets = self.ctrl.config().max_resets;
+        let mut created = false;
+        for _ in 0..=max_resets {
+            if self.ctrl.is_dead() {
+                break;
+            }
+            let gen = self.ctrl.generation();
+            if self.qp.reset().is_ok() && self.ctrl.create_io_queue(&self.qp).is_ok() {
+                self.generation = gen;
+                created = true;
+                break;
+            }
+            let _ = self.ctrl.reset(gen);
+        }
+        if !created {
+            self.fail_all(DevError::ControllerFailed);
+            return;
+        }
+        self.stats.resyncs += 1;
+        self.unarmed.clear();
+        let max = self.ctrl.config().max_retries;
+        for cid in 0..self.cids.capacity() as u16 {
+            if !self.cids.is_busy(cid) {
+                continue;
+            }
+            let slot = self
+                .slots
+                .get(usize::from(cid))
+                .copied()
+                .unwrap_or_default();
+            if slot.timed_out {
+                self.finish(cid, Err(DevError::Timeout));
+            } else if slot.retries >= max || !self.resubmit(cid) {
+                self.finish(cid, Err(DevError::ControllerFailed));
+            }
+        }
+    }
+
+    /// Resets the controller (unless another queue already did) and
+    /// recovers this queue.
+    pub(super) fn recover(&mut self) {
+        let _ = self.ctrl.reset(self.generation);
+        if self.ctrl.is_dead() {
+            self.fail_all(DevError::ControllerFailed);
+        } else {
+            self.resync();
+        }
+    }
+
+    /// Arms deadlines of new commands; at each scan interval checks
+    /// deadlines and controller health.
+    pub(super) fn check_timeouts(&mut self, now: Nanos) {
+        let cfg = *self.ctrl.config();
+        for cid in self.unarmed.drain(..) {
+            if let Some(s) = self.slots.get_mut(usize::from(cid)) {
+                s.deadline = Some(Nanos(now.0.saturating_add(cfg.command_timeout)));
+            }
+        }
+        if now < self.next_scan || self.cids.in_use() == 0 {
+            return;
+        }
+        self.next_scan = Nanos(now.0.saturating_add(cfg.health_interval));
+        let mut need_reset = self.ctrl.is_fatal();
+        let mut aborting = false;
+        let qid = self.qp.qid();
+        for cid in 0..self.cids.capacity() as u16 {
+            if !self.cids.is_busy(cid) {
+                continue;
+            }
+            let Some(s) = self.slots.get_mut(usize::from(cid)) else {
+                continue;
+            };
+            match (s.deadline, s.abort_by) {
+                (Some(d), None) if now > d => {
+                    s.timed_out = true;
+                    s.abort_by = Some(Nanos(now.0.saturating_add(cfg.abort_timeout)));
+                    self.stats.timeouts += 1;
+                    aborting = true;
+                    if !self.ctrl.send_abort(qid, cid) {
+                        need_reset = true;
+                    }
+                }
+                (_, Some(by)) if now > by => need_reset = true,
+                (_, Some(_)) => aborting = true,
+                _ => {}
+            }
+        }
+        if aborting && self.ctrl.reap_admin().is_err() {
+            need_reset = true;
+        }
+        if need_reset {
+            self.recover();
+        }
+    }
+}

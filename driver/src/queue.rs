@@ -1,0 +1,357 @@
+//! One submission/completion ring pair (NVMe 1.4, 4.1 "Submission Queue
+//! & Completion Queue Definition") and its command-id pool.
+//!
+//! The queue pair only moves entries: it writes SQEs at the tail and rings
+//! the doorbell, and pops CQEs whose phase tag says they are new. Every
+//! popped entry is checked against what this queue can legitimately see
+//! (its SQ id, an SQ head inside the in-flight window) before anyone acts
+//! on it; command ids are checked by [`CidPool`].
+
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::{fence, Ordering};
+
+use crate::hal::{DmaError, DmaRegion, Registers};
+use crate::spec::command::{SubmissionEntry, SQE_SIZE};
+use crate::spec::completion::{CompletionEntry, CQE_DW3, CQE_SIZE};
+use crate::spec::regs::{cq_head_doorbell, sq_tail_doorbell};
+
+/// A device broke the queue protocol; the queue cannot be trusted until
+/// the controller is reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProtocolError {
+    /// A completion named a command id that is not in flight.
+    UnknownCid(u16),
+    /// A completion's SQ head is outside the ring or the in-flight window.
+    BadSqHead(u16),
+    /// A completion came from another submission queue.
+    WrongSqId(u16),
+    /// Ring memory could not be accessed.
+    Dma(DmaError),
+}
+
+impl From<DmaError> for ProtocolError {
+    fn from(e: DmaError) -> Self {
+        ProtocolError::Dma(e)
+    }
+}
+
+/// Free command ids of one queue. Ids are `0..capacity`; a completion
+/// carrying an id that is not currently allocated is caught here.
+#[derive(Debug)]
+pub struct CidPool {
+    free: Vec<u16>,
+    busy: Vec<bool>,
+}
+
+impl CidPool {
+    /// A pool of `capacity` ids (at most 65536).
+    pub fn new(capacity: u16) -> CidPool {
+        CidPool {
+            free: (0..capacity).rev().collect(),
+            busy: vec![false; usize::from(capacity)],
+        }
+    }
+    /// Takes a free id, or `None` when all are in flight.
+    pub fn alloc(&mut self) -> Option<u16> {
+        let cid = self.free.pop()?;
+        if let Some(b) = self.busy.get_mut(usize::from(cid)) {
+            *b = true;
+        }
+        Some(cid)
+    }
+    /// Returns `cid`; `false` if it was not allocated (an unknown or
+    /// duplicate completion), in which case nothing changes.
+    pub fn release(&mut self, cid: u16) -> bool {
+        match self.busy.get_mut(usize::from(cid)) {
+            Some(b) if *b => {
+                *b = false;
+                self.free.push(cid);
+                true
+            }
+            _ => false,
+        }
+    }
+    /// True if `cid` is allocated.
+    pub fn is_busy(&self, cid: u16) -> bool {
+        self.busy.get(usize::from(cid)).copied().unwrap_or(false)
+    }
+    /// Ids currently free.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+    /// Ids in flight.
+    pub fn in_use(&self) -> usize {
+        self.busy.len() - self.free.len()
+    }
+    /// Total ids.
+    pub fn capacity(&self) -> usize {
+        self.busy.len()
+    }
+}
+
+/// An SQ/CQ ring pair with its doorbells. `entries` is the same for both
+/// rings, and at most `entries - 1` commands are ever in flight (the
+/// command-id pool is that size), so neither ring can overflow.
+#[derive(Debug)]
+pub struct QueuePair<D: DmaRegion> {
+    qid: u16,
+    entries: u16,
+    sq: D,
+    cq: D,
+    sq_tail: u16,
+    /// Last SQ head the controller reported.
+    sq_head: u16,
+    cq_head: u16,
+    phase: bool,
+    sq_doorbell: usize,
+    cq_doorbell: usize,
+}
+
+impl<D: DmaRegion> QueuePair<D> {
+    /// A queue pair over `sq` (`entries * 64` bytes) and `cq`
+    /// (`entries * 16` bytes) with doorbell stride `dstrd`.
+    pub fn new(qid: u16, entries: u16, sq: D, cq: D, dstrd: u32) -> Result<Self, DmaError> {
+        let n = usize::from(entries);
+        if entries < 2 || sq.len() < n * SQE_SIZE || cq.len() < n * CQE_SIZE {
+            return Err(DmaError::OutOfBounds);
+        }
+        let mut qp = QueuePair {
+            qid,
+            entries,
+            sq,
+            cq,
+            sq_tail: 0,
+            sq_head: 0,
+            cq_head: 0,
+            phase: true,
+            sq_doorbell: sq_tail_doorbell(qid, dstrd),
+            cq_doorbell: cq_head_doorbell(qid, dstrd),
+        };
+        qp.reset()?;
+        Ok(qp)
+    }
+    /// Back to the just-created state: empty rings, phase 1. Used when the
+    /// controller forgets the queue (creation and reset).
+    pub fn reset(&mut self) -> Result<(), DmaError> {
+        self.cq.fill(0, usize::from(self.entries) * CQE_SIZE, 0)?;
+        self.sq_tail = 0;
+        self.sq_head = 0;
+        self.cq_head = 0;
+        self.phase = true;
+        Ok(())
+    }
+    /// Queue id.
+    pub fn qid(&self) -> u16 {
+        self.qid
+    }
+    /// Ring size in entries.
+    pub fn entries(&self) -> u16 {
+        self.entries
+    }
+    /// Bus address of the SQ ring.
+    pub fn sq_iova(&self) -> u64 {
+        self.sq.iova().0
+    }
+    /// Bus address of the CQ ring.
+    pub fn cq_iova(&self) -> u64 {
+        self.cq.iova().0
+    }
+    fn next(&self, i: u16) -> u16 {
+        if i + 1 >= self.entries {
+            0
+        } else {
+            i + 1
+        }
+    }
+    /// True when the SQ has no free entry (by the last reported head).
+    pub fn sq_full(&self) -> bool {
+        self.next(self.sq_tail) == self.sq_head
+    }
+    /// Copies `sqe` into the tail slot and rings the tail doorbell. The
+    /// Release fence orders the entry's bytes before the doorbell write, so
+    /// the controller never fetches a half-written entry.
+    pub fn submit<R: Registers + ?Sized>(
+        &mut self,
+        regs: &R,
+        sqe: &SubmissionEntry,
+    ) -> Result<(), DmaError> {
+        if self.sq_full() {
+            return Err(DmaError::NoMemory);
+        }
+        let off = usize::from(self.sq_tail) * SQE_SIZE;
+        self.sq.write(off, &sqe.to_bytes())?;
+        self.sq_tail = self.next(self.sq_tail);
+        fence(Ordering::Release);
+        regs.write32(self.sq_doorbell, u32::from(self.sq_tail));
+        Ok(())
+    }
+    /// True if `head` lies in the window the controller may report: from
+    /// the last reported head up to the tail, inclusive.
+    fn head_in_window(&self, head: u16) -> bool {
+        if head >= self.entries {
+            return false;
+        }
+        let n = u32::from(self.entries);
+        let dist = |a: u16, b: u16| (u32::from(b) + n - u32::from(a)) % n;
+        dist(self.sq_head, head) <= dist(self.sq_head, self.sq_tail)
+    }
+    /// Pops the next new completion, if any. The status dword is read first
+    /// (with Acquire ordering in the DMA implementation) and the rest of the
+    /// entry only after its phase says it is new. The entry's SQ id and SQ
+    /// head are validated; the caller validates the command id.
+    pub fn pop(&mut self) -> Result<Option<CompletionEntry>, ProtocolError> {
+        let off = usize::from(self.cq_head) * CQE_SIZE;
+        let dw3 = self.cq.read_u32(off + CQE_DW3)?;
+        if (dw3 & (1 << 16) != 0) != self.phase {
+            return Ok(None);
+        }
+        fence(Ordering::Acquire);
+        let mut b = [0u8; CQE_SIZE];
+        self.cq.read(off, &mut b)?;
+        let mut e = CompletionEntry::from_bytes(&b);
+        e.dw3 = dw3;
+        self.cq_head = self.next(self.cq_head);
+        if self.cq_head == 0 {
+            self.phase = !self.phase;
+        }
+        if e.sq_id() != self.qid {
+            return Err(ProtocolError::WrongSqId(e.sq_id()));
+        }
+        if !self.head_in_window(e.sq_head()) {
+            return Err(ProtocolError::BadSqHead(e.sq_head()));
+        }
+        self.sq_head = e.sq_head();
+        Ok(Some(e))
+    }
+    /// Tells the controller the CQ entries up to the head are consumed.
+    pub fn ring_cq<R: Registers + ?Sized>(&self, regs: &R) {
+        regs.write32(self.cq_doorbell, u32::from(self.cq_head));
+    }
+    /// Current CQ phase the host expects (for tests).
+    pub fn phase(&self) -> bool {
+        self.phase
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hal::fake::{RecordingRegs, VecRegion};
+    use crate::spec::status::Status;
+
+    fn pair(entries: u16) -> QueuePair<VecRegion> {
+        let n = usize::from(entries);
+        let sq = VecRegion::new(n * SQE_SIZE, 0x10000);
+        let cq = VecRegion::new(n * CQE_SIZE, 0x20000);
+        QueuePair::new(1, entries, sq, cq, 0).unwrap()
+    }
+
+    /// Plays the device: posts a completion at CQ slot `slot`.
+    fn post(qp: &QueuePair<VecRegion>, slot: u16, cid: u16, sq_head: u16, phase: bool) {
+        let e = CompletionEntry::new(0, sq_head, 1, cid, phase, Status::SUCCESS);
+        qp.cq
+            .write(usize::from(slot) * CQE_SIZE, &e.to_bytes())
+            .unwrap();
+    }
+
+    #[test]
+    fn cid_pool_exhausts_and_catches_bad_releases() {
+        let mut pool = CidPool::new(3);
+        let ids: Vec<u16> = (0..3).map(|_| pool.alloc().unwrap()).collect();
+        assert_eq!(ids, [0, 1, 2]);
+        assert_eq!(pool.alloc(), None);
+        assert!(pool.release(1));
+        assert!(!pool.release(1), "duplicate completion");
+        assert!(!pool.release(7), "unknown id");
+        assert_eq!(pool.alloc(), Some(1));
+        assert_eq!(pool.in_use(), 3);
+    }
+
+    #[test]
+    fn submit_writes_the_entry_before_ringing_the_tail_doorbell() {
+        let regs = RecordingRegs::default();
+        let mut qp = pair(4);
+        for i in 0..3u16 {
+            let mut e = SubmissionEntry::flush(1);
+            e.set_cid(i);
+            qp.submit(&regs, &e).unwrap();
+            let mut b = [0u8; SQE_SIZE];
+            qp.sq.read(usize::from(i) * SQE_SIZE, &mut b).unwrap();
+            assert_eq!(SubmissionEntry::from_bytes(&b), e);
+        }
+        assert!(qp.sq_full());
+        assert!(qp.submit(&regs, &SubmissionEntry::flush(1)).is_err());
+        let w = regs.writes.lock().clone();
+        assert_eq!(w, [(0x1008, 1), (0x1008, 2), (0x1008, 3)]);
+    }
+
+    #[test]
+    fn phase_tag_wraps_and_stale_entries_are_ignored() {
+        let regs = RecordingRegs::default();
+        let mut qp = pair(4);
+        let mut cid = 0;
+        for round in 0..5u32 {
+            let phase = round % 2 == 0;
+            for slot in 0..4u16 {
+                // Keep the SQ window honest: submit, then complete.
+                qp.submit(&regs, &SubmissionEntry::flush(1)).unwrap();
+                let head = qp.sq_tail;
+                assert_eq!(qp.pop().unwrap(), None, "nothing new yet");
+                post(&qp, slot, cid, head, phase);
+                let e = qp.pop().unwrap().unwrap();
+                assert_eq!(e.cid(), cid);
+                cid += 1;
+            }
+            assert_eq!(qp.phase(), !phase, "phase flips after each pass");
+        }
+        qp.ring_cq(&regs);
+        assert_eq!(regs.writes.lock().last(), Some(&(0x100c, 0)));
+    }
+
+    #[test]
+    fn completions_are_checked_against_the_queue() {
+        let regs = RecordingRegs::default();
+        let mut qp = pair(8);
+        qp.submit(&regs, &SubmissionEntry::flush(1)).unwrap();
+        post(&qp, 0, 0, 9, true);
+        assert_eq!(qp.pop(), Err(ProtocolError::BadSqHead(9)));
+        let mut qp = pair(8);
+        qp.submit(&regs, &SubmissionEntry::flush(1)).unwrap();
+        // Head beyond the tail: the device claims to have fetched more
+        // than was submitted.
+        post(&qp, 0, 0, 3, true);
+        assert_eq!(qp.pop(), Err(ProtocolError::BadSqHead(3)));
+        let mut qp = pair(8);
+        let e = CompletionEntry::new(0, 0, 2, 0, true, Status::SUCCESS);
+        qp.cq.write(0, &e.to_bytes()).unwrap();
+        assert_eq!(qp.pop(), Err(ProtocolError::WrongSqId(2)));
+    }
+
+    #[test]
+    fn random_completion_rings_never_panic() {
+        let regs = RecordingRegs::default();
+        let mut x: u64 = 0x1234_5678_9abc_def1;
+        for _ in 0..200 {
+            let mut qp = pair(8);
+            for _ in 0..5 {
+                qp.submit(&regs, &SubmissionEntry::flush(1)).unwrap();
+            }
+            let mut junk = [0u8; 8 * CQE_SIZE];
+            for b in junk.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            qp.cq.write(0, &junk).unwrap();
+            let mut pool = CidPool::new(7);
+            for _ in 0..20 {
+                if let Ok(Some(e)) = qp.pop() {
+                    let _ = pool.release(e.cid());
+                }
+            }
+        }
+    }
+}

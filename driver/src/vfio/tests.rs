@@ -1,0 +1,207 @@
+//! The setup sequence against a double of the VFIO system calls.
+
+use alloc::string::{String, ToString};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use std::sync::Mutex;
+
+use super::mapping::Mapping;
+use super::sys::{Errno, Fd, GroupStatus, LinuxSys, RegionInfo, VfioSys};
+use super::*;
+use crate::hal::{DmaAllocator, DmaRegion, Registers};
+
+const CONFIG_OFFSET: u64 = 0x7_0000_0000;
+
+#[derive(Debug)]
+struct Fake {
+    calls: Mutex<Vec<String>>,
+    config: Mutex<Vec<u8>>,
+    next_fd: Mutex<Fd>,
+    not_viable: bool,
+    bar_size: u64,
+}
+
+impl Fake {
+    fn new() -> Arc<Fake> {
+        Fake::with(false, 0x4000)
+    }
+    fn with(not_viable: bool, bar_size: u64) -> Arc<Fake> {
+        Arc::new(Fake {
+            calls: Mutex::new(Vec::new()),
+            config: Mutex::new(alloc::vec![0; 256]),
+            next_fd: Mutex::new(10),
+            not_viable,
+            bar_size,
+        })
+    }
+    fn log(&self, s: String) {
+        self.calls.lock().unwrap().push(s);
+    }
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl VfioSys for Fake {
+    fn open(&self, path: &str) -> Result<Fd, Errno> {
+        let mut n = self.next_fd.lock().unwrap();
+        *n += 1;
+        self.log(format!("open {path} -> {}", *n));
+        Ok(*n)
+    }
+    // The double owns no descriptors, so its `close` only records.
+    #[allow(unsafe_code)]
+    unsafe fn close(&self, fd: Fd) {
+        self.log(format!("close {fd}"));
+    }
+    fn readlink(&self, path: &str) -> Result<String, Errno> {
+        self.log(format!("readlink {path}"));
+        Ok("../../../kernel/iommu_groups/7".to_string())
+    }
+    fn ioctl_value(&self, fd: Fd, request: u64, arg: u64) -> Result<i32, Errno> {
+        self.log(format!("ioctl {fd} {request:#x} {arg}"));
+        Ok(if request == sys::req::CHECK_EXTENSION {
+            1
+        } else {
+            0
+        })
+    }
+    fn group_status(&self, group: Fd) -> Result<GroupStatus, Errno> {
+        self.log(format!("group_status {group}"));
+        Ok(GroupStatus {
+            argsz: 8,
+            flags: if self.not_viable { 0 } else { 1 },
+        })
+    }
+    fn set_container(&self, group: Fd, container: Fd) -> Result<(), Errno> {
+        self.log(format!("set_container {group} {container}"));
+        Ok(())
+    }
+    fn device_fd(&self, group: Fd, name: &str) -> Result<Fd, Errno> {
+        self.log(format!("device_fd {group} {name}"));
+        Ok(99)
+    }
+    fn region_info(&self, device: Fd, index: u32) -> Result<RegionInfo, Errno> {
+        self.log(format!("region_info {device} {index}"));
+        Ok(match index {
+            sys::CONFIG_REGION => RegionInfo {
+                argsz: 32,
+                flags: 3,
+                index,
+                cap_offset: 0,
+                size: 256,
+                offset: CONFIG_OFFSET,
+            },
+            _ => RegionInfo {
+                argsz: 32,
+                flags: 7,
+                index,
+                cap_offset: 0,
+                size: self.bar_size,
+                offset: 0,
+            },
+        })
+    }
+    fn pread(&self, _fd: Fd, buf: &mut [u8], offset: u64) -> Result<(), Errno> {
+        let at = (offset - CONFIG_OFFSET) as usize;
+        buf.copy_from_slice(&self.config.lock().unwrap()[at..at + buf.len()]);
+        Ok(())
+    }
+    fn pwrite(&self, _fd: Fd, buf: &[u8], offset: u64) -> Result<(), Errno> {
+        let at = (offset - CONFIG_OFFSET) as usize;
+        self.config.lock().unwrap()[at..at + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+    fn map_fd(&self, fd: Fd, offset: u64, len: usize) -> Result<Mapping, Errno> {
+        self.log(format!("map_fd {fd} {offset} {len}"));
+        LinuxSys.map_anon(len)
+    }
+    fn map_anon(&self, len: usize) -> Result<Mapping, Errno> {
+        LinuxSys.map_anon(len)
+    }
+    fn dma_map(&self, container: Fd, map: &Mapping, iova: u64) -> Result<(), Errno> {
+        self.log(format!("dma_map {container} {iova:#x} {}", map.len()));
+        Ok(())
+    }
+    fn dma_unmap(&self, container: Fd, iova: u64, size: u64) -> Result<(), Errno> {
+        self.log(format!("dma_unmap {container} {iova:#x} {size}"));
+        Ok(())
+    }
+}
+
+#[test]
+fn setup_follows_the_container_group_device_sequence() {
+    let fake = Fake::new();
+    fake.config.lock().unwrap()[4] = 0x01; // I/O space already on
+    let (bar, dma) = open_with(fake.clone(), "0000:00:04.0").unwrap();
+    let calls = fake.calls();
+    let want = [
+        "readlink /sys/bus/pci/devices/0000:00:04.0/iommu_group".to_string(),
+        "open /dev/vfio/vfio -> 11".to_string(),
+        format!("ioctl 11 {:#x} 0", sys::req::GET_API_VERSION),
+        format!("ioctl 11 {:#x} 1", sys::req::CHECK_EXTENSION),
+        "open /dev/vfio/7 -> 12".to_string(),
+        "group_status 12".to_string(),
+        "set_container 12 11".to_string(),
+        format!("ioctl 11 {:#x} 1", sys::req::SET_IOMMU),
+        "device_fd 12 0000:00:04.0".to_string(),
+        "region_info 99 7".to_string(),
+        "region_info 99 0".to_string(),
+        "map_fd 99 0 16384".to_string(),
+    ];
+    assert_eq!(calls, want);
+    assert_eq!(
+        fake.config.lock().unwrap()[4],
+        0x07,
+        "memory + bus master on"
+    );
+    // The BAR mapping is bounds-checked.
+    assert_eq!(bar.len(), 0x4000);
+    bar.write32(0x14, 1);
+    assert_eq!(bar.read32(0x14), 1);
+    assert_eq!(bar.read32(0x4000), u32::MAX);
+    assert_eq!(bar.read32(0x13), u32::MAX);
+    bar.write32(usize::MAX, 5);
+    // DMA regions are mapped above 4 GiB and unmapped on drop.
+    let r = dma.alloc(100).unwrap();
+    assert_eq!(r.iova().0, 1 << 32);
+    assert_eq!(r.len(), 4096);
+    r.write_u32(12, 0xabcd).unwrap();
+    assert_eq!(r.read_u32(12).unwrap(), 0xabcd);
+    let r2 = dma.alloc(8192).unwrap();
+    assert_eq!(r2.iova().0, (1 << 32) + 8192);
+    drop(r);
+    drop(r2);
+    drop(bar);
+    drop(dma);
+    let tail: Vec<String> = fake.calls()[want.len()..].to_vec();
+    assert_eq!(tail[0], "dma_map 11 0x100000000 4096");
+    assert!(tail.contains(&"dma_unmap 11 0x100000000 4096".to_string()));
+    for fd in [99, 12, 11] {
+        assert!(tail.contains(&format!("close {fd}")), "fd {fd} closed");
+    }
+}
+
+#[test]
+fn setup_refuses_bad_input_and_closes_what_it_opened() {
+    let fake = Fake::new();
+    assert_eq!(
+        open_with(fake.clone(), "../../etc/pw").err(),
+        Some(VfioError::BadAddress)
+    );
+    assert!(fake.calls().is_empty());
+    let fake = Fake::with(true, 0x4000);
+    assert_eq!(
+        open_with(fake.clone(), "0000:00:04.0").err(),
+        Some(VfioError::NotViable)
+    );
+    let calls = fake.calls();
+    assert!(calls.contains(&"close 11".to_string()));
+    assert!(calls.contains(&"close 12".to_string()));
+    let fake = Fake::with(false, 0x100);
+    assert_eq!(
+        open_with(fake.clone(), "0000:00:04.0").err(),
+        Some(VfioError::Bar0)
+    );
+    assert!(fake.calls().contains(&"close 99".to_string()));
+}

@@ -1,0 +1,132 @@
+//! Byte-level access to memory shared with a device, viewed as atomic
+//! 64-bit words.
+//!
+//! Memory that a device (or another thread) may touch at any moment cannot
+//! be copied with plain loads and stores without a data race; atomic words
+//! make every access well defined. Whole words are loaded with Acquire and
+//! stored with Release, so a completion's status dword written last is
+//! seen only after the rest of the entry. A write that covers part of a
+//! word is a compare-and-swap on that word: callers must not do partial
+//! writes to words the device may be writing at the same time (the driver
+//! writes whole entries, whole PRP words, and frames it owns).
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::hal::DmaError;
+
+/// `len` bytes over `words` (`words.len() * 8 >= len`).
+#[derive(Clone, Copy, Debug)]
+pub struct WordView<'a> {
+    words: &'a [AtomicU64],
+    len: usize,
+}
+
+impl<'a> WordView<'a> {
+    /// A view of the first `len` bytes of `words` (clipped to their size).
+    pub fn new(words: &'a [AtomicU64], len: usize) -> WordView<'a> {
+        WordView {
+            words,
+            len: len.min(words.len().saturating_mul(8)),
+        }
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True if empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    fn check(&self, offset: usize, n: usize) -> Result<(), DmaError> {
+        match offset.checked_add(n) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(DmaError::OutOfBounds),
+        }
+    }
+    fn word(&self, index: usize) -> Result<&'a AtomicU64, DmaError> {
+        self.words.get(index).ok_or(DmaError::OutOfBounds)
+    }
+    /// Copies bytes out.
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
+        self.check(offset, dst.len())?;
+        let mut done = 0;
+        while done < dst.len() {
+            let pos = offset + done;
+            let (w, b) = (pos / 8, pos % 8);
+            let n = (8 - b).min(dst.len() - done);
+            let bytes = self.word(w)?.load(Ordering::Acquire).to_le_bytes();
+            dst[done..done + n].copy_from_slice(&bytes[b..b + n]);
+            done += n;
+        }
+        Ok(())
+    }
+    /// Copies bytes in.
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
+        self.check(offset, src.len())?;
+        let mut done = 0;
+        while done < src.len() {
+            let pos = offset + done;
+            let (w, b) = (pos / 8, pos % 8);
+            let n = (8 - b).min(src.len() - done);
+            let word = self.word(w)?;
+            if n == 8 {
+                let mut v = [0u8; 8];
+                v.copy_from_slice(&src[done..done + 8]);
+                word.store(u64::from_le_bytes(v), Ordering::Release);
+            } else {
+                let part = &src[done..done + n];
+                let _ = word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                    let mut bytes = old.to_le_bytes();
+                    bytes[b..b + n].copy_from_slice(part);
+                    Some(u64::from_le_bytes(bytes))
+                });
+            }
+            done += n;
+        }
+        Ok(())
+    }
+    /// Sets a run of bytes.
+    pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
+        self.check(offset, len)?;
+        let chunk = [byte; 256];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(chunk.len());
+            self.write(offset + done, &chunk[..n])?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    #[test]
+    fn bytes_round_trip_at_any_alignment() {
+        let words: Vec<AtomicU64> = (0..13).map(|_| AtomicU64::new(0)).collect();
+        let m = WordView::new(&words, 100);
+        assert_eq!(m.len(), 100);
+        let src: Vec<u8> = (0..37).collect();
+        m.write(5, &src).unwrap();
+        let mut dst = vec![0u8; 37];
+        m.read(5, &mut dst).unwrap();
+        assert_eq!(dst, src);
+        let mut one = [0u8; 1];
+        m.read(4, &mut one).unwrap();
+        assert_eq!(one, [0]);
+        assert_eq!(m.read(90, &mut dst), Err(DmaError::OutOfBounds));
+        assert_eq!(m.write(usize::MAX, &src), Err(DmaError::OutOfBounds));
+        m.fill(0, 100, 0xee).unwrap();
+        m.read(60, &mut dst).unwrap();
+        assert!(dst.iter().all(|&b| b == 0xee));
+        assert_eq!(
+            WordView::new(&words, 1000).len(),
+            104,
+            "clipped to the words"
+        );
+    }
+}

@@ -1,0 +1,112 @@
+//! Helpers shared by the hosted tests: a fake clock and a synchronous
+//! "submit and wait" on top of the polled queue.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use pollfs_core::dev::{BlockDevice, Command, Completion, DevError, DeviceQueue, FrameArena, Tag};
+use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
+use pollfs_driver::emu::{EmuConfig, EmuController, EmulatedDevice};
+use pollfs_driver::{DriverConfig, NvmeDevice};
+
+/// A clock that advances 1 ms every time it is read, so blocking admin
+/// waits always reach their deadline without real time passing.
+pub fn ticking_clock() -> impl Fn() -> Nanos + Send + Sync + 'static {
+    let t = Arc::new(AtomicU64::new(0));
+    move || Nanos(t.fetch_add(1_000_000, Ordering::Relaxed))
+}
+
+/// An emulated device with the given shapes.
+pub fn device(
+    emu: EmuConfig,
+    config: DriverConfig,
+    frames: u32,
+) -> (EmulatedDevice, Arc<EmuController>) {
+    NvmeDevice::emulated_with(emu, config, frames, ticking_clock()).unwrap()
+}
+
+/// Polls at `now` until `tag` completes (other completions are collected
+/// into `others`), up to a bounded number of polls.
+pub fn wait_at<Q: DeviceQueue>(q: &mut Q, tag: Tag, now: Nanos) -> Option<Result<(), DevError>> {
+    for _ in 0..100 {
+        let mut found = None;
+        q.poll(now, usize::MAX, &mut |c: Completion| {
+            if c.tag == tag {
+                found = Some(c.result);
+            }
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// Submits and waits at time zero.
+pub fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevError> {
+    let tag = q.submit(&c)?;
+    wait_at(q, tag, Nanos(0)).expect("command did not complete")
+}
+
+/// Fills frames with a pattern that depends on `seed` and the byte index.
+pub fn pattern<F: FrameArena>(arena: &F, frames: &[FrameId], seed: u64) {
+    for (i, &f) in frames.iter().enumerate() {
+        let page: Vec<u8> = (0..PAGE_SIZE)
+            .map(|b| (seed.wrapping_mul(31) as usize ^ (i * 7 + b * 13) ^ (b >> 8)) as u8)
+            .collect();
+        arena.write(f, 0, &page);
+    }
+}
+
+/// Reads frames back into one buffer.
+pub fn contents<F: FrameArena>(arena: &F, frames: &[FrameId]) -> Vec<u8> {
+    let mut out = vec![0u8; frames.len() * PAGE_SIZE];
+    for (i, &f) in frames.iter().enumerate() {
+        arena.read(f, 0, &mut out[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]);
+    }
+    out
+}
+
+/// Writes `n` patterned frames at `lba`, reads them into other frames,
+/// and checks both the frames and the medium.
+pub fn write_read_check(
+    dev: &EmulatedDevice,
+    emu: &EmuController,
+    q: &mut <EmulatedDevice as BlockDevice>::Queue,
+    lba: u64,
+    n: u32,
+    seed: u64,
+) {
+    let src: Vec<FrameId> = (0..n).map(FrameId).collect();
+    let dst: Vec<FrameId> = (n..2 * n).map(FrameId).collect();
+    pattern(dev.frames(), &src, seed);
+    run(
+        q,
+        Command::Write {
+            lba: Lba(lba),
+            frames: &src,
+            fua: false,
+        },
+    )
+    .unwrap();
+    run(
+        q,
+        Command::Read {
+            lba: Lba(lba),
+            frames: &dst,
+        },
+    )
+    .unwrap();
+    let want = contents(dev.frames(), &src);
+    assert_eq!(contents(dev.frames(), &dst), want, "lba {lba} n {n}");
+    let mut medium = vec![0u8; want.len()];
+    emu.read_medium(lba * u64::from(dev_block_size(dev)), &mut medium);
+    assert_eq!(medium, want, "medium at lba {lba} n {n}");
+}
+
+/// The device's logical block size.
+pub fn dev_block_size(dev: &EmulatedDevice) -> u32 {
+    dev.geometry().block_size
+}
