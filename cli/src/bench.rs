@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use pollfs_core::dev::file::FileDevice;
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::{Config, Fs};
+use pollfs_core::Fs;
+use pollfs_driver::NvmeDevice;
 
 /// Options of `pollfs bench`.
 #[derive(clap::Args, Debug)]
@@ -31,8 +32,9 @@ pub struct Args {
     /// Percentage of reads in the mix.
     #[arg(long, default_value_t = 50)]
     read_pct: u64,
-    /// Device: `ram` (memory-backed) or `file:PATH`.
-    #[arg(long, default_value = "ram")]
+    /// Device: `emu` (the emulated NVMe controller, driven by the real
+    /// driver), `ram` (memory-backed, no driver) or `file:PATH`.
+    #[arg(long, default_value = "emu")]
     device: String,
     /// Directory for the kernel baseline's file (tmpfs by default).
     #[arg(long, default_value = "/dev/shm")]
@@ -101,7 +103,9 @@ fn drive<S: Sync>(
         stop.store(true, Ordering::Relaxed);
         let mut total = 0;
         for h in handles {
-            total += h.join().map_err(|_| "a bench thread panicked".to_string())??;
+            total += h
+                .join()
+                .map_err(|_| "a bench thread panicked".to_string())??;
         }
         Ok::<u64, String>(total)
     })?;
@@ -113,12 +117,11 @@ fn run_pollfs<D: BlockDevice>(args: &Args, dev: D, file_lock: bool) -> Result<Ro
     let pages = u32::try_from(size / 4096).map_err(|_| "file too large")?;
     // The whole file fits in the cache and may be dirty, as in the kernel
     // baseline, whose dirty limits are far above this file's size.
-    let config = Config {
+    let config = pollfs_core::Config {
         cache_pages: pages + 64,
         dirty_limit_pages: pages,
         file_lock,
-        idle: std::thread::yield_now,
-        ..Config::default()
+        ..pollfs_core::hosted::config()
     };
     let fs = Fs::new(dev, config).map_err(|e| e.to_string())?;
     {
@@ -146,7 +149,11 @@ fn run_pollfs<D: BlockDevice>(args: &Args, dev: D, file_lock: bool) -> Result<Ro
         Ok(n)
     })?;
     let engine = if file_lock { "pollfs-locked" } else { "pollfs" };
-    Ok(Row { engine: engine.into(), ops, secs })
+    Ok(Row {
+        engine: engine.into(),
+        ops,
+        secs,
+    })
 }
 
 fn run_kernel(args: &Args, dir: &Path) -> Result<Row, String> {
@@ -168,7 +175,8 @@ fn run_kernel(args: &Args, dir: &Path) -> Result<Row, String> {
         let mut n = 0;
         while let Some((is_read, off)) = next() {
             if is_read {
-                file.read_exact_at(&mut buf, off).map_err(|e| e.to_string())?;
+                file.read_exact_at(&mut buf, off)
+                    .map_err(|e| e.to_string())?;
             } else {
                 file.write_all_at(&buf, off).map_err(|e| e.to_string())?;
             }
@@ -178,7 +186,11 @@ fn run_kernel(args: &Args, dir: &Path) -> Result<Row, String> {
     });
     let _ = std::fs::remove_file(&path);
     let (ops, secs) = result?;
-    Ok(Row { engine: format!("kernel ({})", dir.display()), ops, secs })
+    Ok(Row {
+        engine: format!("kernel ({})", dir.display()),
+        ops,
+        secs,
+    })
 }
 
 fn device_run(args: &Args, file_lock: bool) -> Result<Row, String> {
@@ -186,20 +198,35 @@ fn device_run(args: &Args, file_lock: bool) -> Result<Row, String> {
     let frames = u32::try_from(size / 4096 + 64).map_err(|_| "file too large")?;
     let bytes = size + (16 << 20);
     match args.device.as_str() {
-        "ram" => run_pollfs(args, RamDevice::new(bytes, 4096, frames).map_err(|e| e.to_string())?, file_lock),
+        "emu" => {
+            let dev = NvmeDevice::emulated(bytes, 4096, frames).map_err(|e| e.to_string())?;
+            run_pollfs(args, dev, file_lock)
+        }
+        "ram" => run_pollfs(
+            args,
+            RamDevice::new(bytes, 4096, frames).map_err(|e| e.to_string())?,
+            file_lock,
+        ),
         other => match other.strip_prefix("file:") {
             Some(path) => {
-                let dev = FileDevice::open(Path::new(path), bytes, frames).map_err(|e| format!("{path}: {e}"))?;
+                let dev = FileDevice::open(Path::new(path), bytes, frames)
+                    .map_err(|e| format!("{path}: {e}"))?;
                 run_pollfs(args, dev, file_lock)
             }
-            None => Err(format!("unknown device '{other}' (use ram or file:PATH)")),
+            None => Err(format!(
+                "unknown device '{other}' (use emu, ram or file:PATH)"
+            )),
         },
     }
 }
 
 /// Runs the bench and prints the table.
 pub fn run(args: &Args) -> Result<(), String> {
-    if args.bs == 0 || args.bs as u64 > args.size_mib << 20 || args.threads == 0 || args.read_pct > 100 {
+    if args.bs == 0
+        || args.bs as u64 > args.size_mib << 20
+        || args.threads == 0
+        || args.read_pct > 100
+    {
         return Err("need bs > 0, bs <= file size, threads > 0 and read_pct <= 100".into());
     }
     println!(
@@ -209,11 +236,18 @@ pub fn run(args: &Args) -> Result<(), String> {
     let mut rows = vec![device_run(args, false)?];
     if !args.pollfs_only {
         rows.push(device_run(args, true)?);
-        let dir = if args.kernel_dir.is_dir() { args.kernel_dir.clone() } else { std::env::temp_dir() };
+        let dir = if args.kernel_dir.is_dir() {
+            args.kernel_dir.clone()
+        } else {
+            std::env::temp_dir()
+        };
         rows.push(run_kernel(args, &dir)?);
     }
     let base = rows.last().map_or(1.0, Row::iops);
-    println!("{:<22} {:>14} {:>12} {:>12}", "engine", "IOPS", "MiB/s", "vs last row");
+    println!(
+        "{:<22} {:>14} {:>12} {:>12}",
+        "engine", "IOPS", "MiB/s", "vs last row"
+    );
     for r in &rows {
         println!(
             "{:<22} {:>14.0} {:>12.1} {:>11.2}x",

@@ -5,7 +5,11 @@ mod bench;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "pollfs", version, about = "A user-space file engine for NVMe, polled, with no kernel on the data path")]
+#[command(
+    name = "pollfs",
+    version,
+    about = "A user-space file engine for NVMe, polled, with no kernel on the data path"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

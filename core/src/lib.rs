@@ -34,6 +34,8 @@ pub mod cache;
 pub mod dev;
 pub mod error;
 pub mod fs;
+#[cfg(feature = "std")]
+pub mod hosted;
 pub mod lock;
 #[cfg(feature = "mutants")]
 pub mod mutants;

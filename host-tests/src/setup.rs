@@ -3,15 +3,28 @@
 use pollfs_core::dev::fault::{FaultPlan, FaultyDevice};
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::{Config, Fs};
+use pollfs_driver::{EmulatedDevice, NvmeDevice};
 
 /// A hosted configuration: waiting threads yield the CPU instead of
 /// spinning, which matters when tests run more threads than cores.
 pub fn config(cache_pages: u32) -> Config {
     Config {
         cache_pages,
-        idle: std::thread::yield_now,
-        ..Config::default()
+        ..pollfs_core::hosted::config()
     }
+}
+
+/// A filesystem on the emulated NVMe controller, driven by the real driver,
+/// wrapped in a fault plan.
+pub fn faulty_nvme_fs(
+    bytes: u64,
+    block_size: u32,
+    cache_pages: u32,
+) -> (Fs<FaultyDevice<EmulatedDevice>>, FaultPlan) {
+    let nvme = NvmeDevice::emulated(bytes, block_size, cache_pages).expect("emulated nvme");
+    let plan = FaultPlan::new();
+    let fs = Fs::new(FaultyDevice::new(nvme, plan.clone()), config(cache_pages)).expect("mount");
+    (fs, plan)
 }
 
 /// A filesystem on a RAM device of `bytes` bytes with `block_size`-byte

@@ -7,12 +7,15 @@ use pollfs_core::dev::{BlockDevice, CommandKind, DevError};
 use pollfs_core::{Error, Fs};
 use pollfs_host_tests::model::{pattern, ModelFile};
 use pollfs_host_tests::rng::Rng;
-use pollfs_host_tests::setup::faulty_fs;
+use pollfs_host_tests::setup::{faulty_fs, faulty_nvme_fs};
 
 const FILES: usize = 3;
 
 struct Case {
     seed: u64,
+    /// Run on the emulated NVMe controller through the real driver instead
+    /// of the RAM device.
+    nvme: bool,
     steps: usize,
     block_size: u32,
     cache_pages: u32,
@@ -71,7 +74,16 @@ fn check_read<D: BlockDevice>(
 
 /// Runs one case; returns how many device commands were failed on purpose.
 fn run(case: Case) -> u64 {
-    let (fs, plan) = faulty_fs(64 << 20, case.block_size, case.cache_pages);
+    if case.nvme {
+        let (fs, plan) = faulty_nvme_fs(64 << 20, case.block_size, case.cache_pages);
+        run_on(&fs, &plan, &case)
+    } else {
+        let (fs, plan) = faulty_fs(64 << 20, case.block_size, case.cache_pages);
+        run_on(&fs, &plan, &case)
+    }
+}
+
+fn run_on<D: BlockDevice>(fs: &Fs<D>, plan: &FaultPlan, case: &Case) -> u64 {
     let session = fs.session().unwrap();
     let names: Vec<String> = (0..FILES).map(|i| format!("file{i}")).collect();
     let mut models = vec![ModelFile::default(); FILES];
@@ -85,7 +97,7 @@ fn run(case: Case) -> u64 {
         let m = &mut models[which];
         let size = m.data.len() as u64;
         if case.faults {
-            arm_fault(&mut rng, &plan);
+            arm_fault(&mut rng, plan);
         }
         let op = rng.below(100);
         let ctx = format!("seed {} step {step} file {which} size {size}", case.seed);
@@ -213,6 +225,7 @@ fn model_large_cache_4k_blocks() {
     for seed in 0..6 {
         run(Case {
             seed,
+            nvme: false,
             steps: steps(),
             block_size: 4096,
             cache_pages: 4096,
@@ -227,6 +240,7 @@ fn model_tiny_cache_512_blocks_evicts_and_writes_back_under_pressure() {
     for seed in 100..106 {
         run(Case {
             seed,
+            nvme: false,
             steps: steps(),
             block_size: 512,
             cache_pages: 24,
@@ -242,6 +256,7 @@ fn model_with_injected_device_errors() {
     for seed in 200..208 {
         injected += run(Case {
             seed,
+            nvme: false,
             steps: steps(),
             block_size: 4096,
             cache_pages: 64,
@@ -326,5 +341,20 @@ fn steps() -> usize {
         60_000
     } else {
         5_000
+    }
+}
+
+#[test]
+fn model_on_the_emulated_nvme_controller() {
+    for (seed, block_size) in [(300, 512), (301, 4096)] {
+        run(Case {
+            seed,
+            nvme: true,
+            steps: steps() / 2,
+            block_size,
+            cache_pages: 48,
+            max_file: 1 << 19,
+            faults: seed == 301,
+        });
     }
 }
