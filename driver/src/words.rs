@@ -50,40 +50,78 @@ impl<'a> WordView<'a> {
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.check(offset, dst.len())?;
         let mut done = 0;
+        // Partial first word, then whole words in one bounds-checked slice
+        // (a tight loop of plain loads), then the partial last word.
+        while done < dst.len() && (offset + done) % 8 != 0 {
+            done += self.read_part(offset + done, &mut dst[done..])?;
+        }
+        let whole = (dst.len() - done) / 8;
+        let first = (offset + done) / 8;
+        let words = self
+            .words
+            .get(first..first + whole)
+            .ok_or(DmaError::OutOfBounds)?;
+        for (w, d) in words
+            .iter()
+            .zip(dst[done..done + whole * 8].chunks_exact_mut(8))
+        {
+            d.copy_from_slice(&w.load(Ordering::Acquire).to_le_bytes());
+        }
+        done += whole * 8;
         while done < dst.len() {
-            let pos = offset + done;
-            let (w, b) = (pos / 8, pos % 8);
-            let n = (8 - b).min(dst.len() - done);
-            let bytes = self.word(w)?.load(Ordering::Acquire).to_le_bytes();
-            dst[done..done + n].copy_from_slice(&bytes[b..b + n]);
-            done += n;
+            done += self.read_part(offset + done, &mut dst[done..])?;
         }
         Ok(())
+    }
+    /// Copies out the bytes of one word from `pos`; returns how many.
+    fn read_part(&self, pos: usize, dst: &mut [u8]) -> Result<usize, DmaError> {
+        let (w, b) = (pos / 8, pos % 8);
+        let n = (8 - b).min(dst.len());
+        let bytes = self.word(w)?.load(Ordering::Acquire).to_le_bytes();
+        dst[..n].copy_from_slice(&bytes[b..b + n]);
+        Ok(n)
     }
     /// Copies bytes in.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.check(offset, src.len())?;
         let mut done = 0;
+        while done < src.len() && (offset + done) % 8 != 0 {
+            done += self.write_part(offset + done, &src[done..])?;
+        }
+        let whole = (src.len() - done) / 8;
+        let first = (offset + done) / 8;
+        let words = self
+            .words
+            .get(first..first + whole)
+            .ok_or(DmaError::OutOfBounds)?;
+        for (w, s) in words
+            .iter()
+            .zip(src[done..done + whole * 8].chunks_exact(8))
+        {
+            let mut v = [0u8; 8];
+            v.copy_from_slice(s);
+            w.store(u64::from_le_bytes(v), Ordering::Release);
+        }
+        done += whole * 8;
         while done < src.len() {
-            let pos = offset + done;
-            let (w, b) = (pos / 8, pos % 8);
-            let n = (8 - b).min(src.len() - done);
-            let word = self.word(w)?;
-            if n == 8 {
-                let mut v = [0u8; 8];
-                v.copy_from_slice(&src[done..done + 8]);
-                word.store(u64::from_le_bytes(v), Ordering::Release);
-            } else {
-                let part = &src[done..done + n];
-                let _ = word.fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
-                    let mut bytes = old.to_le_bytes();
-                    bytes[b..b + n].copy_from_slice(part);
-                    Some(u64::from_le_bytes(bytes))
-                });
-            }
-            done += n;
+            done += self.write_part(offset + done, &src[done..])?;
         }
         Ok(())
+    }
+    /// Copies in the bytes of one word from `pos` (a compare-and-swap, so
+    /// the word's other bytes are kept); returns how many.
+    fn write_part(&self, pos: usize, src: &[u8]) -> Result<usize, DmaError> {
+        let (w, b) = (pos / 8, pos % 8);
+        let n = (8 - b).min(src.len());
+        let part = &src[..n];
+        let _ = self
+            .word(w)?
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |old| {
+                let mut bytes = old.to_le_bytes();
+                bytes[b..b + n].copy_from_slice(part);
+                Some(u64::from_le_bytes(bytes))
+            });
+        Ok(n)
     }
     /// Sets a run of bytes.
     pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
