@@ -3,55 +3,75 @@
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::cache::Radix;
-use crate::lock::{Level, RangeLock};
+use crate::lock::{Level, RangeLock, StripedLock};
 use crate::space::ExtentMap;
 use crate::sync::{RwLock, WaitQueue};
 use crate::units::{InodeId, PAGE_SIZE_U64};
 
-/// Counts writers running inside EOF without the inode lock, and lets a
-/// truncate shut the door on new ones and wait for the rest (btrfs's
-/// `inode_dio_wait` for buffered writes).
+/// Counts writers that hold no inode lock, and lets truncate and
+/// punch-hole shut the door on new ones and wait for the rest (btrfs's
+/// `inode_dio_wait`, for buffered writes).
 ///
-/// One word: the count in the low bits, `BLOCKED` in the top bit, so a
+/// The count is split over padded slots, one picked per session, so two
+/// threads writing the same file do not bounce one cache line. Each slot is
+/// one word: its count in the low bits and `BLOCKED` in the top bit, so a
 /// writer's increment and its check of `BLOCKED` are one atomic step.
 #[derive(Debug, Default)]
 pub(crate) struct WriteDrain {
-    word: AtomicU64,
+    slots: [DrainSlot; DRAIN_SLOTS],
     drained: WaitQueue,
 }
 
+const DRAIN_SLOTS: usize = 8;
 const BLOCKED: u64 = 1 << 63;
 
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct DrainSlot(AtomicU64);
+
 impl WriteDrain {
-    /// Registers a writer; false (and nothing registered) if a truncate has
-    /// blocked new writers.
-    pub(crate) fn try_enter(&self) -> bool {
-        let prev = self.word.fetch_add(1, Ordering::AcqRel);
+    /// Registers a writer in the slot for `hint`; `None` (and nothing
+    /// registered) if new writers are blocked.
+    pub(crate) fn try_enter(&self, hint: usize) -> Option<usize> {
+        let slot = hint % DRAIN_SLOTS;
+        let prev = self.slots[slot].0.fetch_add(1, Ordering::AcqRel);
         if prev & BLOCKED != 0 {
-            self.exit();
-            return false;
+            self.exit(slot);
+            return None;
         }
-        true
+        Some(slot)
     }
-    /// Unregisters a writer.
-    pub(crate) fn exit(&self) {
-        let prev = self.word.fetch_sub(1, Ordering::AcqRel);
-        if prev & BLOCKED != 0 && prev & !BLOCKED == 1 {
+    /// Unregisters a writer from `slot`.
+    pub(crate) fn exit(&self, slot: usize) {
+        let prev = self.slots[slot % DRAIN_SLOTS]
+            .0
+            .fetch_sub(1, Ordering::AcqRel);
+        if prev & BLOCKED != 0 {
             self.drained.wake_all();
         }
     }
     /// Stops new writers from entering.
     pub(crate) fn block(&self) {
-        self.word.fetch_or(BLOCKED, Ordering::AcqRel);
+        for s in &self.slots {
+            s.0.fetch_or(BLOCKED, Ordering::AcqRel);
+        }
     }
     /// Lets writers enter again.
     pub(crate) fn unblock(&self) {
-        self.word.fetch_and(!BLOCKED, Ordering::AcqRel);
+        for s in &self.slots {
+            s.0.fetch_and(!BLOCKED, Ordering::AcqRel);
+        }
     }
     /// Resolves when no writer is registered.
     pub(crate) async fn drained(&self) {
         self.drained
-            .wait_until(|| (self.word.load(Ordering::Acquire) & !BLOCKED == 0).then_some(()))
+            .wait_until(|| {
+                let busy = self
+                    .slots
+                    .iter()
+                    .any(|s| s.0.load(Ordering::Acquire) & !BLOCKED != 0);
+                (!busy).then_some(())
+            })
             .await
     }
 }
@@ -80,12 +100,14 @@ pub(crate) struct Inode {
     /// Level 1: size changes (extending writes, truncate, punch-hole), and
     /// everything in file-lock mode.
     pub(crate) inode_lock: RangeLock,
-    /// Level 2: shared by page instantiation (read misses, writers), taken
+    /// Level 2: shared by readers that instantiate pages (misses), taken
     /// exclusively by truncate and punch-hole over the range they drop.
+    /// Writers do not take it: truncate and punch-hole drain them instead.
     pub(crate) gate: RangeLock,
-    /// Level 3: exclusive over the bytes a write or punch changes.
-    pub(crate) extent_lock: RangeLock,
-    /// Writers inside EOF that hold no inode lock.
+    /// Level 3: exclusive over the bytes a write changes; striped so that
+    /// writers to different parts of the file share no lock word.
+    pub(crate) extent_lock: StripedLock,
+    /// Writers that hold no inode lock (writes inside EOF).
     pub(crate) writers: WriteDrain,
     /// Dirty pages of this file.
     pub(crate) dirty: AtomicU64,
@@ -106,7 +128,7 @@ impl Inode {
             extents: RwLock::new(ExtentMap::new()),
             inode_lock: RangeLock::new(Level::Inode),
             gate: RangeLock::new(Level::Gate),
-            extent_lock: RangeLock::new(Level::Extent),
+            extent_lock: StripedLock::new(Level::Extent),
             writers: WriteDrain::default(),
             dirty: AtomicU64::new(0),
             open: AtomicU32::new(0),

@@ -13,7 +13,7 @@ use super::file::File;
 use super::Shared;
 use crate::dev::{BlockDevice, Command, DevError, DeviceQueue, Tag};
 use crate::error::Result;
-use crate::lock::{Held, Mode, RangeGuard, RangeLock};
+use crate::lock::{Held, Mode, RangeGuard, RangeLock, StripedGuard, StripedLock};
 use crate::stats::{Counter, Counters};
 use crate::sync::block_on;
 use crate::units::ByteRange;
@@ -29,6 +29,8 @@ pub struct Session<D: BlockDevice> {
     /// Completions reaped from the queue and not yet claimed by their waiter.
     done: RefCell<Vec<(Tag, core::result::Result<(), DevError>)>>,
     pub(crate) counters: Arc<Counters>,
+    /// Which write-drain slot this session's writers use.
+    pub(crate) drain_hint: usize,
 }
 
 impl<D: BlockDevice> core::fmt::Debug for Session<D> {
@@ -38,13 +40,18 @@ impl<D: BlockDevice> core::fmt::Debug for Session<D> {
 }
 
 impl<D: BlockDevice> Session<D> {
-    pub(crate) fn new(fs: Arc<Shared<D>>, counters: Arc<Counters>) -> Result<Session<D>> {
+    pub(crate) fn new(
+        fs: Arc<Shared<D>>,
+        counters: Arc<Counters>,
+        id: usize,
+    ) -> Result<Session<D>> {
         let queue = fs.dev.open_queue()?;
         Ok(Session {
             fs,
             queue: RefCell::new(queue),
             done: RefCell::new(Vec::new()),
             counters,
+            drain_hint: id,
         })
     }
 
@@ -139,6 +146,21 @@ impl<D: BlockDevice> Session<D> {
     pub(crate) async fn run(&self, cmd: &Command<'_>) -> core::result::Result<(), DevError> {
         let tag = self.submit(cmd).await?;
         self.wait(tag).await
+    }
+
+    /// Takes `range` of a striped lock, counting the wait if there is one.
+    pub(crate) async fn lock_striped<'a>(
+        &self,
+        lock: &'a StripedLock,
+        range: ByteRange,
+        mode: Mode,
+        held: &'a Held,
+    ) -> StripedGuard<'a> {
+        let (guard, waited) = lock.lock(range, mode, held).await;
+        if waited {
+            self.counters.add(Counter::lock_waits, 1);
+        }
+        guard
     }
 
     /// Takes `range` of `lock`, counting the wait if there is one.

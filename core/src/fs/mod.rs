@@ -250,8 +250,12 @@ impl<D: BlockDevice> Fs<D> {
     /// A new session with its own device queue. Use one per thread.
     pub fn session(&self) -> Result<Session<D>> {
         let counters = Arc::new(Counters::default());
-        self.shared.counters.lock().push(counters.clone());
-        Session::new(self.shared.clone(), counters)
+        let id = {
+            let mut all = self.shared.counters.lock();
+            all.push(counters.clone());
+            all.len()
+        };
+        Session::new(self.shared.clone(), counters, id)
     }
 
     /// The device's geometry.

@@ -112,6 +112,11 @@ impl<D: BlockDevice> Session<D> {
         if range.is_empty() {
             return Ok(());
         }
+        // Writers inside EOF hold no inode lock: shut them out and wait for
+        // the ones in flight, as truncate does.
+        inode.writers.block();
+        let _unblock = Unblock(&inode.writers);
+        inode.writers.drained().await;
         let (first, last) = range.pages();
         let full_start = range.start.div_ceil(PAGE_SIZE_U64);
         let full_end = range.end / PAGE_SIZE_U64;
@@ -125,9 +130,6 @@ impl<D: BlockDevice> Session<D> {
         let gate_range = ByteRange::new(first.byte_offset(), last.byte_offset());
         let _gate = self
             .lock(&inode.gate, gate_range, Mode::Exclusive, &held)
-            .await;
-        let _extent = self
-            .lock(&inode.extent_lock, range, Mode::Exclusive, &held)
             .await;
         // Bring in the partial pages at the edges before changing anything,
         // so a read error leaves the range as it was.

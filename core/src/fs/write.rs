@@ -27,15 +27,17 @@ impl<D: BlockDevice> Session<D> {
         }
         self.throttle(inode).await?;
         let held = Held::new();
-        if !self.fs.config.file_lock && inode.writers.try_enter() {
-            // Fast path: inside EOF, the extent lock is enough. A truncate
-            // cannot shrink the file while we are registered.
-            if range.end <= inode.size() {
-                let r = self.write_locked(inode, buf, range, &held).await;
-                inode.writers.exit();
-                return r;
+        if !self.fs.config.file_lock {
+            if let Some(slot) = inode.writers.try_enter(self.drain_hint) {
+                // Fast path: inside EOF, the extent lock is enough. Truncate
+                // and punch-hole cannot start while we are registered.
+                if range.end <= inode.size() {
+                    let r = self.write_locked(inode, buf, range, &held).await;
+                    inode.writers.exit(slot);
+                    return r;
+                }
+                inode.writers.exit(slot);
             }
-            inode.writers.exit();
         }
         #[cfg(feature = "mutants")]
         if crate::mutants::active(crate::mutants::Mutant::ExtendWithoutInodeLock) {
@@ -65,8 +67,9 @@ impl<D: BlockDevice> Session<D> {
         Ok(n)
     }
 
-    /// Copies `buf` into the pages of `range` holding the gate (shared) and
-    /// the extent lock (exclusive) over it.
+    /// Copies `buf` into the pages of `range` holding the extent lock
+    /// (exclusive) over it. The caller is registered with the write drain or
+    /// holds the inode lock, so no truncate or punch-hole runs meanwhile.
     async fn write_locked(
         &self,
         inode: &Inode,
@@ -74,9 +77,8 @@ impl<D: BlockDevice> Session<D> {
         range: ByteRange,
         held: &Held,
     ) -> Result<usize> {
-        let _gate = self.lock(&inode.gate, range, Mode::Shared, held).await;
         let _extent = self
-            .lock(&inode.extent_lock, range, Mode::Exclusive, held)
+            .lock_striped(&inode.extent_lock, range, Mode::Exclusive, held)
             .await;
         let mut pos = range.start;
         while pos < range.end {

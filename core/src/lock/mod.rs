@@ -3,15 +3,17 @@
 //! Lock order, outermost first (see docs/design.md):
 //!
 //! 1. the inode lock ([`Level::Inode`]): size changes, truncate, punch-hole;
-//! 2. the invalidate gate ([`Level::Gate`]): page instantiation against
-//!    truncate and punch-hole;
-//! 3. the extent lock ([`Level::Extent`]): writers of a byte range;
+//! 2. the invalidate gate ([`Level::Gate`]): page instantiation by readers
+//!    against truncate and punch-hole (writers are drained instead);
+//! 3. the extent lock ([`Level::Extent`], striped): writers of a byte range;
 //! 4. page locks (a bit in each page's state word).
 //!
 //! Debug builds check the first three with [`Held`].
 
 mod order;
 mod range;
+mod striped;
 
 pub use order::{Held, Level};
 pub use range::{Mode, RangeGuard, RangeLock};
+pub use striped::{StripedGuard, StripedLock};

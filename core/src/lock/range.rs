@@ -99,6 +99,16 @@ impl RangeLock {
     /// the request.
     pub fn lock<'a>(&'a self, range: ByteRange, mode: Mode, held: &'a Held) -> Acquire<'a> {
         held.acquire(self.level);
+        let mut acquire = self.lock_unchecked(range, mode);
+        if let Some(g) = acquire.guard.as_mut() {
+            g.held = Some(held);
+        }
+        acquire
+    }
+
+    /// Like [`RangeLock::lock`] without the lock-order bookkeeping, for a
+    /// caller (the striped lock) that does it once for many stripes.
+    pub(crate) fn lock_unchecked(&self, range: ByteRange, mode: Mode) -> Acquire<'_> {
         let mut st = self.state.lock();
         let id = st.next_id;
         st.next_id += 1;
@@ -119,7 +129,7 @@ impl RangeLock {
             guard: Some(RangeGuard {
                 lock: self,
                 id,
-                held,
+                held: None,
             }),
             must_wait: blocked,
         }
@@ -161,13 +171,15 @@ impl RangeLock {
 pub struct RangeGuard<'a> {
     lock: &'a RangeLock,
     id: u64,
-    held: &'a Held,
+    held: Option<&'a Held>,
 }
 
 impl Drop for RangeGuard<'_> {
     fn drop(&mut self) {
         self.lock.state.lock().remove(self.id);
-        self.held.release(self.lock.level);
+        if let Some(held) = self.held {
+            held.release(self.lock.level);
+        }
     }
 }
 
