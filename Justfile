@@ -1,0 +1,31 @@
+# pollfs: every check a developer or CI runs is a recipe here.
+
+# List the recipes.
+default:
+    @just --list
+
+# Format check and lints, as CI runs them.
+pre:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --all-features -- -D warnings
+
+# The test suite (the README's second command runs the same tests).
+test:
+    cargo test --workspace
+
+# The engine and the driver's core build with no operating system at all.
+check-no-std:
+    cargo build -p pollfs-core --target x86_64-unknown-none
+    cargo build -p pollfs-driver --no-default-features --target x86_64-unknown-none
+
+# `pollfs bench` on a device: emu (default), ram, file:PATH.
+bench DEVICE="emu" *ARGS="":
+    cargo run --release -p pollfs-cli -- bench --device {{DEVICE}} {{ARGS}}
+
+# Longer model and thread runs (minutes).
+soak:
+    cargo test --release -p pollfs-host-tests --features soak
+
+# Criterion micro-benchmarks of the hot paths.
+criterion *ARGS="":
+    cargo bench -p pollfs-host-tests {{ARGS}}
