@@ -19,7 +19,12 @@ const BS: usize = 4096;
 fn fs_with_file(size: u64, file_lock: bool) -> Fs<EmulatedDevice> {
     let pages = (size / BS as u64) as u32;
     let dev = NvmeDevice::emulated(size + (16 << 20), 4096, pages + 64).unwrap();
-    let config = Config { cache_pages: pages + 64, dirty_limit_pages: pages, file_lock, ..pollfs_core::hosted::config() };
+    let config = Config {
+        cache_pages: pages + 64,
+        dirty_limit_pages: pages,
+        file_lock,
+        ..pollfs_core::hosted::config()
+    };
     let fs = Fs::new(dev, config).unwrap();
     let s = fs.session().unwrap();
     let f = s.create("f").unwrap();
@@ -35,7 +40,9 @@ fn fs_with_file(size: u64, file_lock: bool) -> Fs<EmulatedDevice> {
 fn cached_read(c: &mut Criterion) {
     let mut g = c.benchmark_group("cached_read_4k");
     g.throughput(Throughput::Bytes(BS as u64));
-    g.measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500)).sample_size(20);
+    g.measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500))
+        .sample_size(20);
     for size in [4u64 << 20, 256 << 20] {
         let blocks = size / BS as u64;
         let label = format!("{}MiB", size >> 20);
@@ -54,9 +61,19 @@ fn cached_read(c: &mut Criterion) {
         drop(s);
         drop(fs);
 
-        let dir = if std::path::Path::new("/dev/shm").is_dir() { "/dev/shm".into() } else { std::env::temp_dir() };
+        let dir = if std::path::Path::new("/dev/shm").is_dir() {
+            "/dev/shm".into()
+        } else {
+            std::env::temp_dir()
+        };
         let path = dir.join(format!("pollfs-crit-{}", std::process::id()));
-        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
         let chunk = vec![0xa5u8; 1 << 20];
         for off in (0..size).step_by(chunk.len()) {
             file.write_all_at(&chunk, off).unwrap();
@@ -107,10 +124,18 @@ fn parallel_overwrite(c: &mut Criterion) {
     let blocks = size / BS as u64;
     let mut g = c.benchmark_group("overwrite_4k_64MiB");
     g.throughput(Throughput::Bytes(BS as u64));
-    g.measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_millis(500)).sample_size(20);
-    for (name, threads, file_lock) in [("pollfs_1_thread", 1, false), ("pollfs_2_threads", 2, false), ("file_lock_2_threads", 2, true)] {
+    g.measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_millis(500))
+        .sample_size(20);
+    for (name, threads, file_lock) in [
+        ("pollfs_1_thread", 1, false),
+        ("pollfs_2_threads", 2, false),
+        ("file_lock_2_threads", 2, true),
+    ] {
         let fs = fs_with_file(size, file_lock);
-        g.bench_function(name, |b| b.iter_custom(|iters| overwrite(&fs, blocks, threads, iters.max(threads))));
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| overwrite(&fs, blocks, threads, iters.max(threads)))
+        });
     }
     g.finish();
 }
@@ -127,8 +152,17 @@ fn range_lock(c: &mut Criterion) {
 }
 
 fn report_metadata(_: &mut Criterion) {
-    println!("page-cache metadata per cached 4 KiB page: {} bytes", pollfs_core::cache::PageCache::metadata_bytes_per_page());
+    println!(
+        "page-cache metadata per cached 4 KiB page: {} bytes",
+        pollfs_core::cache::PageCache::metadata_bytes_per_page()
+    );
 }
 
-criterion_group!(benches, report_metadata, cached_read, parallel_overwrite, range_lock);
+criterion_group!(
+    benches,
+    report_metadata,
+    cached_read,
+    parallel_overwrite,
+    range_lock
+);
 criterion_main!(benches);
