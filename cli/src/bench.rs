@@ -49,6 +49,8 @@ struct Row {
     engine: String,
     ops: u64,
     secs: f64,
+    /// Counters worth a look, printed under the table.
+    note: String,
 }
 
 impl Row {
@@ -133,6 +135,7 @@ fn run_pollfs<D: BlockDevice>(args: &Args, dev: D, file_lock: bool) -> Result<Ro
         }
         f.sync_data().map_err(|e| e.to_string())?;
     }
+    let before = fs.stats();
     let (ops, secs) = drive(args, &fs, |fs, next| {
         let s = fs.session().map_err(|e| e.to_string())?;
         let f = s.open("bench").map_err(|e| e.to_string())?;
@@ -149,10 +152,21 @@ fn run_pollfs<D: BlockDevice>(args: &Args, dev: D, file_lock: bool) -> Result<Ro
         Ok(n)
     })?;
     let engine = if file_lock { "pollfs-locked" } else { "pollfs" };
+    let d = fs.stats().since(&before);
+    let per_op = |n: u64| n as f64 / ops.max(1) as f64;
+    let note = format!(
+        "hit rate {:.3}, lock waits/op {:.4}, device reads/op {:.4}, writes/op {:.4}, throttles {}",
+        d.hit_rate(),
+        per_op(d.lock_waits),
+        per_op(d.dev_reads),
+        per_op(d.dev_writes),
+        d.dirty_throttles
+    );
     Ok(Row {
         engine: engine.into(),
         ops,
         secs,
+        note,
     })
 }
 
@@ -190,6 +204,7 @@ fn run_kernel(args: &Args, dir: &Path) -> Result<Row, String> {
         engine: format!("kernel ({})", dir.display()),
         ops,
         secs,
+        note: String::new(),
     })
 }
 
@@ -256,6 +271,9 @@ pub fn run(args: &Args) -> Result<(), String> {
             r.iops() * args.bs as f64 / f64::from(1 << 20),
             r.iops() / base
         );
+    }
+    for r in rows.iter().filter(|r| !r.note.is_empty()) {
+        println!("  {}: {}", r.engine, r.note);
     }
     Ok(())
 }

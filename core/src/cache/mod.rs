@@ -332,7 +332,16 @@ impl PageCache {
         dirty
     }
 
-    /// Pins cached page `(ino, index)` so a writer can copy into it.
+    /// Records that the page in slot `s` (pinned or locked by the caller)
+    /// has a device block.
+    pub fn mark_mapped(&self, s: u32) {
+        if let Some(slot) = self.slot(s) {
+            slot.state.fetch_or(MAPPED, Ordering::AcqRel);
+        }
+    }
+
+    /// Pins cached page `(ino, index)` so a writer can copy into it. The
+    /// flag in `Claim::Done` says whether the page is known to be mapped.
     pub fn pin(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {
         let Some(s) = map.get(index) else {
             return Claim::Miss;
@@ -343,7 +352,7 @@ impl PageCache {
         let prev = slot.state.fetch_add(PIN, Ordering::AcqRel);
         let mine = slot.holds(ino, index);
         if mine && prev & (LOCKED | UPTODATE) == UPTODATE {
-            return Claim::Done(s, false);
+            return Claim::Done(s, prev & MAPPED != 0);
         }
         self.unpin(s, false);
         if mine && prev & LOCKED != 0 {

@@ -1,10 +1,10 @@
 //! The page state word: one `AtomicU64` per cache slot.
 //!
 //! ```text
-//!  63            32 31      24 23        8 7     5 4   3   2   1   0
-//! +----------------+----------+-----------+-------+---+---+---+---+---+
-//! |    version     |  unused  |   pins    |unused |REF| WB| D | U | L |
-//! +----------------+----------+-----------+-------+---+---+---+---+---+
+//!  63            32 31      24 23        8  7   6   5   4   3   2   1   0
+//! +----------------+----------+-----------+---+---+---+---+---+---+---+---+
+//! |    version     |  unused  |   pins    | - | M | W |REF| WB| D | U | L |
+//! +----------------+----------+-----------+---+---+---+---+---+---+---+---+
 //! ```
 //!
 //! - `L` locked: the slot is being filled, evicted or invalidated; its bytes
@@ -14,6 +14,8 @@
 //! - `WB` writeback: a write of the frame to the device is in flight (or
 //!   waiting for its flush); the slot may not be freed.
 //! - `REF` referenced: CLOCK's second-chance bit.
+//! - `W` waiters: someone waits on the slot's wait queue (see the cache).
+//! - `M` mapped: the page has a device block.
 //! - pins: writers copying into the page; a pinned page cannot be evicted.
 //! - version: bumped whenever the slot stops holding the page it held
 //!   (eviction, invalidation), so an optimistic reader that started before can
@@ -29,6 +31,10 @@ pub const DIRTY: u64 = 1 << 2;
 pub const WRITEBACK: u64 = 1 << 3;
 /// CLOCK reference bit.
 pub const REFERENCED: u64 = 1 << 4;
+/// The page has a device block (so a writer need not look it up). Pages
+/// never outlive their blocks: truncate and punch-hole drop the pages before
+/// freeing the blocks under them.
+pub const MAPPED: u64 = 1 << 6;
 /// One pin.
 pub const PIN: u64 = 1 << 8;
 /// All pin bits.

@@ -184,6 +184,7 @@ impl<D: BlockDevice> Session<D> {
                         prev = None;
                     }
                     Some((block, _)) => {
+                        self.fs.cache.mark_mapped(slot);
                         let extend = matches!(prev, Some((p, b)) if p + 1 == index.0 && b + 1 == block.0)
                             && runs.last().is_some_and(|(_, f)| f.len() < max);
                         match runs.last_mut() {

@@ -119,11 +119,14 @@ impl<D: BlockDevice> Session<D> {
         let mut attempts = 0u32;
         loop {
             match cache.pin(&inode.pages, inode.id, index) {
-                Claim::Done(slot, _) => {
+                Claim::Done(slot, mapped) => {
                     self.counters.add(Counter::cache_hits, 1);
-                    if let Err(e) = self.ensure_block(inode, index) {
-                        cache.unpin(slot, false);
-                        return Err(e);
+                    if !mapped {
+                        if let Err(e) = self.ensure_block(inode, index) {
+                            cache.unpin(slot, false);
+                            return Err(e);
+                        }
+                        cache.mark_mapped(slot);
                     }
                     arena.write(FrameId(slot), in_page, data);
                     if cache.unpin(slot, true) {
@@ -154,6 +157,7 @@ impl<D: BlockDevice> Session<D> {
                         cache.finish_fill(&inode.pages, index, slot, false, false);
                         return Err(e);
                     }
+                    cache.mark_mapped(slot);
                     arena.write(FrameId(slot), in_page, data);
                     cache.finish_fill(&inode.pages, index, slot, true, true);
                     inode.dirty_inc();

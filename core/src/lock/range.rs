@@ -155,6 +155,11 @@ impl RangeLock {
         }
     }
 
+    /// Releases request `id` (a guard given up with [`RangeGuard::into_id`]).
+    pub(crate) fn release(&self, id: u64) {
+        self.state.lock().remove(id);
+    }
+
     /// How many requests have had to wait since creation.
     pub fn waits(&self) -> u64 {
         self.waits.load(Ordering::Relaxed)
@@ -172,6 +177,17 @@ pub struct RangeGuard<'a> {
     lock: &'a RangeLock,
     id: u64,
     held: Option<&'a Held>,
+}
+
+impl RangeGuard<'_> {
+    /// Gives up the guard without releasing the range; the caller releases
+    /// it later with [`RangeLock::release`]. Only for guards taken without
+    /// lock-order bookkeeping.
+    pub(crate) fn into_id(self) -> u64 {
+        let id = self.id;
+        core::mem::forget(self);
+        id
+    }
 }
 
 impl Drop for RangeGuard<'_> {

@@ -8,10 +8,8 @@
 //! share a stripe still run in parallel. Each stripe is a FIFO-fair
 //! [`RangeLock`] on its own cache line.
 
-use alloc::vec::Vec;
-
 use super::order::{Held, Level};
-use super::range::{Mode, RangeGuard, RangeLock};
+use super::range::{Mode, RangeLock};
 use crate::units::ByteRange;
 
 const STRIPES: usize = 16;
@@ -55,23 +53,24 @@ impl StripedLock {
         held: &'a Held,
     ) -> (StripedGuard<'a>, bool) {
         held.acquire(self.level);
-        let mut guards = Vec::new();
+        // Request ids per stripe, inline: this runs on every write, and the
+        // guard is moved through several futures.
+        let mut guard = StripedGuard {
+            lock: self,
+            taken: 0,
+            ids: [0; STRIPES],
+            held,
+        };
         let mut waited = false;
         for s in stripes_of(range) {
             // Each stripe's own order check is satisfied by the check above;
             // the stripes are taken in increasing order, never nested otherwise.
             let acquire = self.stripes[s].0.lock_unchecked(range, mode);
             waited |= acquire.must_wait();
-            guards.push(acquire.await);
+            guard.ids[s] = acquire.await.into_id();
+            guard.taken |= 1 << s;
         }
-        (
-            StripedGuard {
-                guards,
-                held,
-                level: self.level,
-            },
-            waited,
-        )
+        (guard, waited)
     }
 
     /// True if no stripe has a holder or a waiter.
@@ -83,15 +82,21 @@ impl StripedLock {
 /// The stripes held for one range.
 #[derive(Debug)]
 pub struct StripedGuard<'a> {
-    guards: Vec<RangeGuard<'a>>,
+    lock: &'a StripedLock,
+    /// Bit `s` set: stripe `s` is held, as request `ids[s]`.
+    taken: u32,
+    ids: [u64; STRIPES],
     held: &'a Held,
-    level: Level,
 }
 
 impl Drop for StripedGuard<'_> {
     fn drop(&mut self) {
-        self.guards.clear();
-        self.held.release(self.level);
+        for s in 0..STRIPES {
+            if self.taken & (1 << s) != 0 {
+                self.lock.stripes[s].0.release(self.ids[s]);
+            }
+        }
+        self.held.release(self.lock.level);
     }
 }
 
