@@ -265,6 +265,33 @@ impl PageCache {
         None
     }
 
+    /// Evicts every clean, unpinned, idle page; returns how many. Dirty
+    /// pages and pages under I/O stay.
+    pub fn evict_clean(&self) -> u64 {
+        let mut n = 0;
+        for (i, slot) in self.slots.iter().enumerate() {
+            let s = i as u32;
+            let st = slot.state.load(Ordering::Acquire);
+            if evictable(st)
+                && slot
+                    .state
+                    .compare_exchange(
+                        st,
+                        next_version(st, LOCKED),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    )
+                    .is_ok()
+            {
+                slot.ino.store(0, Ordering::Release);
+                self.wake_if_waiting(s, st);
+                self.release_slot(s);
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Returns a locked slot that holds nothing to the free list.
     fn release_slot(&self, s: u32) {
         if let Some(slot) = self.slot(s) {

@@ -153,6 +153,27 @@ impl<D: BlockDevice> Session<D> {
         result
     }
 
+    /// Writes back every dirty page of every file, then empties the cache of
+    /// clean pages (like the kernel's `drop_caches`), so the next reads come
+    /// from the device. Returns the number of pages dropped.
+    pub async fn drop_caches_async(&self) -> Result<u64> {
+        let dirty = self.fs.dirty_inodes();
+        let mut result = Ok(());
+        for inode in &dirty {
+            if result.is_ok() {
+                result = self.writeback(inode, false).await.map(|_| ());
+            }
+            self.fs.close(inode);
+        }
+        result?;
+        Ok(self.fs.cache.evict_clean())
+    }
+
+    /// Synchronous [`Session::drop_caches_async`].
+    pub fn drop_caches(&self) -> Result<u64> {
+        self.block_on(self.drop_caches_async())
+    }
+
     /// `sync_data`/`sync_all`: writes back the file's dirty pages, then
     /// flushes the device. The written pages stay pinned under writeback
     /// until the flush succeeds; if it fails they are dirty again.

@@ -1,0 +1,100 @@
+//! Choosing each I/O: the same generator drives every engine, so they do
+//! the same work.
+
+use super::job::{Job, Pattern};
+
+/// One I/O.
+#[derive(Clone, Copy, Debug)]
+pub struct Op {
+    /// Index of the file.
+    pub file: usize,
+    /// Byte offset, a multiple of `bs`.
+    pub offset: u64,
+    /// Read (true) or write.
+    pub read: bool,
+}
+
+/// One thread's I/O generator (SplitMix64: seeded per thread, so runs are
+/// repeatable).
+pub struct Picker {
+    state: u64,
+    rw: Pattern,
+    mix: u64,
+    bs: u64,
+    blocks: u64,
+    files: usize,
+    /// Next sequential offset per file.
+    next: Vec<u64>,
+    writes: u64,
+    fsync: u64,
+    fdatasync: u64,
+}
+
+/// What to do after a write, per the job's `fsync`/`fdatasync`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sync {
+    None,
+    Data,
+    All,
+}
+
+impl Picker {
+    /// The generator of thread `thread` of `job`.
+    pub fn new(job: &Job, thread: u32) -> Picker {
+        let blocks = (job.file_size() / job.bs).max(1);
+        // Sequential threads start spread over the file.
+        let start = blocks * u64::from(thread) / u64::from(job.numjobs.max(1)) * job.bs;
+        Picker {
+            state: 0x5eed ^ (u64::from(thread) << 32),
+            rw: job.rw,
+            mix: u64::from(job.rwmixread),
+            bs: job.bs,
+            blocks,
+            files: job.nrfiles.max(1) as usize,
+            next: vec![start; job.nrfiles.max(1) as usize],
+            writes: 0,
+            fsync: u64::from(job.fsync),
+            fdatasync: u64::from(job.fdatasync),
+        }
+    }
+
+    fn rand(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// The next I/O.
+    pub fn next_op(&mut self) -> Op {
+        let r = self.rand();
+        let file = (r % self.files as u64) as usize;
+        let read = match self.rw {
+            Pattern::Read | Pattern::RandRead => true,
+            Pattern::Write | Pattern::RandWrite => false,
+            Pattern::RandRw => (r >> 40) % 100 < self.mix,
+        };
+        let offset = if self.rw.sequential() {
+            let at = self.next[file];
+            let end = self.blocks * self.bs;
+            self.next[file] = if at + self.bs >= end { 0 } else { at + self.bs };
+            at
+        } else {
+            (r >> 8) % self.blocks * self.bs
+        };
+        Op { file, offset, read }
+    }
+
+    /// Call after each write: whether to sync now.
+    pub fn after_write(&mut self) -> Sync {
+        self.writes += 1;
+        if self.fsync > 0 && self.writes % self.fsync == 0 {
+            Sync::All
+        } else if self.fdatasync > 0 && self.writes % self.fdatasync == 0 {
+            Sync::Data
+        } else {
+            Sync::None
+        }
+    }
+}

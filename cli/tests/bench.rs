@@ -1,0 +1,93 @@
+//! The `pollfs bench` command end to end (short runs).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+fn pollfs(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn compare_prints_every_engine_and_the_targets() {
+    let (ok, out, err) = pollfs(&[
+        "bench",
+        "--rw",
+        "randread",
+        "--size",
+        "1m",
+        "--runtime",
+        "0.2",
+        "--compare",
+    ]);
+    assert!(ok, "{err}");
+    for engine in ["pollfs ", "pollfs-locked", "kernel", "memcpy"] {
+        assert!(out.contains(engine), "no {engine} row in:\n{out}");
+    }
+    assert!(out.contains("targets"), "{out}");
+}
+
+#[test]
+fn json_output_parses_and_counts_syncs() {
+    let (ok, out, err) = pollfs(&[
+        "bench",
+        "--rw",
+        "randwrite",
+        "--size",
+        "1m",
+        "--runtime",
+        "0.2",
+        "--fdatasync",
+        "1",
+        "--json",
+    ]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let s = &v["jobs"][0]["samples"][0];
+    assert_eq!(s["engine"], "pollfs");
+    let syncs = s["syncs"].as_u64().unwrap();
+    assert!(syncs > 0);
+    // Overwrites inside EOF: each sync is data writes plus one flush.
+    assert_eq!(s["counters"]["dev_flushes"].as_u64().unwrap(), syncs);
+    assert_eq!(s["counters"]["log_writes"].as_u64().unwrap(), 0);
+}
+
+#[test]
+fn job_files_and_plots_work() {
+    let dir = std::env::temp_dir().join(format!("pollfs-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let job = dir.join("t.fio");
+    std::fs::write(&job, "[global]\nsize=1m\nruntime=0.2\n[seq]\nrw=read\nbs=64k\ncold=1\n[mix]\nrw=randrw\niodepth=4\n").unwrap();
+    let svg = dir.join("t.svg");
+    let (ok, out, err) = pollfs(&[
+        "bench",
+        job.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("seq: rw=read") && out.contains("mix: rw=randrw"),
+        "{out}"
+    );
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg") && drawn.contains("polyline"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let (ok, _, err) = pollfs(&["bench", "--rw", "sideways"]);
+    assert!(!ok && err.contains("rw=sideways"), "{err}");
+    let (ok, _, err) = pollfs(&["bench", "--device", "tape"]);
+    assert!(!ok && err.contains("unknown device"), "{err}");
+    let (ok, _, err) = pollfs(&["bench", "--preset", "nope"]);
+    assert!(!ok && err.contains("no preset"), "{err}");
+}
