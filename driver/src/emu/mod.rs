@@ -28,7 +28,7 @@ use pollfs_core::units::Nanos;
 pub use controller::{EmuConfig, EmuController, EmuStats};
 pub use faults::{Faults, Hostile};
 pub use medium::Medium;
-pub use memory::{AtomicBytes, EmuMemory, EmuRegion};
+pub use memory::{DmaBytes, EmuMemory, EmuRegion};
 
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
