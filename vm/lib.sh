@@ -18,6 +18,10 @@ cache="${POLLFS_VM_CACHE:-$repo/target/vm}"
 static_target="${CARGO_TARGET_DIR:-$repo/target}"
 mkdir -p "$cache"
 
+# Module parameters by module name, for make_initramfs (busybox insmod
+# does not read them from the kernel command line).
+declare -A module_args=()
+
 log() { echo "vm: $*" >&2; }
 die() { echo "vm: FAILED: $*" >&2; exit 1; }
 
@@ -70,21 +74,27 @@ ensure_kernel() {
     fi
 }
 
+# The module file called `name` (dashes and underscores are the same to
+# the kernel), or nothing.
+find_module() {
+    local name="$1" alt="${1//_/-}" alt2="${1//-/_}"
+    find "$mods/kernel" \( -name "$name.ko" -o -name "$name.ko.xz" -o -name "$alt.ko" \
+        -o -name "$alt.ko.xz" -o -name "$alt2.ko" -o -name "$alt2.ko.xz" \) -print | sort | head -n1 || true
+}
+
 # Prints the module files `name` needs, dependencies first, each once.
+# Soft dependencies ("pre:") are included when this kernel has them as
+# modules: busybox insmod ignores them.
 module_closure() {
     local name="$1" f dep soft
-    f="$(find "$mods/kernel" -name "$name.ko" -o -name "$name.ko.xz" | sort | head -n1 || true)"
-    if [ -z "$f" ]; then
-        f="$(find "$mods/kernel" -name "${name//_/-}.ko" -o -name "${name//-/_}.ko" | sort | head -n1 || true)"
-    fi
+    f="$(find_module "$name")"
     [ -n "$f" ] || die "module $name not found in $mods"
     case " $seen_modules " in *" $f "*) return 0 ;; esac
     for dep in $(modinfo -F depends "$f" | tr ',' ' '); do
         module_closure "$dep"
     done
-    # busybox insmod ignores soft dependencies; load the "pre:" ones first.
     for soft in $(modinfo -F softdep "$f" | sed -n 's/.*pre: *//p'); do
-        module_closure "$soft" 2>/dev/null || true
+        [ -n "$(find_module "$soft")" ] && module_closure "$soft"
     done
     case " $seen_modules " in *" $f "*) return 0 ;; esac
     seen_modules="$seen_modules $f"
@@ -92,26 +102,30 @@ module_closure() {
 }
 
 # Builds an initramfs at $1 from: busybox, the modules named in $modules
-# (with their dependencies, loaded in order by /load-modules), the files
+# (with their dependencies, loaded in order by /load-modules with
+# ${module_args[name]}), the files
 # given as "src:dest" pairs in $extra, and the init script on stdin.
 make_initramfs() {
     local out="$1" root="$cache/initramfs" m f n=0 pair
     rm -rf "$root"
     mkdir -p "$root"/{bin,dev,proc,sys,tmp,modules}
     cp /bin/busybox "$root/bin/busybox"
-    local order=()
+    local order=() list="$cache/modules.list"
     # One subshell for all, so each module is listed once.
-    while read -r f; do [ -n "$f" ] && order+=("$f"); done < <(
+    (
         seen_modules=""
         for m in $modules; do module_closure "$m"; done
-    )
+    ) > "$list" || die "could not resolve modules: $modules"
+    while read -r f; do [ -n "$f" ] && order+=("$f"); done < "$list"
     : > "$root/load-modules"
     for f in "${order[@]}"; do
         n=$((n + 1))
         local dst
         dst="$(printf '%02d-%s' "$n" "$(basename "${f%.xz}")")"
         case "$f" in *.xz) xz -dc "$f" > "$root/modules/$dst" ;; *) cp "$f" "$root/modules/$dst" ;; esac
-        echo "insmod /modules/$dst || echo 'insmod $dst failed'" >> "$root/load-modules"
+        local base="${dst#*-}"
+        base="${base%.ko}"
+        echo "insmod /modules/$dst ${module_args[$base]:-} || echo 'insmod $dst failed'" >> "$root/load-modules"
     done
     for pair in ${extra:-}; do
         mkdir -p "$root/$(dirname "${pair#*:}")"
@@ -119,7 +133,18 @@ make_initramfs() {
     done
     cat > "$root/init"
     chmod +x "$root/init"
-    (cd "$root" && find . | cpio -o -H newc 2>/dev/null | gzip -1) > "$out"
+    # ${compress:-gzip -1}: "cat" for big images, which TCG is slow to gunzip.
+    (cd "$root" && find . | cpio -o -H newc 2>/dev/null | ${compress:-gzip -1}) > "$out"
+}
+
+# Prints "src:dest" pairs for a dynamically linked program and every
+# shared library it loads (and the loader), for $extra.
+with_libraries() {
+    local prog="$1" lib
+    echo "$prog:${prog#/}"
+    for lib in $(ldd "$prog" | awk '/=> \//{print $3} /^\t\//{print $1}'); do
+        echo "$lib:${lib#/}"
+    done
 }
 
 # Builds the binaries the guest runs, statically linked (a busybox
