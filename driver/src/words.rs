@@ -58,6 +58,11 @@ impl<'a> WordView<'a> {
     /// Copies bytes out.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.check(offset, dst.len())?;
+        if dst.len() == 8 && offset % 8 == 0 {
+            let v = self.word(offset / 8)?.load(Ordering::Acquire);
+            dst.copy_from_slice(&v.to_le_bytes());
+            return Ok(());
+        }
         if dst.len() == 4 && offset % 4 == 0 {
             // One aligned dword (a completion's phase-tag word, polled
             // constantly): a single load.
