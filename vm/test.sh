@@ -15,21 +15,29 @@ build_static -p pollfs-driver -p pollfs-cli --example vm_check --bin pollfs
 check_bin="$bin_dir/examples/vm_check"
 cli_bin="$bin_dir/pollfs"
 
-modules="vfio_iommu_type1 vfio-pci"
+# The kernel's nvme driver claims the controller at boot; `pollfs setup`
+# takes it over for vfio-pci and `pollfs setup --reset` gives it back, so
+# both directions run against a real sysfs.
+modules="nvme vfio_iommu_type1 vfio-pci"
 extra="$check_bin:bin/vm_check $cli_bin:bin/pollfs $vm_dir/guest-common.sh:guest-common.sh"
 make_initramfs "$cache/test-initrd.gz" <<'INIT'
 #!/bin/busybox sh
 . /guest-common.sh
 addr="$(nvme_addr)"
-echo "nvme controller at $addr"
+driver() { basename "$(readlink "/sys/bus/pci/devices/$addr/driver")"; }
+echo "nvme controller at $addr, bound to $(driver)"
 rc=1
-if bind_vfio "$addr"; then
+if /bin/pollfs setup "$addr" --hugepages 16 && [ "$(driver)" = vfio-pci ]; then
+    # perf first: its writes land anywhere, and vm_check leaves the
+    # pattern the host checks.
     /bin/pollfs identify "vfio:$addr" && \
-    /bin/vm_check "$addr" && \
     /bin/pollfs perf "vfio:$addr" --workload randread --qd 8 --seconds 1 && \
+    /bin/pollfs perf "vfio:$addr" --workload mix --read-pct 70 --qd 4 --queues 2 --io-size 65536 --seconds 1 && \
+    /bin/vm_check "$addr" && \
+    /bin/pollfs setup --reset "$addr" && [ "$(driver)" = nvme ] && \
     rc=0 || rc=$?
 else
-    echo "could not bind $addr to vfio-pci"
+    echo "pollfs setup did not hand $addr to vfio-pci"
 fi
 echo "VM-RESULT rc=$rc"
 poweroff -f
