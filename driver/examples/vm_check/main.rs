@@ -281,6 +281,22 @@ fn main() -> ExitCode {
         info.version, info.mdts_bytes, info.io_queues
     );
     println!("geometry: {:?}", dev.geometry());
+    // The 16 MiB frame arena comes from hugepages when `pollfs setup`
+    // reserved some.
+    if let Ok(meminfo) = std::fs::read_to_string("/proc/meminfo") {
+        let field = |name: &str| -> Option<u64> {
+            meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        if let (Some(total), Some(free)) = (field("HugePages_Total:"), field("HugePages_Free:")) {
+            println!(
+                "hugepages in use: {} of {total}",
+                total.saturating_sub(free)
+            );
+        }
+    }
     let mut q = match dev.open_nvme_queue() {
         Ok(q) => q,
         Err(e) => {
