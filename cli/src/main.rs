@@ -1,6 +1,7 @@
 //! `pollfs`: the command-line front door.
 
 mod bench;
+mod nvme;
 
 use clap::{Parser, Subcommand};
 
@@ -17,15 +18,26 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Random 4 KiB read/write mix on one cached file: pollfs against the
-    /// kernel's page cache (pread/pwrite on tmpfs) in the same run.
-    Bench(bench::Args),
+    /// fio-style jobs on pollfs; with --compare (the default suite) also on
+    /// pollfs with a file-wide lock, the kernel's page cache and memcpy.
+    Bench(Box<bench::Args>),
+    /// Controller and namespace facts (model, version, MDTS, LBA format,
+    /// capacity, queues) of `emu` or `vfio:<pci-address>`.
+    Identify(nvme::identify::Args),
+    /// spdk_nvme_perf-style load: IOPS, MiB/s and latency percentiles.
+    Perf(nvme::perf::Args),
+    /// Bind a controller to vfio-pci and reserve hugepages (`--reset`
+    /// gives it back to the kernel's nvme driver).
+    Setup(nvme::setup::Args),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Identify(args) => nvme::identify::run(&args),
+        Command::Perf(args) => nvme::perf::run(&args),
+        Command::Setup(args) => nvme::setup::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -386,3 +386,32 @@ fn hostile_admin_completion_at_run_time_resets_the_controller() {
     assert_eq!(run(&mut q, Command::Flush), Ok(()));
     assert!(dev.controller().smart_log().is_ok());
 }
+
+#[test]
+fn reset_deletes_live_queues_first_and_in_flight_commands_are_resubmitted() {
+    let (dev, ctrl) = device(EmuConfig::default(), DriverConfig::default(), 8);
+    let mut q = dev.open_nvme_queue().unwrap();
+    let mut other = dev.open_nvme_queue().unwrap();
+    ctrl.set_faults(|f| f.latency = 1000);
+    let tags: Vec<_> = (0..4u32)
+        .map(|i| q.submit(&read(u64::from(i) * 8, &[FrameId(i)])).unwrap())
+        .collect();
+    assert!(poll_all(&mut q, 0).is_empty());
+    let admin_before = ctrl.stats().admin;
+    let c = dev.controller();
+    c.reset(c.generation()).unwrap();
+    // Delete SQ + Delete CQ for each of the two live queues, then Set
+    // Features (queue count) after the enable.
+    assert_eq!(ctrl.stats().admin - admin_before, 2 * 2 + 1);
+    // The device dropped the held commands with their SQ; the queue
+    // re-creates itself and resubmits them.
+    ctrl.set_faults(|f| f.latency = 0);
+    let mut done = poll_all(&mut q, 10_000);
+    done.sort_by_key(|c| c.tag);
+    assert_eq!(done.len(), 4);
+    for (c, t) in done.iter().zip(&tags) {
+        assert_eq!((c.tag, c.result), (*t, Ok(())));
+    }
+    assert_eq!(q.stats().resyncs, 1);
+    assert_eq!(run(&mut other, Command::Flush), Ok(()));
+}

@@ -367,6 +367,7 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
     }
 
     fn reinit(&self, admin: &mut Admin<A::Region>) -> Result<(), DriverError> {
+        self.delete_live_queues(admin);
         admin.qp.reset()?;
         admin.cids = CidPool::new(admin.qp.entries() - 1);
         admin.discard.fill(false);
@@ -389,6 +390,44 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
 }
 
 impl<R: Registers, A: DmaAllocator> Controller<R, A> {
+    /// Before a reset of a controller that still answers: deletes the I/O
+    /// queues the driver created (SQ, which makes the device finish or
+    /// abort what it holds, then CQ), so nothing is in flight inside the
+    /// device when CC.EN drops. Some devices misbehave when their queues
+    /// are live across a disable (QEMU 7.2 frees the queues under
+    /// in-flight block I/O and crashes; some SSDs have been reported to
+    /// hang). Best effort: a status error moves on to the next queue, any
+    /// other failure (timeout, protocol violation) stops here and the reset
+    /// proceeds anyway. The queues' owners resubmit after the reset
+    /// whatever they had not reaped, as before.
+    fn delete_live_queues(&self, admin: &mut Admin<A::Region>) {
+        if self.is_fatal() || !Csts(self.regs.read32(offset::CSTS)).ready() {
+            return;
+        }
+        // Allocated ids; one whose creation failed just gets a status error.
+        let live: Vec<u16> = (1..=self.info.io_queues)
+            .filter(|q| !admin.free_qids.contains(q))
+            .collect();
+        for qid in live {
+            for sqe in [
+                SubmissionEntry::delete_io_sq(qid),
+                SubmissionEntry::delete_io_cq(qid),
+            ] {
+                let r = admin_command(
+                    &self.regs,
+                    &*self.clock,
+                    self.config.admin_timeout,
+                    admin,
+                    sqe,
+                );
+                match r {
+                    Ok(_) | Err(DriverError::Admin { .. }) => {}
+                    Err(_) => return,
+                }
+            }
+        }
+    }
+
     /// Normal shutdown (7.6.2): CC.SHN = 01b, then wait for CSTS.SHST to
     /// report completion (bounded by CAP.TO on the caller's clock), so a
     /// volatile write cache reaches the medium. Returns whether the

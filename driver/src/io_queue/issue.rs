@@ -83,6 +83,21 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
         frames: &[FrameId],
         scratch_off: usize,
     ) -> Result<(), DevError> {
+        // One or two pages need no list (4.3): PRP1 is the first page and
+        // PRP2, if any, the second. Most I/O is one page, so this is the
+        // hot path.
+        let iova = |f: &FrameId| self.frames.iova(*f).ok_or(DevError::InvalidRequest);
+        match frames {
+            [a] => {
+                sqe.set_prps(iova(a)?, 0);
+                return Ok(());
+            }
+            [a, b] => {
+                sqe.set_prps(iova(a)?, iova(b)?);
+                return Ok(());
+            }
+            _ => {}
+        }
         self.pages.clear();
         for &f in frames {
             self.pages

@@ -222,7 +222,6 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueu
         command.validate(&self.geometry)?;
         let nsid = self.ctrl.config().nsid;
         let bpp = self.geometry.blocks_per_page();
-        let ident = self.ctrl.info().identify;
         match *command {
             Command::Read { lba, frames } | Command::Write { lba, frames, .. } => {
                 if frames.iter().any(|&f| self.frames.iova(f).is_none()) {
@@ -267,6 +266,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueu
                 Ok(Tag(tag))
             }
             Command::Deallocate { lba, blocks } | Command::WriteZeroes { lba, blocks } => {
+                let ident = &self.ctrl.info().identify;
                 let zeroes = matches!(command, Command::WriteZeroes { .. });
                 if zeroes && !ident.supports_write_zeroes() {
                     return Err(DevError::InvalidRequest);

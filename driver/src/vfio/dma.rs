@@ -1,5 +1,7 @@
-//! DMA memory for the VFIO backend: anonymous shared memory, pinned and
-//! mapped into the device's IOMMU domain at IOVAs chosen here.
+//! DMA memory for the VFIO backend: anonymous shared memory (2 MiB
+//! hugepages for regions that large, when the pool has them: see `pollfs
+//! setup`), pinned and mapped into the device's IOMMU domain at IOVAs
+//! chosen here.
 
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -10,6 +12,8 @@ use super::sys::VfioSys;
 use crate::hal::{DmaAllocator, DmaError, DmaRegion, Iova};
 
 const PAGE: usize = 4096;
+/// The x86-64 hugepage size `map_anon` tries for large regions.
+const HUGE_PAGE: usize = 2 << 20;
 /// First IOVA handed out: above the 32-bit window, where x86 platforms
 /// reserve ranges (the MSI doorbell at 0xfee0_0000).
 const IOVA_BASE: u64 = 1 << 32;
@@ -88,10 +92,24 @@ impl DmaAllocator for VfioDma {
             .sys
             .map_anon(len)
             .map_err(|_| DmaError::NoMemory)?;
-        // A gap page between regions, so a device overrun faults in the
-        // IOMMU instead of landing in a neighbour.
-        let span = len as u64 + PAGE as u64;
-        let iova = self.inner.next.fetch_add(span, Ordering::Relaxed);
+        // The mapping may be larger (rounded up to a hugepage). A gap page
+        // between regions, so a device overrun faults in the IOMMU instead
+        // of landing in a neighbour; hugepage-backed regions start on a
+        // hugepage boundary so the IOMMU can map them with large pages.
+        let size = map.len() as u64;
+        let align = if map.len() >= HUGE_PAGE {
+            HUGE_PAGE as u64
+        } else {
+            PAGE as u64
+        };
+        let mut iova = 0;
+        self.inner
+            .next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |next| {
+                iova = next.checked_next_multiple_of(align)?;
+                iova.checked_add(size)?.checked_add(PAGE as u64)
+            })
+            .map_err(|_| DmaError::NoMemory)?;
         let fd = self.inner.container.fd();
         self.inner
             .sys

@@ -144,7 +144,8 @@ pub trait VfioSys: Send + Sync + core::fmt::Debug {
     fn pwrite(&self, fd: Fd, buf: &[u8], offset: u64) -> Result<(), Errno>;
     /// Maps `len` bytes of `fd` at `offset`, shared, read-write.
     fn map_fd(&self, fd: Fd, offset: u64, len: usize) -> Result<Mapping, Errno>;
-    /// Maps `len` bytes of zeroed anonymous shared memory, populated.
+    /// Maps at least `len` bytes of zeroed anonymous shared memory,
+    /// populated (more when rounded up to hugepages).
     fn map_anon(&self, len: usize) -> Result<Mapping, Errno>;
     /// `VFIO_IOMMU_MAP_DMA` of the whole of `map` at `iova`, readable and
     /// writable by the device. Only a [`Mapping`] can be given to the
@@ -315,12 +316,20 @@ impl VfioSys for LinuxSys {
         map(fd, offset, len, libc::MAP_SHARED)
     }
     fn map_anon(&self, len: usize) -> Result<Mapping, Errno> {
-        map(
-            -1,
-            0,
-            len,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-        )
+        let flags = libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
+        // Large regions (the page-cache arena) from 2 MiB hugepages when
+        // the pool has enough: fewer pages to pin and fewer IOTLB entries.
+        // A shared hugetlb mapping reserves its pages at mmap time, so an
+        // empty pool fails here and not at first touch.
+        const HUGE: usize = 2 << 20;
+        if len >= HUGE {
+            if let Some(rounded) = len.checked_next_multiple_of(HUGE) {
+                if let Ok(m) = map(-1, 0, rounded, flags | libc::MAP_HUGETLB) {
+                    return Ok(m);
+                }
+            }
+        }
+        map(-1, 0, len, flags)
     }
     fn dma_map(&self, container: Fd, map: &Mapping, iova: u64) -> Result<(), Errno> {
         let m = DmaMap {

@@ -1,9 +1,15 @@
-//! Smoke test of the VFIO backend on a real (or QEMU-emulated) controller
-//! bound to vfio-pci: bring-up, identify, data at several sizes and
-//! alignments, flush, trim, write zeroes, SMART log. Prints `VFIO-SMOKE-OK`
-//! on success. Run by `driver/vm/run.sh` inside the test VM.
+//! Device test of the VFIO backend on a real (or QEMU-emulated) controller
+//! bound to vfio-pci: bring-up, identify, data at many sizes and
+//! alignments (beyond MDTS, chained PRP lists), flush, deallocate, write
+//! zeroes, SMART log, resets with the queue idle and with commands in
+//! flight, several queue pairs in parallel. It leaves a known pattern on
+//! the namespace ([`pattern`]) and prints `VM-CHECK-OK` on success. Run by
+//! `vm/test.sh` inside the test VM; the host then runs
+//! `vm_check verify-image nvme.img` on the backing file.
 //!
-//! Usage: `vfio_smoke <pci-address>`
+//! Usage: `vm_check <pci-address>` | `vm_check verify-image <image>`
+
+mod pattern;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -110,9 +116,145 @@ fn threaded(dev: &VfioDevice, t: u32, bpp: u64, start: Instant) -> Result<(), St
     Ok(())
 }
 
+/// Submits a batch of writes, resets the controller before reaping any of
+/// them, and expects every one to complete successfully (the queue
+/// re-creates itself and resubmits what was in flight); then reads the
+/// data back.
+fn reset_mid_io(
+    dev: &VfioDevice,
+    q: &mut impl DeviceQueue,
+    bpp: u64,
+    start: Instant,
+) -> Result<(), String> {
+    const BATCH: u32 = 16;
+    const PAGES: u32 = 4;
+    let base_lba = 8192 * bpp;
+    let mut tags = Vec::new();
+    let mut frames = Vec::new();
+    for i in 0..BATCH {
+        let f: Vec<FrameId> = (i * PAGES..(i + 1) * PAGES).map(FrameId).collect();
+        for (k, fr) in f.iter().enumerate() {
+            dev.frames()
+                .fill(*fr, 0, PAGE_SIZE, (i as u8) ^ (k as u8) ^ 0xa5);
+        }
+        frames.push(f);
+    }
+    for (i, f) in frames.iter().enumerate() {
+        let lba = base_lba + i as u64 * u64::from(PAGES) * bpp;
+        let w = Command::Write {
+            lba: Lba(lba),
+            frames: f,
+            fua: false,
+        };
+        tags.push(q.submit(&w).map_err(|e| format!("mid-io submit: {e}"))?);
+    }
+    let ctrl = dev.controller();
+    ctrl.reset(ctrl.generation())
+        .map_err(|e| format!("reset mid-io: {e}"))?;
+    let mut left = tags.len();
+    let mut failed = None;
+    let deadline = start.elapsed() + std::time::Duration::from_secs(60);
+    while left > 0 {
+        q.poll(now(start), 64, &mut |done| {
+            if tags.contains(&done.tag) {
+                left -= 1;
+                if let Err(e) = done.result {
+                    failed = Some(e);
+                }
+            }
+        });
+        if start.elapsed() > deadline {
+            return Err(format!("reset mid-io: {left} commands never completed"));
+        }
+    }
+    if let Some(e) = failed {
+        return Err(format!("reset mid-io: a command failed: {e}"));
+    }
+    let dst: Vec<FrameId> = (BATCH * PAGES..BATCH * PAGES + PAGES)
+        .map(FrameId)
+        .collect();
+    let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
+    for (i, f) in frames.iter().enumerate() {
+        let lba = base_lba + i as u64 * u64::from(PAGES) * bpp;
+        let r = Command::Read {
+            lba: Lba(lba),
+            frames: &dst,
+        };
+        run(q, r, start).map_err(|e| format!("mid-io read back: {e}"))?;
+        for (x, y) in f.iter().zip(&dst) {
+            dev.frames().read(*x, 0, &mut a);
+            dev.frames().read(*y, 0, &mut b);
+            if a != b {
+                return Err(format!("reset mid-io: batch {i} data lost"));
+            }
+        }
+    }
+    println!("reset with {BATCH} commands in flight: all completed, data intact");
+    Ok(())
+}
+
+/// Leaves [`pattern`] data on the namespace for the host to find: a 1 MiB
+/// region in one command, the last pages, and a region that was written
+/// and then zeroed with Write Zeroes. Flushes at the end.
+fn leave_pattern(dev: &VfioDevice, q: &mut impl DeviceQueue, start: Instant) -> Result<(), String> {
+    let bs = u64::from(dev.geometry().block_size);
+    let cap_bytes = dev.geometry().capacity * bs;
+    let mut write_pattern = |at: u64, pages: u64| -> Result<(), String> {
+        let frames: Vec<FrameId> = (0..pages as u32).map(FrameId).collect();
+        for (i, f) in frames.iter().enumerate() {
+            dev.frames()
+                .write(*f, 0, &pattern::page(at + i as u64 * 4096));
+        }
+        let w = Command::Write {
+            lba: Lba(at / bs),
+            frames: &frames,
+            fua: false,
+        };
+        run(q, w, start).map_err(|e| format!("pattern write at {at}: {e}"))
+    };
+    write_pattern(pattern::PATTERN_AT, pattern::PATTERN_LEN / 4096)?;
+    write_pattern(cap_bytes - pattern::TAIL_PAGES * 4096, pattern::TAIL_PAGES)?;
+    write_pattern(pattern::ZEROED_AT, pattern::ZEROED_LEN / 4096)?;
+    let z = Command::WriteZeroes {
+        lba: Lba(pattern::ZEROED_AT / bs),
+        blocks: pattern::ZEROED_LEN / bs,
+    };
+    run(q, z, start).map_err(|e| format!("pattern write zeroes: {e}"))?;
+    let pages = (pattern::ZEROED_LEN / 4096) as u32;
+    let dst: Vec<FrameId> = (0..pages).map(FrameId).collect();
+    let r = Command::Read {
+        lba: Lba(pattern::ZEROED_AT / bs),
+        frames: &dst,
+    };
+    run(q, r, start).map_err(|e| format!("read zeroed region: {e}"))?;
+    let mut buf = vec![0u8; PAGE_SIZE];
+    for f in &dst {
+        dev.frames().read(*f, 0, &mut buf);
+        if buf.iter().any(|&b| b != 0) {
+            return Err("write zeroes left data behind".to_string());
+        }
+    }
+    run(q, Command::Flush, start).map_err(|e| format!("final flush: {e}"))
+}
+
 fn main() -> ExitCode {
-    let Some(pci) = std::env::args().nth(1) else {
-        eprintln!("usage: vfio_smoke <pci-address>");
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, cmd, image] = args.as_slice() {
+        if cmd == "verify-image" {
+            return match pattern::verify_image(image) {
+                Ok(()) => {
+                    println!("image {image}: guest data present");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("FAILED: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+    }
+    let Some(pci) = args.get(1).cloned() else {
+        eprintln!("usage: vm_check <pci-address> | vm_check verify-image <image>");
         return ExitCode::from(2);
     };
     let start = Instant::now();
@@ -139,6 +281,22 @@ fn main() -> ExitCode {
         info.version, info.mdts_bytes, info.io_queues
     );
     println!("geometry: {:?}", dev.geometry());
+    // The 16 MiB frame arena comes from hugepages when `pollfs setup`
+    // reserved some.
+    if let Ok(meminfo) = std::fs::read_to_string("/proc/meminfo") {
+        let field = |name: &str| -> Option<u64> {
+            meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().parse().ok())
+        };
+        if let (Some(total), Some(free)) = (field("HugePages_Total:"), field("HugePages_Free:")) {
+            println!(
+                "hugepages in use: {} of {total}",
+                total.saturating_sub(free)
+            );
+        }
+    }
     let mut q = match dev.open_nvme_queue() {
         Ok(q) => q,
         Err(e) => {
@@ -149,7 +307,7 @@ fn main() -> ExitCode {
     let cap = dev.geometry().capacity;
     let bpp = dev.geometry().blocks_per_page();
     let mut result = Ok(());
-    'outer: for n in [1u32, 2, 3, 8, 33, 256, 2048] {
+    'outer: for n in [1u32, 2, 3, 8, 33, 256, 1024, 1025, 2048] {
         for lba in [0, 1, 7, 4096 * bpp + 3, cap - u64::from(n) * bpp] {
             if let Err(e) = check(&dev, &mut q, lba, n, start) {
                 result = Err(e);
@@ -195,6 +353,7 @@ fn main() -> ExitCode {
     // A controller reset with the queue idle, then I/O again: the queue
     // must re-create itself on the controller.
     let result = result.and_then(|()| {
+        println!("step: reset with the queue idle");
         let ctrl = dev.controller();
         ctrl.reset(ctrl.generation())
             .map_err(|e| format!("reset: {e}"))?;
@@ -202,6 +361,7 @@ fn main() -> ExitCode {
     });
     // A second queue alongside, then dropped (Delete SQ/CQ) and reopened.
     let result = result.and_then(|()| {
+        println!("step: queues created and deleted");
         for _ in 0..2 {
             let mut q2 = dev
                 .open_nvme_queue()
@@ -210,10 +370,11 @@ fn main() -> ExitCode {
         }
         check(&dev, &mut q, 256, 2, start)
     });
-    // Two threads, each with its own queue, on disjoint frames and blocks.
+    // Four threads, each with its own queue, on disjoint frames and blocks.
     let result = result.and_then(|()| {
+        println!("step: 4 queue pairs in parallel");
         std::thread::scope(|s| {
-            let handles: Vec<_> = (0..2u32)
+            let handles: Vec<_> = (0..4u32)
                 .map(|t| {
                     let dev = &dev;
                     s.spawn(move || threaded(dev, t, bpp, start))
@@ -229,6 +390,14 @@ fn main() -> ExitCode {
                 .map(|_| ())
         })
     });
+    let result = result.and_then(|()| {
+        println!("step: reset with commands in flight");
+        reset_mid_io(&dev, &mut q, bpp, start)
+    });
+    let result = result.and_then(|()| {
+        println!("step: pattern for the host");
+        leave_pattern(&dev, &mut q, start)
+    });
     println!(
         "queue stats: {:?}, resets: {}",
         q.stats(),
@@ -236,7 +405,7 @@ fn main() -> ExitCode {
     );
     match result {
         Ok(()) => {
-            println!("VFIO-SMOKE-OK");
+            println!("VM-CHECK-OK");
             ExitCode::SUCCESS
         }
         Err(e) => {

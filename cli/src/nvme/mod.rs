@@ -1,0 +1,105 @@
+//! NVMe tools on the pollfs driver: `identify`, `perf` and `setup`.
+//!
+//! `identify` and `perf` take a DEVICE: `emu` for the emulated controller
+//! (no hardware needed, useful to check the tools and the driver's own CPU
+//! cost) or `vfio:<pci-address>` for a controller bound to vfio-pci (see
+//! `setup`). Both run the same generic code over [`NvmeDevice`], so what
+//! is tested on `emu` is what runs on hardware.
+
+pub mod identify;
+pub mod perf;
+pub mod setup;
+#[cfg(test)]
+mod setup_tests;
+mod sysfs;
+
+use std::sync::Arc;
+
+use pollfs_core::dev::BlockDevice;
+use pollfs_driver::emu::StdClock;
+use pollfs_driver::hal::{DmaAllocator, Registers};
+use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice};
+
+/// Where the driver finds its controller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The emulated controller over a RAM namespace.
+    Emu,
+    /// A controller bound to vfio-pci, by PCI address.
+    Vfio(String),
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Target, String> {
+        match s.strip_prefix("vfio:") {
+            _ if s == "emu" => Ok(Target::Emu),
+            Some(addr) if sysfs::valid_pci_address(addr) => Ok(Target::Vfio(addr.to_string())),
+            Some(addr) => Err(format!("{addr}: not a PCI address (dddd:bb:dd.f)")),
+            None => Err(format!("{s}: expected `emu` or `vfio:dddd:bb:dd.f`")),
+        }
+    }
+}
+
+/// Namespace size of the `emu` target.
+pub const EMU_BYTES: u64 = 256 << 20;
+
+/// Work that runs on whichever device the user named.
+pub trait DeviceJob {
+    /// What the job produces.
+    type Output;
+    /// Runs on a brought-up device.
+    fn run<R, A>(self, dev: &NvmeDevice<R, A>) -> Result<Self::Output, String>
+    where
+        R: Registers + 'static,
+        A: DmaAllocator + 'static,
+        NvmeDevice<R, A>: BlockDevice;
+}
+
+/// Brings up `target` with `frames` page frames of DMA memory and runs
+/// `job` on it. Dropping the device at the end shuts the controller down.
+pub fn with_device<J: DeviceJob>(
+    target: &Target,
+    config: DriverConfig,
+    frames: u32,
+    job: J,
+) -> Result<J::Output, String> {
+    match target {
+        Target::Emu => {
+            let emu = EmuConfig {
+                bytes: EMU_BYTES,
+                block_size: 4096,
+                ..EmuConfig::default()
+            };
+            let (dev, _ctrl): (_, Arc<_>) =
+                NvmeDevice::emulated_with(emu, config, frames, StdClock::new())
+                    .map_err(|e| format!("emulated controller: {e}"))?;
+            job.run(&dev)
+        }
+        #[cfg(target_os = "linux")]
+        Target::Vfio(addr) => {
+            let dev = NvmeDevice::vfio(addr, config, frames, StdClock::new()).map_err(|e| {
+                format!("{addr}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)")
+            })?;
+            job.run(&dev)
+        }
+        #[cfg(not(target_os = "linux"))]
+        Target::Vfio(_) => Err("VFIO needs Linux".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Target;
+
+    #[test]
+    fn targets_parse() {
+        assert_eq!("emu".parse::<Target>(), Ok(Target::Emu));
+        assert_eq!(
+            "vfio:0000:01:00.0".parse::<Target>(),
+            Ok(Target::Vfio("0000:01:00.0".to_string()))
+        );
+        assert!("vfio:01:00.0".parse::<Target>().is_err());
+        assert!("/dev/nvme0n1".parse::<Target>().is_err());
+    }
+}

@@ -1,0 +1,115 @@
+//! The driver's CPU cost per 4 KiB I/O, for `valgrind --tool=callgrind`.
+//!
+//! Runs random 4 KiB reads at a fixed queue depth on the emulated
+//! controller, which executes each command synchronously inside the SQ
+//! doorbell write, so nothing ever waits. Submission and reaping go
+//! through the two `#[inline(never)]` functions below; the driver's cost is
+//! their inclusive cost minus the emulated device's register handlers
+//! (`EmuController::read32`/`write32`/`tick`, where the device does its
+//! work), divided by the I/O count. `vm/io-cost.sh` does the arithmetic.
+//!
+//! Usage: `io_cost [ios] [queue-depth]` (defaults 200000, 32).
+
+use std::process::ExitCode;
+
+use pollfs_core::dev::{BlockDevice, Command, Completion, DeviceQueue, Tag};
+use pollfs_core::units::{FrameId, Lba, Nanos};
+use pollfs_driver::emu::StdClock;
+use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice};
+
+#[inline(never)]
+fn driver_submit<Q: DeviceQueue>(
+    q: &mut Q,
+    c: &Command<'_>,
+) -> Result<Tag, pollfs_core::dev::DevError> {
+    q.submit(c)
+}
+
+#[inline(never)]
+fn driver_poll<Q: DeviceQueue>(
+    q: &mut Q,
+    now: Nanos,
+    max: usize,
+    done: &mut dyn FnMut(Completion),
+) -> usize {
+    q.poll(now, max, done)
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let ios: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(200_000);
+    let qd: u32 = args.next().and_then(|a| a.parse().ok()).unwrap_or(32);
+    let emu = EmuConfig {
+        bytes: 64 << 20,
+        block_size: 4096,
+        ..EmuConfig::default()
+    };
+    let config = DriverConfig {
+        io_entries: 1024,
+        ..DriverConfig::default()
+    };
+    let (dev, _ctrl) = match NvmeDevice::emulated_with(emu, config, qd, StdClock::new()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("bring-up: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut q = match dev.open_nvme_queue() {
+        Ok(q) => q,
+        Err(e) => {
+            eprintln!("queue: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let pages = dev.geometry().capacity_pages();
+    let frames: Vec<[FrameId; 1]> = (0..qd).map(|f| [FrameId(f)]).collect();
+    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let (mut submitted, mut completed, mut errors) = (0u64, 0u64, 0u64);
+    let mut free: Vec<usize> = (0..qd as usize).collect();
+    // Slot by tag value: the driver's tags are small integers, and a
+    // lookup here should cost next to nothing (it is counted).
+    let mut slot_of: Vec<usize> = Vec::new();
+    // Time only advances per batch: the cost of reading the clock is not
+    // the driver's.
+    let mut now = 0u64;
+    while completed < ios {
+        while submitted < ios {
+            let Some(slot) = free.pop() else { break };
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let c = Command::Read {
+                lba: Lba(rng % pages),
+                frames: &frames[slot],
+            };
+            match driver_submit(&mut q, &c) {
+                Ok(tag) => {
+                    let i = tag.0 as usize;
+                    if slot_of.len() <= i {
+                        slot_of.resize(i + 1, 0);
+                    }
+                    slot_of[i] = slot;
+                    submitted += 1;
+                }
+                Err(e) => {
+                    eprintln!("submit: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        now += 1_000;
+        driver_poll(&mut q, Nanos(now), qd as usize, &mut |c| {
+            completed += 1;
+            errors += u64::from(c.result.is_err());
+            if let Some(&slot) = slot_of.get(c.tag.0 as usize) {
+                free.push(slot);
+            }
+        });
+    }
+    println!("ios {completed} errors {errors} queue depth {qd}");
+    if errors > 0 {
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,180 @@
+# Shared pieces of the NVMe test VM (sourced by vm/test.sh and vm/bench.sh).
+#
+# The guest is Debian 12's 6.1 kernel booted straight into a busybox
+# initramfs under software emulation (TCG), with QEMU's NVMe controller
+# behind an emulated Intel IOMMU, so the driver runs through VFIO exactly
+# as it would on a host. Everything downloaded or generated lives under
+# target/vm/ (never committed) and is reused by the next run.
+
+set -euo pipefail
+set -E
+trap 'echo "vm: FAILED at ${BASH_SOURCE[0]}:$LINENO: $BASH_COMMAND" >&2' ERR
+
+vm_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$vm_dir/.." && pwd)"
+cache="${POLLFS_VM_CACHE:-$repo/target/vm}"
+# Static binaries are built with --target, so they land in their own
+# folder and switching RUSTFLAGS never throws away the normal build.
+static_target="${CARGO_TARGET_DIR:-$repo/target}"
+mkdir -p "$cache"
+
+# Module parameters by module name, for make_initramfs (busybox insmod
+# does not read them from the kernel command line).
+declare -A module_args=()
+
+log() { echo "vm: $*" >&2; }
+die() { echo "vm: FAILED: $*" >&2; exit 1; }
+
+# Installs the host packages the VM needs, only when something is missing.
+ensure_packages() {
+    local missing=()
+    command -v qemu-system-x86_64 >/dev/null || missing+=(qemu-system-x86)
+    [ -f /usr/share/qemu/qboot.rom ] || missing+=(qemu-system-data)
+    [ -x /bin/busybox ] || missing+=(busybox-static)
+    command -v modinfo >/dev/null || missing+=(kmod)
+    command -v cpio >/dev/null || missing+=(cpio)
+    command -v xz >/dev/null || missing+=(xz-utils)
+    for p in "$@"; do
+        command -v "$p" >/dev/null || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    log "installing ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Debian's kernel package, unpacked (not installed) under the cache, and an
+# uncompressed vmlinux cut out of its bzImage: QEMU boots that ELF through
+# its PVH note with qboot in a couple of seconds instead of ~12 s with
+# SeaBIOS and the compressed image.
+ensure_kernel() {
+    if [ ! -f "$cache/kernel/.done" ]; then
+        rm -rf "$cache/kernel" "$cache"/linux-image-*.deb
+        local pkg
+        pkg="$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/{print $2}' | head -n1 || true)"
+        [ -n "$pkg" ] || die "no linux-image dependency of linux-image-amd64 (apt-get update?)"
+        log "downloading $pkg"
+        (cd "$cache" && apt-get download "$pkg" >/dev/null 2>&1) || die "apt-get download $pkg"
+        dpkg -x "$cache/$pkg"_*.deb "$cache/kernel"
+        touch "$cache/kernel/.done"
+    fi
+    kver="$(ls "$cache/kernel/lib/modules" | head -n1)"
+    mods="$cache/kernel/lib/modules/$kver"
+    vmlinux="$cache/vmlinux-$kver"
+    if [ ! -f "$vmlinux" ]; then
+        local bz="$cache/kernel/boot/vmlinuz-$kver" off
+        # The payload is the first XZ stream inside the bzImage.
+        off="$( (LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$bz" || true) | head -n1 | cut -d: -f1)"
+        [ -n "$off" ] || die "no XZ payload in $bz"
+        tail -c +"$((off + 1))" "$bz" | xz -dc --single-stream > "$vmlinux.tmp" 2>/dev/null || true
+        [ "$(head -c 4 "$vmlinux.tmp" | od -An -c | tr -d ' ')" = "177ELF" ] || die "could not extract vmlinux"
+        mv "$vmlinux.tmp" "$vmlinux"
+    fi
+}
+
+# The module file called `name` (dashes and underscores are the same to
+# the kernel), or nothing.
+find_module() {
+    local name="$1" alt="${1//_/-}" alt2="${1//-/_}"
+    find "$mods/kernel" \( -name "$name.ko" -o -name "$name.ko.xz" -o -name "$alt.ko" \
+        -o -name "$alt.ko.xz" -o -name "$alt2.ko" -o -name "$alt2.ko.xz" \) -print | sort | head -n1 || true
+}
+
+# Prints the module files `name` needs, dependencies first, each once.
+# Soft dependencies ("pre:") are included when this kernel has them as
+# modules: busybox insmod ignores them.
+module_closure() {
+    local name="$1" f dep soft
+    f="$(find_module "$name")"
+    [ -n "$f" ] || die "module $name not found in $mods"
+    case " $seen_modules " in *" $f "*) return 0 ;; esac
+    for dep in $(modinfo -F depends "$f" | tr ',' ' '); do
+        module_closure "$dep"
+    done
+    for soft in $(modinfo -F softdep "$f" | sed -n 's/.*pre: *//p'); do
+        [ -n "$(find_module "$soft")" ] && module_closure "$soft"
+    done
+    case " $seen_modules " in *" $f "*) return 0 ;; esac
+    seen_modules="$seen_modules $f"
+    echo "$f"
+}
+
+# Builds an initramfs at $1 from: busybox, the modules named in $modules
+# (with their dependencies, loaded in order by /load-modules with
+# ${module_args[name]}), the files
+# given as "src:dest" pairs in $extra, and the init script on stdin.
+make_initramfs() {
+    local out="$1" root="$cache/initramfs" m f n=0 pair
+    rm -rf "$root"
+    mkdir -p "$root"/{bin,dev,proc,sys,tmp,modules}
+    cp /bin/busybox "$root/bin/busybox"
+    local order=() list="$cache/modules.list"
+    # One subshell for all, so each module is listed once.
+    (
+        seen_modules=""
+        for m in $modules; do module_closure "$m"; done
+    ) > "$list" || die "could not resolve modules: $modules"
+    while read -r f; do [ -n "$f" ] && order+=("$f"); done < "$list"
+    : > "$root/load-modules"
+    for f in "${order[@]}"; do
+        n=$((n + 1))
+        local dst
+        dst="$(printf '%02d-%s' "$n" "$(basename "${f%.xz}")")"
+        case "$f" in *.xz) xz -dc "$f" > "$root/modules/$dst" ;; *) cp "$f" "$root/modules/$dst" ;; esac
+        local base="${dst#*-}"
+        base="${base%.ko}"
+        echo "insmod /modules/$dst ${module_args[$base]:-} || echo 'insmod $dst failed'" >> "$root/load-modules"
+    done
+    for pair in ${extra:-}; do
+        mkdir -p "$root/$(dirname "${pair#*:}")"
+        cp -L "${pair%%:*}" "$root/${pair#*:}"
+    done
+    cat > "$root/init"
+    chmod +x "$root/init"
+    # ${compress:-gzip -1}: "cat" for big images, which TCG is slow to gunzip.
+    (cd "$root" && find . | cpio -o -H newc 2>/dev/null | ${compress:-gzip -1}) > "$out"
+}
+
+# Prints "src:dest" pairs for a dynamically linked program and every
+# shared library it loads (and the loader), for $extra.
+with_libraries() {
+    local prog="$1" lib
+    echo "$prog:${prog#/}"
+    for lib in $(ldd "$prog" | awk '/=> \//{print $3} /^\t\//{print $1}'); do
+        echo "$lib:${lib#/}"
+    done
+}
+
+# Builds the binaries the guest runs, statically linked (a busybox
+# initramfs has no libc) and for the baseline x86-64 CPU (TCG's CPU has
+# no AVX-512, so target-cpu=native would trap).
+build_static() {
+    log "building static binaries"
+    RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$static_target" \
+        cargo build --release -q --manifest-path "$repo/Cargo.toml" \
+        --target x86_64-unknown-linux-gnu "$@"
+    bin_dir="$static_target/x86_64-unknown-linux-gnu/release"
+}
+
+# Boots the VM. $1: initramfs, $2: backing image, $3: console log, $4:
+# extra -device nvme properties, $5: extra kernel command line. Fails on
+# timeout; the guest's own verdict is read from the log by the caller.
+boot() {
+    local initrd="$1" img="$2" out="$3" props="${4:-}" cmdline="${5:-}"
+    timeout "${POLLFS_VM_TIMEOUT:-600}" qemu-system-x86_64 -nographic -no-reboot \
+        -m 1G -smp 2 -nic none -bios /usr/share/qemu/qboot.rom \
+        -kernel "$vmlinux" -initrd "$initrd" \
+        -drive "file=$img,if=none,id=nvm,format=raw" \
+        -device "nvme,serial=deadbeef,drive=nvm$props" \
+        -accel tcg -cpu max -machine q35,kernel-irqchip=split \
+        -device intel-iommu,intremap=on,caching-mode=on \
+        -append "console=ttyS0 panic=-1 quiet intel_iommu=on iommu=pt $cmdline" \
+        < /dev/null > "$out" 2>&1 || {
+        local rc=$?
+        tail -n 30 "$out" >&2
+        [ $rc -eq 124 ] && die "VM timed out (log: $out)"
+        die "qemu exited with status $rc (log: $out)"
+    }
+}
