@@ -29,3 +29,17 @@ soak:
 # Criterion micro-benchmarks of the hot paths.
 criterion *ARGS="":
     cargo bench -p pollfs-host-tests {{ARGS}}
+
+# The driver against QEMU's NVMe controller through VFIO, in a VM (a few
+# minutes under software emulation; installs its Debian packages).
+vm-test:
+    bash vm/test.sh
+
+# pollfs perf against fio (io_uring, and io_uring on polled queues) on the
+# guest kernel's nvme driver, same namespace, one VM run.
+vm-perf:
+    bash vm/bench.sh
+
+# The driver's instructions per 4 KiB I/O (submit + reap) under callgrind.
+io-cost:
+    bash vm/io-cost.sh

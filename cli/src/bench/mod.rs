@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pollfs_core::dev::file::FileDevice;
 use pollfs_core::dev::ram::RamDevice;
+use pollfs_core::dev::BlockDevice;
+#[cfg(target_os = "linux")]
+use pollfs_driver::emu::StdClock;
 use pollfs_driver::NvmeDevice;
 
 use job::Job;
@@ -197,9 +200,65 @@ fn on_device(
             FileDevice::open(Path::new(path), bytes, frames).map_err(|e| format!("{path}: {e}"))?;
         return engine::pollfs(job, dev, file_lock, progress);
     }
+    #[cfg(target_os = "linux")]
+    if let Some(addr) = spec.strip_prefix("vfio:") {
+        let config = pollfs_driver::DriverConfig::default();
+        let dev = NvmeDevice::vfio(addr, config, frames, StdClock::new()).map_err(|e| {
+            format!("{addr}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)")
+        })?;
+        if !args.force {
+            if let Some(what) = signature(&dev)? {
+                return Err(format!(
+                    "{addr} holds {what}; the bench would overwrite it (pass --force to do so anyway)"
+                ));
+            }
+        }
+        return engine::pollfs(job, dev, file_lock, progress);
+    }
     Err(format!(
         "unknown device '{spec}': use emu, ram, file:PATH or vfio:PCI_ADDR"
     ))
+}
+
+/// Looks for a filesystem signature in the device's first blocks: the bench
+/// writes over the whole device, so a device that carries data is refused
+/// unless the user insists.
+#[cfg(target_os = "linux")]
+fn signature<D: BlockDevice>(dev: &D) -> Result<Option<&'static str>, String> {
+    use pollfs_core::dev::{Command, DeviceQueue, FrameArena};
+    use pollfs_core::units::{FrameId, Lba};
+    let mut q = dev.open_queue().map_err(|e| e.to_string())?;
+    let tag = q
+        .submit(&Command::Read {
+            lba: Lba(0),
+            frames: &[FrameId(0)],
+        })
+        .map_err(|e| e.to_string())?;
+    let mut result = None;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while result.is_none() && Instant::now() < deadline {
+        q.poll(pollfs_core::hosted::monotonic_clock(), 8, &mut |c| {
+            if c.tag == tag {
+                result = Some(c.result);
+            }
+        });
+    }
+    result
+        .ok_or("reading the first block timed out")?
+        .map_err(|e| e.to_string())?;
+    let mut head = vec![0u8; 4096];
+    dev.frames().read(FrameId(0), 0, &mut head);
+    Ok(if head.starts_with(b"POLLFSv1") {
+        Some("a pollfs filesystem")
+    } else if head.starts_with(b"XFSB") {
+        Some("an XFS filesystem")
+    } else if head.get(1080..1082) == Some(&[0x53, 0xef]) {
+        Some("an ext2/3/4 filesystem")
+    } else if head.get(510..512) == Some(&[0x55, 0xaa]) {
+        Some("a partition table")
+    } else {
+        None
+    })
 }
 
 /// The jobs the arguments ask for.
