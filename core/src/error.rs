@@ -47,6 +47,9 @@ pub enum SpaceError {
     DeviceFull,
     /// Every cache page is dirty, locked or in use and none can be freed.
     CacheExhausted,
+    /// The metadata no longer fits its checkpoint area (or one inode's
+    /// extent list no longer fits one log write).
+    MetadataFull,
 }
 
 /// Any pollfs error.
@@ -65,6 +68,13 @@ pub enum Error {
     Io(DevError),
     /// The engine's configuration does not fit the device.
     Config(&'static str),
+    /// The on-disk image is damaged: which block, and what is wrong.
+    Corrupt {
+        /// The block (4 KiB units) where the problem was found.
+        block: u64,
+        /// What is wrong.
+        what: &'static str,
+    },
 }
 
 impl From<NamespaceError> for Error {
@@ -117,6 +127,8 @@ impl fmt::Display for Error {
             }
             Error::Space(SpaceError::DeviceFull) => write!(f, "no space left on device"),
             Error::Space(SpaceError::CacheExhausted) => write!(f, "page cache exhausted"),
+            Error::Space(SpaceError::MetadataFull) => write!(f, "metadata area full"),
+            Error::Corrupt { block, what } => write!(f, "corrupted image at block {block}: {what}"),
             Error::Io(e) => write!(f, "device I/O error: {e}"),
             Error::Config(why) => write!(f, "bad configuration: {why}"),
         }

@@ -15,6 +15,8 @@
 //!   lock-order check.
 //! - [`space`]: block allocator and per-file extent maps, emitting
 //!   [`space::MetaChange`] records for a log.
+//! - [`persist`]: the on-disk format, the metadata log with group commit,
+//!   checkpoints and recovery (`Fs::format`, `Fs::mount`, `persist::check`).
 //! - [`dev`]: the block-device seam (geometry, DMA frames, polled queues)
 //!   with RAM, file-backed and fault-injecting devices.
 //! - [`sync`]: spin locks for short sections, wait queues for await points,
@@ -39,6 +41,7 @@ pub mod hosted;
 pub mod lock;
 #[cfg(feature = "mutants")]
 pub mod mutants;
+pub mod persist;
 pub mod space;
 pub mod stats;
 pub mod sync;

@@ -178,6 +178,18 @@ impl RamDevice {
     pub fn read_raw(&self, offset: u64, dst: &mut [u8]) {
         self.inner.read_bytes(offset as usize, dst);
     }
+
+    /// Copies raw bytes onto the medium, bypassing queues (for tests that
+    /// build device images, such as crash states).
+    pub fn write_raw(&self, offset: u64, src: &[u8]) {
+        self.inner
+            .write_bytes(offset as usize, Some(src), src.len());
+    }
+
+    /// Capacity in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.inner.geometry.capacity * u64::from(self.inner.geometry.block_size)
+    }
 }
 
 /// A queue on a [`RamDevice`].

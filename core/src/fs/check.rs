@@ -121,7 +121,13 @@ pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> 
             }
         }
     }
-    let accounted = mapped + space.free_blocks();
+    // Blocks freed in memory but still referenced by durable metadata are
+    // neither mapped nor free yet.
+    let held: u64 = fs
+        .journal
+        .as_ref()
+        .map_or(0, |j| j.st.lock().pending_frees.iter().map(|f| f.len).sum());
+    let accounted = mapped + space.free_blocks() + held;
     if accounted != space.total_blocks() {
         return Err(InvariantError::Leaked {
             blocks: space.total_blocks().saturating_sub(accounted),

@@ -117,6 +117,10 @@ pub(crate) struct Inode {
     pub(crate) unlinked: AtomicBool,
     /// Pages and blocks have been released.
     pub(crate) reclaimed: AtomicBool,
+    /// Bumped on every size or extent change (the log's "needs a record").
+    pub(crate) meta_seq: AtomicU64,
+    /// `meta_seq` of the newest state made durable.
+    pub(crate) logged_seq: AtomicU64,
 }
 
 impl Inode {
@@ -134,6 +138,8 @@ impl Inode {
             open: AtomicU32::new(0),
             unlinked: AtomicBool::new(false),
             reclaimed: AtomicBool::new(false),
+            meta_seq: AtomicU64::new(0),
+            logged_seq: AtomicU64::new(0),
         }
     }
 
@@ -149,6 +155,16 @@ impl Inode {
                 (n > 0 || !self.unlinked.load(Ordering::Acquire)).then_some(n + 1)
             })
             .is_ok()
+    }
+
+    /// Records that the size or an extent changed; returns the new sequence.
+    pub(crate) fn meta_changed(&self) -> u64 {
+        self.meta_seq.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// True if a size or extent change is not yet durable.
+    pub(crate) fn meta_dirty(&self) -> bool {
+        self.meta_seq.load(Ordering::Acquire) > self.logged_seq.load(Ordering::Acquire)
     }
 
     pub(crate) fn dirty_inc(&self) {

@@ -10,6 +10,7 @@
 //! ```
 
 mod check;
+mod commit;
 mod file;
 mod inode;
 mod io;
@@ -32,6 +33,8 @@ pub use io::Session;
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena, Geometry};
 use crate::error::{NameError, NamespaceError, Result};
+use crate::persist::record::Record;
+use crate::persist::{Journal, PendingFree};
 use crate::space::{Allocator, MetaChange, MetaSink};
 use crate::stats::{Counters, Stats};
 use crate::sync::{Mutex, RwLock};
@@ -96,6 +99,8 @@ pub(crate) struct Shared<D: BlockDevice> {
     next_ino: AtomicU64,
     counters: Mutex<Vec<Arc<Counters>>>,
     sink: Option<Arc<dyn MetaSink>>,
+    /// The metadata log, for a filesystem on disk (`Fs::format`/`mount`).
+    pub(crate) journal: Option<Journal>,
 }
 
 impl<D: BlockDevice> core::fmt::Debug for Shared<D> {
@@ -112,9 +117,54 @@ impl<D: BlockDevice> Shared<D> {
         self.dev.frames()
     }
 
-    pub(crate) fn record(&self, change: MetaChange<'_>) {
+    /// Applies the side effects of a metadata change: the sink sees it,
+    /// the inode (if given) remembers it needs logging, and namespace
+    /// changes wait in the journal for the next commit.
+    pub(crate) fn record(&self, inode: Option<&Inode>, change: MetaChange<'_>) {
         if let Some(sink) = &self.sink {
             sink.record(&change);
+        }
+        if let Some(inode) = inode {
+            inode.meta_changed();
+        }
+        if let Some(j) = &self.journal {
+            let record = match change {
+                MetaChange::Create { ino, name } => Record::Create {
+                    ino: ino.0,
+                    name: name.to_string(),
+                },
+                MetaChange::Remove { ino } => Record::Remove { ino: ino.0 },
+                MetaChange::Rename { ino, to } => Record::Rename {
+                    ino: ino.0,
+                    to: to.to_string(),
+                },
+                _ => return,
+            };
+            j.st.lock().pending_ns.push(record);
+        }
+    }
+
+    /// Returns blocks to the allocator, or, with a journal, holds them
+    /// until no durable record references them.
+    pub(crate) fn free_extents(&self, inode: &Inode, freed: &[crate::space::Extent]) {
+        let seq = inode.meta_seq.load(Ordering::Acquire);
+        let mut space = self.space.lock();
+        let mut js = self.journal.as_ref().map(|j| j.st.lock());
+        for e in freed {
+            let pf = PendingFree {
+                ino: inode.id.0,
+                dev: e.dev,
+                len: e.len,
+                seq,
+            };
+            match js.as_mut() {
+                Some(st) if !st.releasable(&pf) => st.pending_frees.push(pf),
+                // A failure means the maps disagree; the invariant checker
+                // reports it.
+                _ => {
+                    let _ = space.free(e.dev, e.len);
+                }
+            }
         }
     }
 
@@ -165,13 +215,8 @@ impl<D: BlockDevice> Shared<D> {
             }
         }
         let freed = inode.extents.write().remove(0, u64::MAX);
-        let mut space = self.space.lock();
-        for e in freed {
-            // A failure here means the maps disagree; the invariant checker
-            // reports it, and nothing better can be done while closing.
-            let _ = space.free(e.dev, e.len);
-        }
-        drop(space);
+        inode.meta_changed();
+        self.free_extents(inode, &freed);
         self.inodes.write().remove(&inode.id);
     }
 }
@@ -189,6 +234,18 @@ impl<D: BlockDevice> Clone for Fs<D> {
             shared: self.shared.clone(),
         }
     }
+}
+
+/// The frames kept for metadata I/O: the last `META_FRAMES` of the arena.
+fn persist_frames<D: BlockDevice>(dev: &D) -> Result<(u32, u32)> {
+    let frames = dev.frames().frame_count();
+    let meta = frames
+        .checked_sub(crate::persist::META_FRAMES)
+        .filter(|&m| m >= 4)
+        .ok_or(Error::Config(
+            "the device needs more DMA frames (metadata I/O keeps 32)",
+        ))?;
+    Ok((meta, frames))
 }
 
 fn check_name(name: &str) -> core::result::Result<(), NameError> {
@@ -211,16 +268,32 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Like [`Fs::new`], reporting every metadata change to `sink`.
     pub fn with_sink(dev: D, config: Config, sink: Option<Arc<dyn MetaSink>>) -> Result<Fs<D>> {
+        let frames = dev.frames().frame_count();
+        let blocks = dev.geometry().capacity_pages();
+        Fs::build(dev, config, frames, sink, (0, blocks), None)
+    }
+
+    /// The shared constructor: `usable_frames` frames are the cache's to
+    /// take, blocks `[data.0, data.1)` the allocator's.
+    fn build(
+        dev: D,
+        config: Config,
+        usable_frames: u32,
+        sink: Option<Arc<dyn MetaSink>>,
+        data: (u64, u64),
+        journal: Option<Journal>,
+    ) -> Result<Fs<D>> {
         let geometry = dev.geometry();
         geometry.validate()?;
-        let frames = dev.frames().frame_count();
         let cache_pages = if config.cache_pages == 0 {
-            frames
+            usable_frames
         } else {
             config.cache_pages
         };
-        if cache_pages > frames {
-            return Err(Error::Config("cache_pages exceeds the device's DMA frames"));
+        if cache_pages > usable_frames {
+            return Err(Error::Config(
+                "cache_pages exceeds the device's DMA frames (less those kept for metadata)",
+            ));
         }
         if cache_pages < 4 {
             return Err(Error::Config("the page cache needs at least 4 pages"));
@@ -229,7 +302,6 @@ impl<D: BlockDevice> Fs<D> {
             0 => cache_pages / 2,
             n => n.min(cache_pages.saturating_sub(2)).max(1),
         };
-        let blocks = geometry.capacity_pages();
         Ok(Fs {
             shared: Arc::new(Shared {
                 dev,
@@ -237,14 +309,116 @@ impl<D: BlockDevice> Fs<D> {
                 config,
                 dirty_limit: u64::from(dirty_limit),
                 cache: PageCache::new(cache_pages),
-                space: Mutex::new(Allocator::new(BlockNo(0), BlockNo(blocks))),
+                space: Mutex::new(Allocator::new(BlockNo(data.0), BlockNo(data.1))),
                 names: RwLock::new(BTreeMap::new()),
                 inodes: RwLock::new(BTreeMap::new()),
                 next_ino: AtomicU64::new(1),
                 counters: Mutex::new(Vec::new()),
                 sink,
+                journal,
             }),
         })
+    }
+
+    /// Writes an empty filesystem on `dev` and mounts it. `uuid` tells this
+    /// filesystem's log records from any an earlier one left on the device.
+    pub fn format(dev: D, config: Config, uuid: u64) -> Result<Fs<D>> {
+        let (meta, frames) = persist_frames(&dev)?;
+        let layout = crate::persist::format::Layout::for_blocks(dev.geometry().capacity_pages())
+            .ok_or(Error::Config("the device is too small for a filesystem"))?;
+        {
+            let mut io =
+                crate::persist::BlockIo::new(&dev, meta..frames, config.clock, config.idle)?;
+            crate::persist::format(&mut io, layout, uuid, dev.geometry().block_size)?;
+        }
+        Fs::mount(dev, config)
+    }
+
+    /// Mounts the filesystem on `dev`, recovering it from its checkpoint and
+    /// log. Recovery writes nothing; a damaged image is an error naming the
+    /// block.
+    pub fn mount(dev: D, config: Config) -> Result<Fs<D>> {
+        let (meta, frames) = persist_frames(&dev)?;
+        let rec = {
+            let mut io =
+                crate::persist::BlockIo::new(&dev, meta..frames, config.clock, config.idle)?;
+            crate::persist::recover(&mut io, dev.geometry().capacity_pages(), true)?
+        };
+        let Some(sb) = rec.superblock else {
+            return Err(Error::Corrupt {
+                block: 0,
+                what: "no superblock",
+            });
+        };
+        if sb.lba_size != dev.geometry().block_size {
+            return Err(Error::Corrupt {
+                block: 0,
+                what: "formatted with another device block size",
+            });
+        }
+        let layout = sb.layout;
+        let mut durable_seq = BTreeMap::new();
+        for &ino in rec.shadow.files.keys() {
+            durable_seq.insert(ino, 0);
+        }
+        let journal = Journal {
+            layout,
+            uuid: sb.uuid,
+            lba_size: sb.lba_size,
+            meta_frame: meta,
+            commit_lock: crate::lock::RangeLock::new(crate::lock::Level::Inode),
+            st: Mutex::new(crate::persist::JState {
+                next_lsn: rec.last_lsn + 1,
+                pos: rec.pos,
+                head: sb.log_head,
+                generation: sb.generation,
+                ckpt_slot: sb.ckpt_slot,
+                next_ticket: 1,
+                durable_ticket: 0,
+                queue: Vec::new(),
+                pending_ns: Vec::new(),
+                pending_frees: Vec::new(),
+                durable_seq,
+                removed: Default::default(),
+                shadow: rec.shadow.clone(),
+            }),
+        };
+        let fs = Fs::build(
+            dev,
+            config,
+            meta,
+            None,
+            (layout.data_start, layout.blocks),
+            Some(journal),
+        )?;
+        {
+            let mut names = fs.shared.names.write();
+            let mut inodes = fs.shared.inodes.write();
+            let mut space = fs.shared.space.lock();
+            let mut next = 1;
+            for (&ino, f) in &rec.shadow.files {
+                let inode = Inode::new(InodeId(ino));
+                inode.size.store(f.size, Ordering::Release);
+                {
+                    let mut ext = inode.extents.write();
+                    for x in &f.extents {
+                        if !ext.insert(x.file_block, x.dev, x.len)
+                            || space.reserve(x.dev, x.len).is_err()
+                        {
+                            return Err(Error::Corrupt {
+                                block: x.dev.0,
+                                what: "extent overlaps another",
+                            });
+                        }
+                    }
+                }
+                names.insert(f.name.clone(), InodeId(ino));
+                inodes.insert(InodeId(ino), Arc::new(inode));
+                next = next.max(ino + 1);
+            }
+            fs.shared.next_ino.store(next, Ordering::Relaxed);
+        }
+        Ok(fs)
     }
 
     /// A new session with its own device queue. Use one per thread.
@@ -312,7 +486,7 @@ impl<D: BlockDevice> Fs<D> {
             .write()
             .remove(name)
             .ok_or(NamespaceError::NotFound)?;
-        self.shared.record(MetaChange::Remove { ino });
+        self.shared.record(None, MetaChange::Remove { ino });
         self.unlink(ino);
         Ok(())
     }
@@ -329,11 +503,11 @@ impl<D: BlockDevice> Fs<D> {
             }
             names.remove(from);
             let replaced = names.insert(to.to_string(), ino);
-            self.shared.record(MetaChange::Rename { ino, to });
+            self.shared.record(None, MetaChange::Rename { ino, to });
             replaced
         };
         if let Some(old) = replaced {
-            self.shared.record(MetaChange::Remove { ino: old });
+            self.shared.record(None, MetaChange::Remove { ino: old });
             self.unlink(old);
         }
         Ok(())
@@ -360,7 +534,7 @@ impl<D: BlockDevice> Fs<D> {
         inode.open.fetch_add(1, Ordering::AcqRel);
         self.shared.inodes.write().insert(ino, inode.clone());
         names.insert(name.to_string(), ino);
-        self.shared.record(MetaChange::Create { ino, name });
+        self.shared.record(None, MetaChange::Create { ino, name });
         Ok(inode)
     }
 

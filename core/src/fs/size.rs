@@ -46,10 +46,13 @@ impl<D: BlockDevice> Session<D> {
             // Bytes past the old EOF are already zero: the page holding EOF
             // is kept zeroed past it, and no block is mapped beyond it.
             inode.size.store(new, Ordering::Release);
-            self.fs.record(MetaChange::SetSize {
-                ino: inode.id,
-                size: new,
-            });
+            self.fs.record(
+                Some(inode),
+                MetaChange::SetSize {
+                    ino: inode.id,
+                    size: new,
+                },
+            );
             return Ok(());
         }
         inode.writers.block();
@@ -80,10 +83,13 @@ impl<D: BlockDevice> Session<D> {
             None
         };
         inode.size.store(new, Ordering::Release);
-        self.fs.record(MetaChange::SetSize {
-            ino: inode.id,
-            size: new,
-        });
+        self.fs.record(
+            Some(inode),
+            MetaChange::SetSize {
+                ino: inode.id,
+                size: new,
+            },
+        );
         self.drop_pages(inode, keep, u64::MAX).await;
         if let Some(edge) = edge {
             self.zero_held(inode, edge, in_tail, PAGE_SIZE);
@@ -264,28 +270,34 @@ impl<D: BlockDevice> Session<D> {
 
     /// Unmaps file blocks `[start, end)`, trims them, and returns them to the
     /// allocator once the trim has completed (so a trim can never hit a
-    /// block after it was given to someone else).
+    /// block after it was given to someone else). On a filesystem with a
+    /// log, the blocks are held (and not trimmed) until a durable record
+    /// stops referencing them: after a crash the old metadata may still
+    /// point at them, and must find the old data there.
     async fn free_blocks(&self, inode: &Inode, start: u64, end: u64) {
         let freed = inode.extents.write().remove(start, end);
         let bpp = self.fs.geometry.blocks_per_page();
+        let trim = self.fs.journal.is_none();
         for e in &freed {
-            self.fs.record(MetaChange::Unmap {
-                ino: inode.id,
-                file_block: e.file_block,
-                len: e.len,
-            });
-            let trim = Command::Deallocate {
+            self.fs.record(
+                Some(inode),
+                MetaChange::Unmap {
+                    ino: inode.id,
+                    file_block: e.file_block,
+                    len: e.len,
+                },
+            );
+            let cmd = Command::Deallocate {
                 lba: Lba(e.dev.0 * bpp),
                 blocks: e.len * bpp,
             };
             // Trim is advice: if the device refuses, the blocks are still free
             // (their old bytes are never shown: new owners overwrite or zero
             // every page before it is read).
-            let _ = self.run(&trim).await;
+            if trim {
+                let _ = self.run(&cmd).await;
+            }
         }
-        let mut space = self.fs.space.lock();
-        for e in freed {
-            let _ = space.free(e.dev, e.len);
-        }
+        self.fs.free_extents(inode, &freed);
     }
 }

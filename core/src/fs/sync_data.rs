@@ -178,6 +178,9 @@ impl<D: BlockDevice> Session<D> {
     /// flushes the device. The written pages stay pinned under writeback
     /// until the flush succeeds; if it fails they are dirty again.
     pub(crate) async fn sync(&self, inode: &Inode) -> Result<()> {
+        if let Some(j) = &self.fs.journal {
+            return self.sync_logged(inode, j).await;
+        }
         let kept = self.writeback(inode, true).await;
         let flushed = self.run(&Command::Flush).await;
         let kept = kept?;

@@ -59,10 +59,13 @@ impl<D: BlockDevice> Session<D> {
             // Publish the size only after the data is in the cache, so a
             // reader that sees the new size sees the bytes.
             inode.size.store(new_end, Ordering::Release);
-            self.fs.record(MetaChange::SetSize {
-                ino: inode.id,
-                size: new_end,
-            });
+            self.fs.record(
+                Some(inode),
+                MetaChange::SetSize {
+                    ino: inode.id,
+                    size: new_end,
+                },
+            );
         }
         Ok(n)
     }
@@ -195,12 +198,15 @@ impl<D: BlockDevice> Session<D> {
             .alloc(hint, 1)
             .ok_or(SpaceError::DeviceFull)?;
         extents.insert(index.0, block, 1);
-        self.fs.record(crate::space::MetaChange::Map {
-            ino: inode.id,
-            file_block: index.0,
-            dev: block,
-            len: 1,
-        });
+        self.fs.record(
+            Some(inode),
+            crate::space::MetaChange::Map {
+                ino: inode.id,
+                file_block: index.0,
+                dev: block,
+                len: 1,
+            },
+        );
         Ok(())
     }
 

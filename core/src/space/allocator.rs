@@ -84,6 +84,29 @@ impl Allocator {
         Some((BlockNo(at), n))
     }
 
+    /// Marks `[start, start + len)` as used (rebuilding allocation state
+    /// from extent maps). Fails if any block is not free.
+    pub fn reserve(&mut self, start: BlockNo, len: u64) -> Result<(), AllocError> {
+        let end = start.0.checked_add(len).ok_or(AllocError::BadFree)?;
+        let (&fs, &fl) = self
+            .free
+            .range(..=start.0)
+            .next_back()
+            .ok_or(AllocError::BadFree)?;
+        if len == 0 || fs + fl < end {
+            return Err(AllocError::BadFree);
+        }
+        self.free.remove(&fs);
+        if fs < start.0 {
+            self.free.insert(fs, start.0 - fs);
+        }
+        if end < fs + fl {
+            self.free.insert(end, fs + fl - end);
+        }
+        self.free_blocks -= len;
+        Ok(())
+    }
+
     /// Returns `[start, start + len)` to free space.
     pub fn free(&mut self, start: BlockNo, len: u64) -> Result<(), AllocError> {
         let (mut s, mut e) = (
