@@ -8,6 +8,7 @@
 // A test harness: a failed setup step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod crash;
 pub mod model;
 pub mod rng;
 pub mod setup;

@@ -1,0 +1,441 @@
+//! Crash consistency: run a workload on a recording device, then at every
+//! write boundary build the images a power cut could leave, recover each,
+//! and check: every file synced and untouched since has exactly its synced
+//! contents and size; no file shows a byte it was never given; fsck is
+//! clean; recovering twice gives the same state.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use pollfs_core::dev::ram::RamDevice;
+use pollfs_core::Fs;
+use pollfs_host_tests::crash::{crash_images, device_from, Event, RecordingDevice};
+use pollfs_host_tests::model::pattern;
+use pollfs_host_tests::rng::Rng;
+use pollfs_host_tests::setup::config;
+
+const DEV_BYTES: u64 = 8 << 20;
+const FRAMES: u32 = 96;
+const CACHE: u32 = 48;
+const MAX_FILE: u64 = 48 * 1024;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Create(usize),
+    Write(usize, u64, usize),
+    SetLen(usize, u64),
+    Punch(usize, u64, u64),
+    Rename(usize, usize),
+    Remove(usize),
+    SyncData(usize),
+    SyncAll(usize),
+}
+
+/// What the oracle knows about one file (by model id).
+#[derive(Clone, Debug, Default)]
+struct ModelFile {
+    name: String,
+    data: Vec<u8>,
+    live: bool,
+    /// Every byte value ever written at each offset.
+    history: BTreeMap<u64, BTreeSet<u8>>,
+}
+
+/// A sync that completed: the file's state then, and the event count when
+/// it returned.
+#[derive(Clone, Debug)]
+struct Synced {
+    id: usize,
+    name: String,
+    data: Vec<u8>,
+    done_at: usize,
+}
+
+struct Run {
+    events: Vec<Event>,
+    base: Vec<u8>,
+    syncs: Vec<Synced>,
+    /// Per model id: event counts at which an operation touching it began.
+    touched: BTreeMap<usize, Vec<usize>>,
+    names: BTreeMap<String, BTreeSet<usize>>,
+    files: Vec<ModelFile>,
+}
+
+fn run_workload(ops: &[Op]) -> Run {
+    let ram = RamDevice::new(DEV_BYTES, 4096, FRAMES).unwrap();
+    let mut base = vec![0u8; DEV_BYTES as usize];
+    // Format outside the recording: crashes during mkfs are not the point.
+    drop(Fs::format(ram.clone(), config(CACHE), 0xC0FFEE).unwrap());
+    ram.read_raw(0, &mut base);
+    let dev = RecordingDevice::new(ram);
+    let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
+    let s = fs.session().unwrap();
+    let mut files: Vec<ModelFile> = Vec::new();
+    let mut syncs = Vec::new();
+    let mut touched: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut names: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
+    let mut op_no = 0u64;
+    // Operations name a slot; each create gives the slot a new model id, so
+    // every inode keeps its own history.
+    let mut slots: BTreeMap<usize, usize> = BTreeMap::new();
+    for op in ops {
+        op_no += 1;
+        let start = dev.len();
+        let op = match *op {
+            Op::Create(slot) => {
+                if slots.get(&slot).is_some_and(|&id| files[id].live) {
+                    continue;
+                }
+                let name = format!("f{slot}");
+                if s.create(&name).is_err() {
+                    continue;
+                }
+                let id = files.len();
+                files.push(ModelFile {
+                    name: name.clone(),
+                    live: true,
+                    ..ModelFile::default()
+                });
+                slots.insert(slot, id);
+                names.entry(name).or_default().insert(id);
+                touched.entry(id).or_default().push(start);
+                continue;
+            }
+            Op::Write(slot, a, b) => {
+                Op::Write(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
+            }
+            Op::SetLen(slot, a) => Op::SetLen(slots.get(&slot).copied().unwrap_or(usize::MAX), a),
+            Op::Punch(slot, a, b) => {
+                Op::Punch(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
+            }
+            Op::Rename(a, b) => Op::Rename(
+                slots.get(&a).copied().unwrap_or(usize::MAX),
+                slots.get(&b).copied().unwrap_or(usize::MAX),
+            ),
+            Op::Remove(slot) => Op::Remove(slots.get(&slot).copied().unwrap_or(usize::MAX)),
+            Op::SyncData(slot) => Op::SyncData(slots.get(&slot).copied().unwrap_or(usize::MAX)),
+            Op::SyncAll(slot) => Op::SyncAll(slots.get(&slot).copied().unwrap_or(usize::MAX)),
+        };
+        let op = &op;
+        match op {
+            Op::Create(_) => {}
+            Op::Write(id, off, len) => {
+                let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
+                    continue;
+                };
+                let h = s.open(&f.name).unwrap();
+                let data = pattern(op_no, *off, *len);
+                h.write_all_at(&data, *off).unwrap();
+                let end = *off as usize + len;
+                if f.data.len() < end {
+                    f.data.resize(end, 0);
+                }
+                f.data[*off as usize..end].copy_from_slice(&data);
+                for (i, b) in data.iter().enumerate() {
+                    f.history.entry(off + i as u64).or_default().insert(*b);
+                }
+                touched.entry(*id).or_default().push(start);
+            }
+            Op::SetLen(id, len) => {
+                let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
+                    continue;
+                };
+                s.open(&f.name).unwrap().set_len(*len).unwrap();
+                f.data.resize(*len as usize, 0);
+                touched.entry(*id).or_default().push(start);
+            }
+            Op::Punch(id, off, len) => {
+                let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
+                    continue;
+                };
+                s.open(&f.name).unwrap().punch_hole(*off, *len).unwrap();
+                let size = f.data.len() as u64;
+                let (a, b) = ((*off).min(size), (off + len).min(size));
+                f.data[a as usize..b as usize].fill(0);
+                touched.entry(*id).or_default().push(start);
+            }
+            Op::Rename(from, to) => {
+                if from == to || !files.get(*from).is_some_and(|f| f.live) {
+                    continue;
+                }
+                let to_name = format!("r{op_no}");
+                let to_name = match files.get(*to).filter(|f| f.live) {
+                    Some(t) => t.name.clone(),
+                    None => to_name,
+                };
+                fs.rename(&files[*from].name.clone(), &to_name).unwrap();
+                for f in files.iter_mut() {
+                    if f.live && f.name == to_name {
+                        f.live = false;
+                    }
+                }
+                let id = *from;
+                files[id].name = to_name.clone();
+                files[id].live = true;
+                names.entry(to_name.clone()).or_default().insert(id);
+                for (i, f) in files.iter().enumerate() {
+                    if f.name == to_name || i == id {
+                        touched.entry(i).or_default().push(start);
+                    }
+                }
+                if *to != usize::MAX {
+                    touched.entry(*to).or_default().push(start);
+                }
+            }
+            Op::Remove(id) => {
+                let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
+                    continue;
+                };
+                fs.remove(&f.name).unwrap();
+                f.live = false;
+                touched.entry(*id).or_default().push(start);
+            }
+            Op::SyncData(id) | Op::SyncAll(id) => {
+                let Some(f) = files.get(*id).filter(|f| f.live) else {
+                    continue;
+                };
+                let h = s.open(&f.name).unwrap();
+                if matches!(op, Op::SyncAll(_)) {
+                    h.sync_all().unwrap()
+                } else {
+                    h.sync_data().unwrap()
+                }
+                syncs.push(Synced {
+                    id: *id,
+                    name: f.name.clone(),
+                    data: f.data.clone(),
+                    done_at: dev.len(),
+                });
+            }
+        }
+    }
+    Run {
+        events: dev.events(),
+        base,
+        syncs,
+        touched,
+        names,
+        files,
+    }
+}
+
+/// Checks every crash state of a run; returns how many were checked.
+fn check_run(run: &Run, seed: u64, label: &str) -> usize {
+    let mut rng = Rng::new(seed ^ 0xC4A5);
+    let mut checked = 0;
+    let boundaries: Vec<usize> = (0..=run.events.len())
+        .filter(|&i| {
+            i == 0
+                || i == run.events.len()
+                || matches!(run.events[i - 1], Event::Write { .. } | Event::Flush)
+        })
+        .collect();
+    for at in boundaries {
+        for (desc, image) in crash_images(&run.base, &run.events, at, &mut rng) {
+            let ctx = format!("{label}: {desc}");
+            // A state with event `at` torn has that event's operation under
+            // way: it touched its files.
+            let in_flight = desc.contains("during");
+            let dev = device_from(&image, FRAMES);
+            let state = read_state(&dev, &ctx);
+            // Fully synced files untouched since their last completed sync.
+            let mut last: BTreeMap<usize, &Synced> = BTreeMap::new();
+            for s in run.syncs.iter().filter(|s| s.done_at <= at) {
+                last.insert(s.id, s);
+            }
+            for (id, s) in last {
+                let later = run.touched.get(&id).is_some_and(|t| {
+                    t.iter()
+                        .any(|&e| e >= s.done_at && (e < at || (in_flight && e == at)))
+                });
+                if later {
+                    continue;
+                }
+                let got = state
+                    .get(&s.name)
+                    .unwrap_or_else(|| panic!("{ctx}: synced file {} is missing", s.name));
+                assert_eq!(
+                    got.len(),
+                    s.data.len(),
+                    "{ctx}: synced file {} has the wrong size",
+                    s.name
+                );
+                if *got != s.data {
+                    let i = got
+                        .iter()
+                        .zip(&s.data)
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(0);
+                    panic!("{ctx}: synced file {} differs at byte {i}", s.name);
+                }
+            }
+            // No byte from elsewhere.
+            for (name, bytes) in &state {
+                let ids = run
+                    .names
+                    .get(name)
+                    .unwrap_or_else(|| panic!("{ctx}: unknown file {name}"));
+                for (off, b) in bytes.iter().enumerate() {
+                    if *b == 0 {
+                        continue;
+                    }
+                    let ok = ids.iter().any(|&id| {
+                        run.files[id]
+                            .history
+                            .get(&(off as u64))
+                            .is_some_and(|h| h.contains(b))
+                    });
+                    assert!(
+                        ok,
+                        "{ctx}: file {name} byte {off} = {b:#04x} was never written there"
+                    );
+                }
+            }
+            // fsck, and a second recovery.
+            let report = pollfs_core::persist::check(
+                &dev,
+                pollfs_core::hosted::monotonic_clock,
+                std::thread::yield_now,
+            )
+            .unwrap();
+            assert!(
+                report.problems.is_empty(),
+                "{ctx}: fsck: {:?}",
+                report.problems
+            );
+            assert_eq!(
+                read_state(&dev, &ctx),
+                state,
+                "{ctx}: a second recovery differs"
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
+
+fn read_state(dev: &RamDevice, ctx: &str) -> BTreeMap<String, Vec<u8>> {
+    let fs = Fs::mount(dev.clone(), config(CACHE))
+        .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
+    fs.check_invariants()
+        .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+    let s = fs.session().unwrap();
+    let mut out = BTreeMap::new();
+    for name in fs.list() {
+        let f = s.open(&name).unwrap();
+        let mut buf = vec![0u8; f.len() as usize];
+        let n = f.read_at(&mut buf, 0).unwrap();
+        assert_eq!(n, buf.len(), "{ctx}: short read of {name}");
+        out.insert(name, buf);
+    }
+    out
+}
+
+fn generated(seed: u64, len: usize) -> Vec<Op> {
+    let mut rng = Rng::new(seed);
+    let mut ops = vec![Op::Create(0), Op::Create(1), Op::Create(2)];
+    for _ in 0..len {
+        let id = rng.below(3) as usize;
+        let off = rng.below(MAX_FILE);
+        ops.push(match rng.below(100) {
+            0..=34 => Op::Write(id, off, (rng.below(12_000) + 1) as usize),
+            35..=44 => Op::SetLen(id, rng.below(MAX_FILE)),
+            45..=52 => Op::Punch(id, off, rng.below(20_000) + 1),
+            53..=57 => Op::Rename(id, rng.below(3) as usize),
+            58..=61 => Op::Remove(id),
+            62..=67 => Op::Create(id),
+            68..=83 => Op::SyncData(id),
+            _ => Op::SyncAll(id),
+        });
+    }
+    ops
+}
+
+fn workloads() -> u64 {
+    if cfg!(feature = "soak") {
+        200
+    } else {
+        12
+    }
+}
+
+#[test]
+fn generated_workloads_survive_every_crash_point() {
+    let mut total = 0;
+    for seed in 0..workloads() {
+        let run = run_workload(&generated(seed, 40));
+        total += check_run(&run, seed, &format!("seed {seed}"));
+    }
+    println!("crash states checked: {total}");
+    assert!(total > 500, "only {total} crash states");
+}
+
+#[test]
+fn known_bug_classes_survive_every_crash_point() {
+    use Op::*;
+    let cases: Vec<(&str, Vec<Op>)> = vec![
+        (
+            "append then fsync",
+            vec![
+                Create(0),
+                Write(0, 0, 5000),
+                SyncAll(0),
+                Write(0, 5000, 9000),
+                SyncData(0),
+            ],
+        ),
+        (
+            "truncate, extend, fsync",
+            vec![
+                Create(0),
+                Write(0, 0, 20_000),
+                SyncAll(0),
+                SetLen(0, 3000),
+                SetLen(0, 30_000),
+                SyncAll(0),
+            ],
+        ),
+        (
+            "punch then fsync",
+            vec![
+                Create(0),
+                Write(0, 0, 40_000),
+                SyncAll(0),
+                Punch(0, 4096, 20_000),
+                SyncData(0),
+            ],
+        ),
+        (
+            "rename over a synced file",
+            vec![
+                Create(0),
+                Write(0, 0, 8000),
+                SyncAll(0),
+                Create(1),
+                Write(1, 0, 3000),
+                SyncAll(1),
+                Rename(1, 0),
+                SyncAll(1),
+            ],
+        ),
+        (
+            "fsync of a file whose freed blocks another file reused",
+            vec![
+                Create(0),
+                Write(0, 0, 40_000),
+                SyncAll(0),
+                SetLen(0, 0),
+                Create(1),
+                Write(1, 0, 40_000),
+                SyncAll(1),
+                SyncAll(0),
+            ],
+        ),
+    ];
+    let mut total = 0;
+    for (i, (name, ops)) in cases.iter().enumerate() {
+        let run = run_workload(ops);
+        total += check_run(&run, i as u64, name);
+    }
+    println!("crash states checked: {total}");
+}
