@@ -26,6 +26,10 @@ bench DEVICE="emu" *ARGS="":
 soak:
     cargo test --release -p pollfs-host-tests --features soak
 
+# Many more crash states: 200 generated workloads instead of 12.
+crash-soak:
+    cargo test --release -p pollfs-host-tests --features soak --test crash -- --nocapture
+
 # Criterion micro-benchmarks of the hot paths.
 criterion *ARGS="":
     cargo bench -p pollfs-host-tests {{ARGS}}

@@ -2,6 +2,7 @@
 
 mod bench;
 mod nvme;
+mod tools;
 
 use clap::{Parser, Subcommand};
 
@@ -21,6 +22,11 @@ enum Command {
     /// fio-style jobs on pollfs; with --compare (the default suite) also on
     /// pollfs with a file-wide lock, the kernel's page cache and memcpy.
     Bench(Box<bench::Args>),
+    /// Write an empty pollfs filesystem on a device.
+    Mkfs(tools::MkfsArgs),
+    /// Check a pollfs filesystem: superblocks, checkpoint, log, and every
+    /// metadata invariant; exits non-zero if anything is wrong.
+    Fsck(tools::FsckArgs),
     /// Controller and namespace facts (model, version, MDTS, LBA format,
     /// capacity, queues) of `emu` or `vfio:<pci-address>`.
     Identify(nvme::identify::Args),
@@ -35,6 +41,8 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Mkfs(args) => tools::mkfs(&args),
+        Command::Fsck(args) => tools::fsck(&args),
         Command::Identify(args) => nvme::identify::run(&args),
         Command::Perf(args) => nvme::perf::run(&args),
         Command::Setup(args) => nvme::setup::run(&args),

@@ -91,3 +91,23 @@ fn bad_input_is_a_clear_error() {
     let (ok, _, err) = pollfs(&["bench", "--preset", "nope"]);
     assert!(!ok && err.contains("no preset"), "{err}");
 }
+
+#[test]
+fn mkfs_then_fsck_is_clean_and_damage_is_reported() {
+    let dir = std::env::temp_dir().join(format!("pollfs-mkfs-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let img = dir.join("dev.img");
+    let spec = format!("file:{}", img.display());
+    let (ok, out, err) = pollfs(&["mkfs", &spec, "--size", "16m"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("data blocks"), "{out}");
+    let (ok, out, err) = pollfs(&["fsck", &spec]);
+    assert!(ok && out.contains("0 problems"), "{out}{err}");
+    // Damage both superblocks.
+    let mut bytes = std::fs::read(&img).unwrap();
+    bytes[..8192].fill(0xff);
+    std::fs::write(&img, &bytes).unwrap();
+    let (ok, out, err) = pollfs(&["fsck", &spec]);
+    assert!(!ok && out.contains("PROBLEM"), "{out}{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
