@@ -85,6 +85,10 @@ counters! {
     dirty_throttles,
     /// Device commands that failed.
     dev_errors,
+    /// Metadata log writes (each one FUA write of one or more blocks).
+    log_writes,
+    /// Checkpoints written.
+    checkpoints,
 }
 
 impl Counters {

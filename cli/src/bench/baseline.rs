@@ -30,7 +30,7 @@ pub fn kernel(job: &Job, dir: &Path, progress: &Progress) -> Result<Sample, Stri
             .map_err(|e| format!("{}: {e}", path.display()))?;
         let chunk = vec![0x5au8; 1 << 20];
         let mut off = 0;
-        while off < size {
+        while off < size && !job.append {
             let n = chunk.len().min((size - off) as usize);
             file.write_all_at(&chunk[..n], off)
                 .map_err(|e| e.to_string())?;

@@ -26,9 +26,19 @@ pub fn cache_pages(job: &Job) -> Result<u32, String> {
     u32::try_from(pages).map_err(|_| "cache too large".to_string())
 }
 
+/// DMA frames a job's device needs: the cache plus the metadata frames.
+pub fn frames(job: &Job) -> Result<u32, String> {
+    cache_pages(job)?
+        .checked_add(pollfs_core::persist::META_FRAMES)
+        .ok_or_else(|| "cache too large".to_string())
+}
+
 /// Device bytes a job needs.
 pub fn device_bytes(job: &Job) -> u64 {
-    job.file_size() * u64::from(job.nrfiles) + (16 << 20)
+    // Files, plus the log and checkpoint areas (about 1/16 of the device),
+    // plus slack.
+    let files = job.file_size() * u64::from(job.nrfiles);
+    files + files / 8 + (16 << 20)
 }
 
 fn err(e: pollfs_core::Error) -> String {
@@ -52,7 +62,8 @@ pub fn pollfs<D: BlockDevice>(
         ..pollfs_core::hosted::config()
     };
     let max_transfer = dev.geometry().max_transfer;
-    let fs = Fs::new(dev, config).map_err(err)?;
+    // A real filesystem, with its log: syncs cost what they cost on disk.
+    let fs = Fs::format(dev, config, 0x5eed_f00d).map_err(err)?;
     let names: Vec<String> = (0..job.nrfiles)
         .map(|k| format!("{}.{k}", job.filename))
         .collect();
@@ -62,7 +73,7 @@ pub fn pollfs<D: BlockDevice>(
         for name in &names {
             let f = s.create(name).map_err(err)?;
             let mut off = 0;
-            while off < job.file_size() {
+            while off < job.file_size() && !job.append {
                 let n = chunk.len().min((job.file_size() - off) as usize);
                 f.write_all_at(&chunk[..n], off).map_err(err)?;
                 off += n as u64;
@@ -101,7 +112,7 @@ pub fn pollfs<D: BlockDevice>(
         lock_waits: d.lock_waits,
         readahead_pages: d.readahead_pages,
         max_transfer,
-        log_writes: 0,
+        log_writes: d.log_writes,
     };
     let engine = if file_lock { "pollfs-locked" } else { "pollfs" };
     Ok(Sample::new(engine, rec, secs, Some(counters)))

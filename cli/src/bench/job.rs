@@ -90,6 +90,8 @@ pub struct Job {
     pub cold: bool,
     /// Page-cache size in MiB (0: big enough for every file).
     pub cache_mib: u64,
+    /// Files start empty, so sequential writes append (until they wrap).
+    pub append: bool,
 }
 
 impl Default for Job {
@@ -109,6 +111,7 @@ impl Default for Job {
             nrfiles: 1,
             cold: false,
             cache_mib: 0,
+            append: false,
         }
     }
 }
@@ -164,6 +167,7 @@ impl Job {
                 )
             }
             "cold" => self.cold = value.trim() == "1",
+            "append" => self.append = value.trim() == "1",
             "cache" => self.cache_mib = parse_size(value)? >> 20,
             "ioengine" | "time_based" | "group_reporting" | "thread" => {}
             other => return Err(format!("unknown job key '{other}'")),
@@ -280,6 +284,16 @@ pub fn preset(name: &str) -> Option<Vec<Job>> {
                 "overwrite-fdatasync",
                 &[("rw", "randwrite"), ("size", "16m"), ("fdatasync", "1")],
             ),
+            j(
+                "append-fdatasync",
+                &[
+                    ("rw", "write"),
+                    ("size", "1g"),
+                    ("cache", "64m"),
+                    ("fdatasync", "1"),
+                    ("append", "1"),
+                ],
+            ),
         ],
         "reads" => vec![
             j("randread-4m-1t", &[("rw", "randread"), ("size", "4m")]),
@@ -297,7 +311,13 @@ pub fn preset(name: &str) -> Option<Vec<Job>> {
             ),
             j(
                 "append-fsync",
-                &[("rw", "write"), ("size", "16m"), ("fsync", "1")],
+                &[
+                    ("rw", "write"),
+                    ("size", "1g"),
+                    ("cache", "64m"),
+                    ("fsync", "1"),
+                    ("append", "1"),
+                ],
             ),
         ],
         "quick" => vec![j(

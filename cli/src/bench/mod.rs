@@ -184,7 +184,7 @@ fn on_device(
     progress: &Progress,
 ) -> Result<Sample, String> {
     let bytes = engine::device_bytes(job);
-    let frames = engine::cache_pages(job)?;
+    let frames = engine::frames(job)?;
     let spec = args.device.as_str();
     if spec == "emu" {
         let dev =

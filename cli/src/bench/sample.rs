@@ -129,8 +129,7 @@ pub struct Counters {
     pub lock_waits: u64,
     pub readahead_pages: u64,
     pub max_transfer: u32,
-    /// Log writes: pollfs has no metadata log yet, so every sync is data
-    /// writes plus flushes and this is always 0.
+    /// Metadata log writes.
     pub log_writes: u64,
 }
 

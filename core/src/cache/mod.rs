@@ -359,6 +359,15 @@ impl PageCache {
         dirty
     }
 
+    /// The page index slot `s` holds (meaningful while the caller holds the
+    /// page pinned, locked or under writeback).
+    pub fn index_of(&self, s: u32) -> PageIndex {
+        PageIndex(
+            self.slot(s)
+                .map_or(0, |slot| slot.index.load(Ordering::Acquire)),
+        )
+    }
+
     /// Records that the page in slot `s` (pinned or locked by the caller)
     /// has a device block.
     pub fn mark_mapped(&self, s: u32) {

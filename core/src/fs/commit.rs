@@ -54,7 +54,7 @@ impl<D: BlockDevice> Session<D> {
         let committed = self.commit(j, captured).await;
         for slot in kept {
             if self.fs.cache.end_writeback(slot, committed.is_ok()) {
-                inode.dirty_inc();
+                inode.dirty_inc(self.fs.cache.index_of(slot));
             }
         }
         committed
@@ -194,6 +194,7 @@ impl<D: BlockDevice> Session<D> {
         };
         self.write_meta(j, j.layout.log_start + at, &bytes, true)
             .await?;
+        self.counters.add(crate::stats::Counter::log_writes, 1);
         let mut st = j.st.lock();
         st.pos = (at + n) % blocks;
         st.next_lsn = lsn + 1;
@@ -317,6 +318,7 @@ impl<D: BlockDevice> Session<D> {
         };
         self.write_meta(j, generation % 2, &sb.encode(), true)
             .await?;
+        self.counters.add(crate::stats::Counter::checkpoints, 1);
         let mut st = j.st.lock();
         st.generation = generation;
         st.ckpt_slot = slot;

@@ -111,6 +111,11 @@ pub(crate) struct Inode {
     pub(crate) writers: WriteDrain,
     /// Dirty pages of this file.
     pub(crate) dirty: AtomicU64,
+    /// Lowest and highest page made dirty since the last writeback scan:
+    /// writeback scans only this range (an append-and-sync of a large file
+    /// must not walk its whole page index).
+    pub(crate) dirty_lo: AtomicU64,
+    pub(crate) dirty_hi: AtomicU64,
     /// Open handles plus writebacks in progress.
     pub(crate) open: AtomicU32,
     /// The name is gone; free everything when `open` drops to zero.
@@ -135,6 +140,8 @@ impl Inode {
             extent_lock: StripedLock::new(Level::Extent),
             writers: WriteDrain::default(),
             dirty: AtomicU64::new(0),
+            dirty_lo: AtomicU64::new(u64::MAX),
+            dirty_hi: AtomicU64::new(0),
             open: AtomicU32::new(0),
             unlinked: AtomicBool::new(false),
             reclaimed: AtomicBool::new(false),
@@ -167,8 +174,23 @@ impl Inode {
         self.meta_seq.load(Ordering::Acquire) > self.logged_seq.load(Ordering::Acquire)
     }
 
-    pub(crate) fn dirty_inc(&self) {
+    /// Page `index` became dirty.
+    pub(crate) fn dirty_inc(&self, index: crate::units::PageIndex) {
         self.dirty.fetch_add(1, Ordering::Relaxed);
+        self.dirty_lo.fetch_min(index.0, Ordering::AcqRel);
+        self.dirty_hi.fetch_max(index.0, Ordering::AcqRel);
+    }
+
+    /// Takes the range of pages made dirty since the last call, as
+    /// `[start, end)` (empty if none).
+    pub(crate) fn take_dirty_range(&self) -> (u64, u64) {
+        let lo = self.dirty_lo.swap(u64::MAX, Ordering::AcqRel);
+        let hi = self.dirty_hi.swap(0, Ordering::AcqRel);
+        if lo > hi {
+            (0, 0)
+        } else {
+            (lo, hi.saturating_add(1))
+        }
     }
 
     pub(crate) fn dirty_dec(&self) {

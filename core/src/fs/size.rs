@@ -239,6 +239,9 @@ impl<D: BlockDevice> Session<D> {
     /// Zeroes `[from, to)` of a held page, dirties and releases it.
     fn zero_held(&self, inode: &Inode, page: HeldPage, from: usize, to: usize) {
         let cache = &self.fs.cache;
+        let slot_of = |p: &HeldPage| match *p {
+            HeldPage::Pinned(s) | HeldPage::Filling(_, s) => s,
+        };
         let dirtied = match page {
             HeldPage::Pinned(slot) => {
                 self.fs.frames().fill(FrameId(slot), from, to - from, 0);
@@ -250,7 +253,7 @@ impl<D: BlockDevice> Session<D> {
             }
         };
         if dirtied {
-            inode.dirty_inc();
+            inode.dirty_inc(cache.index_of(slot_of(&page)));
         }
     }
 

@@ -27,11 +27,12 @@ impl<D: BlockDevice> Session<D> {
     pub(crate) async fn writeback(&self, inode: &Inode, keep: bool) -> Result<Vec<u32>> {
         let cache = &self.fs.cache;
         let mut dirty = Vec::new();
+        let (lo, hi) = inode.take_dirty_range();
         cache.scan(
             &inode.pages,
             inode.id,
-            PageIndex(0),
-            PageIndex(u64::MAX),
+            PageIndex(lo),
+            PageIndex(hi),
             |i, _, d| {
                 if d {
                     dirty.push(i)
@@ -106,7 +107,7 @@ impl<D: BlockDevice> Session<D> {
     /// Ends writeback of `slot`, re-counting it as dirty on failure.
     fn end(&self, inode: &Inode, cache: &PageCache, slot: u32, ok: bool) {
         if cache.end_writeback(slot, ok) {
-            inode.dirty_inc();
+            inode.dirty_inc(cache.index_of(slot));
         }
     }
 

@@ -133,7 +133,7 @@ impl<D: BlockDevice> Session<D> {
                     }
                     arena.write(FrameId(slot), in_page, data);
                     if cache.unpin(slot, true) {
-                        inode.dirty_inc();
+                        inode.dirty_inc(index);
                     }
                     return Ok(());
                 }
@@ -163,7 +163,7 @@ impl<D: BlockDevice> Session<D> {
                     cache.mark_mapped(slot);
                     arena.write(FrameId(slot), in_page, data);
                     cache.finish_fill(&inode.pages, index, slot, true, true);
-                    inode.dirty_inc();
+                    inode.dirty_inc(index);
                     return Ok(());
                 }
                 Insert::Existing(_) => continue,
