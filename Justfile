@@ -47,3 +47,7 @@ vm-perf:
 # The driver's instructions per 4 KiB I/O (submit + reap) under callgrind.
 io-cost:
     bash vm/io-cost.sh
+
+# `pollfs bench` inside the VM, through VFIO on QEMU's NVMe controller.
+vm-bench PRESET="quick":
+    POLLFS_VM_PRESET={{PRESET}} bash vm/bench-suite.sh

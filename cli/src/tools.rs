@@ -51,6 +51,17 @@ fn file_device(path: &str, bytes: Option<u64>) -> Result<FileDevice, String> {
     FileDevice::open(Path::new(path), bytes, FRAMES).map_err(|e| format!("{path}: {e}"))
 }
 
+#[cfg(target_os = "linux")]
+fn vfio_device(addr: &str) -> Result<pollfs_driver::vfio::VfioDevice, String> {
+    pollfs_driver::NvmeDevice::vfio(
+        addr,
+        Default::default(),
+        FRAMES,
+        pollfs_driver::emu::StdClock::new(),
+    )
+    .map_err(|e| format!("{addr}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)"))
+}
+
 fn uuid() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -78,14 +89,7 @@ pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
     }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {
-        let dev = pollfs_driver::NvmeDevice::vfio(
-            addr,
-            Default::default(),
-            FRAMES,
-            pollfs_driver::emu::StdClock::new(),
-        )
-        .map_err(|e| format!("{addr}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)"))?;
-        return mkfs_on(dev, addr);
+        return mkfs_on(vfio_device(addr)?, addr);
     }
     Err(format!(
         "unknown device '{}': use file:PATH or vfio:PCI_ADDR",
@@ -126,14 +130,7 @@ pub fn fsck(args: &FsckArgs) -> Result<(), String> {
     }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {
-        let dev = pollfs_driver::NvmeDevice::vfio(
-            addr,
-            Default::default(),
-            FRAMES,
-            pollfs_driver::emu::StdClock::new(),
-        )
-        .map_err(|e| format!("{addr}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)"))?;
-        return fsck_on(&dev, addr);
+        return fsck_on(&vfio_device(addr)?, addr);
     }
     Err(format!(
         "unknown device '{}': use file:PATH or vfio:PCI_ADDR",

@@ -4,18 +4,19 @@
 
 extern crate std;
 
-use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use super::immediate::{Execute, ImmediateQueue};
 use super::ram::RamFrames;
-use super::{BlockDevice, Command, Completion, DevError, DeviceQueue, FrameArena, Geometry, Tag};
-use crate::units::{Nanos, PAGE_SIZE};
+use super::{BlockDevice, Command, DevError, FrameArena, Geometry};
+use crate::units::PAGE_SIZE;
 
+/// The medium of a [`FileDevice`].
 #[derive(Debug)]
-struct Inner {
+pub struct Inner {
     file: File,
     geometry: Geometry,
     frames: RamFrames,
@@ -99,37 +100,14 @@ impl Inner {
 }
 
 /// A queue on a [`FileDevice`].
-#[derive(Debug)]
-pub struct FileQueue {
-    inner: Arc<Inner>,
-    done: VecDeque<Completion>,
-    next_tag: u32,
-}
+pub type FileQueue = ImmediateQueue<Inner>;
 
-impl DeviceQueue for FileQueue {
-    fn submit(&mut self, command: &Command<'_>) -> Result<Tag, DevError> {
-        if self.done.len() >= self.inner.geometry.queue_depth as usize {
-            return Err(DevError::QueueFull);
-        }
-        let tag = Tag(self.next_tag);
-        self.next_tag = self.next_tag.wrapping_add(1);
-        let result = self.inner.execute(command);
-        self.done.push_back(Completion { tag, result });
-        Ok(tag)
+impl Execute for Inner {
+    fn geometry(&self) -> Geometry {
+        self.geometry
     }
-    fn poll(&mut self, _now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
-        let mut n = 0;
-        while n < max {
-            let Some(c) = self.done.pop_front() else {
-                break;
-            };
-            done(c);
-            n += 1;
-        }
-        n
-    }
-    fn in_flight(&self) -> usize {
-        self.done.len()
+    fn execute(&self, command: &Command<'_>) -> Result<(), DevError> {
+        Inner::execute(self, command)
     }
 }
 
@@ -143,10 +121,6 @@ impl BlockDevice for FileDevice {
         &self.inner.frames
     }
     fn open_queue(&self) -> Result<FileQueue, DevError> {
-        Ok(FileQueue {
-            inner: self.inner.clone(),
-            done: VecDeque::new(),
-            next_tag: 0,
-        })
+        Ok(ImmediateQueue::new(self.inner.clone()))
     }
 }

@@ -16,6 +16,7 @@
 pub mod fault;
 #[cfg(feature = "std")]
 pub mod file;
+pub mod immediate;
 pub mod ram;
 
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};

@@ -6,15 +6,15 @@
 //! threads rarely touch the same lock.
 
 use alloc::boxed::Box;
-use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use spin::RwLock;
 
-use super::{BlockDevice, Command, Completion, DevError, DeviceQueue, FrameArena, Geometry, Tag};
-use crate::units::{FrameId, Nanos, PAGE_SIZE};
+use super::immediate::{Execute, ImmediateQueue};
+use super::{BlockDevice, Command, DevError, FrameArena, Geometry};
+use crate::units::{FrameId, PAGE_SIZE};
 
 const CHUNK: usize = 64 * 1024;
 
@@ -64,8 +64,9 @@ impl FrameArena for RamFrames {
     }
 }
 
+/// The medium of a [`RamDevice`] (its blocks and frames).
 #[derive(Debug)]
-struct RamInner {
+pub struct RamInner {
     geometry: Geometry,
     chunks: Vec<RwLock<Box<[u8]>>>,
     frames: RamFrames,
@@ -193,37 +194,14 @@ impl RamDevice {
 }
 
 /// A queue on a [`RamDevice`].
-#[derive(Debug)]
-pub struct RamQueue {
-    inner: Arc<RamInner>,
-    done: VecDeque<Completion>,
-    next_tag: u32,
-}
+pub type RamQueue = ImmediateQueue<RamInner>;
 
-impl DeviceQueue for RamQueue {
-    fn submit(&mut self, command: &Command<'_>) -> Result<Tag, DevError> {
-        if self.done.len() >= self.inner.geometry.queue_depth as usize {
-            return Err(DevError::QueueFull);
-        }
-        let tag = Tag(self.next_tag);
-        self.next_tag = self.next_tag.wrapping_add(1);
-        let result = self.inner.execute(command);
-        self.done.push_back(Completion { tag, result });
-        Ok(tag)
+impl Execute for RamInner {
+    fn geometry(&self) -> Geometry {
+        self.geometry
     }
-    fn poll(&mut self, _now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
-        let mut n = 0;
-        while n < max {
-            let Some(c) = self.done.pop_front() else {
-                break;
-            };
-            done(c);
-            n += 1;
-        }
-        n
-    }
-    fn in_flight(&self) -> usize {
-        self.done.len()
+    fn execute(&self, command: &Command<'_>) -> Result<(), DevError> {
+        RamInner::execute(self, command)
     }
 }
 
@@ -237,18 +215,15 @@ impl BlockDevice for RamDevice {
         &self.inner.frames
     }
     fn open_queue(&self) -> Result<RamQueue, DevError> {
-        Ok(RamQueue {
-            inner: self.inner.clone(),
-            done: VecDeque::new(),
-            next_tag: 0,
-        })
+        Ok(ImmediateQueue::new(self.inner.clone()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::Lba;
+    use crate::dev::DeviceQueue;
+    use crate::units::{Lba, Nanos};
 
     fn run(q: &mut RamQueue, c: Command<'_>) -> Result<(), DevError> {
         let tag = q.submit(&c)?;

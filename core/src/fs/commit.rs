@@ -14,7 +14,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
-use super::inode::{Inode, Unblock};
+use super::inode::Inode;
 use super::Session;
 use crate::dev::{BlockDevice, Command, FrameArena};
 use crate::error::{Result, SpaceError};
@@ -29,17 +29,8 @@ impl<D: BlockDevice> Session<D> {
     pub(crate) async fn sync_logged(&self, inode: &Inode, j: &Journal) -> Result<()> {
         let (kept, captured) = if inode.meta_dirty() {
             let held = Held::new();
-            let _inode_lock = self
-                .lock(
-                    &inode.inode_lock,
-                    ByteRange::from(0),
-                    Mode::Exclusive,
-                    &held,
-                )
-                .await;
-            inode.writers.block();
-            let _unblock = Unblock(&inode.writers);
-            inode.writers.drained().await;
+            let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
+            let _unblock = self.drain_writers(inode).await;
             let kept = self.writeback(inode, true).await?;
             let seq = inode.meta_seq.load(Ordering::Acquire);
             let record = Record::State {

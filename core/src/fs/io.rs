@@ -10,6 +10,7 @@ use core::future::poll_fn;
 use core::task::Poll;
 
 use super::file::File;
+use super::inode::{Inode, Unblock};
 use super::Shared;
 use crate::dev::{BlockDevice, Command, DevError, DeviceQueue, Tag};
 use crate::error::Result;
@@ -146,6 +147,26 @@ impl<D: BlockDevice> Session<D> {
     pub(crate) async fn run(&self, cmd: &Command<'_>) -> core::result::Result<(), DevError> {
         let tag = self.submit(cmd).await?;
         self.wait(tag).await
+    }
+
+    /// Takes the inode lock (the whole file) in `mode`.
+    pub(crate) async fn inode_lock<'a>(
+        &self,
+        inode: &'a Inode,
+        mode: Mode,
+        held: &'a Held,
+    ) -> RangeGuard<'a> {
+        self.lock(&inode.inode_lock, ByteRange::from(0), mode, held)
+            .await
+    }
+
+    /// Shuts out writers that hold no inode lock and waits for those in
+    /// flight; they may enter again when the guard drops.
+    pub(crate) async fn drain_writers<'a>(&self, inode: &'a Inode) -> Unblock<'a> {
+        inode.writers.block();
+        let unblock = Unblock(&inode.writers);
+        inode.writers.drained().await;
+        unblock
     }
 
     /// Takes `range` of a striped lock, counting the wait if there is one.

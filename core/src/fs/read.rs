@@ -57,10 +57,7 @@ impl<D: BlockDevice> Session<D> {
     ) -> Result<usize> {
         let held = Held::new();
         let _file_lock = if self.fs.config.file_lock {
-            Some(
-                self.lock(&inode.inode_lock, ByteRange::from(0), Mode::Shared, &held)
-                    .await,
-            )
+            Some(self.inode_lock(inode, Mode::Shared, &held).await)
         } else {
             None
         };

@@ -33,14 +33,7 @@ impl<D: BlockDevice> Session<D> {
             return Err(RangeError::TooLarge.into());
         }
         let held = Held::new();
-        let _inode_lock = self
-            .lock(
-                &inode.inode_lock,
-                ByteRange::from(0),
-                Mode::Exclusive,
-                &held,
-            )
-            .await;
+        let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
         let old = inode.size();
         if new >= old {
             // Bytes past the old EOF are already zero: the page holding EOF
@@ -106,23 +99,14 @@ impl<D: BlockDevice> Session<D> {
             return Err(RangeError::TooLarge.into());
         }
         let held = Held::new();
-        let _inode_lock = self
-            .lock(
-                &inode.inode_lock,
-                ByteRange::from(0),
-                Mode::Exclusive,
-                &held,
-            )
-            .await;
+        let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
         let range = ByteRange::new(range.start, range.end.min(inode.size()));
         if range.is_empty() {
             return Ok(());
         }
         // Writers inside EOF hold no inode lock: shut them out and wait for
         // the ones in flight, as truncate does.
-        inode.writers.block();
-        let _unblock = Unblock(&inode.writers);
-        inode.writers.drained().await;
+        let _unblock = self.drain_writers(inode).await;
         let (first, last) = range.pages();
         let full_start = range.start.div_ceil(PAGE_SIZE_U64);
         let full_end = range.end / PAGE_SIZE_U64;

@@ -45,14 +45,7 @@ impl<D: BlockDevice> Session<D> {
             inode.size.store(off + n as u64, Ordering::Release);
             return Ok(n);
         }
-        let _inode_lock = self
-            .lock(
-                &inode.inode_lock,
-                ByteRange::from(0),
-                Mode::Exclusive,
-                &held,
-            )
-            .await;
+        let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
         let n = self.write_locked(inode, buf, range, &held).await?;
         let new_end = off + n as u64;
         if new_end > inode.size() {
