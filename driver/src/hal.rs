@@ -104,6 +104,12 @@ pub trait DmaRegion: Send + Sync {
     }
     /// Bus address of byte 0.
     fn iova(&self) -> Iova;
+    /// True if every read, write or fill that stays inside one 4 KiB page
+    /// (page-aligned from the region's start) happens as one unit, so no
+    /// concurrent access to that page sees it half done.
+    fn page_atomic(&self) -> bool {
+        false
+    }
     /// Copies bytes `[offset, offset + dst.len())` out.
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError>;
     /// Copies `src` in at `offset`.

@@ -180,6 +180,10 @@ impl DmaRegion for EmuRegion {
     fn iova(&self) -> Iova {
         Iova(self.iova)
     }
+    fn page_atomic(&self) -> bool {
+        // Each page is behind its own lock.
+        true
+    }
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.mem.read(offset, dst)
     }
