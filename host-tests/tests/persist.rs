@@ -177,3 +177,21 @@ fn damaged_images_give_clear_errors() {
     assert!(!report.problems.is_empty());
     assert!(dev.geometry().capacity > 0);
 }
+
+/// The README's example, as written there.
+#[test]
+fn readme_example_runs() -> Result<(), pollfs_core::Error> {
+    use pollfs_core::{hosted, Fs};
+    use pollfs_driver::NvmeDevice;
+
+    let dev = NvmeDevice::emulated(64 << 20, 4096, 1024)?;
+    let fs = Fs::format(dev, hosted::config(), 0x1234)?;
+    let s = fs.session()?;
+    let f = s.create("db")?;
+    f.write_all_at(b"hello", 0)?;
+    f.sync_data()?;
+    let mut buf = [0u8; 5];
+    f.read_at(&mut buf, 0)?;
+    assert_eq!(&buf, b"hello");
+    Ok(())
+}
