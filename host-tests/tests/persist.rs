@@ -195,3 +195,45 @@ fn readme_example_runs() -> Result<(), pollfs_core::Error> {
     assert_eq!(&buf, b"hello");
     Ok(())
 }
+
+#[test]
+fn failed_log_writes_and_flushes_are_reported_and_retried() {
+    use pollfs_core::dev::fault::{FaultPlan, FaultyDevice};
+    use pollfs_core::dev::{CommandKind, DevError};
+    let ram = device();
+    let plan = FaultPlan::new();
+    let fs = Fs::format(FaultyDevice::new(ram.clone(), plan.clone()), config(64), 3).unwrap();
+    let s = fs.session().unwrap();
+    let f = s.create("f").unwrap();
+    f.write_all_at(&pattern(1, 0, 10_000), 0).unwrap();
+    // The flush before the log write fails: this sync and the next report
+    // it; nothing is lost.
+    plan.fail(CommandKind::Flush, 2, DevError::Media);
+    assert_eq!(f.sync_data(), Err(Error::Io(DevError::Media)));
+    assert_eq!(f.sync_data(), Err(Error::Io(DevError::Media)));
+    f.sync_data().unwrap();
+    // Now the log write itself fails (writes: data first, then the log).
+    f.write_all_at(&pattern(2, 10_000, 5000), 10_000).unwrap();
+    plan.fail(CommandKind::Write, u64::MAX, DevError::Media);
+    assert!(f.sync_all().is_err());
+    plan.heal();
+    f.sync_all().unwrap();
+    drop(f);
+    drop(s);
+    drop(fs);
+    let fs = mount(&ram);
+    let s = fs.session().unwrap();
+    let f = s.open("f").unwrap();
+    assert_eq!(f.len(), 15_000);
+    let mut buf = vec![0; 15_000];
+    f.read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..10_000], &pattern(1, 0, 10_000)[..]);
+    assert_eq!(&buf[10_000..], &pattern(2, 10_000, 5000)[..]);
+    let report = pollfs_core::persist::check(
+        &ram,
+        pollfs_core::hosted::monotonic_clock,
+        std::thread::yield_now,
+    )
+    .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
