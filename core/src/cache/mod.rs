@@ -244,25 +244,35 @@ impl PageCache {
                 slot.state.fetch_and(!REFERENCED, Ordering::Relaxed);
                 continue;
             }
-            if !evictable(st) {
-                continue;
-            }
-            if slot
-                .state
-                .compare_exchange(
-                    st,
-                    next_version(st, LOCKED),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
-            {
-                slot.ino.store(0, Ordering::Release);
-                self.wake_if_waiting(s, st);
+            if self.try_evict(s, st) {
                 return Some((s, true));
             }
         }
         None
+    }
+
+    /// Takes slot `s` from its page if its state is still `seen` and the
+    /// page may be evicted: the slot comes back locked, with a new version
+    /// and no key.
+    fn try_evict(&self, s: u32, seen: u64) -> bool {
+        let Some(slot) = self.slot(s) else {
+            return false;
+        };
+        let taken = evictable(seen)
+            && slot
+                .state
+                .compare_exchange(
+                    seen,
+                    next_version(seen, LOCKED),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok();
+        if taken {
+            slot.ino.store(0, Ordering::Release);
+            self.wake_if_waiting(s, seen);
+        }
+        taken
     }
 
     /// Evicts every clean, unpinned, idle page; returns how many. Dirty
@@ -271,20 +281,7 @@ impl PageCache {
         let mut n = 0;
         for (i, slot) in self.slots.iter().enumerate() {
             let s = i as u32;
-            let st = slot.state.load(Ordering::Acquire);
-            if evictable(st)
-                && slot
-                    .state
-                    .compare_exchange(
-                        st,
-                        next_version(st, LOCKED),
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    )
-                    .is_ok()
-            {
-                slot.ino.store(0, Ordering::Release);
-                self.wake_if_waiting(s, st);
+            if self.try_evict(s, slot.state.load(Ordering::Acquire)) {
                 self.release_slot(s);
                 n += 1;
             }
