@@ -203,11 +203,16 @@ impl PageCache {
     }
 
     /// Waits until slot `s` is neither locked nor under writeback nor
-    /// pinned, or no longer holds what it held when `seen` was read.
+    /// pinned, or no longer holds the page it held.
     pub async fn wait_idle(&self, s: u32) {
+        self.wait_clear(s, LOCKED | WRITEBACK | PIN_MASK).await
+    }
+
+    /// Waits until none of the `busy` bits are set in slot `s`, or the slot
+    /// no longer holds the page it held.
+    pub async fn wait_clear(&self, s: u32, busy: u64) {
         let Some(slot) = self.slot(s) else { return };
         let seen = slot.state.load(Ordering::Acquire);
-        let busy = LOCKED | WRITEBACK | PIN_MASK;
         let idle = || {
             let st = slot.state.load(Ordering::Acquire);
             (st & busy == 0 || version(st) != version(seen)).then_some(())

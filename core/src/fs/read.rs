@@ -95,7 +95,13 @@ impl<D: BlockDevice> Session<D> {
                     let count = needed.max(u64::from(window));
                     match self.fill(inode, index, count, needed, &held).await? {
                         Fill::Present => just_filled = index.0,
-                        Fill::Eof => break,
+                        Fill::Eof => {
+                            // A truncate ran during this read: answer as if
+                            // the read came after it, so the length matches
+                            // a size the file had.
+                            let now = inode.size();
+                            return Ok((pos.min(now.max(off)) - off) as usize);
+                        }
                     }
                 }
             }
@@ -222,7 +228,9 @@ impl<D: BlockDevice> Session<D> {
     /// they become evictable, or waits for busy ones. Gives up after a while
     /// rather than spin forever when every page is pinned.
     pub(crate) async fn make_room(&self, attempts: u32) -> Result<()> {
-        if attempts > 1000 {
+        // Pages other threads hold are released as their I/O completes;
+        // only a cache too small for the work in flight stays full this long.
+        if attempts > 1_000_000 {
             return Err(SpaceError::CacheExhausted.into());
         }
         if self.fs.cache.dirty_pages() > 0 {

@@ -39,27 +39,65 @@ impl<D: BlockDevice> Session<D> {
                 }
             },
         );
-        let mut claimed: Vec<(PageIndex, u32)> = Vec::with_capacity(dirty.len());
-        for index in dirty {
-            loop {
+        let mut kept = Vec::new();
+        let mut first_err: Option<DevError> = None;
+        let mut pending = dirty;
+        while !pending.is_empty() {
+            // Claim every page that can be claimed now, and write those out
+            // before waiting for any busy one: a claimed page nobody writes
+            // would stall whoever waits for it (a punch-hole, say) while we
+            // wait for a page that one holds.
+            let mut claimed: Vec<(PageIndex, u32)> = Vec::with_capacity(pending.len());
+            let mut busy = Vec::new();
+            for index in pending.drain(..) {
                 match cache.begin_writeback(&inode.pages, inode.id, index) {
                     Claim::Done(slot, _) => {
                         inode.dirty_dec();
                         claimed.push((index, slot));
                     }
                     // Dirty again while an earlier writeback of it is still
-                    // in flight: wait, or this sync would miss the new data.
-                    Claim::Busy(slot) => {
-                        cache.wait_idle(slot).await;
-                        continue;
-                    }
+                    // in flight: wait for it and retry, or this sync would
+                    // miss the new data.
+                    Claim::Busy(slot) => busy.push((index, slot)),
                     Claim::Miss => {}
                 }
-                break;
+            }
+            self.write_claimed(inode, &claimed, keep, &mut kept, &mut first_err)
+                .await;
+            for (index, slot) in busy {
+                cache
+                    .wait_clear(
+                        slot,
+                        crate::cache::state::LOCKED | crate::cache::state::WRITEBACK,
+                    )
+                    .await;
+                pending.push(index);
             }
         }
-        let (runs, orphans) = self.plan_runs(inode, &claimed);
-        let mut first_err: Option<DevError> = None;
+        match first_err {
+            Some(e) => {
+                for &slot in &kept {
+                    self.end(inode, cache, slot, true);
+                }
+                Err(e.into())
+            }
+            None => Ok(kept),
+        }
+    }
+
+    /// Writes claimed pages, one command per device run; successful pages
+    /// go to `kept` (with `keep`) or end their writeback; failed ones are
+    /// dirty again and the first error is recorded.
+    async fn write_claimed(
+        &self,
+        inode: &Inode,
+        claimed: &[(PageIndex, u32)],
+        keep: bool,
+        kept: &mut Vec<u32>,
+        first_err: &mut Option<DevError>,
+    ) {
+        let cache = &self.fs.cache;
+        let (runs, orphans) = self.plan_runs(inode, claimed);
         for slot in orphans {
             // A dirty page without a block cannot happen (blocks are given
             // before pages are dirtied); keep its data and report it.
@@ -76,7 +114,6 @@ impl<D: BlockDevice> Session<D> {
             };
             inflight.push(self.submit(&cmd).await);
         }
-        let mut kept = Vec::new();
         for (run, submitted) in runs.iter().zip(inflight) {
             let result = match submitted {
                 Ok(tag) => self.wait(tag).await,
@@ -92,15 +129,6 @@ impl<D: BlockDevice> Session<D> {
                     self.end(inode, cache, f.0, result.is_ok());
                 }
             }
-        }
-        match first_err {
-            Some(e) => {
-                for &slot in &kept {
-                    self.end(inode, cache, slot, true);
-                }
-                Err(e.into())
-            }
-            None => Ok(kept),
         }
     }
 
