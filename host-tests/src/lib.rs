@@ -10,5 +10,6 @@
 
 pub mod model;
 pub mod rng;
+pub mod sched;
 pub mod setup;
 pub mod watchdog;
