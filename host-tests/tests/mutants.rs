@@ -31,7 +31,7 @@ fn every_mutant_is_found() {
         let hit = first_failure();
         mutants::set(m, false);
         let (seed, report) = hit.unwrap_or_else(|| panic!("{m:?} not found in {BUDGET} seeds"));
-        println!("{m:?}: found at seed {seed}\n{report}");
+        println!("{m:?}: found at seed {seed} (run {})\n{report}", seed + 1);
         found.push((m, seed));
     }
     let last = found.iter().map(|f| f.1).max().unwrap_or(0);
@@ -41,4 +41,19 @@ fn every_mutant_is_found() {
         }
     }
     println!("found: {found:?}");
+    // `POLLFS_MUTANT_SURVEY=<n>`: how many of the first n seeds each
+    // mutant fails (a measure of how sharp the harness is, not a check).
+    if let Some(n) = std::env::var("POLLFS_MUTANT_SURVEY")
+        .ok()
+        .and_then(|n| n.parse::<u64>().ok())
+    {
+        for m in all {
+            mutants::set(m, true);
+            let hits = (0..n)
+                .filter(|&s| sched::run_seed(s, Options::default()).is_err())
+                .count();
+            mutants::set(m, false);
+            println!("{m:?}: {hits} of {n} seeds fail");
+        }
+    }
 }

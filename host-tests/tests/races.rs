@@ -1,10 +1,21 @@
 //! Deterministic race runs: fixed seeds, and the committed fuzz corpus.
 //!
+//! The corpus in `tests/corpus/races` holds minimised inputs of the `races`
+//! fuzz target; every file is run here through the same harness.
+//!
 //! Replay one seed with `POLLFS_RACE_SEED=<n> cargo test -p pollfs-host-tests
-//! --test races replay -- --nocapture`, or a file of fuzzer bytes with
-//! `POLLFS_RACE_FILE=<path>`.
+//! --test races replay -- --nocapture`, or a `races` fuzz input (a crash
+//! artifact or a corpus file) with `POLLFS_RACE_FILE=<path>`.
 
+#![allow(clippy::expect_used)]
+
+use arbitrary::{Arbitrary, Unstructured};
 use pollfs_host_tests::sched::{self, Options};
+
+/// The fuzz input type, shared with `fuzz/` so the corpus decodes the same
+/// way on stable.
+#[path = "../../fuzz/src/input.rs"]
+mod input;
 
 /// Seeds every default run covers.
 const SEEDS: u64 = 300;
@@ -28,7 +39,8 @@ fn replay() {
     }
     if let Ok(path) = std::env::var("POLLFS_RACE_FILE") {
         let bytes = std::fs::read(&path).expect("POLLFS_RACE_FILE is readable");
-        if let Err(f) = sched::run_bytes(&bytes, Options::default()) {
+        let (scenario, schedule) = decode(&bytes).decode();
+        if let Err(f) = sched::run(&scenario, schedule, Options::default()) {
             panic!("{path} failed: {f}");
         }
     }
@@ -67,4 +79,48 @@ fn read_racing_truncate_returns_a_length_no_size_explains() {
     let f = sched::run_seed(183, strict).expect_err("the known bug reproduces");
     assert!(f.message.contains("sizes possible then"), "{f}");
     sched::run_seed(183, Options::default()).expect("tolerated otherwise");
+}
+
+/// Decodes a file of `races` fuzz-target bytes as libFuzzer's
+/// `fuzz_target!` does.
+fn decode(bytes: &[u8]) -> input::RaceInput {
+    input::RaceInput::arbitrary_take_rest(Unstructured::new(bytes)).expect("decodable input")
+}
+
+#[test]
+fn corpus_passes() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/races");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("corpus directory")
+        .map(|e| e.expect("corpus entry").path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "empty corpus at {}", dir.display());
+    for path in files {
+        let bytes = std::fs::read(&path).expect("corpus file");
+        let (scenario, schedule) = decode(&bytes).decode();
+        if let Err(f) = sched::run(&scenario, schedule, Options::default()) {
+            panic!("{} failed: {f}", path.display());
+        }
+    }
+}
+
+/// The executor itself: a task that waits without arranging a wake-up is a
+/// deadlock, reported as such rather than a hang.
+#[test]
+fn a_lost_wake_up_is_reported_as_a_deadlock() {
+    use sched::exec::{Clock, Exec, Stuck};
+    let ctl = sched::device::HeldDevice::new(
+        pollfs_core::dev::ram::RamDevice::new(1 << 20, 4096, 4).expect("ram"),
+    )
+    .controller();
+    let tasks: Vec<sched::exec::Task> = vec![Box::pin(async {}), Box::pin(std::future::pending())];
+    let exec = Exec::new(
+        tasks,
+        sched::choice::Choices::from_seed(1),
+        ctl,
+        Clock::default(),
+        0,
+    );
+    assert_eq!(exec.run(1000), Err(Stuck::Deadlock));
 }

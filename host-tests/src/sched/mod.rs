@@ -38,7 +38,7 @@ const MAX_STEPS: usize = 200_000;
 /// Bytes per page.
 const PAGE: u64 = 4096;
 /// Device size: far more than the files need, so writes never run out.
-const DEVICE_BYTES: u64 = 4 << 20;
+const DEVICE_BYTES: u64 = 1 << 20;
 
 /// How strict the checks are.
 #[derive(Clone, Copy, Debug, Default)]
@@ -107,20 +107,22 @@ pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), F
     );
     let outcome = exec.run(MAX_STEPS);
     exec.clear();
-    let trace = trace::render(&exec.trace.borrow(), &log.borrow().records);
+    // Rendered only when a check fails: formatting every step would
+    // dominate the cost of a passing run.
+    let trace = || trace::render(&exec.trace.borrow(), &log.borrow().records);
     if let Err(stuck) = outcome {
         let what = match stuck {
             Stuck::Deadlock => "deadlock: no task is woken and no command is pending",
             Stuck::Budget => "no progress within the step budget",
         };
         let stuck_ops = log.borrow().running_ops();
-        return Err(fail(format!("{what}; stuck: {stuck_ops}"), trace));
+        return Err(fail(format!("{what}; stuck: {stuck_ops}"), trace()));
     }
     records.extend(log.borrow().records.iter().cloned());
     if let Some(r) = records.iter().find(|r| r.result.is_err()) {
         return Err(fail(
             format!("op #{} {} failed: {:?}", r.id, r.op, r.result),
-            trace,
+            trace(),
         ));
     }
     if let Some(r) = records
@@ -129,17 +131,17 @@ pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), F
     {
         return Err(fail(
             format!("op #{} {} was short: {:?}", r.id, r.op, r.result),
-            trace,
+            trace(),
         ));
     }
 
     ctl.set_pass_through(true);
-    records.extend(final_reads(&fs, &names, &clock).map_err(|e| fail(e, trace.clone()))?);
+    records.extend(final_reads(&fs, &names, &clock).map_err(|e| fail(e, trace()))?);
     fs.check_invariants()
-        .map_err(|e| fail(format!("invariant: {e:?}"), trace.clone()))?;
+        .map_err(|e| fail(format!("invariant: {e:?}"), trace()))?;
     for (file, &initial) in scenario.initial.iter().enumerate() {
         oracle::check_file(&records, file, initial, opts.strict_length)
-            .map_err(|e| fail(e, trace.clone()))?;
+            .map_err(|e| fail(e, trace()))?;
     }
     Ok(())
 }
