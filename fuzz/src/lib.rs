@@ -3,3 +3,4 @@
 //! stable without libFuzzer.
 
 pub mod input;
+pub mod nvme;

@@ -16,6 +16,9 @@ use pollfs_host_tests::sched::{self, Options};
 /// way on stable.
 #[path = "../../fuzz/src/input.rs"]
 mod input;
+/// The `nvme_completions` fuzz input, shared the same way.
+#[path = "../../fuzz/src/nvme.rs"]
+mod nvme;
 
 /// Seeds every default run covers.
 const SEEDS: u64 = 300;
@@ -87,16 +90,35 @@ fn decode(bytes: &[u8]) -> input::RaceInput {
     input::RaceInput::arbitrary_take_rest(Unstructured::new(bytes)).expect("decodable input")
 }
 
-#[test]
-fn corpus_passes() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/races");
+/// The files of a committed corpus, sorted.
+fn corpus(name: &str) -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("corpus directory")
         .map(|e| e.expect("corpus entry").path())
         .collect();
     files.sort();
     assert!(!files.is_empty(), "empty corpus at {}", dir.display());
-    for path in files {
+    files
+}
+
+/// The `nvme_completions` corpus: hostile completions through the real
+/// driver must give errors, not panics or hangs.
+#[test]
+fn nvme_corpus_passes() {
+    for path in corpus("nvme_completions") {
+        let bytes = std::fs::read(&path).expect("corpus file");
+        let input = nvme::NvmeInput::arbitrary_take_rest(Unstructured::new(&bytes))
+            .expect("decodable input");
+        nvme::run(&input);
+    }
+}
+
+#[test]
+fn corpus_passes() {
+    for path in corpus("races") {
         let bytes = std::fs::read(&path).expect("corpus file");
         let (scenario, schedule) = decode(&bytes).decode();
         if let Err(f) = sched::run(&scenario, schedule, Options::default()) {
