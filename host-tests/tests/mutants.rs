@@ -6,7 +6,7 @@ use pollfs_core::mutants::{self, Mutant};
 use pollfs_host_tests::sched::{self, Options};
 
 /// Seeds tried per mutant before giving up.
-const BUDGET: u64 = 3000;
+const BUDGET: u64 = 10_000;
 
 /// The first seed in `0..BUDGET` that fails, with its report.
 fn first_failure() -> Option<(u64, String)> {

@@ -146,3 +146,14 @@ fn a_lost_wake_up_is_reported_as_a_deadlock() {
     );
     assert_eq!(exec.run(1000), Err(Stuck::Deadlock));
 }
+
+/// Same input, same run: a failing seed replays to the same trace.
+#[test]
+fn a_seed_replays_to_the_same_trace() {
+    let strict = Options {
+        strict_length: true,
+    };
+    let a = sched::run_seed(183, strict).expect_err("fails").to_string();
+    let b = sched::run_seed(183, strict).expect_err("fails").to_string();
+    assert_eq!(a, b);
+}
