@@ -192,8 +192,11 @@ pub fn check_file(
                 seen.sort_unstable();
                 seen.dedup();
                 return Err(format!(
-                    "op #{} {} during [{}, {}] returned {n} bytes; sizes possible then: {seen:?}",
-                    r.id, r.op, r.start, r.end
+                    "{} {} during [{}, {}] returned {n} bytes; sizes possible then: {seen:?}",
+                    name(r),
+                    r.op,
+                    r.start,
+                    r.end
                 ));
             }
         }
@@ -204,8 +207,8 @@ pub fn check_file(
             let v = u64::from_le_bytes(b);
             if !allowed(&effects(&mine, word), v, r.start, r.end) {
                 return Err(format!(
-                    "op #{} {} during [{}, {}]: byte {} holds {} which no order allows",
-                    r.id,
+                    "{} {} during [{}, {}]: byte {} holds {} which no order allows",
+                    name(r),
                     r.op,
                     r.start,
                     r.end,
@@ -216,6 +219,15 @@ pub fn check_file(
         }
     }
     check_read_order(&mine, &reads)
+}
+
+/// Names a record: its operation id, or "final read".
+fn name(r: &Record) -> String {
+    if r.id == usize::MAX {
+        "final read".to_string()
+    } else {
+        format!("op #{}", r.id)
+    }
 }
 
 /// Names a word's value: zero, or the operation and word that wrote it.
@@ -274,14 +286,14 @@ fn check_read_order(mine: &[&Record], reads: &[&Record]) -> Result<(), String> {
                     .unwrap_or(0);
                 if latest < a.start {
                     return Err(format!(
-                        "byte {}: op #{} saw {} during [{}, {}], then op #{} saw {} during [{}, {}], \
+                        "byte {}: {} saw {} during [{}, {}], then {} saw {} during [{}, {}], \
                          but that value was overwritten before the first read began",
                         word * WORD,
-                        a.id,
+                        name(a),
                         describe(va),
                         a.start,
                         a.end,
-                        b.id,
+                        name(b),
                         describe(vb),
                         b.start,
                         b.end
