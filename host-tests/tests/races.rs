@@ -157,3 +157,22 @@ fn a_seed_replays_to_the_same_trace() {
     let b = sched::run_seed(183, strict).expect_err("fails").to_string();
     assert_eq!(a, b);
 }
+
+/// A known engine bug, found by the `races` fuzz target: two writers, two
+/// punches and two syncs on one file end with a punch and a writer stuck,
+/// no task woken and no device command pending (a lost wake-up or a leaked
+/// drain registration, pin or lock). The writer waits for the inode lock
+/// the punch holds; the punch waits for something nobody will release.
+/// Replay with `POLLFS_RACE_FILE=host-tests/tests/corpus/known-bugs/
+/// punch-writer-deadlock`. When the engine is fixed this test fails: move
+/// the file into `corpus/races` and delete the test.
+#[test]
+fn punch_and_writer_deadlock_is_reproduced() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus/known-bugs/punch-writer-deadlock");
+    let bytes = std::fs::read(path).expect("known-bug input");
+    let (scenario, schedule) = decode(&bytes).decode();
+    let f = sched::run(&scenario, schedule, Options::default()).expect_err("still deadlocks");
+    assert!(f.message.starts_with("deadlock"), "{f}");
+    assert!(f.message.contains("punch"), "{f}");
+}
