@@ -158,18 +158,20 @@ fn a_seed_replays_to_the_same_trace() {
     assert_eq!(a, b);
 }
 
-/// A known engine bug, found by the `races` fuzz target: two writers, two
-/// punches and two syncs on one file end with a punch and a writer stuck,
-/// no task woken and no device command pending (a lost wake-up or a leaked
-/// drain registration, pin or lock). The writer waits for the inode lock
-/// the punch holds; the punch waits for something nobody will release.
+/// A known engine bug, found by the `races` fuzz target (input minimised
+/// with `cargo fuzz tmin`): a punch and a sync on one file both stop, no
+/// task woken and no device command pending. The likely cycle: the sync's
+/// writeback claims dirty pages one by one (setting writeback, not yet
+/// submitted) and, finding a later page busy, waits for it to become idle,
+/// where idle also means unpinned; the punch holds its edge page pinned (or
+/// locked) while `drop_pages` waits for the claimed pages' writeback to end.
 /// Replay with `POLLFS_RACE_FILE=host-tests/tests/corpus/known-bugs/
-/// punch-writer-deadlock`. When the engine is fixed this test fails: move
-/// the file into `corpus/races` and delete the test.
+/// punch-sync-deadlock`. When the engine is fixed this test fails: move the
+/// file into `corpus/races` and delete the test.
 #[test]
-fn punch_and_writer_deadlock_is_reproduced() {
+fn punch_and_sync_deadlock_is_reproduced() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus/known-bugs/punch-writer-deadlock");
+        .join("tests/corpus/known-bugs/punch-sync-deadlock");
     let bytes = std::fs::read(path).expect("known-bug input");
     let (scenario, schedule) = decode(&bytes).decode();
     let f = sched::run(&scenario, schedule, Options::default()).expect_err("still deadlocks");
