@@ -11,5 +11,6 @@
 pub mod crash;
 pub mod model;
 pub mod rng;
+pub mod sched;
 pub mod setup;
 pub mod watchdog;

@@ -1,0 +1,237 @@
+//! What a run does: a few files, each task a list of operations on them.
+//!
+//! Offsets, lengths and sizes are multiples of [`WORD`], and every word a
+//! write stores names the operation and the word ([`stamp`]), so every word
+//! read is traced to exactly one write (or is zero). Byte patterns that
+//! repeat across operations could not tell two writers apart.
+
+use std::fmt;
+
+use super::choice::Choices;
+
+/// The unit of attribution, in bytes.
+pub const WORD: u64 = 8;
+const PAGE: u64 = 4096;
+
+/// One file operation. Offsets and lengths are in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `write_at` of a stamped buffer.
+    Write {
+        /// File index.
+        file: usize,
+        /// Offset.
+        off: u64,
+        /// Length.
+        len: u64,
+    },
+    /// `read_at`.
+    Read {
+        /// File index.
+        file: usize,
+        /// Offset.
+        off: u64,
+        /// Length.
+        len: u64,
+    },
+    /// `set_len`.
+    SetLen {
+        /// File index.
+        file: usize,
+        /// New size.
+        size: u64,
+    },
+    /// `punch_hole`.
+    Punch {
+        /// File index.
+        file: usize,
+        /// Offset.
+        off: u64,
+        /// Length.
+        len: u64,
+    },
+    /// `sync_data`.
+    Sync {
+        /// File index.
+        file: usize,
+    },
+}
+
+impl Op {
+    /// The file the operation works on.
+    pub fn file(&self) -> usize {
+        match *self {
+            Op::Write { file, .. }
+            | Op::Read { file, .. }
+            | Op::SetLen { file, .. }
+            | Op::Punch { file, .. }
+            | Op::Sync { file } => file,
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Op::Write { file, off, len } => write!(f, "write f{file} [{off}, +{len})"),
+            Op::Read { file, off, len } => write!(f, "read f{file} [{off}, +{len})"),
+            Op::SetLen { file, size } => write!(f, "set_len f{file} {size}"),
+            Op::Punch { file, off, len } => write!(f, "punch f{file} [{off}, +{len})"),
+            Op::Sync { file } => write!(f, "sync f{file}"),
+        }
+    }
+}
+
+/// A whole run's setup and operations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scenario {
+    /// Initial size of each file, written with stamps by setup writes.
+    pub initial: Vec<u64>,
+    /// Page-cache size (tiny, to force eviction).
+    pub cache_pages: u32,
+    /// Readahead window in pages (0: off).
+    pub readahead_pages: u32,
+    /// Device block size: 512 or 4096.
+    pub block_size: u32,
+    /// Chance, in percent, that a frame copy is a preemption point.
+    pub preempt_percent: u8,
+    /// Setup leaves the initial data dirty instead of syncing it.
+    pub dirty_start: bool,
+    /// Each task's operations, run in order on its own session.
+    pub tasks: Vec<Vec<Op>>,
+}
+
+/// The word stamp of operation `op` at word `w` of the file: never zero.
+pub fn stamp(op: usize, w: u64) -> u64 {
+    ((op as u64 + 1) << 32) | (w + 1)
+}
+
+/// The bytes `op` writes at `off`.
+pub fn stamped(op: usize, off: u64, len: u64) -> Vec<u8> {
+    (off / WORD..(off + len) / WORD)
+        .flat_map(|w| stamp(op, w).to_le_bytes())
+        .collect()
+}
+
+/// The largest size any operation reaches (keeps files a few pages long).
+pub const SPAN: u64 = 12 * PAGE;
+
+impl Scenario {
+    /// Draws a scenario from `c`.
+    ///
+    /// The mix of operations varies between runs, so that some runs pit
+    /// shrinking operations against readers and others against writers.
+    pub fn generate(c: &mut Choices) -> Scenario {
+        let mix = MIXES[c.below(MIXES.len() as u64) as usize];
+        let files = if mix == MIXES[0] {
+            1 + c.below(2) as usize
+        } else {
+            1
+        };
+        let initial = (0..files).map(|_| offset(c, None)).collect();
+        // Half the runs aim every operation at a few neighbouring pages, so
+        // that they collide more often.
+        let hot = c.chance(50).then(|| c.below(SPAN / PAGE));
+        let ntasks = 2 + c.below(3) as usize;
+        let tasks = (0..ntasks)
+            .map(|_| {
+                let n = 1 + c.below(3) as usize;
+                if c.chance(15) {
+                    return scan(c, files, n + 1);
+                }
+                (0..n).map(|_| op(c, files, &mix, hot)).collect()
+            })
+            .collect();
+        Scenario {
+            initial,
+            cache_pages: 4 + c.below(5) as u32,
+            readahead_pages: [0, 4, 8][c.below(3) as usize],
+            block_size: if c.chance(25) { 512 } else { 4096 },
+            preempt_percent: [0, 20, 50, 90][c.below(4) as usize],
+            dirty_start: c.chance(30),
+            tasks,
+        }
+    }
+
+    /// Every operation with its global id (setup writes come first, ids
+    /// `0..files`).
+    pub fn numbered(&self) -> Vec<(usize, usize, Op)> {
+        let mut id = self.initial.len();
+        let mut v = Vec::new();
+        for (t, ops) in self.tasks.iter().enumerate() {
+            for op in ops {
+                v.push((id, t, *op));
+                id += 1;
+            }
+        }
+        v
+    }
+}
+
+/// An offset or size: page-aligned, near a page edge, or any word.
+fn offset(c: &mut Choices, hot: Option<u64>) -> u64 {
+    let page = match hot {
+        Some(h) => (h + c.below(4)).saturating_sub(2).min(SPAN / PAGE - 1),
+        None => c.below(SPAN / PAGE),
+    };
+    match c.below(3) {
+        0 => page * PAGE,
+        1 => (page * PAGE + PAGE - WORD * (1 + c.below(4))).min(SPAN),
+        _ => c.below(SPAN / WORD) * WORD,
+    }
+}
+
+fn length(c: &mut Choices) -> u64 {
+    match c.below(3) {
+        0 => PAGE * (1 + c.below(3)),
+        1 => WORD * (1 + c.below(64)),
+        _ => WORD * (1 + c.below(3 * PAGE / WORD)),
+    }
+}
+
+/// Weights of write, read, shrink, grow, punch and sync.
+type Mix = [u64; 6];
+const MIXES: [Mix; 3] = [
+    [3, 3, 1, 1, 1, 1],
+    // Shrinking operations against readers.
+    [1, 4, 2, 1, 3, 0],
+    // Writers against size changes.
+    [5, 2, 2, 2, 1, 1],
+];
+
+fn op(c: &mut Choices, files: usize, mix: &Mix, hot: Option<u64>) -> Op {
+    let file = c.below(files as u64) as usize;
+    let off = offset(c, hot);
+    let len = length(c).min(SPAN - off).max(WORD);
+    let mut k = c.below(mix.iter().sum());
+    let mut kind = 0;
+    while k >= mix[kind] {
+        k -= mix[kind];
+        kind += 1;
+    }
+    match kind {
+        0 => Op::Write { file, off, len },
+        1 => Op::Read { file, off, len },
+        2 => Op::SetLen { file, size: off },
+        3 => Op::SetLen {
+            file,
+            size: (off + len).min(SPAN),
+        },
+        4 => Op::Punch { file, off, len },
+        _ => Op::Sync { file },
+    }
+}
+
+/// `n` sequential reads of one file, which grow the readahead window.
+fn scan(c: &mut Choices, files: usize, n: usize) -> Vec<Op> {
+    let file = c.below(files as u64) as usize;
+    let len = PAGE / 2 * (1 + c.below(4));
+    let start = c.below(SPAN / PAGE / 2) * PAGE;
+    (0..n as u64)
+        .map(|i| Op::Read {
+            file,
+            off: start + i * len,
+            len,
+        })
+        .collect()
+}

@@ -1,0 +1,59 @@
+//! Planted bugs: the race harness must find each one from fixed seeds, and
+//! the same seeds must pass with no bug planted. The switches are global to
+//! the process, so one test turns them on one at a time.
+
+use pollfs_core::mutants::{self, Mutant};
+use pollfs_host_tests::sched::{self, Options};
+
+/// Seeds tried per mutant before giving up.
+const BUDGET: u64 = 10_000;
+
+/// The first seed in `0..BUDGET` that fails, with its report.
+fn first_failure() -> Option<(u64, String)> {
+    (0..BUDGET).find_map(|seed| {
+        sched::run_seed(seed, Options::default())
+            .err()
+            .map(|f| (seed, f.to_string()))
+    })
+}
+
+#[test]
+fn every_mutant_is_found() {
+    let all = [
+        Mutant::PunchDropsBeforeGate,
+        Mutant::TruncateSkipsDrain,
+        Mutant::ExtendWithoutInodeLock,
+        Mutant::ReadSkipsVersionCheck,
+    ];
+    let mut found = Vec::new();
+    for m in all {
+        mutants::set(m, true);
+        let hit = first_failure();
+        mutants::set(m, false);
+        let (seed, report) = hit.unwrap_or_else(|| panic!("{m:?} not found in {BUDGET} seeds"));
+        println!("{m:?}: found at seed {seed} (run {})\n{report}", seed + 1);
+        found.push((m, seed));
+    }
+    let last = found.iter().map(|f| f.1).max().unwrap_or(0);
+    for seed in 0..=last {
+        if let Err(f) = sched::run_seed(seed, Options::default()) {
+            panic!("seed {seed} fails with no mutant: {f}");
+        }
+    }
+    println!("found: {found:?}");
+    // `POLLFS_MUTANT_SURVEY=<n>`: how many of the first n seeds each
+    // mutant fails (a measure of how sharp the harness is, not a check).
+    if let Some(n) = std::env::var("POLLFS_MUTANT_SURVEY")
+        .ok()
+        .and_then(|n| n.parse::<u64>().ok())
+    {
+        for m in all {
+            mutants::set(m, true);
+            let hits = (0..n)
+                .filter(|&s| sched::run_seed(s, Options::default()).is_err())
+                .count();
+            mutants::set(m, false);
+            println!("{m:?}: {hits} of {n} seeds fail");
+        }
+    }
+}
