@@ -51,3 +51,45 @@ io-cost:
 # `pollfs bench` inside the VM, through VFIO on QEMU's NVMe controller.
 vm-bench PRESET="quick":
     POLLFS_VM_PRESET={{PRESET}} bash vm/bench-suite.sh
+
+# ---- Race safety ----
+# Deterministic race runs: seeds, the committed corpus, planted mutants.
+races:
+    cargo test -p pollfs-host-tests --test races --test mutants
+
+# Long race campaign over many seeds (prints every failing seed).
+races-soak n="100000":
+    POLLFS_RACE_SURVEY={{n}} cargo test -p pollfs-host-tests --release --test races survey -- --nocapture
+
+# Replay one race failure: a seed, or a fuzz input file.
+race-replay seed:
+    POLLFS_RACE_SEED={{seed}} cargo test -p pollfs-host-tests --test races replay -- --nocapture
+race-replay-file path:
+    POLLFS_RACE_FILE={{absolute_path(path)}} cargo test -p pollfs-host-tests --test races replay -- --nocapture
+
+# Fuzz the race harness (nightly + cargo-fuzz), then minimise into the
+# committed corpus that `cargo test` replays.
+fuzz-races secs="600":
+    mkdir -p fuzz/corpus/races
+    cd fuzz && cargo +nightly fuzz run races corpus/races ../host-tests/tests/corpus/races -- -max_total_time={{secs}} -timeout=10 -len_control=0 -max_len=1024
+fuzz-races-cmin:
+    cd fuzz && cargo +nightly fuzz cmin races corpus/races && mkdir -p ../host-tests/tests/corpus/races && cp corpus/races/* ../host-tests/tests/corpus/races/
+
+# Hostile NVMe completions through the real driver (emulated controller).
+fuzz-nvme secs="300":
+    mkdir -p fuzz/corpus/nvme_completions
+    cd fuzz && cargo +nightly fuzz run nvme_completions corpus/nvme_completions ../host-tests/tests/corpus/nvme_completions -- -max_total_time={{secs}} -timeout=10 -len_control=0 -max_len=256
+fuzz-nvme-cmin:
+    cd fuzz && cargo +nightly fuzz cmin nvme_completions corpus/nvme_completions && mkdir -p ../host-tests/tests/corpus/nvme_completions && cp corpus/nvme_completions/* ../host-tests/tests/corpus/nvme_completions/
+
+# A fuzz campaign on nightly: `just fuzz races 600`, `just fuzz nvme_completions 300`.
+fuzz TARGET="races" SECONDS="60":
+    mkdir -p fuzz/corpus/{{TARGET}}
+    cd fuzz && cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}} ../host-tests/tests/corpus/{{TARGET}} -- -max_total_time={{SECONDS}} -timeout=10 -len_control=0 -max_len=1024
+
+# Miri over the engine's and the driver's unit tests (the driver's unsafe
+# code is VFIO-only and needs a real device; this covers everything else).
+miri:
+    rustup component add miri rust-src --toolchain nightly
+    cargo +nightly miri test -p pollfs-core --lib
+    MIRIFLAGS=-Zmiri-disable-isolation cargo +nightly miri test -p pollfs-driver --lib --no-default-features --features emu -- --skip random_host_commands

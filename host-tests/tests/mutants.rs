@@ -29,8 +29,17 @@ fn every_mutant_is_found() {
     for m in all {
         mutants::set(m, true);
         let hit = first_failure();
+        // Same input, same run: the failing seed replays to the same trace.
+        let again = hit
+            .as_ref()
+            .and_then(|(seed, _)| sched::run_seed(*seed, Options::default()).err());
         mutants::set(m, false);
         let (seed, report) = hit.unwrap_or_else(|| panic!("{m:?} not found in {BUDGET} seeds"));
+        assert_eq!(
+            again.map(|f| f.to_string()).as_deref(),
+            Some(report.as_str()),
+            "{m:?}: seed {seed} did not replay"
+        );
         println!("{m:?}: found at seed {seed} (run {})\n{report}", seed + 1);
         found.push((m, seed));
     }
