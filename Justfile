@@ -87,6 +87,11 @@ fuzz TARGET="races" SECONDS="60":
     mkdir -p fuzz/corpus/{{TARGET}}
     cd fuzz && cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}} ../host-tests/tests/corpus/{{TARGET}} -- -max_total_time={{SECONDS}} -timeout=10 -len_control=0 -max_len=1024
 
+# loom models of the primitives (range lock, wait queue, write drain, page
+# state word): every interleaving of their atomics and mutexes.
+loom:
+    RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p pollfs-core --lib --release loom
+
 # Miri over the engine's and the driver's unit tests (the driver's unsafe
 # code is VFIO-only and needs a real device; this covers everything else).
 miri:

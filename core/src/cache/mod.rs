@@ -18,9 +18,10 @@ pub mod radix;
 pub mod state;
 
 use alloc::vec::Vec;
-use core::sync::atomic::{fence, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::Ordering;
 
-use spin::Mutex;
+use crate::sync::atomic::{fence, AtomicU64, AtomicUsize};
+use crate::sync::Mutex;
 
 use crate::dev::FrameArena;
 use crate::sync::WaitQueues;

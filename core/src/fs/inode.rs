@@ -27,7 +27,7 @@ const BLOCKED: u64 = 1 << 63;
 
 #[derive(Debug, Default)]
 #[repr(align(128))]
-struct DrainSlot(AtomicU64);
+struct DrainSlot(crate::sync::atomic::AtomicU64);
 
 impl WriteDrain {
     /// Registers a writer in the slot for `hint`; `None` (and nothing

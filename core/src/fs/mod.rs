@@ -12,7 +12,7 @@
 mod check;
 mod commit;
 mod file;
-mod inode;
+pub(crate) mod inode;
 mod io;
 mod read;
 mod size;
@@ -246,6 +246,12 @@ fn persist_frames<D: BlockDevice>(dev: &D) -> Result<(u32, u32)> {
             "the device needs more DMA frames (metadata I/O keeps 32)",
         ))?;
     Ok((meta, frames))
+}
+
+/// A bare inode, for the loom models of its primitives.
+#[cfg(all(test, loom))]
+pub(crate) fn inode_for_tests() -> Inode {
+    Inode::new(InodeId(1))
 }
 
 fn check_name(name: &str) -> core::result::Result<(), NameError> {

@@ -12,7 +12,7 @@ use core::pin::Pin;
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::task::{Context, Poll, Waker};
 
-use spin::Mutex;
+use crate::sync::Mutex;
 
 use super::order::{Held, Level};
 use crate::units::ByteRange;

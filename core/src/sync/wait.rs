@@ -5,7 +5,7 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll, Waker};
 
-use spin::Mutex;
+use super::Mutex;
 
 /// A list of parked wakers. Wakers are woken all at once by [`wake_all`];
 /// a waiter re-checks its condition after parking, so no wake-up is lost.
@@ -18,7 +18,7 @@ pub struct WaitQueue {
 
 impl WaitQueue {
     /// An empty queue.
-    pub const fn new() -> WaitQueue {
+    pub fn new() -> WaitQueue {
         WaitQueue {
             wakers: Mutex::new(Vec::new()),
         }
