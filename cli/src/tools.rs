@@ -27,20 +27,6 @@ pub struct FsckArgs {
 /// Frames a tool needs: a small cache plus the metadata frames.
 const FRAMES: u32 = 256;
 
-fn size(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, shift) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 10),
-        Some('m') => (&t[..t.len() - 1], 20),
-        Some('g') => (&t[..t.len() - 1], 30),
-        _ => (t.as_str(), 0),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(1 << shift))
-        .ok_or_else(|| format!("bad size '{s}'"))
-}
-
 fn file_device(path: &str, bytes: Option<u64>) -> Result<FileDevice, String> {
     let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let bytes = match bytes {
@@ -85,7 +71,10 @@ fn mkfs_on<D: BlockDevice>(dev: D, what: &str) -> Result<(), String> {
 /// Writes an empty filesystem.
 pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
-        return mkfs_on(file_device(path, Some(size(&args.size)?))?, path);
+        return mkfs_on(
+            file_device(path, Some(crate::bench::parse_size(&args.size)?))?,
+            path,
+        );
     }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {

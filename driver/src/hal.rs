@@ -141,6 +141,14 @@ pub trait DmaRegion: Send + Sync {
     }
 }
 
+/// Checks that `[offset, offset + n)` lies within `len` bytes.
+pub fn check_span(offset: usize, n: usize, len: usize) -> Result<(), DmaError> {
+    match offset.checked_add(n) {
+        Some(end) if end <= len => Ok(()),
+        _ => Err(DmaError::OutOfBounds),
+    }
+}
+
 /// A source of DMA memory.
 pub trait DmaAllocator: Send + Sync {
     /// The regions this allocator hands out; dropping one unmaps it.

@@ -38,10 +38,7 @@ impl<'a> WordView<'a> {
         self.len == 0
     }
     fn check(&self, offset: usize, n: usize) -> Result<(), DmaError> {
-        match offset.checked_add(n) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(DmaError::OutOfBounds),
-        }
+        crate::hal::check_span(offset, n, self.len)
     }
     /// The words covering `offset..offset + n` when both ends fall on word
     /// boundaries: queue entries and page-sized transfers always do, and

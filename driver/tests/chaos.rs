@@ -9,6 +9,22 @@
 
 mod common;
 
+/// Polls every queue at time `now`, handing each completion (tagged with
+/// its queue's index) to `on`.
+fn reap<Q: DeviceQueue>(
+    qs: &mut [Q],
+    now: u64,
+    mut on: impl FnMut((usize, Tag), Result<(), DevError>),
+) {
+    for (qi, q) in qs.iter_mut().enumerate() {
+        let mut done = Vec::new();
+        q.poll(Nanos(now), usize::MAX, &mut |c| done.push(c));
+        for c in done {
+            on((qi, c.tag), c.result);
+        }
+    }
+}
+
 use std::collections::HashMap;
 
 use common::*;
@@ -204,20 +220,9 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
             _ => {}
         }
         now += rng.below(400_000);
-        for (qi, q) in qs.iter_mut().enumerate() {
-            let mut done = Vec::new();
-            q.poll(Nanos(now), usize::MAX, &mut |c| done.push(c));
-            for c in done {
-                complete(
-                    (qi, c.tag),
-                    c.result,
-                    &mut pending,
-                    &mut model,
-                    &mut busy,
-                    &mut free,
-                );
-            }
-        }
+        reap(&mut qs, now, |tag, result| {
+            complete(tag, result, &mut pending, &mut model, &mut busy, &mut free)
+        });
     }
     // Calm the device down; everything must come back.
     ctrl.set_faults(|f| *f = Default::default());
@@ -226,20 +231,9 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
             break;
         }
         now += 500_000;
-        for (qi, q) in qs.iter_mut().enumerate() {
-            let mut done = Vec::new();
-            q.poll(Nanos(now), usize::MAX, &mut |c| done.push(c));
-            for c in done {
-                complete(
-                    (qi, c.tag),
-                    c.result,
-                    &mut pending,
-                    &mut model,
-                    &mut busy,
-                    &mut free,
-                );
-            }
-        }
+        reap(&mut qs, now, |tag, result| {
+            complete(tag, result, &mut pending, &mut model, &mut busy, &mut free)
+        });
     }
     assert!(
         pending.is_empty(),

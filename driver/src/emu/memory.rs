@@ -46,10 +46,7 @@ impl DmaBytes {
         self.len == 0
     }
     fn check(&self, offset: usize, n: usize) -> Result<(), DmaError> {
-        match offset.checked_add(n) {
-            Some(end) if end <= self.len => Ok(()),
-            _ => Err(DmaError::OutOfBounds),
-        }
+        crate::hal::check_span(offset, n, self.len)
     }
     /// Calls `f(page, range in page, range in the caller's buffer)` for each
     /// page `[offset, offset + n)` touches.
