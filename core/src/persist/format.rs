@@ -61,6 +61,21 @@ impl Layout {
         })
     }
 
+    /// The fewest blocks a device needs to hold a filesystem.
+    pub fn min_blocks() -> u64 {
+        // `for_blocks` is monotonic in `blocks`: search for its threshold.
+        let (mut lo, mut hi) = (1u64, 1u64 << 20);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if Layout::for_blocks(mid).is_some() {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    }
+
     /// First block of checkpoint `slot` (0 or 1).
     pub fn ckpt_slot(&self, slot: u32) -> u64 {
         self.ckpt_start + u64::from(slot & 1) * self.ckpt_blocks
@@ -363,6 +378,8 @@ mod tests {
     #[test]
     fn tiny_devices_have_no_layout() {
         assert!(Layout::for_blocks(100).is_none());
+        let min = Layout::min_blocks();
+        assert!(Layout::for_blocks(min).is_some() && Layout::for_blocks(min - 1).is_none());
         let l = Layout::for_blocks(1 << 20).unwrap();
         assert!(l.data_start < l.blocks && l.log_blocks == 16_384);
     }
