@@ -45,8 +45,6 @@ pub enum RangeError {
 pub enum SpaceError {
     /// No free blocks are left on the device.
     DeviceFull,
-    /// Every cache page is dirty, locked or in use and none can be freed.
-    CacheExhausted,
     /// The metadata no longer fits its checkpoint area (or one inode's
     /// extent list no longer fits one log write).
     MetadataFull,
@@ -126,7 +124,6 @@ impl fmt::Display for Error {
                 )
             }
             Error::Space(SpaceError::DeviceFull) => write!(f, "no space left on device"),
-            Error::Space(SpaceError::CacheExhausted) => write!(f, "page cache exhausted"),
             Error::Space(SpaceError::MetadataFull) => write!(f, "metadata area full"),
             Error::Corrupt { block, what } => write!(f, "corrupted image at block {block}: {what}"),
             Error::Io(e) => write!(f, "device I/O error: {e}"),

@@ -464,6 +464,52 @@ impl PageCache {
         redirty
     }
 
+    /// Ends a successful writeback of slot `s` but keeps the page pinned
+    /// (so it stays cached, clean) until [`PageCache::release_kept`]: a sync
+    /// keeps the pages it wrote until its flush says whether they are
+    /// durable. Pinning instead of holding the writeback bit lets another
+    /// writeback of the page (dirtied again meanwhile) start at once: two
+    /// syncs of one file never wait for each other's pages.
+    pub fn end_writeback_kept(&self, s: u32) {
+        if let Some(prev) = self.update(s, |st| Some((st & !WRITEBACK & !WAITERS) + PIN)) {
+            self.wake_if_waiting(s, prev);
+        }
+    }
+
+    /// Drops the pin of a page kept by [`PageCache::end_writeback_kept`].
+    /// If its flush failed (`durable` false) the page is dirty again, so the
+    /// data is written again and never dropped; returns true then if it was
+    /// clean.
+    pub fn release_kept(&self, s: u32, durable: bool) -> bool {
+        self.unpin(s, !durable)
+    }
+
+    /// True if at least `n` slots are free or could be evicted now.
+    pub fn has_room(&self, n: usize) -> bool {
+        let free = self.free.lock().len();
+        free >= n
+            || self
+                .slots
+                .iter()
+                .filter(|slot| evictable(slot.state.load(Ordering::Acquire)))
+                .take(n - free)
+                .count()
+                >= n - free
+    }
+
+    /// A slot that is locked, under writeback or pinned, looking from the
+    /// CLOCK hand: when no slot can be taken, waiting for one of these to
+    /// go idle is how a caller waits for room.
+    pub fn busy_slot(&self) -> Option<u32> {
+        let n = self.slots.len();
+        let start = self.hand.load(Ordering::Relaxed);
+        (0..n).map(|i| ((start + i) % n) as u32).find(|&s| {
+            self.slot(s).is_some_and(|slot| {
+                slot.state.load(Ordering::Acquire) & (LOCKED | WRITEBACK | PIN_MASK) != 0
+            })
+        })
+    }
+
     /// Drops page `(ino, index)` from the cache. The caller must hold the
     /// invalidate gate over the page so it cannot be re-instantiated.
     pub fn invalidate(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {

@@ -11,12 +11,14 @@
 //!   and key may change. Only the locker touches it.
 //! - `U` uptodate: the frame holds the page's data.
 //! - `D` dirty: the frame is newer than the device.
-//! - `WB` writeback: a write of the frame to the device is in flight (or
-//!   waiting for its flush); the slot may not be freed.
+//! - `WB` writeback: a write of the frame to the device is in flight; the
+//!   slot may not be freed, and a second writeback of the page waits.
 //! - `REF` referenced: CLOCK's second-chance bit.
 //! - `W` waiters: someone waits on the slot's wait queue (see the cache).
 //! - `M` mapped: the page has a device block.
-//! - pins: writers copying into the page; a pinned page cannot be evicted.
+//! - pins: writers copying into the page, truncate and punch-hole holding an
+//!   edge page, and syncs keeping the pages they wrote until their flush; a
+//!   pinned page cannot be evicted or dropped.
 //! - version: bumped whenever the slot stops holding the page it held
 //!   (eviction, invalidation), so an optimistic reader that started before can
 //!   tell its copy may belong to another page and retry.

@@ -43,11 +43,7 @@ impl<D: BlockDevice> Session<D> {
             (self.writeback(inode, true).await?, None)
         };
         let committed = self.commit(j, captured).await;
-        for slot in kept {
-            if self.fs.cache.end_writeback(slot, committed.is_ok()) {
-                inode.dirty_inc(self.fs.cache.index_of(slot));
-            }
-        }
+        self.release_kept(inode, &kept, committed.is_ok());
         committed
     }
 

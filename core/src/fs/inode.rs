@@ -85,6 +85,39 @@ impl Drop for Unblock<'_> {
     }
 }
 
+/// The lowest and highest dirty page in one word (32 bits each; page
+/// indices are below [`crate::cache::radix::MAX_PAGES`] = 2^32), so that
+/// widening it and taking it are each one atomic step. Two separate words
+/// let a take interleave with a widen and lose a dirty page from both the
+/// range taken and the range left: writeback then never found that page.
+struct DirtyRange;
+
+impl DirtyRange {
+    const EMPTY: u64 = 0xffff_ffff << 32;
+
+    /// `range` widened to include page `index`.
+    fn with(range: u64, index: u64) -> u64 {
+        let index = index.min(0xffff_ffff);
+        let lo = (range >> 32).min(index);
+        let hi = if range == Self::EMPTY {
+            index
+        } else {
+            (range & 0xffff_ffff).max(index)
+        };
+        (lo << 32) | hi
+    }
+
+    /// `[start, end)` of a range word.
+    fn bounds(range: u64) -> (u64, u64) {
+        let (lo, hi) = (range >> 32, range & 0xffff_ffff);
+        if range == Self::EMPTY || lo > hi {
+            (0, 0)
+        } else {
+            (lo, hi + 1)
+        }
+    }
+}
+
 /// A file.
 #[derive(Debug)]
 pub(crate) struct Inode {
@@ -111,11 +144,10 @@ pub(crate) struct Inode {
     pub(crate) writers: WriteDrain,
     /// Dirty pages of this file.
     pub(crate) dirty: AtomicU64,
-    /// Lowest and highest page made dirty since the last writeback scan:
-    /// writeback scans only this range (an append-and-sync of a large file
-    /// must not walk its whole page index).
-    pub(crate) dirty_lo: AtomicU64,
-    pub(crate) dirty_hi: AtomicU64,
+    /// The pages made dirty since the last writeback scan, as one
+    /// [`DirtyRange`] word: writeback scans only this range (an
+    /// append-and-sync of a large file must not walk its whole page index).
+    dirty_range: AtomicU64,
     /// Open handles plus writebacks in progress.
     pub(crate) open: AtomicU32,
     /// The name is gone; free everything when `open` drops to zero.
@@ -140,8 +172,7 @@ impl Inode {
             extent_lock: StripedLock::new(Level::Extent),
             writers: WriteDrain::default(),
             dirty: AtomicU64::new(0),
-            dirty_lo: AtomicU64::new(u64::MAX),
-            dirty_hi: AtomicU64::new(0),
+            dirty_range: AtomicU64::new(DirtyRange::EMPTY),
             open: AtomicU32::new(0),
             unlinked: AtomicBool::new(false),
             reclaimed: AtomicBool::new(false),
@@ -177,20 +208,17 @@ impl Inode {
     /// Page `index` became dirty.
     pub(crate) fn dirty_inc(&self, index: crate::units::PageIndex) {
         self.dirty.fetch_add(1, Ordering::Relaxed);
-        self.dirty_lo.fetch_min(index.0, Ordering::AcqRel);
-        self.dirty_hi.fetch_max(index.0, Ordering::AcqRel);
+        let _ = self
+            .dirty_range
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                Some(DirtyRange::with(r, index.0))
+            });
     }
 
     /// Takes the range of pages made dirty since the last call, as
     /// `[start, end)` (empty if none).
     pub(crate) fn take_dirty_range(&self) -> (u64, u64) {
-        let lo = self.dirty_lo.swap(u64::MAX, Ordering::AcqRel);
-        let hi = self.dirty_hi.swap(0, Ordering::AcqRel);
-        if lo > hi {
-            (0, 0)
-        } else {
-            (lo, hi.saturating_add(1))
-        }
+        DirtyRange::bounds(self.dirty_range.swap(DirtyRange::EMPTY, Ordering::AcqRel))
     }
 
     pub(crate) fn dirty_dec(&self) {
@@ -206,4 +234,22 @@ impl Inode {
 /// Pages needed to hold `size` bytes.
 pub(crate) fn pages_for(size: u64) -> u64 {
     size.div_ceil(PAGE_SIZE_U64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirty_range_widens_and_empties() {
+        let mut r = DirtyRange::EMPTY;
+        assert_eq!(DirtyRange::bounds(r), (0, 0));
+        r = DirtyRange::with(r, 7);
+        assert_eq!(DirtyRange::bounds(r), (7, 8));
+        r = DirtyRange::with(r, 0);
+        r = DirtyRange::with(r, 3);
+        assert_eq!(DirtyRange::bounds(r), (0, 8));
+        let top = crate::cache::radix::MAX_PAGES - 1;
+        assert_eq!(DirtyRange::bounds(DirtyRange::with(r, top)), (0, top + 1));
+    }
 }

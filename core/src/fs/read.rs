@@ -7,7 +7,7 @@ use super::inode::{pages_for, Inode};
 use super::Session;
 use crate::cache::{Insert, Lookup};
 use crate::dev::{BlockDevice, Command, FrameArena};
-use crate::error::{Result, SpaceError};
+use crate::error::Result;
 use crate::lock::{Held, Mode};
 use crate::stats::Counter;
 use crate::units::{ByteRange, FrameId, Lba, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
@@ -126,7 +126,6 @@ impl<D: BlockDevice> Session<D> {
             index.0.saturating_add(count).saturating_mul(PAGE_SIZE_U64),
         );
         let _gate = self.lock(&inode.gate, range, Mode::Shared, held).await;
-        let mut attempts = 0u32;
         loop {
             // Under the gate: truncate cannot shrink past these pages until
             // we leave, and the size we see now bounds what we may instantiate.
@@ -150,8 +149,7 @@ impl<D: BlockDevice> Session<D> {
                 }
             }
             if new.is_empty() && first_busy.is_none() {
-                attempts += 1;
-                self.make_room(attempts).await?;
+                self.make_room(1).await?;
                 continue;
             }
             let result = self.load(inode, &new).await;
@@ -224,19 +222,33 @@ impl<D: BlockDevice> Session<D> {
         }
     }
 
-    /// Called when no cache slot could be found: writes back dirty pages so
-    /// they become evictable, or waits for busy ones. Gives up after a while
-    /// rather than spin forever when every page is pinned.
-    pub(crate) async fn make_room(&self, attempts: u32) -> Result<()> {
-        // Pages other threads hold are released as their I/O completes;
-        // only a cache too small for the work in flight stays full this long.
-        if attempts > 1_000_000 {
-            return Err(SpaceError::CacheExhausted.into());
+    /// Called when no cache slot could be taken: every slot is dirty or
+    /// held (being filled, under a device write, or pinned). Writes back
+    /// dirty files so their pages can be evicted; if that leaves no room,
+    /// waits for one held slot to be let go. Callers hold no cache page
+    /// while they wait here, and an operation that holds pages lets them
+    /// go without waiting for room, so the wait ends (the argument is in
+    /// docs/design.md, "Waiting for room"). A writeback error is returned:
+    /// the cache is full of data the device refuses. `need` is how many
+    /// slots the caller will take before it lets any go.
+    pub(crate) async fn make_room(&self, need: usize) -> Result<()> {
+        let cache = &self.fs.cache;
+        if cache.dirty_pages() > 0 {
+            let mut result = Ok(());
+            for inode in self.fs.dirty_inodes() {
+                if result.is_ok() && !cache.has_room(need) {
+                    result = self.writeback(&inode, false).await.map(|_| ());
+                }
+                self.fs.close(&inode);
+            }
+            result?;
         }
-        if self.fs.cache.dirty_pages() > 0 {
-            self.writeback_others().await?;
+        match cache.busy_slot() {
+            Some(slot) if !cache.has_room(need) => cache.wait_idle(slot).await,
+            // Room appeared (or no slot is held): try again, after letting
+            // other tasks run.
+            _ => crate::sync::yield_now().await,
         }
-        crate::sync::yield_now().await;
         Ok(())
     }
 }

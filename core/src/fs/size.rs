@@ -18,6 +18,25 @@ use crate::space::MetaChange;
 use crate::units::{ByteRange, FrameId, Lba, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
 use core::sync::atomic::Ordering;
 
+/// What [`Session::hold_page`] found.
+enum Hold {
+    /// The page, held.
+    Held(HeldPage),
+    /// The page is a hole.
+    Hole,
+    /// No cache slot was free and the caller asked not to wait.
+    NoRoom,
+}
+
+impl Hold {
+    fn held(self) -> Option<HeldPage> {
+        match self {
+            Hold::Held(h) => Some(h),
+            Hold::Hole | Hold::NoRoom => None,
+        }
+    }
+}
+
 /// A page held for a partial zeroing.
 enum HeldPage {
     /// Cached and pinned.
@@ -36,8 +55,12 @@ impl<D: BlockDevice> Session<D> {
         let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
         let old = inode.size();
         if new >= old {
-            // Bytes past the old EOF are already zero: the page holding EOF
-            // is kept zeroed past it, and no block is mapped beyond it.
+            // No block is mapped past the page holding EOF; that page's
+            // bytes past EOF are zeroed now (the device may hold older
+            // bytes there, written before a crash).
+            if new > old {
+                self.zero_past_eof(inode, old).await?;
+            }
             inode.size.store(new, Ordering::Release);
             self.fs.record(
                 Some(inode),
@@ -70,10 +93,9 @@ impl<D: BlockDevice> Session<D> {
         // Bring in the page that will hold EOF before changing anything, so
         // a read error leaves the file as it was.
         let in_tail = (new % PAGE_SIZE_U64) as usize;
-        let edge = if in_tail != 0 {
-            self.hold_page(inode, tail).await?
-        } else {
-            None
+        let edge = match in_tail {
+            0 => None,
+            _ => self.hold_page(inode, tail, true).await?.held(),
         };
         inode.size.store(new, Ordering::Release);
         self.fs.record(
@@ -122,24 +144,39 @@ impl<D: BlockDevice> Session<D> {
             .lock(&inode.gate, gate_range, Mode::Exclusive, &held)
             .await;
         // Bring in the partial pages at the edges before changing anything,
-        // so a read error leaves the range as it was.
-        let mut edges = Vec::new();
-        for index in [first.0, last.0 - 1] {
-            let whole = index >= full_start && index < full_end;
-            if whole || edges.iter().any(|(e, _): &(u64, _)| *e == index) {
-                continue;
-            }
-            match self.hold_page(inode, PageIndex(index)).await {
-                Ok(Some(h)) => edges.push((index, h)),
-                Ok(None) => {}
-                Err(e) => {
-                    for (_, h) in edges {
-                        self.release_held(inode, h);
+        // so a read error leaves the range as it was. Never wait for cache
+        // room while holding the first edge: let it go and start again.
+        let edges = loop {
+            let mut edges: Vec<(u64, HeldPage)> = Vec::new();
+            let mut no_room = false;
+            for index in [first.0, last.0 - 1] {
+                let whole = index >= full_start && index < full_end;
+                if whole || edges.iter().any(|(e, _)| *e == index) {
+                    continue;
+                }
+                match self
+                    .hold_page(inode, PageIndex(index), edges.is_empty())
+                    .await
+                {
+                    Ok(Hold::Held(h)) => edges.push((index, h)),
+                    Ok(Hold::Hole) => {}
+                    Ok(Hold::NoRoom) => no_room = true,
+                    Err(e) => {
+                        for (_, h) in edges {
+                            self.release_held(inode, h);
+                        }
+                        return Err(e);
                     }
-                    return Err(e);
                 }
             }
-        }
+            if !no_room {
+                break edges;
+            }
+            for (_, h) in edges {
+                self.release_held(inode, h);
+            }
+            self.make_room(2).await?;
+        };
         if full_start < full_end {
             if !early {
                 self.drop_pages(inode, full_start, full_end).await;
@@ -186,17 +223,24 @@ impl<D: BlockDevice> Session<D> {
     }
 
     /// Holds page `index` for zeroing part of it: pinned if cached, else
-    /// inserted locked and read in. `None` for a hole, whose cached copy (if
-    /// any) is all zeros already. The caller holds the gate over the page.
-    async fn hold_page(&self, inode: &Inode, index: PageIndex) -> Result<Option<HeldPage>> {
+    /// inserted locked and read in. [`Hold::Hole`] for a hole, whose cached
+    /// copy (if any) is all zeros already. Without `wait_for_room`, returns
+    /// [`Hold::NoRoom`] instead of waiting for a cache slot (for a caller
+    /// that already holds a page). Truncate and punch-hole hold the gate
+    /// over the page; growing a file needs no gate, as it drops nothing.
+    async fn hold_page(
+        &self,
+        inode: &Inode,
+        index: PageIndex,
+        wait_for_room: bool,
+    ) -> Result<Hold> {
         let cache = &self.fs.cache;
-        let mut attempts = 0;
         loop {
             if inode.extents.read().lookup(index.0).is_none() {
-                return Ok(None);
+                return Ok(Hold::Hole);
             }
             match cache.pin(&inode.pages, inode.id, index) {
-                Claim::Done(slot, _) => return Ok(Some(HeldPage::Pinned(slot))),
+                Claim::Done(slot, _) => return Ok(Hold::Held(HeldPage::Pinned(slot))),
                 Claim::Busy(slot) => {
                     cache.wait_idle(slot).await;
                     continue;
@@ -209,15 +253,33 @@ impl<D: BlockDevice> Session<D> {
                         cache.finish_fill(&inode.pages, index, slot, false, false);
                         return Err(e);
                     }
-                    return Ok(Some(HeldPage::Filling(index, slot)));
+                    return Ok(Hold::Held(HeldPage::Filling(index, slot)));
                 }
                 Insert::Existing(_) => {}
-                Insert::Full => {
-                    attempts += 1;
-                    self.make_room(attempts).await?;
-                }
+                Insert::Full if wait_for_room => self.make_room(1).await?,
+                Insert::Full => return Ok(Hold::NoRoom),
             }
         }
+    }
+
+    /// Zeroes the bytes of the page holding `old_size` that lie past it, and
+    /// dirties the page, before the file grows past `old_size`. In memory
+    /// they are zero already, but the device block may hold bytes written
+    /// there before a crash that the durable size never covered (xfs's
+    /// `xfs_zero_eof`); the zeros reach the device before any record that
+    /// makes them part of the file. The caller holds the inode lock.
+    pub(crate) async fn zero_past_eof(&self, inode: &Inode, old_size: u64) -> Result<()> {
+        let in_page = (old_size % PAGE_SIZE_U64) as usize;
+        if in_page == 0 {
+            return Ok(());
+        }
+        if let Hold::Held(page) = self
+            .hold_page(inode, PageIndex::containing(old_size), true)
+            .await?
+        {
+            self.zero_held(inode, page, in_page, PAGE_SIZE);
+        }
+        Ok(())
     }
 
     /// Zeroes `[from, to)` of a held page, dirties and releases it.

@@ -21,9 +21,13 @@ struct Run {
 
 impl<D: BlockDevice> Session<D> {
     /// Writes back every dirty page of `inode`. With `keep`, the written
-    /// pages stay under writeback (unevictable, re-dirtiable) and are
-    /// returned so a caller can end writeback after its flush; otherwise
-    /// writeback ends as each write completes.
+    /// pages stay pinned (cached, clean, re-dirtiable, written again by any
+    /// later writeback) and are returned so a caller can release them after
+    /// its flush with [`Session::release_kept`]; otherwise they are
+    /// released as each write completes. A writeback only ever waits for
+    /// pages whose device write is in flight or which are being filled,
+    /// never for pages another sync keeps: two syncs of one file cannot
+    /// wait for each other.
     pub(crate) async fn writeback(&self, inode: &Inode, keep: bool) -> Result<Vec<u32>> {
         let cache = &self.fs.cache;
         let mut dirty = Vec::new();
@@ -76,12 +80,21 @@ impl<D: BlockDevice> Session<D> {
         }
         match first_err {
             Some(e) => {
-                for &slot in &kept {
-                    self.end(inode, cache, slot, true);
-                }
+                // What was written is written; only the flush is not done.
+                self.release_kept(inode, &kept, true);
                 Err(e.into())
             }
             None => Ok(kept),
+        }
+    }
+
+    /// Releases pages kept by [`Session::writeback`]; if their flush failed
+    /// (`durable` false) they are dirty again, so the data is written again.
+    pub(crate) fn release_kept(&self, inode: &Inode, kept: &[u32], durable: bool) {
+        for &slot in kept {
+            if self.fs.cache.release_kept(slot, durable) {
+                inode.dirty_inc(self.fs.cache.index_of(slot));
+            }
         }
     }
 
@@ -124,6 +137,7 @@ impl<D: BlockDevice> Session<D> {
             }
             for f in &run.frames {
                 if keep && result.is_ok() {
+                    cache.end_writeback_kept(f.0);
                     kept.push(f.0);
                 } else {
                     self.end(inode, cache, f.0, result.is_ok());
@@ -213,9 +227,7 @@ impl<D: BlockDevice> Session<D> {
         let kept = self.writeback(inode, true).await;
         let flushed = self.run(&Command::Flush).await;
         let kept = kept?;
-        for slot in kept {
-            self.end(inode, &self.fs.cache, slot, flushed.is_ok());
-        }
+        self.release_kept(inode, &kept, flushed.is_ok());
         flushed.map_err(Into::into)
     }
 }

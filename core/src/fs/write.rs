@@ -46,6 +46,12 @@ impl<D: BlockDevice> Session<D> {
             return Ok(n);
         }
         let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
+        let old = inode.size();
+        if off > old {
+            // The bytes between the old EOF and this write become part of
+            // the file: make sure they read as zeros.
+            self.zero_past_eof(inode, old).await?;
+        }
         let n = self.write_locked(inode, buf, range, &held).await?;
         let new_end = off + n as u64;
         if new_end > inode.size() {
@@ -112,7 +118,6 @@ impl<D: BlockDevice> Session<D> {
     ) -> Result<()> {
         let cache = &self.fs.cache;
         let arena = self.fs.frames();
-        let mut attempts = 0u32;
         loop {
             match cache.pin(&inode.pages, inode.id, index) {
                 Claim::Done(slot, mapped) => {
@@ -160,10 +165,7 @@ impl<D: BlockDevice> Session<D> {
                     return Ok(());
                 }
                 Insert::Existing(_) => continue,
-                Insert::Full => {
-                    attempts += 1;
-                    self.make_room(attempts).await?;
-                }
+                Insert::Full => self.make_room(1).await?,
             }
         }
     }
