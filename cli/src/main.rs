@@ -3,6 +3,7 @@
 mod bench;
 mod nvme;
 mod tools;
+mod units;
 
 use clap::{Parser, Subcommand};
 

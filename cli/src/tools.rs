@@ -72,7 +72,13 @@ fn mkfs_on<D: BlockDevice>(dev: D, what: &str) -> Result<(), String> {
 pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
         return mkfs_on(
-            file_device(path, Some(crate::bench::parse_size(&args.size)?))?,
+            file_device(
+                path,
+                Some(
+                    crate::units::parse_size(&args.size)
+                        .map_err(|e| format!("--size {}: {e}", e.input()))?,
+                ),
+            )?,
             path,
         );
     }

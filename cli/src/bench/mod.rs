@@ -24,7 +24,6 @@ use pollfs_core::dev::BlockDevice;
 use pollfs_driver::emu::StdClock;
 use pollfs_driver::NvmeDevice;
 
-pub use job::parse_size;
 use job::Job;
 use sample::{Recorder, Sample};
 
