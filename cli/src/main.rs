@@ -1,8 +1,20 @@
 //! `pollfs`: the command-line front door.
+//!
+//! `bench` and `tools` (mkfs, fsck) are the commands that write devices;
+//! before writing they go through `devfile` (what is at a `file:` path),
+//! `signature` (what a device holds) and `host` (what the machine can
+//! give). `units` parses every size and time. `sys` holds the one system
+//! call the standard library lacks, and is the only unsafe code here.
+#![deny(unsafe_code)]
 
 mod bench;
+mod devfile;
+mod host;
 mod nvme;
+mod signature;
+mod sys;
 mod tools;
+mod units;
 
 use clap::{Parser, Subcommand};
 

@@ -5,16 +5,28 @@ use std::path::Path;
 use pollfs_core::dev::file::FileDevice;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::hosted::{config, monotonic_clock};
+use pollfs_core::persist::format::Layout;
 use pollfs_core::Fs;
+
+use crate::units::{parse_size, show_bytes};
+use crate::{devfile, signature};
 
 /// Options of `pollfs mkfs`.
 #[derive(clap::Args, Debug)]
 pub struct MkfsArgs {
-    /// The device: `file:PATH` (created if missing) or `vfio:PCI_ADDR`.
+    /// The device: `file:PATH` or `vfio:PCI_ADDR`. A file that does not
+    /// exist is created at `--size`; an existing file or block device keeps
+    /// its size. A device that holds anything (a filesystem, a partition
+    /// table, swap, any non-zero byte in its first 68 KiB) is refused
+    /// unless `--force` is given.
     device: String,
-    /// Size for a new device file, e.g. `1g` (an existing file keeps its size).
-    #[arg(long, default_value = "256m")]
-    size: String,
+    /// Size of a new device file, e.g. `1g` (k/m/g/t suffixes, powers of
+    /// 1024) [default: 256m]. Only for a file that does not exist yet.
+    #[arg(long)]
+    size: Option<String>,
+    /// Write over a device that holds data or another filesystem.
+    #[arg(long)]
+    force: bool,
 }
 
 /// Options of `pollfs fsck`.
@@ -26,15 +38,30 @@ pub struct FsckArgs {
 
 /// Frames a tool needs: a small cache plus the metadata frames.
 const FRAMES: u32 = 256;
+/// Size of a new device file when `--size` is not given.
+const DEFAULT_SIZE: u64 = 256 << 20;
+const BLOCK: u64 = 4096;
 
-fn file_device(path: &str, bytes: Option<u64>) -> Result<FileDevice, String> {
-    let existing = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let bytes = match bytes {
-        Some(b) => b.max(existing),
-        None if existing > 0 => existing,
-        None => return Err(format!("{path}: no such device file")),
-    };
-    FileDevice::open(Path::new(path), bytes, FRAMES).map_err(|e| format!("{path}: {e}"))
+/// The message for a device too small to hold a filesystem.
+fn too_small(what: &str, bytes: u64) -> String {
+    let min = Layout::min_blocks();
+    format!(
+        "{what}: {} is too small for a pollfs filesystem, which needs at least {} \
+         ({min} blocks of 4 KiB)",
+        show_bytes(bytes),
+        show_bytes(min * BLOCK)
+    )
+}
+
+fn open_file(path: &Path, bytes: u64) -> Result<FileDevice, String> {
+    FileDevice::open(path, bytes, FRAMES).map_err(|e| format!("file:{}: {e}", path.display()))
+}
+
+/// An existing device file, at its own size.
+fn existing_file(path: &Path) -> Result<FileDevice, String> {
+    let existing = devfile::inspect(path)?
+        .ok_or_else(|| format!("file:{}: no such device file", path.display()))?;
+    open_file(path, existing.len)
 }
 
 #[cfg(target_os = "linux")]
@@ -68,17 +95,67 @@ fn mkfs_on<D: BlockDevice>(dev: D, what: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// `mkfs file:PATH`: every check is made before the first write, and a
+/// file created here is removed again if formatting fails.
+fn mkfs_file(path: &Path, args: &MkfsArgs) -> Result<(), String> {
+    let what = format!("file:{}", path.display());
+    let size = args
+        .size
+        .as_deref()
+        .map(parse_size)
+        .transpose()
+        .map_err(|e| format!("--size {}: {e}", e.input()))?;
+    let min_blocks = Layout::min_blocks();
+    match devfile::inspect(path)? {
+        Some(existing) => {
+            if size.is_some_and(|s| s != existing.len) {
+                return Err(format!(
+                    "{what}: exists ({}); mkfs keeps an existing file's size, so --size is \
+                     only for a new file",
+                    show_bytes(existing.len)
+                ));
+            }
+            if existing.len / BLOCK < min_blocks {
+                return Err(format!(
+                    "{}; mkfs keeps an existing file's size",
+                    too_small(&what, existing.len)
+                ));
+            }
+            signature::refuse_unless_forced(&what, &existing.head, args.force)?;
+            mkfs_on(open_file(path, existing.len)?, &what)
+        }
+        None => {
+            let size = size.unwrap_or(DEFAULT_SIZE);
+            if size / BLOCK < min_blocks {
+                return Err(too_small(&what, size));
+            }
+            let created = devfile::Created::new(path, size)?;
+            mkfs_on(open_file(path, size)?, &what)?;
+            created.keep();
+            Ok(())
+        }
+    }
+}
+
 /// Writes an empty filesystem.
 pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
-        return mkfs_on(
-            file_device(path, Some(crate::bench::parse_size(&args.size)?))?,
-            path,
-        );
+        return mkfs_file(Path::new(path), args);
     }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {
-        return mkfs_on(vfio_device(addr)?, addr);
+        if args.size.is_some() {
+            return Err("--size is only for a new device file".into());
+        }
+        let what = format!("vfio:{addr}");
+        let dev = vfio_device(addr)?;
+        let capacity = dev.geometry().capacity_pages();
+        if capacity < Layout::min_blocks() {
+            return Err(too_small(&what, capacity * BLOCK));
+        }
+        let head = signature::read_device_head(&dev).map_err(|e| format!("{what}: {e}"))?;
+        signature::refuse_unless_forced(&what, &head, args.force)?;
+        return mkfs_on(dev, &what);
     }
     Err(format!(
         "unknown device '{}': use file:PATH or vfio:PCI_ADDR",
@@ -115,7 +192,7 @@ fn fsck_on<D: BlockDevice>(dev: &D, what: &str) -> Result<(), String> {
 /// Checks a filesystem; fails if it has any problem.
 pub fn fsck(args: &FsckArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
-        return fsck_on(&file_device(path, None)?, path);
+        return fsck_on(&existing_file(Path::new(path))?, path);
     }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {

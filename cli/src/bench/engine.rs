@@ -16,29 +16,42 @@ use super::{run_threads, Progress};
 
 const PAGE: u64 = 4096;
 
-/// Cache pages a job gets: its `cache` setting, or room for all its files.
+/// Cache pages a job gets: its `cache` setting, or room for all its
+/// files. Wider than the engine's `u32` so that `bench::limits` can refuse
+/// an absurd cache by its size before anything is converted or allocated.
+pub fn cache_pages_wanted(job: &Job) -> u64 {
+    match job.cache {
+        Some(bytes) => bytes / PAGE,
+        None => (job.file_size().div_ceil(PAGE))
+            .saturating_mul(u64::from(job.nrfiles))
+            .saturating_add(64),
+    }
+}
+
+/// [`cache_pages_wanted`] as the engine takes it.
 pub fn cache_pages(job: &Job) -> Result<u32, String> {
-    let pages = if job.cache_mib > 0 {
-        job.cache_mib << 8
-    } else {
-        (job.file_size().div_ceil(PAGE)) * u64::from(job.nrfiles) + 64
-    };
-    u32::try_from(pages).map_err(|_| "cache too large".to_string())
+    u32::try_from(cache_pages_wanted(job)).map_err(|_| {
+        format!(
+            "{}: a page cache of {} pages is more than the engine can index",
+            job.name,
+            cache_pages_wanted(job)
+        )
+    })
 }
 
 /// DMA frames a job's device needs: the cache plus the metadata frames.
 pub fn frames(job: &Job) -> Result<u32, String> {
     cache_pages(job)?
         .checked_add(pollfs_core::persist::META_FRAMES)
-        .ok_or_else(|| "cache too large".to_string())
+        .ok_or_else(|| format!("{}: the page cache is too large", job.name))
 }
 
 /// Device bytes a job needs.
 pub fn device_bytes(job: &Job) -> u64 {
     // Files, plus the log and checkpoint areas (about 1/16 of the device),
     // plus slack.
-    let files = job.file_size() * u64::from(job.nrfiles);
-    files + files / 8 + (16 << 20)
+    let files = job.file_size().saturating_mul(u64::from(job.nrfiles));
+    files.saturating_add(files / 8).saturating_add(16 << 20)
 }
 
 fn err(e: pollfs_core::Error) -> String {

@@ -88,8 +88,8 @@ pub struct Job {
     pub nrfiles: u32,
     /// Start with the file's pages out of the cache (a cold read).
     pub cold: bool,
-    /// Page-cache size in MiB (0: big enough for every file).
-    pub cache_mib: u64,
+    /// Page-cache size in bytes (`None`: big enough for every file).
+    pub cache: Option<u64>,
     /// Files start empty, so sequential writes append (until they wrap).
     pub append: bool,
 }
@@ -110,51 +110,61 @@ impl Default for Job {
             filename: "bench".into(),
             nrfiles: 1,
             cold: false,
-            cache_mib: 0,
+            cache: None,
             append: false,
         }
     }
 }
 
-/// Parses a size like `4k`, `64m`, `1g`, `2MiB` or `512` (bytes).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("ib")
-        .or_else(|| t.strip_suffix('b'))
-        .unwrap_or(&t);
-    let (num, shift) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 10),
-        Some('m') => (&t[..t.len() - 1], 20),
-        Some('g') => (&t[..t.len() - 1], 30),
-        _ => (t, 0),
-    };
-    let n: u64 = num.trim().parse().map_err(|_| format!("bad size '{s}'"))?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("size '{s}' overflows"))
+/// Largest `bs`: one I/O of 16 MiB already takes milliseconds; more says
+/// nothing the bench is for.
+pub const MAX_BS: u64 = 16 << 20;
+/// Largest `iodepth`: the most commands one NVMe queue can hold (64 Ki
+/// entries); no device can have more of one thread's I/Os in flight.
+pub const MAX_IODEPTH: u32 = 65_536;
+/// Longest `runtime`.
+pub const MAX_RUNTIME_SECS: f64 = 86_400.0;
+/// Smallest page cache the engine accepts (`Fs::build` refuses fewer than
+/// 4 pages).
+pub const MIN_CACHE: u64 = 4 * PAGE;
+const PAGE: u64 = 4096;
+
+/// A fio boolean: `0` or `1`.
+fn flag(key: &str, value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        other => Err(format!("{key}={other}: use 0 or 1")),
+    }
 }
 
 impl Job {
-    /// Applies one `key=value` setting (job-file line or option).
+    /// Applies one `key=value` setting (job-file line or option). Values
+    /// out of range are errors here or in [`Job::validate`], never clamped.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         let num = |v: &str| {
             v.trim()
                 .parse::<u32>()
-                .map_err(|_| format!("{key}={v}: not a number"))
+                .map_err(|_| format!("{key}={v}: not a whole number"))
         };
+        let size =
+            |v: &str| crate::units::parse_size(v).map_err(|e| format!("{key}={}: {e}", e.input()));
         match key.trim() {
             "rw" | "readwrite" => self.rw = Pattern::parse(value.trim())?,
-            "rwmixread" => self.rwmixread = num(value)?.min(100),
-            "bs" | "blocksize" => self.bs = parse_size(value)?,
-            "size" => self.size = parse_size(value)?,
+            "rwmixread" => {
+                self.rwmixread = num(value)?;
+                if self.rwmixread > 100 {
+                    return Err(format!("rwmixread={value}: a percentage, 0 to 100"));
+                }
+            }
+            "bs" | "blocksize" => self.bs = size(value)?,
+            "size" => self.size = size(value)?,
             "numjobs" => self.numjobs = num(value)?,
             "iodepth" => self.iodepth = num(value)?,
             "runtime" => {
-                self.runtime = value
-                    .trim()
-                    .trim_end_matches('s')
-                    .parse()
-                    .map_err(|_| format!("runtime={value}: not seconds"))?
+                let t = crate::units::parse_time(value)
+                    .map_err(|e| format!("runtime={}: {e}", e.input()))?;
+                self.runtime = t.as_secs_f64();
             }
             "fsync" => self.fsync = num(value)?,
             "fdatasync" => self.fdatasync = num(value)?,
@@ -162,38 +172,84 @@ impl Job {
             "nrfiles" => self.nrfiles = num(value)?,
             "direct" if value.trim() == "0" => {}
             "direct" => {
-                return Err(
-                    "direct=1 is not supported: pollfs I/O goes through its page cache".into(),
-                )
+                return Err(format!(
+                    "direct={}: only direct=0; pollfs I/O goes through its page cache",
+                    value.trim()
+                ))
             }
-            "cold" => self.cold = value.trim() == "1",
-            "append" => self.append = value.trim() == "1",
-            "cache" => self.cache_mib = parse_size(value)? >> 20,
+            "cold" => self.cold = flag("cold", value)?,
+            "append" => self.append = flag("append", value)?,
+            "cache" => self.cache = Some(size(value)?),
             "ioengine" | "time_based" | "group_reporting" | "thread" => {}
             other => return Err(format!("unknown job key '{other}'")),
         }
         Ok(())
     }
 
-    /// Rejects settings that cannot run.
+    /// Rejects settings that cannot run. Limits that depend on the device
+    /// and the machine are checked by `bench::limits`.
     pub fn validate(&self) -> Result<(), String> {
-        if self.bs == 0 || self.bs > 16 << 20 {
-            return Err(format!("{}: bs must be 1..=16 MiB", self.name));
+        let name = &self.name;
+        if self.bs == 0 || self.bs > MAX_BS {
+            // Any length works: pollfs I/O is buffered, so a block that is
+            // not a whole number of pages is read-modify-write in the cache.
+            return Err(format!("{name}: bs must be 1 byte to 16 MiB"));
         }
         if self.nrfiles == 0 || self.numjobs == 0 || self.iodepth == 0 {
             return Err(format!(
-                "{}: nrfiles, numjobs and iodepth must be at least 1",
-                self.name
+                "{name}: nrfiles, numjobs and iodepth must be at least 1"
+            ));
+        }
+        if self.iodepth > MAX_IODEPTH {
+            return Err(format!(
+                "{name}: iodepth={} is more than {MAX_IODEPTH}, the most one NVMe queue holds",
+                self.iodepth
             ));
         }
         if self.size / u64::from(self.nrfiles) < self.bs {
             return Err(format!(
-                "{}: each file must hold at least one block (size / nrfiles >= bs)",
-                self.name
+                "{name}: each file must hold at least one block (size / nrfiles >= bs)"
             ));
         }
-        if !(self.runtime > 0.0 && self.runtime < 86_400.0) {
-            return Err(format!("{}: runtime must be positive", self.name));
+        if self.file_size() > pollfs_core::MAX_FILE_SIZE {
+            return Err(format!(
+                "{name}: {} per file is more than pollfs's largest file ({})",
+                crate::units::show_bytes(self.file_size()),
+                crate::units::show_bytes(pollfs_core::MAX_FILE_SIZE)
+            ));
+        }
+        if !(self.runtime > 0.0 && self.runtime <= MAX_RUNTIME_SECS) {
+            return Err(format!(
+                "{name}: runtime must be more than 0 and at most 1d (24h)"
+            ));
+        }
+        if let Some(cache) = self.cache {
+            if cache < MIN_CACHE || cache % PAGE != 0 {
+                return Err(format!(
+                    "{name}: cache={} must be a whole number of 4 KiB pages, at least 16 KiB \
+                     (the engine needs 4 pages)",
+                    crate::units::show_bytes(cache)
+                ));
+            }
+        }
+        // The name ends up in pollfs and in the kernel baseline's directory,
+        // with `.N` after it.
+        let longest = format!(
+            "pollfs-bench-{}-{}.{}",
+            u32::MAX,
+            self.filename,
+            self.nrfiles
+        );
+        if self.filename.is_empty()
+            || self.filename.contains(['/', '\0'])
+            || longest.len() > pollfs_core::MAX_NAME_LEN
+        {
+            return Err(format!(
+                "{name}: filename='{}' must be a plain name (no '/'), short enough for \
+                 {} bytes with its prefix and suffix",
+                self.filename,
+                pollfs_core::MAX_NAME_LEN
+            ));
         }
         Ok(())
     }
@@ -343,14 +399,33 @@ pub fn apply_settings(job: &mut Job, settings: &BTreeMap<String, String>) -> Res
 mod tests {
     use super::*;
 
+    fn set(key: &str, value: &str) -> Result<Job, String> {
+        let mut job = Job::default();
+        job.set(key, value)?;
+        job.validate()?;
+        Ok(job)
+    }
+
     #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("64M"), Ok(64 << 20));
-        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
-        assert_eq!(parse_size("512"), Ok(512));
-        assert!(parse_size("x").is_err());
-        assert!(parse_size("99999999999999g").is_err());
+    fn out_of_range_settings_are_errors_not_clamps() {
+        assert!(set("rwmixread", "200").unwrap_err().contains("0 to 100"));
+        assert_eq!(set("rwmixread", "100").unwrap().rwmixread, 100);
+        assert!(set("cold", "7").unwrap_err().contains("use 0 or 1"));
+        assert!(set("append", "yes").is_err());
+        assert!(set("cache", "1k").unwrap_err().contains("16 KiB"));
+        assert!(set("cache", "10k").unwrap_err().contains("4 KiB pages"));
+        assert_eq!(set("cache", "16k").unwrap().cache, Some(16 << 10));
+        assert!(set("bs", "0").is_err());
+        assert!(set("bs", "17m").is_err());
+        assert_eq!(set("bs", "3").unwrap().bs, 3);
+        assert!(set("iodepth", "65537").is_err());
+        assert!(set("numjobs", "0").is_err());
+        assert!(set("runtime", "0").is_err());
+        assert!(set("runtime", "2d").is_err());
+        assert_eq!(set("runtime", "1500ms").unwrap().runtime, 1.5);
+        assert!(set("direct", "1").is_err());
+        assert!(set("filename", "../x").is_err());
+        assert!(set("size", "17t").unwrap_err().contains("largest file"));
     }
 
     #[test]

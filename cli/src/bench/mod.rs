@@ -2,10 +2,16 @@
 //! pollfs with a file-wide lock, by the kernel's page cache and by plain
 //! memory copies, one after another in one process, so every ratio is
 //! measured under the same conditions.
+//!
+//! Everything that can be known before a run is checked before the first
+//! one: settings (`job`), what the device already holds (`device`), and
+//! what the job needs from the machine (`limits`).
 
 mod baseline;
+mod device;
 mod engine;
 mod job;
+mod limits;
 mod plot;
 mod report;
 mod sample;
@@ -17,75 +23,101 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use pollfs_core::dev::file::FileDevice;
-use pollfs_core::dev::ram::RamDevice;
-use pollfs_core::dev::BlockDevice;
-#[cfg(target_os = "linux")]
-use pollfs_driver::emu::StdClock;
-use pollfs_driver::NvmeDevice;
 
-pub use job::parse_size;
+use crate::{devfile, signature};
+use device::{Device, Target};
 use job::Job;
-use sample::{Recorder, Sample};
+use sample::Recorder;
 
 /// Options of `pollfs bench`.
 #[derive(clap::Args, Debug)]
+#[command(
+    after_help = "The job options are job-file keys (`--rw randread` is `rw=randread`). \
+Sizes take fio's suffixes: k, m, g, t, p, optionally followed by i, b or ib, in any case, \
+all powers of 1024 (`4k`, `1.5g`, `2MiB`). Times are seconds, or a number with us, ms, s, \
+m, h or d (`500ms`, `2m`). A value out of range is an error, never clamped. Sizes, caches \
+and thread counts beyond the machine (memory, disk, device queues) are refused before \
+anything is allocated or created."
+)]
 pub struct Args {
     /// fio-style job file (a subset: rw, rwmixread, bs, size, numjobs,
-    /// iodepth, runtime, fsync, fdatasync, filename, nrfiles, direct=0).
+    /// iodepth, runtime, fsync, fdatasync, filename, nrfiles, direct=0,
+    /// cold, append, cache).
     job_file: Option<PathBuf>,
     /// A named preset instead of a job file: default, reads, writes, quick.
     #[arg(long)]
     preset: Option<String>,
     /// Device: `emu` (NVMe controller emulated in memory, driven by the real
-    /// driver), `ram` (memory, no driver), `file:PATH`, `vfio:PCI_ADDR`.
+    /// driver; at most 64 threads, one I/O queue each), `ram` (memory, no
+    /// driver), `file:PATH` (created if missing and kept after a successful
+    /// run, grown if smaller than a job needs), `vfio:PCI_ADDR`. The bench
+    /// formats the device: a file or controller that holds anything (a
+    /// filesystem, a partition table, swap, any non-zero byte in its first
+    /// 68 KiB) is refused unless --force is given.
     #[arg(long, default_value = "emu")]
     device: String,
     /// Run pollfs-locked, the kernel and (for read jobs) memcpy too, and
     /// print ratios. On by default when no job is given.
     #[arg(long)]
     compare: bool,
-    /// Directory for the kernel baseline's files (tmpfs by default).
-    #[arg(long, default_value = "/dev/shm")]
-    kernel_dir: PathBuf,
+    /// Directory for the kernel baseline's files; it must exist [default:
+    /// /dev/shm (tmpfs), or the temporary directory where there is none].
+    #[arg(long)]
+    kernel_dir: Option<PathBuf>,
     /// Print the results as JSON instead of tables.
     #[arg(long)]
     json: bool,
     /// Draw latency percentiles and throughput over time into an SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
-    /// Use a bound device even if it looks in use by the kernel.
+    /// Write over a file or vfio device that holds data or a filesystem.
     #[arg(long)]
     force: bool,
-    /// Job settings as on a job-file line, e.g. `--rw randread --bs 4k`.
+    /// Access pattern: read, write, randread, randwrite, randrw.
     #[arg(long)]
     rw: Option<String>,
+    /// Percent reads for randrw, 0 to 100.
     #[arg(long)]
     rwmixread: Option<String>,
+    /// Bytes per I/O, 1 byte to 16 MiB (pollfs I/O is buffered, so any
+    /// length works).
     #[arg(long)]
     bs: Option<String>,
+    /// Bytes per job, split over nrfiles files. With the device and the
+    /// cache it must fit in memory (and, for file:, on disk): checked
+    /// before anything is allocated.
     #[arg(long)]
     size: Option<String>,
+    /// Threads, 1 to the device's I/O queues (64 on emu; 1024 on ram and
+    /// file:).
     #[arg(long)]
     numjobs: Option<String>,
+    /// I/Os in flight per thread, 1 to 65536.
     #[arg(long)]
     iodepth: Option<String>,
+    /// Length of each run: seconds, or with a unit (500ms, 2m); at most 1d.
     #[arg(long)]
     runtime: Option<String>,
+    /// sync_all after every N writes (0: never).
     #[arg(long)]
     fsync: Option<String>,
+    /// sync_data after every N writes (0: never).
     #[arg(long)]
     fdatasync: Option<String>,
+    /// File name prefix (a plain name).
     #[arg(long)]
     filename: Option<String>,
+    /// Files per job.
     #[arg(long)]
     nrfiles: Option<String>,
+    /// Only 0: pollfs I/O goes through its page cache.
     #[arg(long)]
     direct: Option<String>,
     /// Start with the files out of the cache (1) or cached (0).
     #[arg(long)]
     cold: Option<String>,
-    /// Page-cache size, e.g. `256m` (default: room for every file).
+    /// Page-cache size, whole 4 KiB pages, at least 16 KiB, e.g. `256m`
+    /// (default: room for every file).
     #[arg(long)]
     cache: Option<String>,
 }
@@ -178,90 +210,6 @@ where
     Ok((merged, secs))
 }
 
-fn on_device(
-    args: &Args,
-    job: &Job,
-    file_lock: bool,
-    progress: &Progress,
-) -> Result<Sample, String> {
-    let bytes = engine::device_bytes(job);
-    let frames = engine::frames(job)?;
-    let spec = args.device.as_str();
-    if spec == "emu" {
-        let dev =
-            NvmeDevice::emulated(bytes, 4096, frames).map_err(|e| format!("emulated NVMe: {e}"))?;
-        return engine::pollfs(job, dev, file_lock, progress);
-    }
-    if spec == "ram" {
-        let dev = RamDevice::new(bytes, 4096, frames).map_err(|e| e.to_string())?;
-        return engine::pollfs(job, dev, file_lock, progress);
-    }
-    if let Some(path) = spec.strip_prefix("file:") {
-        let dev =
-            FileDevice::open(Path::new(path), bytes, frames).map_err(|e| format!("{path}: {e}"))?;
-        return engine::pollfs(job, dev, file_lock, progress);
-    }
-    #[cfg(target_os = "linux")]
-    if let Some(addr) = spec.strip_prefix("vfio:") {
-        let config = pollfs_driver::DriverConfig::default();
-        let dev = NvmeDevice::vfio(addr, config, frames, StdClock::new()).map_err(|e| {
-            format!("{addr}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)")
-        })?;
-        if !args.force {
-            if let Some(what) = signature(&dev)? {
-                return Err(format!(
-                    "{addr} holds {what}; the bench would overwrite it (pass --force to do so anyway)"
-                ));
-            }
-        }
-        return engine::pollfs(job, dev, file_lock, progress);
-    }
-    Err(format!(
-        "unknown device '{spec}': use emu, ram, file:PATH or vfio:PCI_ADDR"
-    ))
-}
-
-/// Looks for a filesystem signature in the device's first blocks: the bench
-/// writes over the whole device, so a device that carries data is refused
-/// unless the user insists.
-#[cfg(target_os = "linux")]
-fn signature<D: BlockDevice>(dev: &D) -> Result<Option<&'static str>, String> {
-    use pollfs_core::dev::{Command, DeviceQueue, FrameArena};
-    use pollfs_core::units::{FrameId, Lba};
-    let mut q = dev.open_queue().map_err(|e| e.to_string())?;
-    let tag = q
-        .submit(&Command::Read {
-            lba: Lba(0),
-            frames: &[FrameId(0)],
-        })
-        .map_err(|e| e.to_string())?;
-    let mut result = None;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while result.is_none() && Instant::now() < deadline {
-        q.poll(pollfs_core::hosted::monotonic_clock(), 8, &mut |c| {
-            if c.tag == tag {
-                result = Some(c.result);
-            }
-        });
-    }
-    result
-        .ok_or("reading the first block timed out")?
-        .map_err(|e| e.to_string())?;
-    let mut head = vec![0u8; 4096];
-    dev.frames().read(FrameId(0), 0, &mut head);
-    Ok(if head.starts_with(b"POLLFSv1") {
-        Some("a pollfs filesystem")
-    } else if head.starts_with(b"XFSB") {
-        Some("an XFS filesystem")
-    } else if head.get(1080..1082) == Some(&[0x53, 0xef]) {
-        Some("an ext2/3/4 filesystem")
-    } else if head.get(510..512) == Some(&[0x55, 0xaa]) {
-        Some("a partition table")
-    } else {
-        None
-    })
-}
-
 /// The jobs the arguments ask for.
 fn jobs(args: &Args) -> Result<(Vec<Job>, bool), String> {
     let settings = args.settings();
@@ -287,21 +235,76 @@ fn jobs(args: &Args) -> Result<(Vec<Job>, bool), String> {
     Ok((jobs, suite))
 }
 
+/// Where the kernel baseline writes: `--kernel-dir`, which must be a
+/// directory, or tmpfs if the machine has it.
+fn kernel_dir(args: &Args) -> Result<PathBuf, String> {
+    match &args.kernel_dir {
+        Some(dir) if dir.is_dir() => Ok(dir.clone()),
+        Some(dir) => Err(format!("--kernel-dir {}: not a directory", dir.display())),
+        None if Path::new("/dev/shm").is_dir() => Ok(PathBuf::from("/dev/shm")),
+        None => Ok(std::env::temp_dir()),
+    }
+}
+
+/// Looks at a file device before any run: refuses one that holds anything
+/// (unless `force`) or that cannot grow to what the jobs need, and creates
+/// a missing one, to be removed again if the bench fails.
+fn prepare_file(
+    path: &Path,
+    jobs: &[Job],
+    force: bool,
+) -> Result<Option<devfile::Created>, String> {
+    let what = format!("file:{}", path.display());
+    let needed = jobs.iter().map(engine::device_bytes).max().unwrap_or(0);
+    match devfile::inspect(path)? {
+        Some(existing) => {
+            signature::refuse_unless_forced(&what, &existing.head, force)?;
+            if existing.block_device {
+                if existing.len < needed {
+                    return Err(format!(
+                        "{what}: the bench needs {}, and the device holds {}",
+                        crate::units::show_bytes(needed),
+                        crate::units::show_bytes(existing.len)
+                    ));
+                }
+            } else {
+                limits::check_file_space(path, needed, existing.allocated)?;
+            }
+            Ok(None)
+        }
+        None => {
+            limits::check_file_space(path, needed, 0)?;
+            devfile::Created::new(path, 0).map(Some)
+        }
+    }
+}
+
 /// Runs the bench.
 pub fn run(args: &Args) -> Result<(), String> {
     let (jobs, suite) = jobs(args)?;
     let compare = args.compare || suite;
-    let kernel_dir = if args.kernel_dir.is_dir() {
-        args.kernel_dir.clone()
-    } else {
-        std::env::temp_dir()
+    let device = Device::parse(&args.device)?;
+    let kernel_dir = kernel_dir(args)?;
+    let baselines_dir = compare.then_some(kernel_dir.as_path());
+    let memory = crate::host::memory();
+    for job in &jobs {
+        limits::check(job, &device, memory, baselines_dir)?;
+    }
+    // Dropped on any early return below: a file created here goes again.
+    let created = match &device {
+        Device::File(path) => prepare_file(path, &jobs, args.force)?,
+        _ => None,
     };
+    // emu and ram are new and empty; a file was just checked; a vfio
+    // controller is checked once brought up.
+    let checked = !matches!(device, Device::Vfio(_));
+    let target = Target::new(device, args.force, checked);
     let progress = Progress::new();
     let mut results = Vec::new();
     for job in &jobs {
-        let mut samples = vec![on_device(args, job, false, &progress)?];
+        let mut samples = vec![target.run(job, false, &progress)?];
         if compare {
-            samples.push(on_device(args, job, true, &progress)?);
+            samples.push(target.run(job, true, &progress)?);
             samples.push(baseline::kernel(job, &kernel_dir, &progress)?);
             if job.rw.reads_only() && !job.cold {
                 samples.push(baseline::memcpy(job, &progress)?);
@@ -327,5 +330,8 @@ pub fn run(args: &Args) -> Result<(), String> {
     };
     // A closed pipe (`| head`) is not an error worth a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+    if let Some(file) = created {
+        file.keep();
+    }
     Ok(())
 }

@@ -60,11 +60,14 @@ fn si(x: f64) -> String {
     }
 }
 
+/// Exact: in MiB or KiB when it is a whole number of them, else in bytes.
 fn bytes(b: u64) -> String {
-    if b >= 1 << 20 {
+    if b >= 1 << 20 && b % (1 << 20) == 0 {
         format!("{} MiB", b >> 20)
-    } else {
+    } else if b % (1 << 10) == 0 {
         format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
     }
 }
 

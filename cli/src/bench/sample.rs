@@ -20,13 +20,25 @@ pub struct Recorder {
     pub syncs: u64,
 }
 
+/// An empty latency histogram: 1 ns .. 100 s at 3 significant digits.
+fn histogram() -> Result<Histogram<u64>, String> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).map_err(|e| e.to_string())
+}
+
+/// Bytes one thread's [`Recorder`] holds after a run of `secs` seconds: its
+/// histogram's counters and one counter per tick.
+pub fn recorder_bytes(secs: f64) -> u64 {
+    let counters = histogram().map_or(1 << 15, |h| h.distinct_values() as u64);
+    let ticks = (secs / TICK.as_secs_f64()).ceil() as u64 + 1;
+    (counters + ticks) * 8
+}
+
 impl Recorder {
     /// A recorder whose clock starts at `start`.
     pub fn new(start: Instant) -> Result<Recorder, String> {
         Ok(Recorder {
             start,
-            // 1 ns .. 100 s at 3 significant digits.
-            hist: Histogram::new_with_bounds(1, 100_000_000_000, 3).map_err(|e| e.to_string())?,
+            hist: histogram()?,
             series: Vec::new(),
             ops: 0,
             bytes: 0,

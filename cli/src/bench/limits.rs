@@ -1,0 +1,245 @@
+//! What a job needs from the machine and the device, checked before
+//! anything is allocated or created: a run that cannot fit is refused with
+//! a message, instead of aborting on a failed allocation, being killed by
+//! the OOM killer, or filling a disk half-way through.
+//!
+//! The memory figures are estimates of the large allocations (device,
+//! cache, per-thread buffers and recorders) plus a per-thread allowance;
+//! they are meant to refuse what surely cannot fit, not to budget to the
+//! last page.
+
+use std::path::Path;
+
+use pollfs_core::cache::PageCache;
+use pollfs_core::persist::META_FRAMES;
+
+use super::device::Device;
+use super::engine;
+use super::job::Job;
+use super::sample::recorder_bytes;
+use crate::host::Memory;
+use crate::units::show_bytes;
+
+/// Most threads on a device that sets no queue limit of its own (`ram`,
+/// `file:`): each job is an OS thread, and a few hundred already measure
+/// the scheduler more than pollfs.
+pub const MAX_THREADS: u32 = 1024;
+
+/// Memory a thread needs beyond its buffers and its recorder: the part of
+/// its stack it touches, its session and, on NVMe, its queue's rings. An
+/// allowance, not a measurement.
+const THREAD_ALLOWANCE: u64 = 256 << 10;
+
+/// The buffer each engine first writes the files with.
+const FILL_CHUNK: u64 = 1 << 20;
+
+const PAGE: u64 = 4096;
+
+/// Memory one engine's run needs, by part.
+struct Estimate {
+    parts: Vec<(String, u64)>,
+}
+
+impl Estimate {
+    fn total(&self) -> u64 {
+        self.parts
+            .iter()
+            .fold(0u64, |sum, (_, b)| sum.saturating_add(*b))
+    }
+    fn describe(&self) -> String {
+        self.parts
+            .iter()
+            .map(|(what, b)| format!("{what} {}", show_bytes(*b)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Memory of the job's threads: I/O buffers, recorders and allowance.
+fn threads(job: &Job) -> (String, u64) {
+    let each = u64::from(job.iodepth)
+        .saturating_mul(job.bs)
+        .saturating_add(recorder_bytes(job.runtime))
+        .saturating_add(THREAD_ALLOWANCE);
+    let what = match job.numjobs {
+        1 => "1 thread".to_string(),
+        n => format!("{n} threads"),
+    };
+    (
+        what,
+        each.saturating_mul(u64::from(job.numjobs))
+            .saturating_add(FILL_CHUNK),
+    )
+}
+
+/// pollfs on `device`: the device itself if it lives in memory, the page
+/// cache (frames and bookkeeping) and the threads.
+fn pollfs_run(job: &Job, device: &Device) -> Estimate {
+    let mut parts = Vec::new();
+    if device.in_memory() {
+        parts.push((
+            "the in-memory device".to_string(),
+            engine::device_bytes(job),
+        ));
+    }
+    let per_page = PAGE + PageCache::metadata_bytes_per_page() as u64;
+    let cache = engine::cache_pages_wanted(job)
+        .saturating_mul(per_page)
+        .saturating_add(u64::from(META_FRAMES) * PAGE);
+    parts.push(("the page cache".to_string(), cache));
+    parts.push(threads(job));
+    Estimate { parts }
+}
+
+/// The memcpy baseline: a copy of the files in memory, and the threads.
+fn memcpy_run(job: &Job) -> Estimate {
+    let files = job.file_size().saturating_mul(u64::from(job.nrfiles));
+    Estimate {
+        parts: vec![
+            ("the files, copied to memory".to_string(), files),
+            threads(job),
+        ],
+    }
+}
+
+/// Refuses `job` on `device` if the device cannot give it a queue per
+/// thread, or the machine cannot give it the memory or disk it needs.
+/// `kernel_dir` is where the kernel baseline writes, if it runs.
+pub fn check(
+    job: &Job,
+    device: &Device,
+    memory: Option<Memory>,
+    kernel_dir: Option<&Path>,
+) -> Result<(), String> {
+    let name = &job.name;
+    match device.queue_limit() {
+        Some(limit) if job.numjobs > limit => {
+            return Err(too_many_threads(job, limit, &device.to_string()))
+        }
+        None if !matches!(device, Device::Vfio(_)) && job.numjobs > MAX_THREADS => {
+            return Err(format!(
+                "{name}: numjobs={} is more than {MAX_THREADS}, the most threads the bench \
+                 runs on {device}",
+                job.numjobs
+            ))
+        }
+        _ => {}
+    }
+    if let Some(mem) = memory {
+        let mut runs = vec![pollfs_run(job, device)];
+        if kernel_dir.is_some() && job.rw.reads_only() && !job.cold {
+            runs.push(memcpy_run(job));
+        }
+        // VFIO DMA memory comes from hugepages when there are free ones.
+        let available = if matches!(device, Device::Vfio(_)) {
+            mem.available.saturating_add(mem.hugepages_free)
+        } else {
+            mem.available
+        };
+        if let Some(run) = runs.iter().find(|r| r.total() > available) {
+            return Err(format!(
+                "{name}: needs about {} of memory ({}), more than the {} this machine has \
+                 available (MemAvailable; MemTotal is {}); lower --size, --cache or --numjobs",
+                show_bytes(run.total()),
+                run.describe(),
+                show_bytes(available),
+                show_bytes(mem.total)
+            ));
+        }
+    }
+    // Past the memory check, so an absurd cache is reported by its size.
+    engine::frames(job)?;
+    if let Some(dir) = kernel_dir {
+        let files = job.file_size().saturating_mul(u64::from(job.nrfiles));
+        if let Some(free) = crate::host::free_space(dir) {
+            if files > free {
+                return Err(format!(
+                    "{name}: the kernel baseline writes {} of files to {}, which has {} free \
+                     (choose another --kernel-dir, or drop --compare)",
+                    show_bytes(files),
+                    dir.display(),
+                    show_bytes(free)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The message for more threads than the device has queues.
+pub fn too_many_threads(job: &Job, queues: u32, device: &str) -> String {
+    format!(
+        "{}: numjobs={} but {device} offers {queues} I/O queues, and each thread needs its \
+         own (numjobs must be 1..={queues})",
+        job.name, job.numjobs
+    )
+}
+
+/// Refuses a run whose file device needs more disk than is free. `held`
+/// is what the file already occupies.
+pub fn check_file_space(path: &Path, needed: u64, held: u64) -> Result<(), String> {
+    let Some(free) = crate::devfile::free_space_for(path) else {
+        return Ok(());
+    };
+    let more = needed.saturating_sub(held);
+    if more > free {
+        return Err(format!(
+            "file:{}: the bench needs {} on this filesystem, which has {} free",
+            path.display(),
+            show_bytes(more),
+            show_bytes(free)
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(settings: &[(&str, &str)]) -> Job {
+        let mut j = Job::default();
+        for (k, v) in settings {
+            j.set(k, v).unwrap();
+        }
+        j.validate().unwrap();
+        j
+    }
+
+    const SMALL: Memory = Memory {
+        available: 1 << 30,
+        total: 2 << 30,
+        hugepages_free: 0,
+    };
+
+    #[test]
+    fn the_emulated_device_and_its_cache_count_against_memory() {
+        let j = job(&[("size", "512m")]);
+        // 512 MiB of files: ~592 MiB of device and ~512 MiB of cache.
+        let e = check(&j, &Device::Emu, Some(SMALL), None).unwrap_err();
+        assert!(
+            e.contains("memory") && e.contains("in-memory device"),
+            "{e}"
+        );
+        // On a file device only the cache is in memory.
+        let file = Device::File("/nonexistent/x".into());
+        assert!(check(&j, &file, Some(SMALL), None).is_ok());
+        let j = job(&[("size", "2g"), ("cache", "64m")]);
+        assert!(check(&j, &file, Some(SMALL), None).is_ok());
+        let j = job(&[("size", "2g")]);
+        assert!(check(&j, &file, Some(SMALL), None).is_err());
+    }
+
+    #[test]
+    fn threads_count_against_queues_and_memory() {
+        let j = job(&[("numjobs", "65")]);
+        let e = check(&j, &Device::Emu, None, None).unwrap_err();
+        assert!(e.contains("64 I/O queues"), "{e}");
+        let j = job(&[("numjobs", "64")]);
+        assert!(check(&j, &Device::Emu, None, None).is_ok());
+        let j = job(&[("numjobs", "1025")]);
+        assert!(check(&j, &Device::Ram, None, None).is_err());
+        let j = job(&[("numjobs", "1000"), ("iodepth", "64"), ("bs", "1m")]);
+        assert!(check(&j, &Device::Ram, Some(SMALL), None).is_err());
+    }
+}
