@@ -3,12 +3,17 @@
 //! - [`model`]: a plain in-memory reference file (fsx's `good_buf` oracle);
 //! - [`rng`]: a small seeded generator, so every failure replays from its seed;
 //! - [`watchdog`]: turns a hang into a failure that names the stuck operations;
+//! - [`deadline`]: the same for one test: worker threads under a deadline,
+//!   cancelled and reported if they stall;
+//! - [`image`]: reads and crafts on-disk images (superblocks, log writes);
 //! - [`setup`]: filesystems on RAM devices with test-friendly configs.
 
 // A test harness: a failed setup step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod crash;
+pub mod deadline;
+pub mod image;
 pub mod model;
 pub mod rng;
 pub mod sched;
