@@ -10,7 +10,7 @@ use crate::dev::DevError;
 pub enum NameError {
     /// The name is empty.
     Empty,
-    /// The name is longer than [`crate::MAX_NAME_LEN`] bytes.
+    /// The name is longer than [`crate::units::MAX_NAME_LEN`] bytes.
     TooLong,
     /// The name contains a NUL byte or `/`.
     BadByte,
@@ -35,7 +35,7 @@ pub enum NamespaceError {
 pub enum RangeError {
     /// `offset + len` overflows `u64`.
     Overflow,
-    /// The range ends past [`crate::MAX_FILE_SIZE`].
+    /// The range ends past [`crate::units::MAX_FILE_SIZE`].
     TooLarge,
 }
 
@@ -45,9 +45,10 @@ pub enum RangeError {
 pub enum SpaceError {
     /// No free blocks are left on the device.
     DeviceFull,
-    /// The metadata no longer fits its checkpoint area (or one inode's
-    /// extent list no longer fits one log write).
+    /// The metadata does not fit in the free space left for it.
     MetadataFull,
+    /// Every inode number has been used.
+    InodeNumbers,
 }
 
 /// Any pollfs error.
@@ -71,8 +72,102 @@ pub enum Error {
         /// The block (4 KiB units) where the problem was found.
         block: u64,
         /// What is wrong.
-        what: &'static str,
+        damage: Damage,
     },
+}
+
+/// What is wrong with an on-disk image (see [`Error::Corrupt`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Damage {
+    /// Neither superblock copy is a pollfs superblock.
+    NotPollfs,
+    /// A superblock fails its checksum.
+    SuperblockChecksum,
+    /// The image was written in a format version this code does not read.
+    Version {
+        /// The image's version.
+        found: u32,
+        /// The version this code reads and writes.
+        supported: u32,
+    },
+    /// The image uses feature flags this code does not know.
+    Features(u32),
+    /// Superblock fields contradict each other.
+    SuperblockFields(&'static str),
+    /// The filesystem is larger than the device it is on.
+    DeviceTooSmall {
+        /// Blocks the filesystem spans.
+        fs_blocks: u64,
+        /// Blocks the device has.
+        device_blocks: u64,
+    },
+    /// The filesystem was made for another logical block size.
+    BlockSize {
+        /// The block size in the superblock.
+        fs: u32,
+        /// The device's block size.
+        device: u32,
+    },
+    /// A checkpoint frame is missing, damaged or out of place.
+    Checkpoint(&'static str),
+    /// A metadata record is malformed or out of range.
+    Record(&'static str),
+    /// A record contradicts the metadata before it.
+    Replay(&'static str),
+    /// A log write is damaged (or missing) while later log writes follow
+    /// it: the log has a hole, not an end.
+    LogHole {
+        /// The sequence number that should come next.
+        lsn: u64,
+        /// A later sequence number found, intact, further on.
+        later_lsn: u64,
+    },
+    /// The metadata breaks an invariant (fsck lists each problem).
+    Inconsistent {
+        /// How many problems.
+        problems: usize,
+    },
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Damage::NotPollfs => write!(f, "bad magic (not a pollfs filesystem)"),
+            Damage::SuperblockChecksum => write!(f, "superblock checksum mismatch"),
+            Damage::Version { found, supported } => write!(
+                f,
+                "format version {found}, but this pollfs reads version {supported} \
+                 (make a new filesystem with `pollfs mkfs`)"
+            ),
+            Damage::Features(x) => write!(f, "unknown feature flags {x:#x}"),
+            Damage::SuperblockFields(what) => write!(f, "superblock is inconsistent: {what}"),
+            Damage::DeviceTooSmall {
+                fs_blocks,
+                device_blocks,
+            } => write!(
+                f,
+                "the filesystem spans {fs_blocks} blocks but the device has only \
+                 {device_blocks} (truncated image?)"
+            ),
+            Damage::BlockSize { fs, device } => write!(
+                f,
+                "formatted for {fs}-byte device blocks, but the device has {device}-byte blocks"
+            ),
+            Damage::Checkpoint(what) => write!(f, "checkpoint: {what}"),
+            Damage::Record(what) => write!(f, "malformed record: {what}"),
+            Damage::Replay(what) => write!(f, "record does not apply: {what}"),
+            Damage::LogHole { lsn, later_lsn } => write!(
+                f,
+                "log write {lsn} is damaged but log write {later_lsn} follows it \
+                 (run `pollfs fsck --repair` to keep what precedes the damage)"
+            ),
+            Damage::Inconsistent { problems } => write!(
+                f,
+                "metadata is inconsistent ({problems} problems; run `pollfs fsck` for details)"
+            ),
+        }
+    }
 }
 
 impl From<NamespaceError> for Error {
@@ -110,7 +205,11 @@ impl fmt::Display for Error {
                 write!(f, "empty file name")
             }
             Error::Namespace(NamespaceError::Name(NameError::TooLong)) => {
-                write!(f, "file name longer than {} bytes", crate::MAX_NAME_LEN)
+                write!(
+                    f,
+                    "file name longer than {} bytes",
+                    crate::units::MAX_NAME_LEN
+                )
             }
             Error::Namespace(NamespaceError::Name(NameError::BadByte)) => {
                 write!(f, "file name contains NUL or '/'")
@@ -120,12 +219,17 @@ impl fmt::Display for Error {
                 write!(
                     f,
                     "range ends past the maximum file size ({} bytes)",
-                    crate::MAX_FILE_SIZE
+                    crate::units::MAX_FILE_SIZE
                 )
             }
             Error::Space(SpaceError::DeviceFull) => write!(f, "no space left on device"),
-            Error::Space(SpaceError::MetadataFull) => write!(f, "metadata area full"),
-            Error::Corrupt { block, what } => write!(f, "corrupted image at block {block}: {what}"),
+            Error::Space(SpaceError::MetadataFull) => {
+                write!(f, "no free space left for the metadata")
+            }
+            Error::Space(SpaceError::InodeNumbers) => write!(f, "inode numbers exhausted"),
+            Error::Corrupt { block, damage } => {
+                write!(f, "corrupted image at block {block}: {damage}")
+            }
             Error::Io(e) => write!(f, "device I/O error: {e}"),
             Error::Config(why) => write!(f, "bad configuration: {why}"),
         }

@@ -11,6 +11,16 @@ pub const PAGE_SIZE_U64: u64 = PAGE_SIZE as u64;
 /// log2 of `PAGE_SIZE`.
 pub const PAGE_SHIFT: u32 = 12;
 
+/// Longest file name, in bytes.
+pub const MAX_NAME_LEN: usize = 255;
+/// Most pages a file can have: 2^32 (page indices fit 32 bits).
+pub const MAX_FILE_PAGES: u64 = 1 << 32;
+/// Largest file size, in bytes (2^32 pages of 4 KiB: 16 TiB).
+pub const MAX_FILE_SIZE: u64 = MAX_FILE_PAGES * PAGE_SIZE_U64;
+/// Largest inode number: 2^48 - 1, so that numbering can never wrap and a
+/// number read from disk leaves room for arithmetic.
+pub const MAX_INODE: u64 = (1 << 48) - 1;
+
 /// A device logical block address (in units of the device's block size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Lba(pub u64);

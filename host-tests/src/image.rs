@@ -99,7 +99,7 @@ pub fn append_frame(dev: &RamDevice, records: &[Record]) {
     for r in records {
         r.encode(&mut e);
     }
-    let bytes = Frame::encode(FRAME_LOG, sb.uuid, lsn, &e.0);
+    let bytes = Frame::log(sb.uuid, lsn).encode(&e.0);
     let n = (bytes.len() / PAGE_SIZE) as u64;
     let at = if pos + n <= l.log_blocks { pos } else { 0 };
     dev.write_raw((l.log_start + at) * PAGE_SIZE_U64, &bytes);

@@ -440,9 +440,10 @@ fn defect_4_metadata_full_only_when_full_and_recoverable() {
     let fs = Fs::format(dev.clone(), cfg(cache), 0x4E41).unwrap();
     let layout = image::superblock(&dev).layout;
     // A checkpoint holds one Create (1 + 8 + 2 + 255 bytes) and one State
-    // with no extents (1 + 8 + 8 + 4) per empty file, after a frame header.
+    // with no extents (1 + 8 + 8 + 4) per empty file, in frames of data
+    // blocks: the whole data area is the most it can take.
     let per_file = (1 + 8 + 2 + 255) + (1 + 8 + 8 + 4);
-    let room = layout.ckpt_blocks as usize * PAGE_SIZE - FRAME_HEADER;
+    let room = layout.data_blocks() as usize * (PAGE_SIZE - FRAME_HEADER);
     let fits = |n: usize| n * per_file <= room;
     let s = fs.session().unwrap();
     let mut created = Vec::new();
@@ -465,9 +466,9 @@ fn defect_4_metadata_full_only_when_full_and_recoverable() {
         assert!(
             !fits(i + 1),
             "sync of file {i} reported MetadataFull, but {} such files fit the \
-             {}-block checkpoint area ({} would)",
+             {}-block data area ({} would)",
             i + 1,
-            layout.ckpt_blocks,
+            layout.data_blocks(),
             room / per_file
         );
     }
@@ -706,15 +707,29 @@ fn defect_6_size_past_max_file_size_is_refused_or_read_returns() {
 fn defect_7_fsck_and_mount_agree_on_a_block_size_mismatch() {
     let dev = ram(16 << 20, 64);
     drop(Fs::format(dev.clone(), cfg(64), 0x75).unwrap());
-    let mut sb = image::superblock(&dev);
-    assert_eq!(sb.lba_size, 4096);
+    let good = image::superblock(&dev);
+    assert_eq!(good.lba_size, 4096);
+    // The newest copy says 512: the other copy still fits the device, so
+    // both use it, and fsck says what is wrong with the newest one.
+    let mut sb = good;
     sb.lba_size = 512;
+    sb.generation += 1;
     image::write_superblock(&dev, &sb);
-    assert_eq!(
-        image::superblock(&dev).lba_size,
-        512,
-        "setup: a valid superblock"
+    let mount = Fs::mount(dev.clone(), cfg(64)).map(|_| ());
+    let report = fsck(&dev).unwrap();
+    assert!(
+        mount.is_ok() && report.problems.is_empty(),
+        "one copy for 512-byte blocks: mount gives {mount:?}, fsck {:?}",
+        report.problems
     );
+    assert!(
+        report.notes.iter().any(|n| n.contains("512")),
+        "fsck names the bad copy: {:?}",
+        report.notes
+    );
+    // Both copies say 512: both refuse, naming the block sizes.
+    sb.generation += 1;
+    image::write_superblock(&dev, &sb);
     let mount = Fs::mount(dev.clone(), cfg(64)).map(|_| ());
     let report = fsck(&dev);
     let fsck_clean = report.as_ref().is_ok_and(|r| r.problems.is_empty());
@@ -723,6 +738,8 @@ fn defect_7_fsck_and_mount_agree_on_a_block_size_mismatch() {
         "a 512-byte superblock on a 4096-byte device: mount gives {mount:?}, fsck gives {:?}",
         report.map(|r| r.problems)
     );
+    let msg = format!("{}", mount.unwrap_err());
+    assert!(msg.contains("512") && msg.contains("4096"), "{msg}");
 }
 
 // ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ use std::future::Future;
 
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::dev::BlockDevice;
+use pollfs_core::error::Damage;
 use pollfs_core::{Error, Fs};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::setup::config;
@@ -150,8 +151,8 @@ fn damaged_images_give_clear_errors() {
     // Both superblocks gone.
     let blank = device();
     match Fs::mount(blank, config(64)) {
-        Err(Error::Corrupt { block, what }) => {
-            assert!(block <= 1 && what.contains("magic"), "{what}")
+        Err(Error::Corrupt { block, damage }) => {
+            assert!(block <= 1 && damage == Damage::NotPollfs, "{damage}")
         }
         other => panic!("mounting a blank device gave {other:?}"),
     }
@@ -159,13 +160,16 @@ fn damaged_images_give_clear_errors() {
     let mut block = vec![0u8; 4096];
     dev.read_raw(4096, &mut block);
     let sb = pollfs_core::persist::format::Superblock::decode(&block).unwrap();
-    let ckpt = sb.layout.ckpt_slot(sb.ckpt_slot) * 4096;
+    let ckpt = sb.ckpt.block * 4096;
     let mut first = vec![0u8; 4096];
     dev.read_raw(ckpt, &mut first);
-    first[20] ^= 0xff;
+    first[44] ^= 0xff;
     dev.write_raw(ckpt, &first);
     match Fs::mount(dev.clone(), config(64)) {
-        Err(Error::Corrupt { what, .. }) => assert!(what.contains("checkpoint"), "{what}"),
+        Err(Error::Corrupt {
+            damage: Damage::Checkpoint(what),
+            ..
+        }) => assert!(what.contains("checksum"), "{what}"),
         other => panic!("{other:?}"),
     }
     let report = pollfs_core::persist::check(

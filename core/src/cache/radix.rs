@@ -27,6 +27,7 @@ const MASK: u64 = (FANOUT - 1) as u64;
 
 /// Pages addressable by the index.
 pub const MAX_PAGES: u64 = 1 << (4 * BITS);
+const _: () = assert!(MAX_PAGES == crate::units::MAX_FILE_PAGES);
 
 #[derive(Debug)]
 struct Leaf {

@@ -105,6 +105,14 @@ pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> 
             return Err(InvariantError::LockBusy { ino: inode.id });
         }
     }
+    // The checkpoint's blocks are neither a file's nor free.
+    let meta_runs = fs
+        .journal
+        .as_ref()
+        .map(|j| j.meta_runs())
+        .unwrap_or_default();
+    let meta: u64 = meta_runs.iter().map(|r| r.1).sum();
+    runs.extend(meta_runs);
     runs.sort_unstable();
     for w in runs.windows(2) {
         if w[0].0 + w[0].1 > w[1].0 {
@@ -123,11 +131,8 @@ pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> 
     }
     // Blocks freed in memory but still referenced by durable metadata are
     // neither mapped nor free yet.
-    let held: u64 = fs
-        .journal
-        .as_ref()
-        .map_or(0, |j| j.st.lock().pending_frees.iter().map(|f| f.len).sum());
-    let accounted = mapped + space.free_blocks() + held;
+    let held: u64 = fs.journal.as_ref().map_or(0, |j| j.held_blocks());
+    let accounted = mapped + meta + space.free_blocks() + held;
     if accounted != space.total_blocks() {
         return Err(InvariantError::Leaked {
             blocks: space.total_blocks().saturating_sub(accounted),

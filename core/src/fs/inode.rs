@@ -158,6 +158,10 @@ pub(crate) struct Inode {
     pub(crate) meta_seq: AtomicU64,
     /// `meta_seq` of the newest state made durable.
     pub(crate) logged_seq: AtomicU64,
+    /// Length of the file's name (for the metadata size estimate).
+    pub(crate) name_len: AtomicU32,
+    /// This file's share of the filesystem's metadata size estimate.
+    pub(crate) meta_len: AtomicU64,
 }
 
 impl Inode {
@@ -178,6 +182,8 @@ impl Inode {
             reclaimed: AtomicBool::new(false),
             meta_seq: AtomicU64::new(0),
             logged_seq: AtomicU64::new(0),
+            name_len: AtomicU32::new(0),
+            meta_len: AtomicU64::new(0),
         }
     }
 

@@ -40,6 +40,12 @@ impl<D: BlockDevice> core::fmt::Debug for Session<D> {
     }
 }
 
+impl<D: BlockDevice> Drop for Session<D> {
+    fn drop(&mut self) {
+        self.fs.retire_counters(&self.counters);
+    }
+}
+
 impl<D: BlockDevice> Session<D> {
     pub(crate) fn new(
         fs: Arc<Shared<D>>,

@@ -33,18 +33,15 @@ pub use io::Session;
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena, Geometry};
 use crate::error::{NameError, NamespaceError, Result};
-use crate::persist::record::Record;
+use crate::persist::record::{file_image_len, Record};
 use crate::persist::{Journal, PendingFree};
 use crate::space::{Allocator, MetaChange, MetaSink};
 use crate::stats::{Counters, Stats};
 use crate::sync::{Mutex, RwLock};
-use crate::units::{BlockNo, InodeId, Nanos, PAGE_SIZE};
+use crate::units::{BlockNo, InodeId, Nanos};
 use crate::Error;
 
-/// Longest file name, in bytes.
-pub const MAX_NAME_LEN: usize = 255;
-/// Largest file size, in bytes (2^32 pages of 4 KiB: 16 TiB).
-pub const MAX_FILE_SIZE: u64 = crate::cache::radix::MAX_PAGES * PAGE_SIZE as u64;
+pub use crate::units::{MAX_FILE_SIZE, MAX_NAME_LEN};
 
 /// Engine settings.
 #[derive(Clone, Copy, Debug)]
@@ -97,10 +94,17 @@ pub(crate) struct Shared<D: BlockDevice> {
     /// Every live inode: named, or unlinked but still open.
     inodes: RwLock<BTreeMap<InodeId, Arc<Inode>>>,
     next_ino: AtomicU64,
-    counters: Mutex<Vec<Arc<Counters>>>,
+    /// Live sessions' counters, and the sum of closed sessions'.
+    counters: Mutex<(Vec<Arc<Counters>>, Stats)>,
     sink: Option<Arc<dyn MetaSink>>,
     /// The metadata log, for a filesystem on disk (`Fs::format`/`mount`).
     pub(crate) journal: Option<Journal>,
+    /// Frames kept out of the cache for metadata I/O.
+    pub(crate) meta_frames: core::ops::Range<u32>,
+    /// Bytes a checkpoint of the in-memory metadata would take (the sum of
+    /// every live inode's `meta_len`): blocks for it are held back from
+    /// data, so a checkpoint always finds room.
+    meta_bytes: AtomicU64,
 }
 
 impl<D: BlockDevice> core::fmt::Debug for Shared<D> {
@@ -140,16 +144,60 @@ impl<D: BlockDevice> Shared<D> {
                 },
                 _ => return,
             };
-            j.st.lock().pending_ns.push(record);
+            j.stage(record);
         }
+    }
+
+    /// Recomputes `inode`'s share of [`Shared::meta_bytes`] after its name
+    /// or extent count changed (or it was reclaimed: `gone`).
+    pub(crate) fn meta_len_changed(&self, inode: &Inode, extents: usize, gone: bool) {
+        let len = if gone {
+            0
+        } else {
+            file_image_len(inode.name_len.load(Ordering::Relaxed) as usize, extents)
+        };
+        let old = inode.meta_len.swap(len, Ordering::AcqRel);
+        if len >= old {
+            self.meta_bytes.fetch_add(len - old, Ordering::AcqRel);
+        } else {
+            self.meta_bytes.fetch_sub(old - len, Ordering::AcqRel);
+        }
+    }
+
+    /// Free blocks data may not take: room for a checkpoint of everything
+    /// durable plus everything that may become so (with a journal).
+    pub(crate) fn meta_reserve(&self, extra_bytes: u64) -> u64 {
+        self.journal.as_ref().map_or(0, |j| {
+            let bytes =
+                self.meta_bytes.load(Ordering::Acquire) + j.durable_image_len() + extra_bytes;
+            // Worst case: free space so fragmented that every frame is one
+            // block.
+            let per_block = crate::persist::format::Frame::capacity(1) as u64;
+            bytes.div_ceil(per_block) + 2
+        })
+    }
+
+    /// One block for file data near `hint`, unless only the blocks held
+    /// back for metadata are left.
+    pub(crate) fn alloc_data(&self, hint: BlockNo) -> Option<BlockNo> {
+        let reserve = self.meta_reserve(0);
+        let mut space = self.space.lock();
+        if space.free_blocks() <= reserve {
+            return None;
+        }
+        space.alloc(hint, 1).map(|(b, _)| b)
+    }
+
+    /// True if blocks freed by remove, truncate or punch-hole wait for a
+    /// commit before they can be reused.
+    pub(crate) fn frees_held(&self) -> bool {
+        self.journal.as_ref().is_some_and(|j| j.held_blocks() > 0)
     }
 
     /// Returns blocks to the allocator, or, with a journal, holds them
     /// until no durable record references them.
     pub(crate) fn free_extents(&self, inode: &Inode, freed: &[crate::space::Extent]) {
         let seq = inode.meta_seq.load(Ordering::Acquire);
-        let mut space = self.space.lock();
-        let mut js = self.journal.as_ref().map(|j| j.st.lock());
         for e in freed {
             let pf = PendingFree {
                 ino: inode.id.0,
@@ -157,15 +205,38 @@ impl<D: BlockDevice> Shared<D> {
                 len: e.len,
                 seq,
             };
-            match js.as_mut() {
-                Some(st) if !st.releasable(&pf) => st.pending_frees.push(pf),
+            if !self.journal.as_ref().is_some_and(|j| j.hold_free(pf)) {
                 // A failure means the maps disagree; the invariant checker
                 // reports it.
-                _ => {
-                    let _ = space.free(e.dev, e.len);
-                }
+                let _ = self.space.lock().free(e.dev, e.len);
             }
         }
+    }
+
+    /// Folds a closing session's counters into the closed sessions' sum,
+    /// so that opening sessions over and over does not grow a list.
+    pub(crate) fn retire_counters(&self, counters: &Arc<Counters>) {
+        let mut all = self.counters.lock();
+        if let Some(i) = all.0.iter().position(|c| Arc::ptr_eq(c, counters)) {
+            all.0.swap_remove(i);
+            counters.add_to(&mut all.1);
+        }
+    }
+
+    /// The live inode `ino`.
+    pub(crate) fn inode(&self, ino: InodeId) -> Option<Arc<Inode>> {
+        self.inodes.read().get(&ino).cloned()
+    }
+
+    /// Every live inode that can be opened, each with an open reference
+    /// taken (release with [`Shared::close`]).
+    pub(crate) fn open_inodes(&self) -> Vec<Arc<Inode>> {
+        self.inodes
+            .read()
+            .values()
+            .filter(|i| i.try_open())
+            .cloned()
+            .collect()
     }
 
     /// Live inodes with dirty pages, most dirty first, each with an open
@@ -216,6 +287,7 @@ impl<D: BlockDevice> Shared<D> {
         }
         let freed = inode.extents.write().remove(0, u64::MAX);
         inode.meta_changed();
+        self.meta_len_changed(inode, 0, true);
         self.free_extents(inode, &freed);
         self.inodes.write().remove(&inode.id);
     }
@@ -237,7 +309,7 @@ impl<D: BlockDevice> Clone for Fs<D> {
 }
 
 /// The frames kept for metadata I/O: the last `META_FRAMES` of the arena.
-fn persist_frames<D: BlockDevice>(dev: &D) -> Result<(u32, u32)> {
+fn meta_frames<D: BlockDevice>(dev: &D) -> Result<core::ops::Range<u32>> {
     let frames = dev.frames().frame_count();
     let meta = frames
         .checked_sub(crate::persist::META_FRAMES)
@@ -245,7 +317,7 @@ fn persist_frames<D: BlockDevice>(dev: &D) -> Result<(u32, u32)> {
         .ok_or(Error::Config(
             "the device needs more DMA frames (metadata I/O keeps 32)",
         ))?;
-    Ok((meta, frames))
+    Ok(meta..frames)
 }
 
 /// A bare inode, for the loom models of its primitives.
@@ -279,6 +351,24 @@ impl<D: BlockDevice> Fs<D> {
         Fs::build(dev, config, frames, sink, (0, blocks), None)
     }
 
+    /// Makes every file's written data and every change to sizes, extents
+    /// and names durable, in one commit. Uses a session of its own; a
+    /// thread that has one can call [`Session::sync_all_files`] instead.
+    pub fn sync(&self) -> Result<()> {
+        self.session()?.sync_all_files()
+    }
+
+    /// Syncs everything (as [`Fs::sync`]) and writes a checkpoint, so the
+    /// next mount has no log to replay. Dropping an `Fs` without this (or
+    /// without syncing) keeps only what was synced: the rest is lost, as
+    /// with a power cut. Other clones of this `Fs`, and files still open,
+    /// keep working; what they change afterwards needs another sync.
+    pub fn unmount(self) -> Result<()> {
+        let session = self.session()?;
+        session.sync_all_files()?;
+        session.checkpoint()
+    }
+
     /// The shared constructor: `usable_frames` frames are the cache's to
     /// take, blocks `[data.0, data.1)` the allocator's.
     fn build(
@@ -289,6 +379,8 @@ impl<D: BlockDevice> Fs<D> {
         data: (u64, u64),
         journal: Option<Journal>,
     ) -> Result<Fs<D>> {
+        let frames = dev.frames().frame_count();
+        let meta_frames = usable_frames.min(frames)..frames;
         let geometry = dev.geometry();
         geometry.validate()?;
         let cache_pages = if config.cache_pages == 0 {
@@ -319,9 +411,11 @@ impl<D: BlockDevice> Fs<D> {
                 names: RwLock::new(BTreeMap::new()),
                 inodes: RwLock::new(BTreeMap::new()),
                 next_ino: AtomicU64::new(1),
-                counters: Mutex::new(Vec::new()),
+                counters: Mutex::new((Vec::new(), Stats::default())),
                 sink,
                 journal,
+                meta_frames,
+                meta_bytes: AtomicU64::new(0),
             }),
         })
     }
@@ -329,100 +423,65 @@ impl<D: BlockDevice> Fs<D> {
     /// Writes an empty filesystem on `dev` and mounts it. `uuid` tells this
     /// filesystem's log records from any an earlier one left on the device.
     pub fn format(dev: D, config: Config, uuid: u64) -> Result<Fs<D>> {
-        let (meta, frames) = persist_frames(&dev)?;
-        let layout = crate::persist::format::Layout::for_blocks(dev.geometry().capacity_pages())
-            .ok_or(Error::Config("the device is too small for a filesystem"))?;
-        {
-            let mut io =
-                crate::persist::BlockIo::new(&dev, meta..frames, config.clock, config.idle)?;
-            crate::persist::format(&mut io, layout, uuid, dev.geometry().block_size)?;
-        }
+        let frames = meta_frames(&dev)?;
+        crate::persist::format_device(&dev, frames, config.clock, config.idle, uuid)?;
         Fs::mount(dev, config)
     }
 
     /// Mounts the filesystem on `dev`, recovering it from its checkpoint and
     /// log. Recovery writes nothing; a damaged image is an error naming the
-    /// block.
+    /// block and the damage.
     pub fn mount(dev: D, config: Config) -> Result<Fs<D>> {
-        let (meta, frames) = persist_frames(&dev)?;
-        let rec = {
-            let mut io =
-                crate::persist::BlockIo::new(&dev, meta..frames, config.clock, config.idle)?;
-            crate::persist::recover(&mut io, dev.geometry().capacity_pages(), true)?
-        };
-        let Some(sb) = rec.superblock else {
-            return Err(Error::Corrupt {
-                block: 0,
-                what: "no superblock",
-            });
-        };
-        if sb.lba_size != dev.geometry().block_size {
-            return Err(Error::Corrupt {
-                block: 0,
-                what: "formatted with another device block size",
-            });
-        }
-        let layout = sb.layout;
-        let mut durable_seq = BTreeMap::new();
-        for &ino in rec.shadow.files.keys() {
-            durable_seq.insert(ino, 0);
-        }
-        let journal = Journal {
-            layout,
-            uuid: sb.uuid,
-            lba_size: sb.lba_size,
-            meta_frame: meta,
-            commit_lock: crate::lock::RangeLock::new(crate::lock::Level::Inode),
-            st: Mutex::new(crate::persist::JState {
-                next_lsn: rec.last_lsn + 1,
-                pos: rec.pos,
-                head: sb.log_head,
-                generation: sb.generation,
-                ckpt_slot: sb.ckpt_slot,
-                next_ticket: 1,
-                durable_ticket: 0,
-                queue: Vec::new(),
-                pending_ns: Vec::new(),
-                pending_frees: Vec::new(),
-                durable_seq,
-                removed: Default::default(),
-                shadow: rec.shadow.clone(),
-            }),
-        };
+        let frames = meta_frames(&dev)?;
+        let rec =
+            crate::persist::recover_for_mount(&dev, frames.clone(), config.clock, config.idle)?;
+        let journal = Journal::open(&rec);
+        let layout = journal.layout();
         let fs = Fs::build(
             dev,
             config,
-            meta,
+            frames.start,
             None,
             (layout.data_start, layout.blocks),
             Some(journal),
         )?;
+        let shared = &fs.shared;
         {
-            let mut names = fs.shared.names.write();
-            let mut inodes = fs.shared.inodes.write();
-            let mut space = fs.shared.space.lock();
+            let mut names = shared.names.write();
+            let mut inodes = shared.inodes.write();
+            let mut space = shared.space.lock();
+            let overlap = |block| Error::Corrupt {
+                block,
+                damage: crate::error::Damage::Inconsistent { problems: 1 },
+            };
+            for &(block, len) in &rec.chain {
+                space
+                    .reserve(BlockNo(block), len)
+                    .map_err(|_| overlap(block))?;
+            }
             let mut next = 1;
             for (&ino, f) in &rec.shadow.files {
+                // Recovery checked the records: inode numbers are at most
+                // MAX_INODE, extents are in the data area and disjoint.
                 let inode = Inode::new(InodeId(ino));
                 inode.size.store(f.size, Ordering::Release);
+                inode.name_len.store(f.name.len() as u32, Ordering::Relaxed);
                 {
                     let mut ext = inode.extents.write();
                     for x in &f.extents {
                         if !ext.insert(x.file_block, x.dev, x.len)
                             || space.reserve(x.dev, x.len).is_err()
                         {
-                            return Err(Error::Corrupt {
-                                block: x.dev.0,
-                                what: "extent overlaps another",
-                            });
+                            return Err(overlap(x.dev.0));
                         }
                     }
+                    shared.meta_len_changed(&inode, ext.len(), false);
                 }
                 names.insert(f.name.clone(), InodeId(ino));
                 inodes.insert(InodeId(ino), Arc::new(inode));
                 next = next.max(ino + 1);
             }
-            fs.shared.next_ino.store(next, Ordering::Relaxed);
+            shared.next_ino.store(next, Ordering::Relaxed);
         }
         Ok(fs)
     }
@@ -432,8 +491,8 @@ impl<D: BlockDevice> Fs<D> {
         let counters = Arc::new(Counters::default());
         let id = {
             let mut all = self.shared.counters.lock();
-            all.push(counters.clone());
-            all.len()
+            all.0.push(counters.clone());
+            all.0.len()
         };
         Session::new(self.shared.clone(), counters, id)
     }
@@ -450,8 +509,9 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Counters summed over every session so far.
     pub fn stats(&self) -> Stats {
-        let mut s = Stats::default();
-        for c in self.shared.counters.lock().iter() {
+        let all = self.shared.counters.lock();
+        let mut s = all.1;
+        for c in &all.0 {
             c.add_to(&mut s);
         }
         s
@@ -510,6 +570,11 @@ impl<D: BlockDevice> Fs<D> {
             names.remove(from);
             let replaced = names.insert(to.to_string(), ino);
             self.shared.record(None, MetaChange::Rename { ino, to });
+            if let Some(inode) = self.shared.inodes.read().get(&ino) {
+                inode.name_len.store(to.len() as u32, Ordering::Relaxed);
+                let extents = inode.extents.read().len();
+                self.shared.meta_len_changed(inode, extents, false);
+            }
             replaced
         };
         if let Some(old) = replaced {
@@ -535,8 +600,20 @@ impl<D: BlockDevice> Fs<D> {
         if names.contains_key(name) {
             return Err(NamespaceError::Exists.into());
         }
-        let ino = InodeId(self.shared.next_ino.fetch_add(1, Ordering::Relaxed));
+        // A new file grows the next checkpoint: refuse it, as a full
+        // device, if the blocks held back for metadata could not hold it.
+        let grows = file_image_len(name.len(), 0);
+        if self.shared.space.lock().free_blocks() < self.shared.meta_reserve(grows) {
+            return Err(crate::error::SpaceError::DeviceFull.into());
+        }
+        let ino = self.shared.next_ino.fetch_add(1, Ordering::Relaxed);
+        if ino > crate::units::MAX_INODE {
+            return Err(crate::error::SpaceError::InodeNumbers.into());
+        }
+        let ino = InodeId(ino);
         let inode = Arc::new(Inode::new(ino));
+        inode.name_len.store(name.len() as u32, Ordering::Relaxed);
+        self.shared.meta_len_changed(&inode, 0, false);
         inode.open.fetch_add(1, Ordering::AcqRel);
         self.shared.inodes.write().insert(ino, inode.clone());
         names.insert(name.to_string(), ino);

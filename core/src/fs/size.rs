@@ -324,7 +324,12 @@ impl<D: BlockDevice> Session<D> {
     /// stops referencing them: after a crash the old metadata may still
     /// point at them, and must find the old data there.
     async fn free_blocks(&self, inode: &Inode, start: u64, end: u64) {
-        let freed = inode.extents.write().remove(start, end);
+        let freed = {
+            let mut extents = inode.extents.write();
+            let freed = extents.remove(start, end);
+            self.fs.meta_len_changed(inode, extents.len(), false);
+            freed
+        };
         let bpp = self.fs.geometry.blocks_per_page();
         let trim = self.fs.journal.is_none();
         for e in &freed {

@@ -7,7 +7,7 @@ use super::inode::Inode;
 use super::{Session, MAX_FILE_SIZE};
 use crate::cache::{Claim, Insert};
 use crate::dev::{BlockDevice, FrameArena};
-use crate::error::{RangeError, Result, SpaceError};
+use crate::error::{Error, RangeError, Result, SpaceError};
 use crate::lock::{Held, Mode};
 use crate::space::MetaChange;
 use crate::stats::Counter;
@@ -16,8 +16,21 @@ use crate::units::{ByteRange, FrameId, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
 impl<D: BlockDevice> Session<D> {
     /// Writes `buf` at `off`. Returns the bytes written: all of them, or a
     /// shorter count if the device filled up (or failed) after some pages
-    /// were written; an error only if nothing was written.
+    /// were written; an error only if nothing was written. If the device
+    /// is full while blocks freed by remove, truncate or punch-hole wait
+    /// for a commit, commits (as [`Session::sync_all_files`]) and tries
+    /// again: freed space is reusable without the caller syncing.
     pub(crate) async fn write(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
+        match self.write_once(inode, buf, off).await {
+            Err(Error::Space(SpaceError::DeviceFull)) if self.fs.frees_held() => {
+                self.sync_all_files_async().await?;
+                self.write_once(inode, buf, off).await
+            }
+            other => other,
+        }
+    }
+
+    async fn write_once(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
         let range = ByteRange::at(off, buf.len() as u64).ok_or(RangeError::Overflow)?;
         if range.end > MAX_FILE_SIZE {
             return Err(RangeError::TooLarge.into());
@@ -186,13 +199,9 @@ impl<D: BlockDevice> Session<D> {
             .and_then(|p| extents.lookup(p))
             .and_then(|(b, _)| b.checked_add(1))
             .unwrap_or_default();
-        let (block, _) = self
-            .fs
-            .space
-            .lock()
-            .alloc(hint, 1)
-            .ok_or(SpaceError::DeviceFull)?;
+        let block = self.fs.alloc_data(hint).ok_or(SpaceError::DeviceFull)?;
         extents.insert(index.0, block, 1);
+        self.fs.meta_len_changed(inode, extents.len(), false);
         self.fs.record(
             Some(inode),
             crate::space::MetaChange::Map {

@@ -1,14 +1,15 @@
 //! The on-disk format: layout, superblock, and the framing shared by log
-//! writes and checkpoint images. Every integer is explicit little-endian;
+//! writes and checkpoint frames. Every integer is explicit little-endian;
 //! every block that matters carries a CRC-32C. Byte-by-byte tables are in
-//! docs/design.md.
+//! docs/design.md, section 7.
 
 use alloc::vec::Vec;
 
-use crate::units::PAGE_SIZE;
+use crate::error::Damage;
+use crate::units::{PAGE_SIZE, PAGE_SIZE_U64};
 
 /// CRC-32C (Castagnoli), the checksum of every superblock, log write and
-/// checkpoint image. The `crc` crate is used because it is `no_std`.
+/// checkpoint frame. The `crc` crate is used because it is `no_std`.
 pub fn crc32c(parts: &[&[u8]]) -> u32 {
     const C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
     let mut d = C.digest();
@@ -18,14 +19,26 @@ pub fn crc32c(parts: &[&[u8]]) -> u32 {
     d.finalize()
 }
 
-/// `"POLLFSv1"` little-endian.
+/// `"POLLFSv1"` little-endian: the magic of every pollfs superblock and
+/// frame, whatever the format version.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"POLLFSv1");
-/// Format version written by this code.
-pub const VERSION: u32 = 1;
+/// Format version written by this code. Version 1 kept checkpoints in two
+/// fixed slots; version 2 keeps them in the data area, as long as needed.
+pub const VERSION: u32 = 2;
 /// Feature flags this code understands (none yet).
 pub const FEATURES: u32 = 0;
 
-/// Where everything lives, in 4 KiB filesystem blocks.
+/// Fewest data blocks a filesystem has.
+pub const MIN_DATA_BLOCKS: u64 = 64;
+/// Largest checkpoint frame, in blocks: a checkpoint is a chain of frames,
+/// each a run of contiguous data blocks of at most this many.
+pub const CKPT_FRAME_MAX_BLOCKS: u64 = 256;
+/// Largest log write, in blocks (also at most a quarter of the log). A
+/// commit whose records need more is written as a checkpoint instead.
+pub const LOG_FRAME_MAX_BLOCKS: u64 = 256;
+
+/// Where everything lives, in 4 KiB filesystem blocks: two superblocks,
+/// the circular log, then the data area, which also holds the checkpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Device size in blocks.
@@ -34,10 +47,6 @@ pub struct Layout {
     pub log_start: u64,
     /// Log blocks.
     pub log_blocks: u64,
-    /// First block of checkpoint slot 0; slot 1 follows it.
-    pub ckpt_start: u64,
-    /// Blocks per checkpoint slot.
-    pub ckpt_blocks: u64,
     /// First data block; data runs to the end of the device.
     pub data_start: u64,
 }
@@ -47,16 +56,12 @@ impl Layout {
     /// small to hold a filesystem.
     pub fn for_blocks(blocks: u64) -> Option<Layout> {
         let log_blocks = (blocks / 32).clamp(64, 16_384);
-        let ckpt_blocks = (blocks / 64).clamp(16, 65_536);
         let log_start = 2;
-        let ckpt_start = log_start + log_blocks;
-        let data_start = ckpt_start + 2 * ckpt_blocks;
-        (data_start + 16 <= blocks).then_some(Layout {
+        let data_start = log_start + log_blocks;
+        (data_start.checked_add(MIN_DATA_BLOCKS)? <= blocks).then_some(Layout {
             blocks,
             log_start,
             log_blocks,
-            ckpt_start,
-            ckpt_blocks,
             data_start,
         })
     }
@@ -76,9 +81,21 @@ impl Layout {
         lo
     }
 
-    /// First block of checkpoint `slot` (0 or 1).
-    pub fn ckpt_slot(&self, slot: u32) -> u64 {
-        self.ckpt_start + u64::from(slot & 1) * self.ckpt_blocks
+    /// Blocks in the data area.
+    pub fn data_blocks(&self) -> u64 {
+        self.blocks - self.data_start
+    }
+
+    /// True if `[block, block + len)` lies inside the data area.
+    pub fn in_data(&self, block: u64, len: u64) -> bool {
+        len > 0
+            && block >= self.data_start
+            && block.checked_add(len).is_some_and(|end| end <= self.blocks)
+    }
+
+    /// Largest log write in blocks.
+    pub fn log_frame_max(&self) -> u64 {
+        (self.log_blocks / 4).min(LOG_FRAME_MAX_BLOCKS)
     }
 
     fn valid(&self) -> bool {
@@ -120,7 +137,7 @@ pub struct Dec<'a> {
     at: usize,
 }
 
-/// The input ended early or held an impossible value.
+/// The input ended early.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Short;
 
@@ -132,6 +149,10 @@ impl<'a> Dec<'a> {
     /// Bytes left.
     pub fn remaining(&self) -> usize {
         self.buf.len() - self.at
+    }
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.at
     }
     /// The next `n` bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], Short> {
@@ -161,13 +182,22 @@ impl<'a> Dec<'a> {
     }
 }
 
+/// Where a checkpoint frame lives: a run of data blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Location {
+    /// First block.
+    pub block: u64,
+    /// Blocks (1 to [`CKPT_FRAME_MAX_BLOCKS`]; 0 means "none").
+    pub blocks: u32,
+}
+
 /// The superblock: written alternately to block 0 and block 1 (by
 /// generation parity), so a torn superblock write always leaves the other
 /// copy intact. Mount takes the valid copy with the higher generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Superblock {
-    /// Identifies this filesystem instance; every log write carries it, so
-    /// records left by an earlier filesystem on the same device never replay.
+    /// Identifies this filesystem instance; every frame carries it, so
+    /// frames left by an earlier filesystem on the same device never count.
     pub uuid: u64,
     /// Bumped on every superblock write.
     pub generation: u64,
@@ -175,8 +205,10 @@ pub struct Superblock {
     pub lba_size: u32,
     /// The layout.
     pub layout: Layout,
-    /// Which checkpoint slot holds the current image.
-    pub ckpt_slot: u32,
+    /// The checkpoint's first frame.
+    pub ckpt: Location,
+    /// Blocks of the whole checkpoint chain.
+    pub ckpt_total: u64,
     /// Log sequence number the checkpoint includes; replay starts after it.
     pub ckpt_lsn: u64,
     /// Log block (relative to `log_start`) where replay starts.
@@ -185,6 +217,10 @@ pub struct Superblock {
 
 /// Bytes of an encoded superblock (the rest of the block is zero).
 pub const SUPERBLOCK_LEN: usize = 108;
+
+/// Largest generation or sequence number accepted from disk: leaves room to
+/// count on for longer than any device lives, with no overflow checks.
+pub const MAX_SEQUENCE: u64 = 1 << 62;
 
 impl Superblock {
     /// Encodes into one block.
@@ -199,10 +235,10 @@ impl Superblock {
         e.u64(self.layout.blocks);
         e.u64(self.layout.log_start);
         e.u64(self.layout.log_blocks);
-        e.u64(self.layout.ckpt_start);
-        e.u64(self.layout.ckpt_blocks);
         e.u64(self.layout.data_start);
-        e.u32(self.ckpt_slot);
+        e.u64(self.ckpt.block);
+        e.u32(self.ckpt.blocks);
+        e.u64(self.ckpt_total);
         e.u64(self.ckpt_lsn);
         e.u64(self.log_head);
         let crc = crc32c(&[&e.0]);
@@ -212,19 +248,26 @@ impl Superblock {
         e.0
     }
 
-    /// Decodes and checks one block.
-    pub fn decode(block: &[u8]) -> Result<Superblock, &'static str> {
-        let body = block
-            .get(..SUPERBLOCK_LEN - 4)
-            .ok_or("superblock truncated")?;
+    /// Decodes and checks one block: checksum, version, and that every
+    /// field is in range and agrees with the others (so nothing computed
+    /// from it later can overflow).
+    pub fn decode(block: &[u8]) -> Result<Superblock, Damage> {
         let mut d = Dec::new(block);
-        let short = |_| "superblock truncated";
+        let short = |_| Damage::SuperblockFields("truncated");
         if d.u64().map_err(short)? != MAGIC {
-            return Err("bad magic (not a pollfs filesystem)");
+            return Err(Damage::NotPollfs);
         }
         let version = d.u32().map_err(short)?;
+        if version != VERSION {
+            // Checked before the checksum: an older version's superblock
+            // is laid out differently, and saying so is the useful answer.
+            return Err(Damage::Version {
+                found: version,
+                supported: VERSION,
+            });
+        }
         let features = d.u32().map_err(short)?;
-        let mut sb = Superblock {
+        let sb = Superblock {
             uuid: d.u64().map_err(short)?,
             generation: d.u64().map_err(short)?,
             lba_size: d.u32().map_err(short)?,
@@ -232,72 +275,113 @@ impl Superblock {
                 blocks: d.u64().map_err(short)?,
                 log_start: d.u64().map_err(short)?,
                 log_blocks: d.u64().map_err(short)?,
-                ckpt_start: d.u64().map_err(short)?,
-                ckpt_blocks: d.u64().map_err(short)?,
                 data_start: d.u64().map_err(short)?,
             },
-            ckpt_slot: 0,
-            ckpt_lsn: 0,
-            log_head: 0,
+            ckpt: Location {
+                block: d.u64().map_err(short)?,
+                blocks: d.u32().map_err(short)?,
+            },
+            ckpt_total: d.u64().map_err(short)?,
+            ckpt_lsn: d.u64().map_err(short)?,
+            log_head: d.u64().map_err(short)?,
         };
-        sb.ckpt_slot = d.u32().map_err(short)?;
-        sb.ckpt_lsn = d.u64().map_err(short)?;
-        sb.log_head = d.u64().map_err(short)?;
         let crc = d.u32().map_err(short)?;
+        let body = block.get(..SUPERBLOCK_LEN - 4).ok_or(short(Short))?;
         if crc != crc32c(&[body]) {
-            return Err("superblock checksum mismatch");
-        }
-        if version != VERSION {
-            return Err("unsupported format version");
+            return Err(Damage::SuperblockChecksum);
         }
         if features & !FEATURES != 0 {
-            return Err("unknown feature flags");
+            return Err(Damage::Features(features));
         }
-        if !sb.layout.valid() || sb.ckpt_slot > 1 || sb.log_head >= sb.layout.log_blocks {
-            return Err("superblock layout is inconsistent");
-        }
-        if sb.lba_size != 512 && sb.lba_size != 4096 {
-            return Err("superblock block size is invalid");
-        }
+        sb.check()?;
         Ok(sb)
+    }
+
+    fn check(&self) -> Result<(), Damage> {
+        let bad = |what| Err(Damage::SuperblockFields(what));
+        if !self.layout.valid() {
+            return bad("layout does not match the filesystem size");
+        }
+        if self.lba_size != 512 && self.lba_size != 4096 {
+            return bad("device block size is neither 512 nor 4096");
+        }
+        if self.log_head >= self.layout.log_blocks {
+            return bad("log head is past the log");
+        }
+        if self.generation == 0 || self.generation > MAX_SEQUENCE || self.ckpt_lsn > MAX_SEQUENCE {
+            return bad("generation or sequence number out of range");
+        }
+        let first = u64::from(self.ckpt.blocks);
+        if first == 0
+            || first > CKPT_FRAME_MAX_BLOCKS
+            || !self.layout.in_data(self.ckpt.block, first)
+        {
+            return bad("checkpoint location is outside the data area");
+        }
+        if self.ckpt_total < first || self.ckpt_total > self.layout.data_blocks() {
+            return bad("checkpoint size is out of range");
+        }
+        Ok(())
     }
 }
 
-/// Framing of a log write or a checkpoint image: a 40-byte header, then the
-/// payload, over one or more whole blocks.
+/// Framing of a log write or a checkpoint frame: a 56-byte header, then
+/// the payload, over one or more whole blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame {
     /// `FRAME_LOG` or `FRAME_CKPT`.
     pub kind: u32,
     /// The filesystem's uuid.
     pub uuid: u64,
-    /// Log sequence number (for a checkpoint: the last one it includes).
+    /// Log sequence number (for a checkpoint frame: the last one the
+    /// checkpoint includes).
     pub lsn: u64,
     /// Blocks the frame spans.
     pub blocks: u32,
     /// Payload bytes.
     pub payload_len: u32,
+    /// The next checkpoint frame (`blocks` 0: this is the last); unused in
+    /// log writes.
+    pub next: Location,
+    /// Position in the checkpoint chain (0 for the first); unused in log
+    /// writes.
+    pub index: u32,
 }
 
 /// A log write.
-pub const FRAME_LOG: u32 = 0x4c4f_4731;
-/// A checkpoint image.
-pub const FRAME_CKPT: u32 = 0x434b_5031;
+pub const FRAME_LOG: u32 = 0x4c4f_4732;
+/// A checkpoint frame.
+pub const FRAME_CKPT: u32 = 0x434b_5032;
 /// Bytes of a frame header.
-pub const FRAME_HEADER: usize = 40;
+pub const FRAME_HEADER: usize = 56;
 
 impl Frame {
-    /// Header + payload, padded to whole blocks, checksummed.
-    pub fn encode(kind: u32, uuid: u64, lsn: u64, payload: &[u8]) -> Vec<u8> {
-        let total = FRAME_HEADER + payload.len();
-        let blocks = total.div_ceil(PAGE_SIZE).max(1);
+    /// Blocks a frame with `payload_len` payload bytes spans.
+    pub fn blocks_for(payload_len: usize) -> u64 {
+        ((FRAME_HEADER + payload_len) as u64)
+            .div_ceil(PAGE_SIZE_U64)
+            .max(1)
+    }
+
+    /// Payload bytes a frame of `blocks` blocks holds.
+    pub fn capacity(blocks: u64) -> usize {
+        (blocks as usize * PAGE_SIZE).saturating_sub(FRAME_HEADER)
+    }
+
+    /// Header + payload, padded to whole blocks, checksummed. The header's
+    /// `blocks` and `payload_len` are computed from `payload`.
+    pub fn encode(&self, payload: &[u8]) -> Vec<u8> {
+        let blocks = Frame::blocks_for(payload.len()) as usize;
         let mut e = Enc::default();
         e.u64(MAGIC);
-        e.u32(kind);
-        e.u64(uuid);
-        e.u64(lsn);
+        e.u32(self.kind);
+        e.u64(self.uuid);
+        e.u64(self.lsn);
         e.u32(blocks as u32);
         e.u32(payload.len() as u32);
+        e.u64(self.next.block);
+        e.u32(self.next.blocks);
+        e.u32(self.index);
         let crc = crc32c(&[&e.0, payload]);
         e.u32(crc);
         debug_assert_eq!(e.0.len(), FRAME_HEADER);
@@ -306,7 +390,21 @@ impl Frame {
         e.0
     }
 
-    /// Reads a header from the first block of a frame.
+    /// A log write frame header.
+    pub fn log(uuid: u64, lsn: u64) -> Frame {
+        Frame {
+            kind: FRAME_LOG,
+            uuid,
+            lsn,
+            blocks: 0,
+            payload_len: 0,
+            next: Location::default(),
+            index: 0,
+        }
+    }
+
+    /// Reads a header from the first block of a frame; `None` if it is not
+    /// a well-formed header (its checksum is checked with the payload).
     pub fn header(block: &[u8]) -> Option<(Frame, u32)> {
         let mut d = Dec::new(block);
         if d.u64().ok()? != MAGIC {
@@ -318,12 +416,14 @@ impl Frame {
             lsn: d.u64().ok()?,
             blocks: d.u32().ok()?,
             payload_len: d.u32().ok()?,
+            next: Location {
+                block: d.u64().ok()?,
+                blocks: d.u32().ok()?,
+            },
+            index: d.u32().ok()?,
         };
         let crc = d.u32().ok()?;
-        let fits = (f.payload_len as usize + FRAME_HEADER)
-            .div_ceil(PAGE_SIZE)
-            .max(1)
-            == f.blocks as usize;
+        let fits = Frame::blocks_for(f.payload_len as usize) == u64::from(f.blocks);
         fits.then_some((f, crc))
     }
 
@@ -339,40 +439,92 @@ impl Frame {
 mod tests {
     use super::*;
 
-    #[test]
-    fn superblock_round_trips_and_rejects_damage() {
+    fn superblock() -> Superblock {
         let layout = Layout::for_blocks(10_000).unwrap();
-        let sb = Superblock {
+        Superblock {
             uuid: 7,
             generation: 3,
             lba_size: 512,
             layout,
-            ckpt_slot: 1,
+            ckpt: Location {
+                block: layout.data_start,
+                blocks: 2,
+            },
+            ckpt_total: 5,
             ckpt_lsn: 9,
             log_head: 5,
-        };
+        }
+    }
+
+    #[test]
+    fn superblock_round_trips_and_rejects_damage() {
+        let sb = superblock();
         let mut block = sb.encode();
         assert_eq!(Superblock::decode(&block), Ok(sb));
         block[20] ^= 1;
+        assert_eq!(Superblock::decode(&block), Err(Damage::SuperblockChecksum));
+        assert!(Superblock::decode(&[0u8; 10]).is_err());
+        assert_eq!(
+            Superblock::decode(&[0u8; PAGE_SIZE]),
+            Err(Damage::NotPollfs)
+        );
+    }
+
+    #[test]
+    fn superblock_fields_out_of_range_are_refused_with_a_valid_checksum() {
+        type Change = fn(&mut Superblock);
+        let cases: [(&str, Change); 7] = [
+            ("generation", |s| s.generation = u64::MAX),
+            ("lsn", |s| s.ckpt_lsn = u64::MAX),
+            ("head", |s| s.log_head = s.layout.log_blocks),
+            ("ckpt in log", |s| s.ckpt.block = 2),
+            ("ckpt past end", |s| s.ckpt.block = s.layout.blocks - 1),
+            ("ckpt total", |s| s.ckpt_total = u64::MAX),
+            ("lba", |s| s.lba_size = 1024),
+        ];
+        for (what, change) in cases {
+            let mut sb = superblock();
+            change(&mut sb);
+            assert!(
+                matches!(
+                    Superblock::decode(&sb.encode()),
+                    Err(Damage::SuperblockFields(_))
+                ),
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_older_version_is_named() {
+        let mut block = superblock().encode();
+        block[8..12].copy_from_slice(&1u32.to_le_bytes());
         assert_eq!(
             Superblock::decode(&block),
-            Err("superblock checksum mismatch")
+            Err(Damage::Version {
+                found: 1,
+                supported: VERSION
+            })
         );
-        assert!(Superblock::decode(&[0u8; 10]).is_err());
-        assert!(Superblock::decode(&[0u8; PAGE_SIZE]).is_err());
     }
 
     #[test]
     fn frames_round_trip_and_detect_any_flip() {
         let payload: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
-        let bytes = Frame::encode(FRAME_LOG, 1, 42, &payload);
+        let mut frame = Frame::log(1, 42);
+        frame.index = 3;
+        let bytes = frame.encode(&payload);
         assert_eq!(bytes.len(), 2 * PAGE_SIZE);
         let (f, crc) = Frame::header(&bytes).unwrap();
-        assert_eq!((f.lsn, f.blocks, f.payload_len), (42, 2, 5000));
+        assert_eq!((f.lsn, f.blocks, f.payload_len, f.index), (42, 2, 5000, 3));
         assert_eq!(Frame::payload(&bytes, &f, crc), Some(&payload[..]));
         let mut bad = bytes.clone();
         bad[FRAME_HEADER + 4000] ^= 0x80;
         assert_eq!(Frame::payload(&bad, &f, crc), None);
+        assert_eq!(
+            Frame::capacity(Frame::blocks_for(5000)),
+            2 * PAGE_SIZE - FRAME_HEADER
+        );
     }
 
     #[test]
@@ -382,5 +534,8 @@ mod tests {
         assert!(Layout::for_blocks(min).is_some() && Layout::for_blocks(min - 1).is_none());
         let l = Layout::for_blocks(1 << 20).unwrap();
         assert!(l.data_start < l.blocks && l.log_blocks == 16_384);
+        assert_eq!(l.log_frame_max(), LOG_FRAME_MAX_BLOCKS);
+        // The largest device still has a layout, computed without overflow.
+        assert!(Layout::for_blocks(u64::MAX).is_some_and(|l| l.in_data(u64::MAX - 1, 1)));
     }
 }

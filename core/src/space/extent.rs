@@ -31,6 +31,16 @@ impl ExtentMap {
         ExtentMap::default()
     }
 
+    /// Number of extents.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True if nothing is mapped.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
     /// Blocks mapped in total.
     pub fn mapped_blocks(&self) -> u64 {
         self.mapped

@@ -1,0 +1,566 @@
+//! The journal of a mounted filesystem: the log's state, group commit and
+//! checkpoints, behind a few methods (open, stage, commit, checkpoint).
+//! Everything it writes goes through a [`CommitEnv`] (the committing
+//! session), which also lends it the allocator for checkpoint frames and
+//! takes back blocks that become free.
+//!
+//! A commit flushes the device once for every syncer queued (their data is
+//! then durable), then makes their records durable with one FUA log write,
+//! or, if they do not fit one log write, with a checkpoint that folds them
+//! in. A checkpoint writes the durable metadata as a chain of frames in
+//! free data blocks, flushes, and points a FUA superblock write at it; only
+//! then do the previous checkpoint's blocks become free. See
+//! docs/design.md, section 7, for the argument case by case.
+
+use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::vec::Vec;
+use core::future::Future;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use super::format::{Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT};
+use super::metaio::MetaIo;
+use super::record::{Record, Shadow};
+use super::recover::{first_location, Recovered};
+use crate::error::{Result, SpaceError};
+use crate::lock::{Held, Level, Mode, RangeLock};
+use crate::sync::Mutex;
+use crate::units::{BlockNo, ByteRange};
+
+/// A block freed in memory but still referenced by durable metadata.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PendingFree {
+    pub(crate) ino: u64,
+    pub(crate) dev: BlockNo,
+    pub(crate) len: u64,
+    /// The inode's metadata sequence after the free: a durable state
+    /// captured at or after it no longer references the blocks.
+    pub(crate) seq: u64,
+}
+
+/// An inode state captured by a sync, waiting to be logged.
+#[derive(Clone, Debug)]
+pub(crate) struct Captured {
+    pub(crate) seq: u64,
+    pub(crate) record: Record,
+}
+
+/// What a commit needs from the session running it.
+pub(crate) trait CommitEnv: MetaIo {
+    /// Up to `max` contiguous free blocks for checkpoint frames, near
+    /// `hint`; may use the blocks held back for metadata.
+    fn alloc_meta(&self, hint: u64, max: u64) -> Option<(u64, u64)>;
+    /// Returns runs of checkpoint blocks nothing points at any more.
+    fn free_meta(&self, runs: &[(u64, u64)]);
+    /// Trims and frees blocks that no durable record references.
+    fn release(&self, frees: Vec<PendingFree>) -> impl Future<Output = ()>;
+    /// Inode `ino`'s metadata is durable as of its sequence `seq`.
+    fn logged(&self, ino: u64, seq: u64);
+    /// A log write (false) or a checkpoint (true) was written.
+    fn counted(&self, checkpoint: bool);
+}
+
+/// The checkpoint the superblock names.
+#[derive(Clone, Debug, Default)]
+struct Checkpoint {
+    runs: Vec<(u64, u64)>,
+}
+
+#[derive(Debug)]
+struct State {
+    next_lsn: u64,
+    /// Next log block to write (relative to the log's start).
+    pos: u64,
+    /// First live log block (replay starts here).
+    head: u64,
+    generation: u64,
+    ckpt: Checkpoint,
+    /// Checkpoint blocks whose fate a failed superblock write left unknown:
+    /// kept until a later checkpoint succeeds.
+    limbo: Vec<(u64, u64)>,
+    /// A log write failed after it may have reached the device: the next
+    /// commit checkpoints past its sequence number before logging again,
+    /// so it can never be replayed.
+    skip_lsn: bool,
+    next_ticket: u64,
+    durable_ticket: u64,
+    queue: Vec<(u64, Vec<Captured>)>,
+    pending_ns: Vec<Record>,
+    pending_frees: Vec<PendingFree>,
+    /// Per inode: the metadata sequence of its newest durable state.
+    durable_seq: BTreeMap<u64, u64>,
+    /// Inodes whose removal is durable.
+    removed: BTreeSet<u64>,
+    shadow: Shadow,
+}
+
+impl State {
+    fn releasable(&self, f: &PendingFree) -> bool {
+        self.removed.contains(&f.ino) || self.durable_seq.get(&f.ino).is_some_and(|&s| s >= f.seq)
+    }
+}
+
+/// The metadata log of a mounted filesystem.
+#[derive(Debug)]
+pub(crate) struct Journal {
+    layout: Layout,
+    uuid: u64,
+    lba_size: u32,
+    /// Serialises commits and checkpoints; taken with no other lock held.
+    commit_lock: RangeLock,
+    st: Mutex<State>,
+    /// Bytes of the durable metadata's checkpoint image, for the space
+    /// held back for the next checkpoint.
+    durable_image: AtomicU64,
+}
+
+impl Journal {
+    /// The journal of a recovered filesystem. Its next log write goes
+    /// after every intact log write found (none past a hole is replayed:
+    /// repair starts a fresh checkpoint past them).
+    pub(crate) fn open(rec: &Recovered) -> Journal {
+        let sb = rec.superblock;
+        let durable_seq = rec.shadow.files.keys().map(|&ino| (ino, 0)).collect();
+        Journal {
+            layout: sb.layout,
+            uuid: sb.uuid,
+            lba_size: sb.lba_size,
+            commit_lock: RangeLock::new(Level::Inode),
+            durable_image: AtomicU64::new(rec.shadow.image_len()),
+            st: Mutex::new(State {
+                next_lsn: rec.newest_lsn + 1,
+                pos: rec.pos,
+                head: sb.log_head,
+                generation: sb.generation,
+                ckpt: Checkpoint {
+                    runs: rec.chain.clone(),
+                },
+                limbo: Vec::new(),
+                skip_lsn: rec.newest_lsn != rec.last_lsn,
+                next_ticket: 1,
+                durable_ticket: 0,
+                queue: Vec::new(),
+                pending_ns: Vec::new(),
+                pending_frees: Vec::new(),
+                durable_seq,
+                removed: BTreeSet::new(),
+                shadow: rec.shadow.clone(),
+            }),
+        }
+    }
+
+    /// The layout.
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Queues a namespace record for the next commit.
+    pub(crate) fn stage(&self, r: Record) {
+        self.st.lock().pending_ns.push(r);
+    }
+
+    /// Holds `f` until no durable record references its blocks; false if
+    /// none does now (the caller frees them at once).
+    pub(crate) fn hold_free(&self, f: PendingFree) -> bool {
+        let mut st = self.st.lock();
+        if st.releasable(&f) {
+            return false;
+        }
+        st.pending_frees.push(f);
+        true
+    }
+
+    /// Blocks held by [`Journal::hold_free`].
+    pub(crate) fn held_blocks(&self) -> u64 {
+        self.st.lock().pending_frees.iter().map(|f| f.len).sum()
+    }
+
+    /// Runs of blocks the journal's checkpoints occupy.
+    pub(crate) fn meta_runs(&self) -> Vec<(u64, u64)> {
+        let st = self.st.lock();
+        st.ckpt.runs.iter().chain(&st.limbo).copied().collect()
+    }
+
+    /// Bytes of the durable metadata's checkpoint image.
+    pub(crate) fn durable_image_len(&self) -> u64 {
+        self.durable_image.load(Ordering::Relaxed)
+    }
+
+    /// Joins a group commit with `captured` states; returns when a flush
+    /// (and a log write or checkpoint, if any record is queued) covering
+    /// this call is durable.
+    pub(crate) async fn commit<E: CommitEnv>(
+        &self,
+        env: &E,
+        captured: Vec<Captured>,
+    ) -> Result<()> {
+        let ticket = {
+            let mut st = self.st.lock();
+            let t = st.next_ticket;
+            st.next_ticket += 1;
+            st.queue.push((t, captured));
+            t
+        };
+        // Let other syncers that are ready reach the queue before a leader
+        // takes it: then one flush and one log write serve them all.
+        crate::sync::yield_now().await;
+        let held = Held::new();
+        let _leader = self
+            .commit_lock
+            .lock(ByteRange::from(0), Mode::Exclusive, &held)
+            .await;
+        if self.st.lock().durable_ticket >= ticket {
+            return Ok(());
+        }
+        let (batch, records, last) = {
+            let mut st = self.st.lock();
+            let batch = core::mem::take(&mut st.queue);
+            let last = batch.iter().map(|(t, _)| *t).max().unwrap_or(ticket);
+            let mut records: Vec<(Record, Option<u64>)> = core::mem::take(&mut st.pending_ns)
+                .into_iter()
+                .map(|r| (r, None))
+                .collect();
+            records.extend(
+                batch
+                    .iter()
+                    .flat_map(|(_, c)| c.iter())
+                    .map(|c| (c.record.clone(), Some(c.seq))),
+            );
+            (batch, records, last)
+        };
+        match self.write_records(env, &records).await {
+            Ok(()) => {
+                self.st.lock().durable_ticket = last;
+                self.release_frees(env).await;
+                // A failed checkpoint leaves the old one valid and the log
+                // intact; the next commit tries again.
+                let _ = self.checkpoint_if_needed(env).await;
+                Ok(())
+            }
+            Err(e) => {
+                // Nothing of this batch is durable: put it back, in order,
+                // ahead of what arrived meanwhile, for the next leader.
+                let mut st = self.st.lock();
+                let mut ns: Vec<Record> = records
+                    .into_iter()
+                    .filter(|(_, s)| s.is_none())
+                    .map(|(r, _)| r)
+                    .collect();
+                ns.append(&mut st.pending_ns);
+                st.pending_ns = ns;
+                let mut queue = batch;
+                queue.append(&mut st.queue);
+                st.queue = queue;
+                Err(e)
+            }
+        }
+    }
+
+    /// Flushes, then makes `records` durable: one log write if they fit
+    /// one, else a checkpoint with them folded in.
+    async fn write_records<E: CommitEnv>(
+        &self,
+        env: &E,
+        records: &[(Record, Option<u64>)],
+    ) -> Result<()> {
+        // One flush makes every queued syncer's data durable: each queued
+        // after its writeback completed.
+        env.flush().await?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut payload = super::format::Enc::default();
+        for (r, _) in records {
+            r.encode(&mut payload);
+        }
+        if Frame::blocks_for(payload.0.len()) <= self.layout.log_frame_max() {
+            self.log_write(env, &payload.0).await?;
+        } else {
+            self.checkpoint(env, &payload.0).await?;
+        }
+        self.apply_durable(env, records);
+        Ok(())
+    }
+
+    /// Where a log write of `n` blocks goes, if the log has room: at `pos`,
+    /// or at the log's start if it does not fit before the end. The blocks
+    /// from `pos` (wrapping) through the end of the write must not reach
+    /// the live head, unless the log is empty.
+    fn place(&self, head: u64, pos: u64, n: u64) -> Option<u64> {
+        let blocks = self.layout.log_blocks;
+        let at = if pos + n <= blocks { pos } else { 0 };
+        let used = (pos + blocks - head) % blocks;
+        let skip = if at == pos { 0 } else { blocks - pos };
+        (head == pos && n < blocks || used + skip + n < blocks).then_some(at)
+    }
+
+    /// One FUA log write at the append position, checkpointing first if
+    /// the log has no room (or a failed write's sequence must be skipped).
+    async fn log_write<E: CommitEnv>(&self, env: &E, payload: &[u8]) -> Result<()> {
+        let n = Frame::blocks_for(payload.len());
+        let at = {
+            let st = self.st.lock();
+            if st.skip_lsn {
+                None
+            } else {
+                self.place(st.head, st.pos, n)
+            }
+        };
+        let at = match at {
+            Some(at) => at,
+            None => {
+                self.checkpoint(env, &[]).await?;
+                let st = self.st.lock();
+                self.place(st.head, st.pos, n)
+                    .ok_or(SpaceError::MetadataFull)?
+            }
+        };
+        let lsn = self.st.lock().next_lsn;
+        let bytes = Frame::log(self.uuid, lsn).encode(payload);
+        if let Err(e) = env.write(self.layout.log_start + at, &bytes, true).await {
+            self.st.lock().skip_lsn = true;
+            return Err(e);
+        }
+        env.counted(false);
+        let mut st = self.st.lock();
+        st.pos = (at + n) % self.layout.log_blocks;
+        st.next_lsn = lsn + 1;
+        Ok(())
+    }
+
+    /// Records that `records` are durable: the durable view, the inodes'
+    /// logged sequences, durable removals.
+    fn apply_durable<E: CommitEnv>(&self, env: &E, records: &[(Record, Option<u64>)]) {
+        let mut st = self.st.lock();
+        for (r, seq) in records {
+            // The durable view was built by these same rules; a record that
+            // does not apply is dropped rather than poisoning the view.
+            let _ = st.shadow.apply(r);
+            match (r, seq) {
+                (Record::State { ino, .. }, Some(seq)) => {
+                    let e = st.durable_seq.entry(*ino).or_insert(0);
+                    *e = (*e).max(*seq);
+                    env.logged(*ino, *seq);
+                }
+                (Record::Remove { ino }, _) => {
+                    st.removed.insert(*ino);
+                }
+                _ => {}
+            }
+        }
+        self.durable_image
+            .store(st.shadow.image_len(), Ordering::Relaxed);
+    }
+
+    /// Returns to the allocator every held block that no durable record
+    /// references any more.
+    async fn release_frees<E: CommitEnv>(&self, env: &E) {
+        let ready: Vec<PendingFree> = {
+            let mut st = self.st.lock();
+            let (ready, keep): (Vec<PendingFree>, Vec<PendingFree>) =
+                core::mem::take(&mut st.pending_frees)
+                    .into_iter()
+                    .partition(|f| st.releasable(f));
+            st.pending_frees = keep;
+            ready
+        };
+        if !ready.is_empty() {
+            env.release(ready).await;
+        }
+    }
+
+    /// Checkpoints when more than half the log is in use.
+    async fn checkpoint_if_needed<E: CommitEnv>(&self, env: &E) -> Result<()> {
+        let used = {
+            let st = self.st.lock();
+            (st.pos + self.layout.log_blocks - st.head) % self.layout.log_blocks
+        };
+        if used * 2 > self.layout.log_blocks {
+            self.checkpoint(env, &[]).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes a checkpoint now (for unmount, so the next mount replays
+    /// nothing).
+    pub(crate) async fn checkpoint_now<E: CommitEnv>(&self, env: &E) -> Result<()> {
+        let held = Held::new();
+        let _leader = self
+            .commit_lock
+            .lock(ByteRange::from(0), Mode::Exclusive, &held)
+            .await;
+        self.checkpoint(env, &[]).await
+    }
+
+    /// Writes the durable view, followed by `extra` (encoded records being
+    /// made durable by this checkpoint), as a chain of frames in free data
+    /// blocks; flushes; then points the superblock at it with the log's
+    /// head moved to the append position. Until that superblock write, the
+    /// old checkpoint and log stay valid. The caller holds the commit lock.
+    async fn checkpoint<E: CommitEnv>(&self, env: &E, extra: &[u8]) -> Result<()> {
+        let (stream, lsn, pos, generation, skip) = {
+            let st = self.st.lock();
+            let mut stream = st.shadow.image();
+            stream.extend_from_slice(extra);
+            // After a failed log write, the checkpoint covers its sequence
+            // number too, so that write can never be replayed.
+            let lsn = if st.skip_lsn {
+                st.next_lsn
+            } else {
+                st.next_lsn - 1
+            };
+            (stream, lsn, st.pos, st.generation + 1, st.skip_lsn)
+        };
+        let runs = self.alloc_chain(env, stream.len())?;
+        let written = self.write_chain(env, &runs, &stream, lsn).await;
+        if let Err(e) = written {
+            env.free_meta(&runs);
+            return Err(e);
+        }
+        let sb = Superblock {
+            uuid: self.uuid,
+            generation,
+            lba_size: self.lba_size,
+            layout: self.layout,
+            ckpt: first_location(&runs),
+            ckpt_total: runs.iter().map(|r| r.1).sum(),
+            ckpt_lsn: lsn,
+            log_head: pos,
+        };
+        if let Err(e) = env.write(generation % 2, &sb.encode(), true).await {
+            // The superblock may or may not have landed: keep both chains.
+            self.st.lock().limbo.extend_from_slice(&runs);
+            return Err(e);
+        }
+        env.counted(true);
+        let old = {
+            let mut st = self.st.lock();
+            st.generation = generation;
+            st.head = pos;
+            if skip {
+                st.next_lsn = lsn + 1;
+                st.skip_lsn = false;
+            }
+            let mut old = core::mem::replace(&mut st.ckpt, Checkpoint { runs }).runs;
+            old.append(&mut st.limbo);
+            old
+        };
+        env.free_meta(&old);
+        Ok(())
+    }
+
+    /// Allocates runs of data blocks for a checkpoint of `len` bytes.
+    fn alloc_chain<E: CommitEnv>(&self, env: &E, len: usize) -> Result<Vec<(u64, u64)>> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut room = 0usize;
+        let mut hint = self.layout.data_start;
+        while runs.is_empty() || room < len {
+            let want = Frame::blocks_for(len - room).min(CKPT_FRAME_MAX_BLOCKS);
+            let Some((block, n)) = env.alloc_meta(hint, want) else {
+                env.free_meta(&runs);
+                return Err(SpaceError::MetadataFull.into());
+            };
+            runs.push((block, n));
+            room += Frame::capacity(n);
+            hint = block + n;
+        }
+        Ok(runs)
+    }
+
+    /// Writes `stream` as checkpoint frames into `runs`, then flushes.
+    async fn write_chain<E: CommitEnv>(
+        &self,
+        env: &E,
+        runs: &[(u64, u64)],
+        stream: &[u8],
+        lsn: u64,
+    ) -> Result<()> {
+        let mut at = 0;
+        for (i, &(block, n)) in runs.iter().enumerate() {
+            let take = Frame::capacity(n).min(stream.len() - at);
+            let next = runs
+                .get(i + 1)
+                .map_or(Location::default(), |&(b, m)| Location {
+                    block: b,
+                    blocks: m as u32,
+                });
+            let frame = Frame {
+                kind: FRAME_CKPT,
+                uuid: self.uuid,
+                lsn,
+                blocks: 0,
+                payload_len: 0,
+                next,
+                index: i as u32,
+            };
+            env.write(block, &frame.encode(&stream[at..at + take]), false)
+                .await?;
+            at += take;
+        }
+        env.flush().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persist::format::LOG_FRAME_MAX_BLOCKS;
+
+    fn journal(blocks: u64) -> Journal {
+        let layout = Layout::for_blocks(blocks).unwrap();
+        let rec = Recovered {
+            shadow: Shadow::default(),
+            superblock: Superblock {
+                uuid: 1,
+                generation: 1,
+                lba_size: 4096,
+                layout,
+                ckpt: Location {
+                    block: layout.data_start,
+                    blocks: 1,
+                },
+                ckpt_total: 1,
+                ckpt_lsn: 0,
+                log_head: 0,
+            },
+            chain: alloc::vec![(layout.data_start, 1)],
+            log_writes: 0,
+            records: 0,
+            last_lsn: 0,
+            newest_lsn: 0,
+            pos: 0,
+            damage: None,
+            problems: Vec::new(),
+            notes: Vec::new(),
+        };
+        Journal::open(&rec)
+    }
+
+    #[test]
+    fn a_log_write_never_reaches_the_live_head() {
+        let j = journal(1 << 20);
+        let blocks = j.layout.log_blocks;
+        assert_eq!(j.place(0, 0, 10), Some(0));
+        // Wraps to the start when it does not fit before the end...
+        assert_eq!(j.place(blocks - 5, blocks - 5, 10), Some(0));
+        // ...unless the head is in the way.
+        assert_eq!(j.place(5, blocks - 3, 10), None);
+        assert_eq!(j.place(20, 5, 10), Some(5));
+        assert_eq!(j.place(20, 5, 15), None);
+        assert!(j.layout.log_frame_max() <= LOG_FRAME_MAX_BLOCKS);
+    }
+
+    #[test]
+    fn a_free_is_held_until_a_durable_record_drops_the_blocks() {
+        let j = journal(1 << 16);
+        let f = PendingFree {
+            ino: 7,
+            dev: BlockNo(100),
+            len: 2,
+            seq: 3,
+        };
+        assert!(j.hold_free(f));
+        assert_eq!(j.held_blocks(), 2);
+        j.st.lock().durable_seq.insert(7, 3);
+        assert!(!j.hold_free(f));
+    }
+}

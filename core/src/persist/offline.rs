@@ -1,0 +1,321 @@
+//! Whole-image operations with no filesystem mounted: format, check and
+//! repair. They share recovery with mount (so mount and fsck agree on
+//! every image) and write through the journal's own checkpoint code.
+
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use super::format::{Frame, Layout, Location, Superblock, FRAME_CKPT};
+use super::journal::{CommitEnv, Journal, PendingFree};
+use super::metaio::{BlockIo, MetaIo};
+use super::record::{Owner, Problem, Shadow};
+use super::recover::{recover, Mode, Recovered};
+use super::META_FRAMES;
+use crate::dev::{BlockDevice, FrameArena};
+use crate::error::{Error, Result};
+use crate::space::Allocator;
+use crate::sync::block_on;
+use crate::units::{BlockNo, Nanos, PAGE_SIZE, PAGE_SIZE_U64};
+
+/// Metadata I/O through the last [`META_FRAMES`] frames of `dev`'s arena.
+fn block_io<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Result<BlockIo<'_, D>> {
+    let frames = dev.frames().frame_count();
+    let first = frames.saturating_sub(META_FRAMES);
+    if first == frames {
+        return Err(Error::Config("the device offers no DMA frames"));
+    }
+    Ok(BlockIo::new(dev, first..frames, clock, idle)?)
+}
+
+/// Writes an empty filesystem: an empty checkpoint in the first data
+/// block, and both superblock copies naming it.
+pub(crate) fn format<M: MetaIo>(io: &M, layout: Layout, uuid: u64, lba_size: u32) -> Result<()> {
+    let ckpt = Location {
+        block: layout.data_start,
+        blocks: 1,
+    };
+    let frame = Frame {
+        kind: FRAME_CKPT,
+        uuid,
+        lsn: 0,
+        blocks: 0,
+        payload_len: 0,
+        next: Location::default(),
+        index: 0,
+    };
+    block_on(
+        async {
+            io.write(ckpt.block, &frame.encode(&[]), false).await?;
+            // No frame of an earlier filesystem at the log's start.
+            io.write(layout.log_start, &[0u8; PAGE_SIZE], false).await?;
+            io.flush().await?;
+            for generation in [1u64, 2] {
+                let sb = Superblock {
+                    uuid,
+                    generation,
+                    lba_size,
+                    layout,
+                    ckpt,
+                    ckpt_total: 1,
+                    ckpt_lsn: 0,
+                    log_head: 0,
+                };
+                io.write(generation % 2, &sb.encode(), true).await?;
+            }
+            Ok(())
+        },
+        || {},
+    )
+}
+
+/// What `check` found.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    /// Every problem found; empty means clean.
+    pub problems: Vec<String>,
+    /// Files in the durable metadata.
+    pub files: usize,
+    /// Data blocks in use by files.
+    pub blocks_used: u64,
+    /// Data blocks in use by the checkpoint.
+    pub checkpoint_blocks: u64,
+    /// Log writes replayed.
+    pub log_writes: u64,
+    /// Notes that are not problems (a damaged superblock copy while the
+    /// other is good).
+    pub notes: Vec<String>,
+}
+
+impl CheckReport {
+    fn from_recovered(r: &Recovered) -> CheckReport {
+        let mut problems: Vec<String> = r
+            .damage
+            .iter()
+            .map(|(b, d)| alloc::format!("block {b}: {d}"))
+            .collect();
+        problems.extend(r.problems.iter().map(|p| describe(&r.shadow, p)));
+        CheckReport {
+            problems,
+            files: r.shadow.files.len(),
+            blocks_used: r
+                .shadow
+                .files
+                .values()
+                .flat_map(|f| f.extents.iter())
+                .fold(0u64, |n, x| n.saturating_add(x.len)),
+            checkpoint_blocks: r.chain.iter().map(|c| c.1).sum(),
+            log_writes: r.log_writes,
+            notes: r.notes.clone(),
+        }
+    }
+}
+
+/// A problem, with the file's name where it has one.
+fn describe(shadow: &Shadow, p: &Problem) -> String {
+    let ino = match p {
+        Problem::OutsideData { ino, .. } | Problem::PastEof { ino, .. } => Some(*ino),
+        _ => None,
+    };
+    match ino.and_then(|i| shadow.files.get(&i)) {
+        Some(f) => alloc::format!("{p} (file '{}')", f.name),
+        None => p.to_string(),
+    }
+}
+
+/// Checks a filesystem image without changing it: superblocks, the
+/// checkpoint chain, the log (including a damaged write with intact later
+/// ones), and every metadata invariant. A damaged image is a report with
+/// problems; only a device error is an `Err`.
+pub fn check<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Result<CheckReport> {
+    let io = block_io(dev, clock, idle)?;
+    let found = block_on(
+        recover(&io, io.capacity_blocks(), io.lba_size(), Mode::Check),
+        idle,
+    );
+    match found {
+        Ok(r) => Ok(CheckReport::from_recovered(&r)),
+        Err(Error::Corrupt { block, damage }) => Ok(CheckReport {
+            problems: alloc::vec![alloc::format!("block {block}: {damage}")],
+            ..CheckReport::default()
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+/// What `repair` did.
+#[derive(Clone, Debug, Default)]
+pub struct RepairReport {
+    /// Each repair made; empty means the image needed none.
+    pub repaired: Vec<String>,
+    /// The image as checked after the repair.
+    pub after: CheckReport,
+}
+
+/// Repairs what can be repaired: a log with a hole (what precedes the
+/// damage is kept, what follows is discarded and named), extents outside
+/// the data area or past EOF (dropped), blocks owned twice (the later
+/// owner loses them), a damaged superblock copy (both are rewritten). A
+/// damaged checkpoint or no usable superblock cannot be repaired: that is
+/// an error. Writes a new checkpoint, so the old one stays valid until the
+/// new superblocks are durable.
+pub fn repair<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Result<RepairReport> {
+    let io = block_io(dev, clock, idle)?;
+    let mut rec = block_on(
+        recover(&io, io.capacity_blocks(), io.lba_size(), Mode::Check),
+        idle,
+    )?;
+    let mut repaired: Vec<String> = Vec::new();
+    if let Some((block, d)) = rec.damage.take() {
+        repaired.push(alloc::format!(
+            "block {block}: {d}: kept the {} log writes before it, discarded log writes up to {}",
+            rec.log_writes,
+            rec.newest_lsn
+        ));
+    }
+    repaired.extend(
+        rec.notes
+            .drain(..)
+            .map(|n| alloc::format!("{n}: rewritten")),
+    );
+    let layout = rec.superblock.layout;
+    // Dropping one extent can only remove problems; bound the rounds anyway.
+    for _ in 0..=rec.shadow.files.len() + rec.chain.len() {
+        let problems = rec.shadow.problems(&layout, &rec.chain);
+        if problems.is_empty() {
+            break;
+        }
+        for p in &problems {
+            repaired.push(alloc::format!(
+                "{}: dropped the extent",
+                describe(&rec.shadow, p)
+            ));
+            fix(&mut rec.shadow, p);
+        }
+    }
+    rec.problems.clear();
+    let env = OfflineEnv::new(&io, &rec)?;
+    let journal = Journal::open(&rec);
+    // Twice: each checkpoint writes one superblock copy.
+    for _ in 0..2 {
+        block_on(journal.checkpoint_now(&env), idle)?;
+    }
+    drop(env);
+    Ok(RepairReport {
+        repaired,
+        after: check(dev, clock, idle)?,
+    })
+}
+
+/// Drops the extent a problem names.
+fn fix(shadow: &mut Shadow, p: &Problem) {
+    match *p {
+        Problem::OutsideData { ino, block, len } => {
+            shadow.retain_extents(ino, |x| !(x.dev.0 == block && x.len == len));
+        }
+        Problem::PastEof { ino, size, .. } => {
+            let eof = size.div_ceil(PAGE_SIZE_U64);
+            shadow.retain_extents(ino, |x| x.file_block + x.len <= eof);
+        }
+        Problem::OwnedTwice {
+            block,
+            first,
+            second,
+        } => {
+            let loser = match (first, second) {
+                (_, Owner::Inode(i)) | (Owner::Inode(i), Owner::Checkpoint) => i,
+                (Owner::Checkpoint, Owner::Checkpoint) => return,
+            };
+            shadow.retain_extents(loser, |x| !(x.dev.0 <= block && block < x.dev.0 + x.len));
+        }
+    }
+}
+
+/// A commit environment with no filesystem mounted: block I/O, and an
+/// allocator of the data area less every file's extents and the current
+/// checkpoint.
+struct OfflineEnv<'a, 'd, D: BlockDevice> {
+    io: &'a BlockIo<'d, D>,
+    space: RefCell<Allocator>,
+}
+
+impl<'a, 'd, D: BlockDevice> OfflineEnv<'a, 'd, D> {
+    fn new(io: &'a BlockIo<'d, D>, rec: &Recovered) -> Result<Self> {
+        let layout = rec.superblock.layout;
+        let mut space = Allocator::new(BlockNo(layout.data_start), BlockNo(layout.blocks));
+        let used = rec
+            .shadow
+            .files
+            .values()
+            .flat_map(|f| f.extents.iter().map(|x| (x.dev.0, x.len)))
+            .chain(rec.chain.iter().copied());
+        for (block, len) in used {
+            space
+                .reserve(BlockNo(block), len)
+                .map_err(|_| Error::Config("metadata still overlaps after repair"))?;
+        }
+        Ok(OfflineEnv {
+            io,
+            space: RefCell::new(space),
+        })
+    }
+}
+
+impl<D: BlockDevice> MetaIo for OfflineEnv<'_, '_, D> {
+    async fn read(&self, block: u64, n: usize) -> Result<Vec<u8>> {
+        self.io.read(block, n).await
+    }
+    async fn write(&self, block: u64, bytes: &[u8], fua: bool) -> Result<()> {
+        self.io.write(block, bytes, fua).await
+    }
+    async fn flush(&self) -> Result<()> {
+        self.io.flush().await
+    }
+}
+
+impl<D: BlockDevice> CommitEnv for OfflineEnv<'_, '_, D> {
+    fn alloc_meta(&self, hint: u64, max: u64) -> Option<(u64, u64)> {
+        self.space
+            .borrow_mut()
+            .alloc(BlockNo(hint), max)
+            .map(|(b, n)| (b.0, n))
+    }
+    fn free_meta(&self, runs: &[(u64, u64)]) {
+        let mut space = self.space.borrow_mut();
+        for &(b, n) in runs {
+            let _ = space.free(BlockNo(b), n);
+        }
+    }
+    async fn release(&self, _frees: Vec<PendingFree>) {}
+    fn logged(&self, _ino: u64, _seq: u64) {}
+    fn counted(&self, _checkpoint: bool) {}
+}
+
+/// Recovers the durable metadata of `dev` for mounting: any damage or
+/// broken invariant is an error.
+pub(crate) fn recover_for_mount<D: BlockDevice>(
+    dev: &D,
+    frames: core::ops::Range<u32>,
+    clock: fn() -> Nanos,
+    idle: fn(),
+) -> Result<Recovered> {
+    let io = BlockIo::new(dev, frames, clock, idle)?;
+    block_on(
+        recover(&io, io.capacity_blocks(), io.lba_size(), Mode::Mount),
+        idle,
+    )
+}
+
+/// Formats `dev` (see [`format`]) through `frames`.
+pub(crate) fn format_device<D: BlockDevice>(
+    dev: &D,
+    frames: core::ops::Range<u32>,
+    clock: fn() -> Nanos,
+    idle: fn(),
+    uuid: u64,
+) -> Result<()> {
+    let io = BlockIo::new(dev, frames, clock, idle)?;
+    let layout = Layout::for_blocks(io.capacity_blocks())
+        .ok_or(Error::Config("the device is too small for a filesystem"))?;
+    format(&io, layout, uuid, io.lba_size())
+}
