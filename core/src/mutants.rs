@@ -17,6 +17,11 @@ pub enum Mutant {
     ExtendWithoutInodeLock = 4,
     /// A cached read accepts a copy even if the page changed under it.
     ReadSkipsVersionCheck = 8,
+    /// A sync keeps the pages it wrote under writeback until its commit
+    /// (instead of pinned): another sync of the file that meets one of them
+    /// waits for it while keeping its own, and two syncs can wait for each
+    /// other forever.
+    SyncHoldsWriteback = 16,
 }
 
 static ACTIVE: AtomicU32 = AtomicU32::new(0);

@@ -36,7 +36,8 @@ pub struct RaceInput {
     pub two_files: bool,
     /// Initial sizes, in words.
     pub initial: [u16; 2],
-    /// Cache pages beyond the minimum of 4.
+    /// Cache pages beyond the minimum of 4 (`cache % 5`); the top bit runs
+    /// on a formatted filesystem, so syncs go through the journal.
     pub cache: u8,
     /// Readahead choice.
     pub readahead: u8,
@@ -116,6 +117,7 @@ impl RaceInput {
             block_size: if self.small_blocks { 512 } else { 4096 },
             preempt_percent: self.preempt % 100,
             dirty_start: self.dirty_start,
+            journal: self.cache & 0x80 != 0,
             tasks,
         };
         (scenario, Choices::from_bytes(&self.schedule))

@@ -192,6 +192,7 @@ fn defect_1_two_syncers_two_writers_every_schedule_completes() {
             block_size: 4096,
             preempt_percent: 20,
             dirty_start: false,
+            journal: true,
             tasks: vec![
                 vec![sync; 4],
                 vec![sync; 4],

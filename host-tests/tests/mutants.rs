@@ -8,10 +8,13 @@ use pollfs_host_tests::sched::{self, Options};
 /// Seeds tried per mutant before giving up.
 const BUDGET: u64 = 10_000;
 
-/// The first seed in `0..BUDGET` that fails, with its report.
-fn first_failure() -> Option<(u64, String)> {
+/// A way to run one seed: the general scenarios, or the sync-heavy ones.
+type Runner = fn(u64, Options) -> Result<(), sched::Failure>;
+
+/// The first seed in `0..BUDGET` that fails under `run`, with its report.
+fn first_failure(run: Runner) -> Option<(u64, String)> {
     (0..BUDGET).find_map(|seed| {
-        sched::run_seed(seed, Options::default())
+        run(seed, Options::default())
             .err()
             .map(|f| (seed, f.to_string()))
     })
@@ -19,20 +22,23 @@ fn first_failure() -> Option<(u64, String)> {
 
 #[test]
 fn every_mutant_is_found() {
+    let general: Runner = sched::run_seed;
+    let syncs: Runner = sched::run_sync_seed;
     let all = [
-        Mutant::PunchDropsBeforeGate,
-        Mutant::TruncateSkipsDrain,
-        Mutant::ExtendWithoutInodeLock,
-        Mutant::ReadSkipsVersionCheck,
+        (Mutant::PunchDropsBeforeGate, general),
+        (Mutant::TruncateSkipsDrain, general),
+        (Mutant::ExtendWithoutInodeLock, general),
+        (Mutant::ReadSkipsVersionCheck, general),
+        (Mutant::SyncHoldsWriteback, syncs),
     ];
     let mut found = Vec::new();
-    for m in all {
+    for (m, run) in all {
         mutants::set(m, true);
-        let hit = first_failure();
+        let hit = first_failure(run);
         // Same input, same run: the failing seed replays to the same trace.
         let again = hit
             .as_ref()
-            .and_then(|(seed, _)| sched::run_seed(*seed, Options::default()).err());
+            .and_then(|(seed, _)| run(*seed, Options::default()).err());
         mutants::set(m, false);
         let (seed, report) = hit.unwrap_or_else(|| panic!("{m:?} not found in {BUDGET} seeds"));
         assert_eq!(
@@ -41,14 +47,16 @@ fn every_mutant_is_found() {
             "{m:?}: seed {seed} did not replay"
         );
         println!("{m:?}: found at seed {seed} (run {})\n{report}", seed + 1);
-        found.push((m, seed));
+        found.push((m, seed, run));
     }
-    let last = found.iter().map(|f| f.1).max().unwrap_or(0);
-    for seed in 0..=last {
-        if let Err(f) = sched::run_seed(seed, Options::default()) {
-            panic!("seed {seed} fails with no mutant: {f}");
+    for &(m, last, run) in &found {
+        for seed in 0..=last {
+            if let Err(f) = run(seed, Options::default()) {
+                panic!("seed {seed} (the runner of {m:?}) fails with no mutant: {f}");
+            }
         }
     }
+    let found: Vec<_> = found.iter().map(|&(m, seed, _)| (m, seed)).collect();
     println!("found: {found:?}");
     // `POLLFS_MUTANT_SURVEY=<n>`: how many of the first n seeds each
     // mutant fails (a measure of how sharp the harness is, not a check).
@@ -56,10 +64,10 @@ fn every_mutant_is_found() {
         .ok()
         .and_then(|n| n.parse::<u64>().ok())
     {
-        for m in all {
+        for (m, run) in all {
             mutants::set(m, true);
             let hits = (0..n)
-                .filter(|&s| sched::run_seed(s, Options::default()).is_err())
+                .filter(|&s| run(s, Options::default()).is_err())
                 .count();
             mutants::set(m, false);
             println!("{m:?}: {hits} of {n} seeds fail");

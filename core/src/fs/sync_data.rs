@@ -91,6 +91,13 @@ impl<D: BlockDevice> Session<D> {
     /// Releases pages kept by [`Session::writeback`]; if their flush failed
     /// (`durable` false) they are dirty again, so the data is written again.
     pub(crate) fn release_kept(&self, inode: &Inode, kept: &[u32], durable: bool) {
+        #[cfg(feature = "mutants")]
+        if crate::mutants::active(crate::mutants::Mutant::SyncHoldsWriteback) {
+            for &slot in kept {
+                self.end(inode, &self.fs.cache, slot, durable);
+            }
+            return;
+        }
         for &slot in kept {
             if self.fs.cache.release_kept(slot, durable) {
                 inode.dirty_inc(self.fs.cache.index_of(slot));
@@ -137,7 +144,14 @@ impl<D: BlockDevice> Session<D> {
             }
             for f in &run.frames {
                 if keep && result.is_ok() {
-                    cache.end_writeback_kept(f.0);
+                    #[cfg(feature = "mutants")]
+                    let planted =
+                        crate::mutants::active(crate::mutants::Mutant::SyncHoldsWriteback);
+                    #[cfg(not(feature = "mutants"))]
+                    let planted = false;
+                    if !planted {
+                        cache.end_writeback_kept(f.0);
+                    }
                     kept.push(f.0);
                 } else {
                     self.end(inode, cache, f.0, result.is_ok());

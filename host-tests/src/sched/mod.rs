@@ -65,6 +65,14 @@ pub fn run_seed(seed: u64, opts: Options) -> Result<(), Failure> {
     run(&s, c, opts)
 }
 
+/// Runs the sync-heavy scenario drawn from `seed` (see
+/// [`Scenario::generate_syncs`]), scheduled by the same generator.
+pub fn run_sync_seed(seed: u64, opts: Options) -> Result<(), Failure> {
+    let mut c = Choices::from_seed(seed);
+    let s = Scenario::generate_syncs(&mut c);
+    run(&s, c, opts)
+}
+
 /// Runs the scenario drawn from `bytes`, scheduled by the rest of them.
 pub fn run_bytes(bytes: &[u8], opts: Options) -> Result<(), Failure> {
     let mut c = Choices::from_bytes(bytes);
@@ -75,7 +83,14 @@ pub fn run_bytes(bytes: &[u8], opts: Options) -> Result<(), Failure> {
 /// Runs `scenario` under the schedule `choices`, then checks the results.
 pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), Failure> {
     let fail = |msg: String, trace: String| Failure::new(scenario, msg, trace);
-    let ram = RamDevice::new(DEVICE_BYTES, scenario.block_size, scenario.cache_pages)
+    // A formatted filesystem keeps its metadata frames beside the cache's.
+    let frames = scenario.cache_pages
+        + if scenario.journal {
+            pollfs_core::persist::META_FRAMES
+        } else {
+            0
+        };
+    let ram = RamDevice::new(DEVICE_BYTES, scenario.block_size, frames)
         .map_err(|e| fail(format!("device: {e}"), String::new()))?;
     let dev = HeldDevice::new(ram);
     let ctl = dev.controller();
@@ -85,7 +100,12 @@ pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), F
         readahead_pages: scenario.readahead_pages,
         ..Config::default()
     };
-    let fs = Fs::new(dev, config).map_err(|e| fail(format!("mount: {e:?}"), String::new()))?;
+    let fs = if scenario.journal {
+        Fs::format(dev, config, 0x5eed)
+    } else {
+        Fs::new(dev, config)
+    }
+    .map_err(|e| fail(format!("mount: {e:?}"), String::new()))?;
     let names: Vec<String> = (0..scenario.initial.len())
         .map(|i| format!("f{i}"))
         .collect();

@@ -97,6 +97,9 @@ pub struct Scenario {
     pub preempt_percent: u8,
     /// Setup leaves the initial data dirty instead of syncing it.
     pub dirty_start: bool,
+    /// Run on a formatted filesystem (syncs go through the journal's group
+    /// commit) instead of an in-memory one.
+    pub journal: bool,
     /// Each task's operations, run in order on its own session.
     pub tasks: Vec<Vec<Op>>,
 }
@@ -149,6 +152,61 @@ impl Scenario {
             block_size: if c.chance(25) { 512 } else { 4096 },
             preempt_percent: [0, 20, 50, 90][c.below(4) as usize],
             dirty_start: c.chance(30),
+            journal: false,
+            tasks,
+        }
+    }
+
+    /// Draws a sync-heavy scenario from `c`: several tasks syncing one file
+    /// while others write to it (inside EOF, mostly), on a cache a few pages
+    /// large, on a formatted filesystem most of the time. This is the shape
+    /// of the deadlock where two syncs each kept pages the other waited for.
+    pub fn generate_syncs(c: &mut Choices) -> Scenario {
+        let initial = SPAN - c.below(4) * PAGE;
+        // Most writes land in a few hot pages, so that syncs meet pages
+        // written again while they write them back.
+        let hot = c.below(initial / PAGE - 3) * PAGE;
+        let syncers = 2 + c.below(2) as usize;
+        let writers = 1 + c.below(2) as usize;
+        let mut tasks = Vec::new();
+        for _ in 0..syncers {
+            let n = 2 + c.below(3) as usize;
+            tasks.push(
+                (0..n)
+                    .map(|_| {
+                        if c.chance(20) {
+                            write_op(c, initial, hot)
+                        } else {
+                            Op::Sync { file: 0 }
+                        }
+                    })
+                    .collect(),
+            );
+        }
+        for _ in 0..writers {
+            let n = 2 + c.below(3) as usize;
+            tasks.push(
+                (0..n)
+                    .map(|_| match c.below(10) {
+                        0 => Op::Punch {
+                            file: 0,
+                            off: offset(c, None),
+                            len: length(c),
+                        },
+                        1 => Op::Sync { file: 0 },
+                        _ => write_op(c, initial, hot),
+                    })
+                    .collect(),
+            );
+        }
+        Scenario {
+            initial: vec![initial],
+            cache_pages: 4 + c.below(5) as u32,
+            readahead_pages: [0, 4][c.below(2) as usize],
+            block_size: if c.chance(25) { 512 } else { 4096 },
+            preempt_percent: [0, 20, 50][c.below(3) as usize],
+            dirty_start: c.chance(50),
+            journal: c.chance(70),
             tasks,
         }
     }
@@ -178,6 +236,24 @@ fn offset(c: &mut Choices, hot: Option<u64>) -> u64 {
         0 => page * PAGE,
         1 => (page * PAGE + PAGE - WORD * (1 + c.below(4))).min(SPAN),
         _ => c.below(SPAN / WORD) * WORD,
+    }
+}
+
+/// A write of one to four pages, aligned or not, in the four pages from
+/// `hot` most of the time, inside `size` unless the draw lets it extend
+/// the file.
+fn write_op(c: &mut Choices, size: u64, hot: u64) -> Op {
+    let len = PAGE * (1 + c.below(4)) - if c.chance(30) { WORD * c.below(8) } else { 0 };
+    let limit = if c.chance(15) { SPAN } else { size };
+    let off = if c.chance(70) {
+        hot + c.below(4 * PAGE / WORD) * WORD
+    } else {
+        c.below(limit.saturating_sub(len) / WORD + 1) * WORD
+    };
+    Op::Write {
+        file: 0,
+        off: off.min(SPAN - len),
+        len,
     }
 }
 

@@ -20,7 +20,7 @@ pub struct Failure {
 impl Failure {
     pub(crate) fn new(s: &Scenario, message: String, trace: String) -> Failure {
         let mut text = format!(
-            "files {:?} bytes, cache {} pages, readahead {}, block {}, preempt {}%, {}\n",
+            "files {:?} bytes, cache {} pages, readahead {}, block {}, preempt {}%, {}, {}\n",
             s.initial,
             s.cache_pages,
             s.readahead_pages,
@@ -30,6 +30,11 @@ impl Failure {
                 "dirty start"
             } else {
                 "synced start"
+            },
+            if s.journal {
+                "formatted (journal)"
+            } else {
+                "in memory"
             }
         );
         for (id, t, op) in s.numbered() {
