@@ -9,7 +9,7 @@ use alloc::boxed::Box;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use pollfs_core::dev::{BlockDevice, DevError, FrameArena, Geometry};
+use pollfs_core::dev::{frame_span, BlockDevice, DevError, FrameArena, Geometry};
 use pollfs_core::units::{FrameId, PAGE_SIZE};
 use spin::RwLock;
 
@@ -35,11 +35,6 @@ impl<D: DmaRegion> core::fmt::Debug for NvmeFrames<D> {
     }
 }
 
-fn clip(offset: usize, len: usize) -> core::ops::Range<usize> {
-    let start = offset.min(PAGE_SIZE);
-    start..offset.saturating_add(len).min(PAGE_SIZE)
-}
-
 impl<D: DmaRegion> NvmeFrames<D> {
     /// `count` frames from `dma`.
     pub fn new<A: DmaAllocator<Region = D>>(dma: &A, count: u32) -> Result<Self, DriverError> {
@@ -59,42 +54,46 @@ impl<D: DmaRegion> NvmeFrames<D> {
             count: self.locks.len() as u32,
         }
     }
-    fn base(&self, frame: FrameId) -> Option<(usize, &RwLock<()>)> {
-        let lock = self.locks.get(frame.index())?;
-        Some((frame.index() * PAGE_SIZE, lock))
+    /// Where `[offset, offset + len)` of `frame` lies in the region, and
+    /// the frame's lock; checked once here for every copy.
+    fn span(
+        &self,
+        frame: FrameId,
+        offset: usize,
+        len: usize,
+    ) -> Result<(usize, &RwLock<()>), DevError> {
+        let r = frame_span(self.locks.len() as u32, frame, offset, len)?;
+        let lock = self.locks.get(frame.index()).ok_or(DevError::FrameRange)?;
+        Ok((frame.index() * PAGE_SIZE + r.start, lock))
     }
+}
+
+/// The region refused an access the frame check allowed: the region is
+/// smaller than its frames (a bug), reported like any frame range error.
+fn region_error(_: crate::hal::DmaError) -> DevError {
+    DevError::FrameRange
 }
 
 impl<D: DmaRegion> FrameArena for NvmeFrames<D> {
     fn frame_count(&self) -> u32 {
         self.locks.len() as u32
     }
-    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) {
-        if let Some((base, lock)) = self.base(frame) {
-            let r = clip(offset, dst.len());
-            let n = r.len();
-            // A region whose pages are each accessed as a unit needs no
-            // second lock (frames are whole, aligned pages).
-            let _g = (!self.region.page_atomic()).then(|| lock.read());
-            if self.region.read(base + r.start, &mut dst[..n]).is_err() {
-                dst[..n].fill(0);
-            }
-        }
+    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) -> Result<(), DevError> {
+        let (at, lock) = self.span(frame, offset, dst.len())?;
+        // A region whose pages are each accessed as a unit needs no second
+        // lock (frames are whole, aligned pages).
+        let _g = (!self.region.page_atomic()).then(|| lock.read());
+        self.region.read(at, dst).map_err(region_error)
     }
-    fn write(&self, frame: FrameId, offset: usize, src: &[u8]) {
-        if let Some((base, lock)) = self.base(frame) {
-            let r = clip(offset, src.len());
-            let n = r.len();
-            let _g = (!self.region.page_atomic()).then(|| lock.write());
-            let _ = self.region.write(base + r.start, &src[..n]);
-        }
+    fn write(&self, frame: FrameId, offset: usize, src: &[u8]) -> Result<(), DevError> {
+        let (at, lock) = self.span(frame, offset, src.len())?;
+        let _g = (!self.region.page_atomic()).then(|| lock.write());
+        self.region.write(at, src).map_err(region_error)
     }
-    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) {
-        if let Some((base, lock)) = self.base(frame) {
-            let r = clip(offset, len);
-            let _g = (!self.region.page_atomic()).then(|| lock.write());
-            let _ = self.region.fill(base + r.start, r.len(), byte);
-        }
+    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) -> Result<(), DevError> {
+        let (at, lock) = self.span(frame, offset, len)?;
+        let _g = (!self.region.page_atomic()).then(|| lock.write());
+        self.region.fill(at, len, byte).map_err(region_error)
     }
 }
 

@@ -155,7 +155,7 @@ impl<D: BlockDevice> MetaIo for SessionEnv<'_, D> {
                 .await?;
             for (i, f) in frames.iter().enumerate() {
                 let off = (done + i) * PAGE_SIZE;
-                arena.read(*f, 0, &mut out[off..off + PAGE_SIZE]);
+                arena.read(*f, 0, &mut out[off..off + PAGE_SIZE])?;
             }
         }
         Ok(out)
@@ -169,7 +169,7 @@ impl<D: BlockDevice> MetaIo for SessionEnv<'_, D> {
                 .collect();
             for (i, f) in frames.iter().enumerate() {
                 let off = (done + i) * PAGE_SIZE;
-                arena.write(*f, 0, &bytes[off..off + PAGE_SIZE]);
+                arena.write(*f, 0, &bytes[off..off + PAGE_SIZE])?;
             }
             self.session
                 .run(&Command::Write {

@@ -89,6 +89,7 @@ impl<D: BlockDevice> Session<D> {
                     pos += n as u64;
                 }
                 Lookup::Busy(slot) => self.fs.cache.wait_idle(slot).await,
+                Lookup::Failed(e) => return Err(e.into()),
                 Lookup::Miss => {
                     self.counters.add(Counter::cache_misses, 1);
                     let needed = last.0 - index.0;
@@ -181,7 +182,7 @@ impl<D: BlockDevice> Session<D> {
             for &(index, slot) in pages {
                 match extents.lookup(index.0) {
                     None => {
-                        arena.fill(FrameId(slot), 0, PAGE_SIZE, 0);
+                        arena.fill(FrameId(slot), 0, PAGE_SIZE, 0)?;
                         prev = None;
                     }
                     Some((block, _)) => {

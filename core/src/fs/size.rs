@@ -106,11 +106,12 @@ impl<D: BlockDevice> Session<D> {
             },
         );
         self.drop_pages(inode, keep, u64::MAX).await;
-        if let Some(edge) = edge {
-            self.zero_held(inode, edge, in_tail, PAGE_SIZE);
-        }
+        let zeroed = match edge {
+            Some(edge) => self.zero_held(inode, edge, in_tail, PAGE_SIZE),
+            None => Ok(()),
+        };
         self.free_blocks(inode, keep, u64::MAX).await;
-        Ok(())
+        zeroed
     }
 
     /// Makes `[off, off + len)` read as zeros and frees the whole blocks in
@@ -183,13 +184,15 @@ impl<D: BlockDevice> Session<D> {
             }
             self.free_blocks(inode, full_start, full_end).await;
         }
+        let mut zeroed = Ok(());
         for (index, h) in edges {
             let page = ByteRange::new(index * PAGE_SIZE_U64, (index + 1) * PAGE_SIZE_U64);
             let from = range.start.max(page.start) - page.start;
             let to = range.end.min(page.end) - page.start;
-            self.zero_held(inode, h, from as usize, to as usize);
+            let z = self.zero_held(inode, h, from as usize, to as usize);
+            zeroed = zeroed.and(z);
         }
-        Ok(())
+        zeroed
     }
 
     /// Drops every cached page of `inode` in `[start, end)`, waiting for
@@ -277,30 +280,32 @@ impl<D: BlockDevice> Session<D> {
             .hold_page(inode, PageIndex::containing(old_size), true)
             .await?
         {
-            self.zero_held(inode, page, in_page, PAGE_SIZE);
+            self.zero_held(inode, page, in_page, PAGE_SIZE)?;
         }
         Ok(())
     }
 
-    /// Zeroes `[from, to)` of a held page, dirties and releases it.
-    fn zero_held(&self, inode: &Inode, page: HeldPage, from: usize, to: usize) {
+    /// Zeroes `[from, to)` of a held page, dirties and releases it (or
+    /// releases it unchanged if the frame refuses the fill).
+    fn zero_held(&self, inode: &Inode, page: HeldPage, from: usize, to: usize) -> Result<()> {
         let cache = &self.fs.cache;
-        let slot_of = |p: &HeldPage| match *p {
+        let slot = match page {
             HeldPage::Pinned(s) | HeldPage::Filling(_, s) => s,
         };
+        if let Err(e) = self.fs.frames().fill(FrameId(slot), from, to - from, 0) {
+            self.release_held(inode, page);
+            return Err(e.into());
+        }
         let dirtied = match page {
-            HeldPage::Pinned(slot) => {
-                self.fs.frames().fill(FrameId(slot), from, to - from, 0);
-                cache.unpin(slot, true)
-            }
+            HeldPage::Pinned(slot) => cache.unpin(slot, true),
             HeldPage::Filling(index, slot) => {
-                self.fs.frames().fill(FrameId(slot), from, to - from, 0);
                 cache.finish_fill(&inode.pages, index, slot, true, true)
             }
         };
         if dirtied {
-            inode.dirty_inc(cache.index_of(slot_of(&page)));
+            inode.dirty_inc(cache.index_of(slot));
         }
+        Ok(())
     }
 
     /// Releases a held page unchanged.

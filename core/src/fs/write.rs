@@ -142,7 +142,10 @@ impl<D: BlockDevice> Session<D> {
                         }
                         cache.mark_mapped(slot);
                     }
-                    arena.write(FrameId(slot), in_page, data);
+                    if let Err(e) = arena.write(FrameId(slot), in_page, data) {
+                        cache.unpin(slot, false);
+                        return Err(e.into());
+                    }
                     if cache.unpin(slot, true) {
                         inode.dirty_inc(index);
                     }
@@ -172,7 +175,11 @@ impl<D: BlockDevice> Session<D> {
                         return Err(e);
                     }
                     cache.mark_mapped(slot);
-                    arena.write(FrameId(slot), in_page, data);
+                    if let Err(e) = arena.write(FrameId(slot), in_page, data) {
+                        // The block stays mapped; the page, never written, goes.
+                        cache.finish_fill(&inode.pages, index, slot, false, false);
+                        return Err(e.into());
+                    }
                     cache.finish_fill(&inode.pages, index, slot, true, true);
                     inode.dirty_inc(index);
                     return Ok(());
