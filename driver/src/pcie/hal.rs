@@ -158,20 +158,6 @@ pub trait DmaAllocator: Send + Sync {
     fn alloc(&self, len: usize) -> Result<Self::Region, DmaError>;
 }
 
-/// The caller's clock, used only by the blocking admin sequences
-/// (bring-up, reset, queue creation) to bound their waits. The I/O path
-/// never reads it: `poll` takes the time as an argument.
-pub trait Clock: Send + Sync {
-    /// Monotonic time now.
-    fn now(&self) -> Nanos;
-}
-
-impl<F: Fn() -> Nanos + Send + Sync> Clock for F {
-    fn now(&self) -> Nanos {
-        self()
-    }
-}
-
 /// Fakes of both hardware traits for unit tests of the layers above.
 #[cfg(test)]
 pub(crate) mod fake {
