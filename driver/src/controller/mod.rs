@@ -14,6 +14,8 @@
 mod admin;
 mod config;
 mod reset;
+#[cfg(test)]
+mod tests;
 
 use alloc::boxed::Box;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

@@ -18,6 +18,8 @@
 mod issue;
 mod recovery;
 mod requests;
+#[cfg(test)]
+mod tests;
 
 use alloc::collections::VecDeque;
 

@@ -231,3 +231,6 @@ pub trait Transport: Send + Sync + 'static {
     /// first step does not stop the second.
     fn disconnect_qpair(&self, qid: u16, admin: &mut dyn AdminCommands) -> Result<(), DriverError>;
 }
+
+#[cfg(test)]
+pub(crate) mod fake;
