@@ -1,10 +1,11 @@
-//! The two hardware boundaries the driver is generic over: controller
-//! registers (BAR0) and DMA-capable memory.
+//! The two hardware boundaries the PCIe transport is generic over:
+//! controller registers (BAR0) and DMA-capable memory.
 //!
 //! Real hardware implements them with an mmap'd BAR and IOMMU-mapped memory;
-//! the emulated controller implements them over plain memory. Every queue,
-//! command and controller routine in this crate goes through these traits,
-//! so the same code runs on both, and a test can stand a fake beside either.
+//! the emulated controller implements them over plain memory. The PCIe
+//! rings, PRP lists and frames go through these traits, so the same code
+//! runs on both, and a test can stand a fake beside either. Nothing above
+//! the transport seam sees them.
 
 use alloc::sync::Arc;
 
