@@ -11,7 +11,7 @@ use common::*;
 use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena};
 use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 use pollfs_driver::emu::EmuConfig;
-use pollfs_driver::{DriverConfig, NvmeDevice};
+use pollfs_driver::{DriverConfig, NvmeDevice, PcieTransport};
 
 #[test]
 fn emulated_device_reports_identify_geometry() {
@@ -409,8 +409,7 @@ fn file_backed_namespace_outlives_the_controller() {
         let mem = EmuMemory::new();
         let ctrl = EmuController::with_file(emu, mem.clone(), open()).unwrap();
         let dev = NvmeDevice::new(
-            ctrl.clone(),
-            mem,
+            PcieTransport::new(ctrl.clone(), mem),
             ticking_clock(),
             DriverConfig::default(),
             16,
