@@ -48,5 +48,5 @@ pub mod sync;
 pub mod units;
 
 pub use error::{Error, Result};
-pub use fs::{Config, File, Fs, InvariantError, Session, MAX_FILE_SIZE, MAX_NAME_LEN};
+pub use fs::{Config, File, Fs, InvariantError, Metadata, Session, MAX_FILE_SIZE, MAX_NAME_LEN};
 pub use stats::Stats;

@@ -83,7 +83,6 @@ fn run_workload(ops: &[Op]) -> Run {
     ram.read_raw(0, &mut base);
     let dev = RecordingDevice::new(ram);
     let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
-    let s = fs.session().unwrap();
     let mut files: Vec<ModelFile> = Vec::new();
     let mut syncs = Vec::new();
     let mut touched: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -107,7 +106,7 @@ fn run_workload(ops: &[Op]) -> Run {
                 };
                 // A full device refuses a create: that is an answer, not
                 // a failure.
-                match s.create(&name) {
+                match fs.create(&name) {
                     Ok(_) => {}
                     Err(pollfs_core::Error::Space(_)) => {
                         refused += 1;
@@ -153,7 +152,7 @@ fn run_workload(ops: &[Op]) -> Run {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
                 };
-                let h = s.open(&f.name).unwrap();
+                let h = fs.open(&f.name).unwrap();
                 let mut off = f.data.len() as u64;
                 loop {
                     let data = pattern(op_no, off, 64 * 1024);
@@ -174,7 +173,7 @@ fn run_workload(ops: &[Op]) -> Run {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
                 };
-                let h = s.open(&f.name).unwrap();
+                let h = fs.open(&f.name).unwrap();
                 for i in 0..*n {
                     let off = (first + 2 * i) * 4096;
                     let data = pattern(op_no + i, off, 4096);
@@ -201,7 +200,7 @@ fn run_workload(ops: &[Op]) -> Run {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
                 };
-                let h = s.open(&f.name).unwrap();
+                let h = fs.open(&f.name).unwrap();
                 let data = pattern(op_no, *off, *len);
                 // On a full device a write may stop short: model what it
                 // wrote.
@@ -220,7 +219,7 @@ fn run_workload(ops: &[Op]) -> Run {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
                 };
-                s.open(&f.name).unwrap().set_len(*len).unwrap();
+                fs.open(&f.name).unwrap().set_len(*len).unwrap();
                 f.data.resize(*len as usize, 0);
                 touched.entry(*id).or_default().push(start);
             }
@@ -228,7 +227,7 @@ fn run_workload(ops: &[Op]) -> Run {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
                 };
-                s.open(&f.name).unwrap().punch_hole(*off, *len).unwrap();
+                fs.open(&f.name).unwrap().punch_hole(*off, *len).unwrap();
                 let size = f.data.len() as u64;
                 let (a, b) = ((*off).min(size), (off + len).min(size));
                 f.data[a as usize..b as usize].fill(0);
@@ -274,7 +273,7 @@ fn run_workload(ops: &[Op]) -> Run {
                 let Some(f) = files.get(*id).filter(|f| f.live) else {
                     continue;
                 };
-                let h = s.open(&f.name).unwrap();
+                let h = fs.open(&f.name).unwrap();
                 if matches!(op, Op::SyncAll(_)) {
                     h.sync_all().unwrap()
                 } else {
@@ -426,10 +425,9 @@ fn read_state(dev: &RamDevice, ctx: &str) -> BTreeMap<String, Vec<u8>> {
         .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
     fs.check_invariants()
         .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
-    let s = fs.session().unwrap();
     let mut out = BTreeMap::new();
     for name in fs.list() {
-        let f = s.open(&name).unwrap();
+        let f = fs.open(&name).unwrap();
         let mut buf = vec![0u8; f.len() as usize];
         let n = f.read_at(&mut buf, 0).unwrap();
         assert_eq!(n, buf.len(), "{ctx}: short read of {name}");
@@ -449,7 +447,6 @@ fn keeps_working(image: &[u8], state: &BTreeMap<String, Vec<u8>>, ctx: &str) {
     let mut expect = state.clone();
     {
         let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
-        let s = fs.session().unwrap();
         // The largest file goes first, so a full device has room for the
         // writes below once its blocks are free (which needs a commit the
         // engine starts by itself).
@@ -462,7 +459,7 @@ fn keeps_working(image: &[u8], state: &BTreeMap<String, Vec<u8>>, ctx: &str) {
             expect.remove(&name);
         }
         for (name, bytes) in expect.iter_mut() {
-            let f = s.open(name).unwrap();
+            let f = fs.open(name).unwrap();
             let old = bytes.len() as u64;
             let grown = old + 3 * 4096 + 123;
             f.set_len(grown).unwrap();

@@ -24,10 +24,10 @@ fn synced_files_survive_a_remount() {
     let dev = device();
     let fs = Fs::format(dev.clone(), config(64), 42).unwrap();
     let s = fs.session().unwrap();
-    let a = s.create("a").unwrap();
+    let a = fs.create("a").unwrap();
     a.write_all_at(&pattern(1, 0, 300_000), 0).unwrap();
     a.sync_all().unwrap();
-    let b = s.create("b").unwrap();
+    let b = fs.create("b").unwrap();
     b.write_all_at(&pattern(2, 0, 5000), 0).unwrap();
     b.sync_data().unwrap();
     fs.rename("b", "c").unwrap();
@@ -39,13 +39,12 @@ fn synced_files_survive_a_remount() {
 
     let fs = mount(&dev);
     assert_eq!(fs.list(), ["a", "c"]);
-    let s = fs.session().unwrap();
-    let a = s.open("a").unwrap();
+    let a = fs.open("a").unwrap();
     assert_eq!(a.len(), 100_000);
     let mut buf = vec![0; 100_000];
     a.read_at(&mut buf, 0).unwrap();
     assert_eq!(buf, pattern(1, 0, 100_000));
-    let c = s.open("c").unwrap();
+    let c = fs.open("c").unwrap();
     let mut buf = vec![0; 5000];
     c.read_at(&mut buf, 0).unwrap();
     assert_eq!(buf, pattern(2, 0, 5000));
@@ -65,7 +64,7 @@ fn many_syncs_fill_the_log_and_checkpoint() {
     let dev = device();
     let fs = Fs::format(dev.clone(), config(64), 7).unwrap();
     let s = fs.session().unwrap();
-    let f = s.create("log").unwrap();
+    let f = fs.create("log").unwrap();
     // Each append + sync is one log write; enough of them wrap the log
     // several times, forcing checkpoints.
     for i in 0..3000u64 {
@@ -76,8 +75,7 @@ fn many_syncs_fill_the_log_and_checkpoint() {
     drop(s);
     drop(fs);
     let fs = mount(&dev);
-    let s = fs.session().unwrap();
-    let f = s.open("log").unwrap();
+    let f = fs.open("log").unwrap();
     assert_eq!(f.len(), 300_000);
     let mut buf = vec![0; 100];
     f.read_at(&mut buf, 2999 * 100).unwrap();
@@ -88,8 +86,7 @@ fn many_syncs_fill_the_log_and_checkpoint() {
 fn sync_costs_match_the_fast_fsync_design() {
     let dev = device();
     let fs = Fs::format(dev.clone(), config(64), 9).unwrap();
-    let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     f.write_all_at(&pattern(1, 0, 64 * 1024), 0).unwrap();
     f.sync_data().unwrap();
     // Overwrite inside EOF: data writes and one flush, no log write.
@@ -110,9 +107,8 @@ fn sync_costs_match_the_fast_fsync_design() {
 fn eight_concurrent_syncs_share_flushes() {
     let dev = RamDevice::new(32 << 20, 4096, 200).unwrap();
     let fs = Fs::format(dev.clone(), config(150), 11).unwrap();
-    let s = fs.session().unwrap();
     let files: Vec<_> = (0..8)
-        .map(|i| s.create(&format!("f{i}")).unwrap())
+        .map(|i| fs.create(&format!("f{i}")).unwrap())
         .collect();
     for (i, f) in files.iter().enumerate() {
         f.write_all_at(&pattern(i as u64, 0, 4096), 0).unwrap();
@@ -190,8 +186,7 @@ fn readme_example_runs() -> Result<(), pollfs_core::Error> {
 
     let dev = NvmeDevice::emulated(64 << 20, 4096, 1024)?;
     let fs = Fs::format(dev, hosted::config(), 0x1234)?;
-    let s = fs.session()?;
-    let f = s.create("db")?;
+    let f = fs.create("db")?;
     f.write_all_at(b"hello", 0)?;
     f.sync_data()?;
     let mut buf = [0u8; 5];
@@ -208,7 +203,7 @@ fn failed_log_writes_and_flushes_are_reported_and_retried() {
     let plan = FaultPlan::new();
     let fs = Fs::format(FaultyDevice::new(ram.clone(), plan.clone()), config(64), 3).unwrap();
     let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     f.write_all_at(&pattern(1, 0, 10_000), 0).unwrap();
     // The flush before the log write fails: this sync and the next report
     // it; nothing is lost.
@@ -226,8 +221,7 @@ fn failed_log_writes_and_flushes_are_reported_and_retried() {
     drop(s);
     drop(fs);
     let fs = mount(&ram);
-    let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     assert_eq!(f.len(), 15_000);
     let mut buf = vec![0; 15_000];
     f.read_at(&mut buf, 0).unwrap();
@@ -252,8 +246,7 @@ fn repair_keeps_what_precedes_a_hole_in_the_log() {
     let dev = device();
     {
         let fs = Fs::format(dev.clone(), config(64), 9).unwrap();
-        let s = fs.session().unwrap();
-        let f = s.create("f").unwrap();
+        let f = fs.create("f").unwrap();
         for i in 0..6u64 {
             f.write_all_at(&pattern(i, i * 3000, 3000), i * 3000)
                 .unwrap();
@@ -286,7 +279,7 @@ fn repair_keeps_what_precedes_a_hole_in_the_log() {
     assert!(r.after.problems.is_empty(), "{:?}", r.after.problems);
     let fs = mount(&dev);
     let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     assert_eq!(f.len(), 9000, "the three syncs before the damaged write");
     let mut buf = vec![0; 9000];
     f.read_at(&mut buf, 0).unwrap();
@@ -301,7 +294,7 @@ fn repair_keeps_what_precedes_a_hole_in_the_log() {
     drop(s);
     fs.unmount().unwrap();
     let fs = mount(&dev);
-    assert_eq!(fs.session().unwrap().open("f").unwrap().len(), 14_000);
+    assert_eq!(fs.open("f").unwrap().len(), 14_000);
     let report = pollfs_core::persist::check(&dev, clock, std::thread::yield_now).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
@@ -315,10 +308,9 @@ fn repair_drops_extents_past_eof_and_blocks_owned_twice() {
     let dev = device();
     let (a, b) = {
         let fs = Fs::format(dev.clone(), config(64), 10).unwrap();
-        let s = fs.session().unwrap();
-        let a = s.create("a").unwrap();
+        let a = fs.create("a").unwrap();
         a.write_all_at(&pattern(1, 0, 8192), 0).unwrap();
-        let b = s.create("b").unwrap();
+        let b = fs.create("b").unwrap();
         b.write_all_at(&pattern(2, 0, 8192), 0).unwrap();
         fs.sync().unwrap();
         (a.ino(), b.ino())
@@ -341,9 +333,8 @@ fn repair_drops_extents_past_eof_and_blocks_owned_twice() {
     };
     let fs = mount(&dev);
     let (a_ext, b_ext): (Vec<_>, Vec<_>) = {
-        let s = fs.session().unwrap();
         let blocks = |name: &str| {
-            let f = s.open(name).unwrap();
+            let f = fs.open(name).unwrap();
             let mut v = Vec::new();
             // The extents are not public: find them by looking for each
             // page's bytes on the device.
@@ -383,9 +374,8 @@ fn repair_drops_extents_past_eof_and_blocks_owned_twice() {
     assert!(r.after.problems.is_empty(), "{:?}", r.after.problems);
     let fs = mount(&dev);
     fs.check_invariants().unwrap();
-    let s = fs.session().unwrap();
     let mut buf = vec![0; 8192];
-    s.open("a").unwrap().read_at(&mut buf, 0).unwrap();
+    fs.open("a").unwrap().read_at(&mut buf, 0).unwrap();
     assert_eq!(buf, pattern(1, 0, 8192), "a keeps its blocks");
 }
 
@@ -400,7 +390,7 @@ fn fs_sync_and_unmount_cover_everything() {
         let fs = Fs::format(dev.clone(), config(64), 11).unwrap();
         let s = fs.session().unwrap();
         for name in ["a", "b", "c"] {
-            s.create(name)
+            fs.create(name)
                 .unwrap()
                 .write_all_at(name.as_bytes(), 0)
                 .unwrap();
@@ -415,12 +405,7 @@ fn fs_sync_and_unmount_cover_everything() {
     let fs = mount(&dev);
     assert_eq!(fs.list(), ["c", "d"]);
     let mut buf = [0u8; 1];
-    fs.session()
-        .unwrap()
-        .open("d")
-        .unwrap()
-        .read_at(&mut buf, 0)
-        .unwrap();
+    fs.open("d").unwrap().read_at(&mut buf, 0).unwrap();
     assert_eq!(&buf, b"b");
     fs.rename("c", "e").unwrap();
     fs.unmount().unwrap();

@@ -224,6 +224,8 @@ impl core::fmt::Display for DevError {
     }
 }
 
+impl core::error::Error for DevError {}
+
 /// DMA-capable page frames owned by a device.
 ///
 /// The page cache copies user data in and out through these methods; the

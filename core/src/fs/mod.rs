@@ -14,6 +14,9 @@ mod commit;
 mod file;
 pub(crate) mod inode;
 mod io;
+#[cfg(feature = "std")]
+mod lend;
+mod ops;
 mod read;
 mod size;
 mod sync_data;
@@ -26,7 +29,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 pub use check::InvariantError;
-pub use file::File;
+pub use file::{File, Metadata};
 use inode::Inode;
 pub use io::Session;
 
@@ -62,10 +65,21 @@ pub struct Config {
     /// Called while an operation waits (for a lock, a page or the device):
     /// a spin hint by default; hosted users may yield the thread.
     pub idle: fn(),
+    /// Called when a future waits for a device completion under an executor
+    /// other than the synchronous methods' loop, with the task's waker and
+    /// how many times this wait has been polled: it must wake the waker
+    /// when the device queue is worth polling again. The default wakes it
+    /// at once (busy polling); `hosted::config` spins briefly, then wakes
+    /// it from a timer with growing delays.
+    pub park: fn(&core::task::Waker, u32),
 }
 
 fn no_clock() -> Nanos {
     Nanos(0)
+}
+
+fn wake_now(waker: &core::task::Waker, _polls: u32) {
+    waker.wake_by_ref();
 }
 
 impl Default for Config {
@@ -77,12 +91,24 @@ impl Default for Config {
             file_lock: false,
             clock: no_clock,
             idle: core::hint::spin_loop,
+            park: wake_now,
         }
     }
 }
 
+/// Numbers mounted filesystems, so lent sessions know whose they are.
+static NEXT_FS_ID: AtomicU64 = AtomicU64::new(1);
+
 /// State shared by every session of one mounted filesystem.
 pub(crate) struct Shared<D: BlockDevice> {
+    /// This mount's number.
+    pub(crate) id: u64,
+    /// Every handle on the mount is gone: lent sessions are dropped.
+    pub(crate) closed: core::sync::atomic::AtomicBool,
+    /// Sessions given back by operations that ended on a thread that
+    /// already had one (hosted builds).
+    #[cfg(feature = "std")]
+    pub(crate) pool: Mutex<Vec<Session<D>>>,
     pub(crate) dev: D,
     pub(crate) geometry: Geometry,
     pub(crate) config: Config,
@@ -213,6 +239,13 @@ impl<D: BlockDevice> Shared<D> {
         }
     }
 
+    /// Adds a new session's counters; returns a number for the session.
+    pub(crate) fn register_counters(&self, counters: &Arc<Counters>) -> usize {
+        let mut all = self.counters.lock();
+        all.0.push(counters.clone());
+        all.0.len()
+    }
+
     /// Folds a closing session's counters into the closed sessions' sum,
     /// so that opening sessions over and over does not grow a list.
     pub(crate) fn retire_counters(&self, counters: &Arc<Counters>) {
@@ -293,17 +326,39 @@ impl<D: BlockDevice> Shared<D> {
     }
 }
 
-/// A mounted filesystem. Cheap to clone; share it between threads and give
-/// each thread its own [`Session`].
+/// A mounted filesystem. Cheap to clone and `Send + Sync`: share it between
+/// threads. It holds the namespace operations (create, open, remove,
+/// rename, list); files are [`File`] handles.
 #[derive(Debug)]
 pub struct Fs<D: BlockDevice> {
-    shared: Arc<Shared<D>>,
+    pub(crate) shared: Arc<Shared<D>>,
+    /// Shared by every `Fs` and `File` of this mount: when the last goes,
+    /// sessions kept for lending are dropped.
+    _handles: Arc<Handles<D>>,
 }
 
 impl<D: BlockDevice> Clone for Fs<D> {
     fn clone(&self) -> Self {
         Fs {
             shared: self.shared.clone(),
+            _handles: self._handles.clone(),
+        }
+    }
+}
+
+/// The user's handles on a mount, counted.
+#[derive(Debug)]
+struct Handles<D: BlockDevice>(Arc<Shared<D>>);
+
+impl<D: BlockDevice> Drop for Handles<D> {
+    fn drop(&mut self) {
+        self.0.closed.store(true, Ordering::Release);
+        #[cfg(feature = "std")]
+        {
+            // Pooled sessions hold the mount: let them go.
+            let pooled = core::mem::take(&mut *self.0.pool.lock());
+            drop(pooled);
+            lend::forget(self.0.id);
         }
     }
 }
@@ -400,23 +455,29 @@ impl<D: BlockDevice> Fs<D> {
             0 => cache_pages / 2,
             n => n.min(cache_pages.saturating_sub(2)).max(1),
         };
+        let shared = Arc::new(Shared {
+            id: NEXT_FS_ID.fetch_add(1, Ordering::Relaxed),
+            closed: core::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "std")]
+            pool: Mutex::new(Vec::new()),
+            dev,
+            geometry,
+            config,
+            dirty_limit: u64::from(dirty_limit),
+            cache: PageCache::new(cache_pages),
+            space: Mutex::new(Allocator::new(BlockNo(data.0), BlockNo(data.1))),
+            names: RwLock::new(BTreeMap::new()),
+            inodes: RwLock::new(BTreeMap::new()),
+            next_ino: AtomicU64::new(1),
+            counters: Mutex::new((Vec::new(), Stats::default())),
+            sink,
+            journal,
+            meta_frames,
+            meta_bytes: AtomicU64::new(0),
+        });
         Ok(Fs {
-            shared: Arc::new(Shared {
-                dev,
-                geometry,
-                config,
-                dirty_limit: u64::from(dirty_limit),
-                cache: PageCache::new(cache_pages),
-                space: Mutex::new(Allocator::new(BlockNo(data.0), BlockNo(data.1))),
-                names: RwLock::new(BTreeMap::new()),
-                inodes: RwLock::new(BTreeMap::new()),
-                next_ino: AtomicU64::new(1),
-                counters: Mutex::new((Vec::new(), Stats::default())),
-                sink,
-                journal,
-                meta_frames,
-                meta_bytes: AtomicU64::new(0),
-            }),
+            _handles: Arc::new(Handles(shared.clone())),
+            shared,
         })
     }
 
@@ -486,15 +547,35 @@ impl<D: BlockDevice> Fs<D> {
         Ok(fs)
     }
 
-    /// A new session with its own device queue. Use one per thread.
+    /// A new session with its own device queue, for running operations in
+    /// explicitly (`session.read_at(&file, ..)`). Use one per thread.
     pub fn session(&self) -> Result<Session<D>> {
-        let counters = Arc::new(Counters::default());
-        let id = {
-            let mut all = self.shared.counters.lock();
-            all.0.push(counters.clone());
-            all.0.len()
-        };
-        Session::new(self.shared.clone(), counters, id)
+        Session::open(self.shared.clone())
+    }
+
+    /// Creates `name`, which must not exist, and opens it.
+    pub fn create(&self, name: &str) -> Result<File<D>> {
+        let inode = self.create_inode(name)?;
+        Ok(File::new(self.clone(), inode))
+    }
+
+    /// Opens the existing file `name`.
+    pub fn open(&self, name: &str) -> Result<File<D>> {
+        let inode = self.open_inode(name)?;
+        Ok(File::new(self.clone(), inode))
+    }
+
+    /// Opens `name`, creating it if it does not exist.
+    pub fn open_or_create(&self, name: &str) -> Result<File<D>> {
+        match self.open(name) {
+            Err(Error::Namespace(NamespaceError::NotFound)) => self.create(name),
+            other => other,
+        }
+    }
+
+    /// True if a file is named `name`.
+    pub fn exists(&self, name: &str) -> bool {
+        self.shared.names.read().contains_key(name)
     }
 
     /// The device's geometry.

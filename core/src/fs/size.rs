@@ -47,7 +47,7 @@ enum HeldPage {
 
 impl<D: BlockDevice> Session<D> {
     /// Truncates or extends the file to `new` bytes.
-    pub(crate) async fn set_len(&self, inode: &Inode, new: u64) -> Result<()> {
+    pub(crate) async fn resize_inode(&self, inode: &Inode, new: u64) -> Result<()> {
         if new > MAX_FILE_SIZE {
             return Err(RangeError::TooLarge.into());
         }
@@ -116,7 +116,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Makes `[off, off + len)` read as zeros and frees the whole blocks in
     /// it. The size does not change; the part past EOF is ignored.
-    pub(crate) async fn punch_hole(&self, inode: &Inode, off: u64, len: u64) -> Result<()> {
+    pub(crate) async fn punch_inode(&self, inode: &Inode, off: u64, len: u64) -> Result<()> {
         let range = ByteRange::at(off, len).ok_or(RangeError::Overflow)?;
         if range.end > MAX_FILE_SIZE {
             return Err(RangeError::TooLarge.into());

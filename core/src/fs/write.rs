@@ -20,7 +20,7 @@ impl<D: BlockDevice> Session<D> {
     /// is full while blocks freed by remove, truncate or punch-hole wait
     /// for a commit, commits (as [`Session::sync_all_files`]) and tries
     /// again: freed space is reusable without the caller syncing.
-    pub(crate) async fn write(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
+    pub(crate) async fn write_inode(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
         match self.write_once(inode, buf, off).await {
             Err(Error::Space(SpaceError::DeviceFull)) if self.fs.frees_held() => {
                 self.sync_all_files_async().await?;
