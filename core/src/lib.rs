@@ -48,5 +48,7 @@ pub mod sync;
 pub mod units;
 
 pub use error::{Error, Result};
+#[cfg(feature = "std")]
+pub use fs::FileCursor;
 pub use fs::{Config, File, Fs, InvariantError, Metadata, Session, MAX_FILE_SIZE, MAX_NAME_LEN};
 pub use stats::Stats;

@@ -57,6 +57,8 @@ pub enum DriverError {
     Dead,
 }
 
+impl core::error::Error for DriverError {}
+
 impl fmt::Display for DriverError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -24,6 +24,21 @@ pub enum ProtocolError {
     Unreadable,
 }
 
+impl core::fmt::Display for ProtocolError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            ProtocolError::UnknownCid(c) => {
+                write!(f, "completion for command id {c}, which is not in flight")
+            }
+            ProtocolError::BadSqHead(h) => write!(f, "completion with an impossible SQ head {h}"),
+            ProtocolError::WrongSqId(q) => write!(f, "completion from submission queue {q}"),
+            ProtocolError::Unreadable => write!(f, "completion queue memory could not be read"),
+        }
+    }
+}
+
+impl core::error::Error for ProtocolError {}
+
 /// Free command ids of one queue. Ids are `0..capacity`; a completion
 /// carrying an id that is not currently allocated is caught here.
 #[derive(Debug)]

@@ -11,6 +11,8 @@
 
 mod check;
 mod commit;
+#[cfg(feature = "std")]
+mod cursor;
 mod file;
 pub(crate) mod inode;
 mod io;
@@ -29,6 +31,8 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 pub use check::InvariantError;
+#[cfg(feature = "std")]
+pub use cursor::FileCursor;
 pub use file::{File, Metadata};
 use inode::Inode;
 pub use io::Session;
@@ -638,13 +642,58 @@ impl<D: BlockDevice> Fs<D> {
         Ok(())
     }
 
+    /// Every file name with its inode number, sorted by name.
+    pub fn entries(&self) -> Vec<(String, u64)> {
+        self.shared
+            .names
+            .read()
+            .iter()
+            .map(|(n, i)| (n.clone(), i.0))
+            .collect()
+    }
+
+    /// The inode number of `name`.
+    pub fn lookup(&self, name: &str) -> Result<u64> {
+        check_name(name)?;
+        self.shared
+            .names
+            .read()
+            .get(name)
+            .map(|i| i.0)
+            .ok_or(NamespaceError::NotFound.into())
+    }
+
+    /// Opens the file with inode number `ino`, named or not (an unlinked
+    /// file still open elsewhere can be opened again by number).
+    pub fn open_ino(&self, ino: u64) -> Result<File<D>> {
+        let inode = self
+            .shared
+            .inode(InodeId(ino))
+            .filter(|i| i.try_open())
+            .ok_or(NamespaceError::NotFound)?;
+        Ok(File::new(self.clone(), inode))
+    }
+
     /// Renames `from` to `to` atomically, replacing any file named `to`.
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.rename_inner(from, to, true)
+    }
+
+    /// Renames `from` to `to` atomically, failing with
+    /// [`NamespaceError::Exists`] if `to` exists (`RENAME_NOREPLACE`).
+    pub fn rename_noreplace(&self, from: &str, to: &str) -> Result<()> {
+        self.rename_inner(from, to, false)
+    }
+
+    fn rename_inner(&self, from: &str, to: &str, replace: bool) -> Result<()> {
         check_name(from)?;
         check_name(to)?;
         let replaced = {
             let mut names = self.shared.names.write();
             let ino = *names.get(from).ok_or(NamespaceError::NotFound)?;
+            if !replace && names.contains_key(to) {
+                return Err(NamespaceError::Exists.into());
+            }
             if from == to {
                 return Ok(());
             }

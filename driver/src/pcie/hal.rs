@@ -81,6 +81,8 @@ pub enum DmaError {
     NoMemory,
 }
 
+impl core::error::Error for DmaError {}
+
 impl core::fmt::Display for DmaError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {

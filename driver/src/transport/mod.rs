@@ -116,6 +116,19 @@ pub enum QpairError {
     Broken,
 }
 
+impl core::fmt::Display for QpairError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            QpairError::Full => write!(f, "the submission queue is full"),
+            QpairError::BadPayload => write!(f, "the command's data cannot be described"),
+            QpairError::BadCid => write!(f, "command id out of range or never submitted"),
+            QpairError::Broken => write!(f, "the queue's transport failed"),
+        }
+    }
+}
+
+impl core::error::Error for QpairError {}
+
 /// Runs admin commands synchronously for a transport that needs them to
 /// manage queues or properties (PCIe's Create I/O SQ, a fabric's Property
 /// Get). The controller implements it over its admin queue; a timeout or

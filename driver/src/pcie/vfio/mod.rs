@@ -63,6 +63,8 @@ pub enum VfioError {
     Driver(DriverError),
 }
 
+impl std::error::Error for VfioError {}
+
 impl fmt::Display for VfioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
