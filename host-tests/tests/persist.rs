@@ -178,23 +178,6 @@ fn damaged_images_give_clear_errors() {
     assert!(dev.geometry().capacity > 0);
 }
 
-/// The README's example, as written there.
-#[test]
-fn readme_example_runs() -> Result<(), pollfs_core::Error> {
-    use pollfs_core::{hosted, Fs};
-    use pollfs_driver::NvmeDevice;
-
-    let dev = NvmeDevice::emulated(64 << 20, 4096, 1024)?;
-    let fs = Fs::format(dev, hosted::config(), 0x1234)?;
-    let f = fs.create("db")?;
-    f.write_all_at(b"hello", 0)?;
-    f.sync_data()?;
-    let mut buf = [0u8; 5];
-    f.read_at(&mut buf, 0)?;
-    assert_eq!(&buf, b"hello");
-    Ok(())
-}
-
 #[test]
 fn failed_log_writes_and_flushes_are_reported_and_retried() {
     use pollfs_core::dev::fault::{FaultPlan, FaultyDevice};
