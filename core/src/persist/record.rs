@@ -991,3 +991,264 @@ impl Shadow {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(fb: u64, dev: u64, len: u64) -> Extent {
+        Extent {
+            file_block: fb,
+            dev: BlockNo(dev),
+            len,
+        }
+    }
+
+    fn inode(kind: Kind) -> InodeMeta {
+        InodeMeta::new(kind, 0o644, 1000, 100, 5)
+    }
+
+    fn link(parent: u64, name: &str, ino: u64) -> Record {
+        Record::Link {
+            parent,
+            name: name.into(),
+            ino,
+        }
+    }
+
+    fn rename(from: u64, f: &str, to: u64, t: &str, exchange: bool) -> Record {
+        Record::Rename {
+            from,
+            from_name: f.into(),
+            to,
+            to_name: t.into(),
+            exchange,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_garbage_is_refused() {
+        let mut file = inode(Kind::File);
+        file.size = 8192;
+        file.extents = alloc::vec![ext(0, 100, 2)];
+        let mut sym = inode(Kind::Symlink);
+        sym.target = "../target".into();
+        sym.size = 9;
+        let recs = alloc::vec![
+            Record::Inode { ino: 2, meta: file },
+            Record::Inode { ino: 3, meta: sym },
+            Record::Inode {
+                ino: 4,
+                meta: inode(Kind::Dir)
+            },
+            link(1, "a", 2),
+            Record::Unlink {
+                parent: 1,
+                name: "a".into()
+            },
+            rename(1, "a", 4, "b", true),
+            Record::Free { ino: 2 },
+            Record::ImageEnd,
+        ];
+        let bytes = Record::encode_all(&recs);
+        assert_eq!(Record::decode_all(&bytes).unwrap(), recs);
+        assert!(Record::decode_all(&[9]).is_err());
+        assert!(Record::decode_all(&[TAG_INODE, 1, 0, 0, 0, 0, 0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn values_at_and_past_their_limits() {
+        let ok = |ino: u64, m: InodeMeta| {
+            Record::decode_all(&Record::encode_all(&[Record::Inode { ino, meta: m }])).is_ok()
+        };
+        let file = |size, extents| {
+            let mut m = inode(Kind::File);
+            m.size = size;
+            m.extents = extents;
+            m
+        };
+        assert!(ok(MAX_INODE, file(MAX_FILE_SIZE, alloc::vec![])));
+        assert!(!ok(MAX_INODE + 1, file(0, alloc::vec![])));
+        assert!(!ok(0, file(0, alloc::vec![])));
+        assert!(!ok(u64::MAX, file(0, alloc::vec![])));
+        assert!(!ok(1, file(MAX_FILE_SIZE + 1, alloc::vec![])));
+        assert!(ok(1, file(0, alloc::vec![ext(MAX_FILE_PAGES - 1, 9, 1)])));
+        assert!(!ok(1, file(0, alloc::vec![ext(MAX_FILE_PAGES - 1, 9, 2)])));
+        assert!(!ok(1, file(0, alloc::vec![ext(0, 9, u64::MAX)])));
+        assert!(!ok(1, file(0, alloc::vec![ext(0, u64::MAX, 2)])));
+        assert!(!ok(1, file(0, alloc::vec![ext(0, 9, 0)])));
+        assert!(!ok(1, file(0, alloc::vec![ext(4, 9, 2), ext(5, 20, 1)])));
+        let mut bad_perm = file(0, alloc::vec![]);
+        bad_perm.perm = 0o10000;
+        assert!(!ok(1, bad_perm));
+        let mut sym = inode(Kind::Symlink);
+        sym.target = "t".repeat(MAX_SYMLINK_LEN);
+        sym.size = MAX_SYMLINK_LEN as u64;
+        assert!(ok(1, sym.clone()));
+        sym.size = 1;
+        assert!(!ok(1, sym));
+        let mut dir = inode(Kind::Dir);
+        dir.size = 1;
+        assert!(!ok(1, dir));
+        let named = |name: &str| {
+            let mut e = Enc::default();
+            e.u8(TAG_LINK);
+            e.u64(1);
+            e.u64(2);
+            put_name(&mut e, name);
+            Record::decode_all(&e.0).is_ok()
+        };
+        assert!(named(&"n".repeat(MAX_NAME_LEN)));
+        assert!(!named(&"n".repeat(MAX_NAME_LEN + 1)));
+        assert!(!named("a/b"));
+        assert!(!named(".."));
+        assert!(!named(""));
+    }
+
+    /// A tree: /d (dir 2), /d/f (file 3, also linked as /g), /e (dir 4).
+    fn tree() -> Shadow {
+        let mut s = Shadow::empty(0, 0, 0);
+        for r in [
+            Record::Inode {
+                ino: 2,
+                meta: inode(Kind::Dir),
+            },
+            link(ROOT_INO, "d", 2),
+            Record::Inode {
+                ino: 3,
+                meta: inode(Kind::File),
+            },
+            link(2, "f", 3),
+            link(ROOT_INO, "g", 3),
+            Record::Inode {
+                ino: 4,
+                meta: inode(Kind::Dir),
+            },
+            link(ROOT_INO, "e", 4),
+        ] {
+            s.apply(&r).unwrap();
+        }
+        s
+    }
+
+    #[test]
+    fn links_count_and_directories_know_their_parent() {
+        let mut s = tree();
+        let layout = Layout::for_blocks(100_000).unwrap();
+        assert_eq!(s.problems(&layout, &[]), []);
+        assert_eq!(s.inodes[&ROOT_INO].nlink, 4, "., two subdirectories' ..");
+        assert_eq!(s.inodes[&2].nlink, 2);
+        assert_eq!(s.inodes[&3].nlink, 2);
+        // A directory moves: its `..` and both parents' counts follow.
+        s.apply(&rename(ROOT_INO, "e", 2, "e", false)).unwrap();
+        assert_eq!(s.inodes[&4].parent, 2);
+        assert_eq!((s.inodes[&ROOT_INO].nlink, s.inodes[&2].nlink), (3, 3));
+        // Exchange swaps entries; renaming over a file unlinks it.
+        s.apply(&rename(2, "f", 2, "e", true)).unwrap();
+        assert_eq!(s.entries[&(2, "f".into())], 4);
+        s.apply(&Record::Unlink {
+            parent: ROOT_INO,
+            name: "g".into(),
+        })
+        .unwrap();
+        assert_eq!(s.inodes[&3].nlink, 1);
+        assert_eq!(s.problems(&layout, &[]), []);
+        // The image loads back to the same state.
+        let mut again = Shadow::default();
+        let mut in_image = true;
+        for r in Record::decode_all(&s.image()).unwrap() {
+            if r == Record::ImageEnd {
+                in_image = false;
+            } else {
+                assert!(in_image);
+                again.load(&r).unwrap();
+            }
+        }
+        assert_eq!(again, s);
+        assert_eq!(s.image().len() as u64, s.image_len());
+    }
+
+    #[test]
+    fn records_that_make_no_sense_are_refused() {
+        let mut s = tree();
+        assert!(s.apply(&link(ROOT_INO, "d", 3)).is_err(), "over an entry");
+        assert!(s.apply(&link(3, "x", 2)).is_err(), "into a file");
+        assert!(s
+            .apply(&Record::Unlink {
+                parent: ROOT_INO,
+                name: "nope".into()
+            })
+            .is_err());
+        assert!(s
+            .apply(&rename(ROOT_INO, "nope", ROOT_INO, "x", false))
+            .is_err());
+        assert!(s.apply(&Record::Free { ino: 3 }).is_err(), "still linked");
+        assert!(s.apply(&Record::ImageEnd).is_err());
+    }
+
+    #[test]
+    fn tree_problems_are_found() {
+        let layout = Layout::for_blocks(100_000).unwrap();
+        // A cycle: /d/e/d's parent chain never reaches the root.
+        let mut s = tree();
+        s.drop_entry(ROOT_INO, "d");
+        s.put_entry(4, String::from("d"), 2);
+        s.inodes.get_mut(&2).unwrap().parent = 4;
+        s.put_entry(2, String::from("e2"), 4);
+        let p = s.problems(&layout, &[]);
+        assert!(
+            p.iter()
+                .any(|p| matches!(p, Problem::BadDirLinks { ino: 4 })),
+            "{p:?}"
+        );
+        // A dangling entry and a wrong count.
+        let mut s = tree();
+        s.put_entry(ROOT_INO, String::from("ghost"), 99);
+        s.set_nlink(3, 7);
+        let p = s.problems(&layout, &[]);
+        assert!(p.contains(&Problem::DanglingEntry {
+            parent: ROOT_INO,
+            name: "ghost".into()
+        }));
+        assert!(p.contains(&Problem::LinkCount {
+            ino: 3,
+            recorded: 7,
+            counted: 2
+        }));
+        // An unreachable directory.
+        let mut s = tree();
+        s.drop_entry(ROOT_INO, "d");
+        s.put_entry(4, String::from("d"), 2);
+        let p = s.problems(&layout, &[]);
+        assert!(
+            p.iter()
+                .any(|p| matches!(p, Problem::BadDirLinks { ino: 2 })),
+            "{p:?}"
+        );
+        // An orphan (no link, count 0) is no problem: recovery reclaims it.
+        let mut s = tree();
+        s.apply(&Record::Inode {
+            ino: 9,
+            meta: inode(Kind::File),
+        })
+        .unwrap();
+        assert_eq!(s.problems(&layout, &[]), []);
+        assert_eq!(s.orphans(), [9]);
+    }
+
+    #[test]
+    fn blocks_owned_twice_are_reported() {
+        let mut s = tree();
+        let mut a = inode(Kind::File);
+        a.size = 8 * 4096;
+        a.extents = alloc::vec![ext(0, 5000, 8)];
+        s.apply(&Record::Inode { ino: 3, meta: a }).unwrap();
+        let layout = Layout::for_blocks(100_000).unwrap();
+        let p = s.problems(&layout, &[(5006, 1)]);
+        assert!(p.contains(&Problem::OwnedTwice {
+            block: 5006,
+            first: Owner::Inode(3),
+            second: Owner::Checkpoint
+        }));
+    }
+}
