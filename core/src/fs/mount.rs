@@ -9,6 +9,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::inode::Inode;
 use super::namespace::Tree;
+#[cfg(feature = "std")]
 use super::shared::NEXT_FS_ID;
 use super::{Config, Fs, Handles, Shared};
 use crate::cache::PageCache;
@@ -77,6 +78,7 @@ impl<D: BlockDevice> Fs<D> {
             n => n.min(cache_pages.saturating_sub(2)).max(1),
         };
         let shared = Arc::new(Shared {
+            #[cfg(feature = "std")]
             id: NEXT_FS_ID.fetch_add(1, Ordering::Relaxed),
             closed: core::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "std")]
