@@ -101,6 +101,31 @@ impl<D: BlockDevice> Session<D> {
         }
     }
 
+    /// Makes directory `dir`'s entries durable: a commit of every record
+    /// staged so far (namespace changes are staged as they are made), with
+    /// the directory's own record if its attributes changed.
+    pub async fn sync_dir_async(&self, dir: u64) -> Result<()> {
+        let inode = self
+            .fs
+            .inode(crate::units::InodeId(dir))
+            .ok_or(crate::error::NamespaceError::NotFound)?;
+        if inode.kind != crate::persist::record::Kind::Dir {
+            return Err(crate::error::NamespaceError::NotADirectory.into());
+        }
+        match &self.fs.journal {
+            Some(j) => {
+                let (_, ticket) = self.capture(&inode, j).await?;
+                j.commit(&self.meta_env(), ticket).await
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Synchronous [`Session::sync_dir_async`].
+    pub fn sync_dir(&self, dir: u64) -> Result<()> {
+        self.block_on(self.sync_dir_async(dir))
+    }
+
     /// Synchronous [`Session::sync_all_files_async`].
     pub fn sync_all_files(&self) -> Result<()> {
         self.block_on(self.sync_all_files_async())

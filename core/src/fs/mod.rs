@@ -109,7 +109,28 @@ impl<D: BlockDevice> Fs<D> {
     /// and names durable, in one commit. Uses a session of its own; a
     /// thread that has one can call [`Session::sync_all_files`] instead.
     pub fn sync(&self) -> Result<()> {
-        self.session()?.sync_all_files()
+        self.with_session(|s| s.sync_all_files())
+    }
+
+    /// Makes directory `dir`'s entries durable (`fsync` of a directory):
+    /// one commit of every namespace change made so far, and of the
+    /// directory's own attributes if they changed.
+    pub fn sync_dir(&self, dir: u64) -> Result<()> {
+        self.with_session(|s| s.sync_dir(dir))
+    }
+
+    /// Runs `f` in a session: on a hosted build the calling thread's, lent;
+    /// otherwise a new one.
+    fn with_session<R>(&self, f: impl FnOnce(&Session<D>) -> Result<R>) -> Result<R> {
+        #[cfg(feature = "std")]
+        {
+            let lent = lend::lend(&self.shared)?;
+            f(&lent)
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            f(&self.session()?)
+        }
     }
 
     /// Syncs everything (as [`Fs::sync`]) and writes a checkpoint, so the
