@@ -106,7 +106,8 @@ miri:
 # ---- redb on pollfs ----
 # redb on pollfs (emulated NVMe) against redb's file backend on tmpfs and on
 # ext4 (an image on a loop device: needs root). ARGS go to the example:
-# --commit-secs S, --bulk KEYS, --bulk-txns N, --reads N, --redb-cache BYTES.
+# --commit-secs S, --bulk KEYS, --bulk-txns N, --reads N, --redb-cache BYTES,
+# --spin (pollfs waits for the device by spinning instead of yielding).
 redb-bench *ARGS="":
     bash redb-backend/bench.sh {{ARGS}}
 

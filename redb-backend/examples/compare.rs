@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p pollfs-redb --example compare -- [--ext4 DIR] [--shm DIR]
-//!     [--commit-secs S] [--bulk KEYS] [--bulk-txns N] [--reads N] [--redb-cache BYTES]
+//!     [--commit-secs S] [--bulk KEYS] [--bulk-txns N] [--reads N] [--redb-cache BYTES] [--spin]
 //! ```
 //!
 //! Engines: `pollfs` (a pollfs filesystem on the emulated NVMe controller,
@@ -12,7 +12,8 @@
 //! `--shm`, default /dev/shm) and, with `--ext4 DIR`, `ext4` (the same on a
 //! file under DIR; `just redb-bench` mounts an ext4 image on a loop device
 //! for it). Every engine is wrapped in the same counting backend, so the
-//! table also says how many syncs and writes a commit costs.
+//! table also says how many syncs and writes a commit costs. The engines
+//! take turns in rounds, so load from elsewhere falls on all of them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io;
@@ -22,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pollfs_core::{hosted, Fs};
+use pollfs_core::{hosted, Config, Fs};
 use pollfs_driver::NvmeDevice;
 use pollfs_host_tests::rng::Rng;
 use pollfs_redb::PollfsBackend;
@@ -40,6 +41,10 @@ struct Args {
     bulk_txns: u64,
     reads: u64,
     redb_cache: usize,
+    /// pollfs waits for the device by spinning, not by yielding the
+    /// thread (`hosted::config`'s choice, which on a busy machine gives
+    /// the core away for a scheduler slice at each wait).
+    spin: bool,
 }
 
 fn args() -> Args {
@@ -51,9 +56,14 @@ fn args() -> Args {
         bulk_txns: 10,
         reads: 1_000_000,
         redb_cache: 16 << 20,
+        spin: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--spin" {
+            a.spin = true;
+            continue;
+        }
         let mut value = || it.next().unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--shm" => a.shm = value().into(),
@@ -129,21 +139,144 @@ impl<B: StorageBackend> StorageBackend for Counting<B> {
     }
 }
 
-/// One engine's results.
-struct Row {
+/// One engine: its database and what is measured on it.
+struct Engine {
     name: String,
-    commits_per_sec: f64,
-    commit_p50_us: f64,
-    commit_p99_us: f64,
-    syncs_per_commit: f64,
-    writes_per_commit: f64,
-    bulk_keys_per_sec: f64,
-    bulk_secs: f64,
-    reads_per_sec: f64,
-    backend_reads_per_get: f64,
-    db_bytes: u64,
+    db: Database,
+    calls: Arc<Calls>,
+    /// The database's size in bytes.
+    len: Box<dyn Fn() -> u64>,
     /// What the engine says about the run (pollfs: its device counters).
-    note: Option<String>,
+    note: Box<dyn Fn() -> Option<String>>,
+    commits: u64,
+    commit_secs: f64,
+    commit_lat_us: Vec<f64>,
+    commit_syncs: u64,
+    commit_writes: u64,
+    bulk_keys: u64,
+    bulk_secs: f64,
+    reads: u64,
+    read_secs: f64,
+    backend_reads: u64,
+}
+
+impl Engine {
+    fn new(
+        name: &str,
+        a: &Args,
+        backend: impl StorageBackend,
+        len: Box<dyn Fn() -> u64>,
+        note: Box<dyn Fn() -> Option<String>>,
+    ) -> Engine {
+        let calls = Arc::new(Calls::default());
+        let db = Database::builder()
+            .set_cache_size(a.redb_cache)
+            .create_with_backend(Counting {
+                inner: backend,
+                calls: calls.clone(),
+            })
+            .unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(TABLE).unwrap();
+        txn.commit().unwrap();
+        Engine {
+            name: name.into(),
+            db,
+            calls,
+            len,
+            note,
+            commits: 0,
+            commit_secs: 0.0,
+            commit_lat_us: Vec::new(),
+            commit_syncs: 0,
+            commit_writes: 0,
+            bulk_keys: 0,
+            bulk_secs: 0.0,
+            reads: 0,
+            read_secs: 0.0,
+            backend_reads: 0,
+        }
+    }
+
+    /// Durable commits of one small insert each, for `secs`. Their keys
+    /// may meet bulk keys later: it does not matter.
+    fn commits(&mut self, secs: f64) {
+        let (syncs0, writes0) = (
+            self.calls.syncs.load(Ordering::Relaxed),
+            self.calls.writes.load(Ordering::Relaxed),
+        );
+        let start = Instant::now();
+        let until = Duration::from_secs_f64(secs);
+        while start.elapsed() < until {
+            let t = Instant::now();
+            let mut txn = self.db.begin_write().unwrap();
+            txn.set_durability(Durability::Immediate).unwrap();
+            txn.open_table(TABLE)
+                .unwrap()
+                .insert(self.commits, &VALUE[..])
+                .unwrap();
+            txn.commit().unwrap();
+            self.commit_lat_us.push(t.elapsed().as_secs_f64() * 1e6);
+            self.commits += 1;
+        }
+        self.commit_secs += start.elapsed().as_secs_f64();
+        self.commit_syncs += self.calls.syncs.load(Ordering::Relaxed) - syncs0;
+        self.commit_writes += self.calls.writes.load(Ordering::Relaxed) - writes0;
+    }
+
+    /// Bulk entries `keys` in one durable transaction.
+    fn bulk(&mut self, keys: std::ops::Range<u64>) {
+        let start = Instant::now();
+        let txn = self.db.begin_write().unwrap();
+        {
+            let mut t = txn.open_table(TABLE).unwrap();
+            for j in keys.clone() {
+                t.insert(bulk_key(j), &VALUE[..]).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        self.bulk_secs += start.elapsed().as_secs_f64();
+        self.bulk_keys += keys.end - keys.start;
+    }
+
+    /// `n` random point reads of the first `bulk` bulk keys, in one read
+    /// transaction.
+    fn reads(&mut self, n: u64, bulk: u64, rng: &mut Rng) {
+        let reads0 = self.calls.reads.load(Ordering::Relaxed);
+        let start = Instant::now();
+        {
+            let txn = self.db.begin_read().unwrap();
+            let t = txn.open_table(TABLE).unwrap();
+            for _ in 0..n {
+                let k = bulk_key(rng.below(bulk));
+                assert!(
+                    t.get(k).unwrap().is_some(),
+                    "{}: key {k} missing",
+                    self.name
+                );
+            }
+        }
+        self.read_secs += start.elapsed().as_secs_f64();
+        self.reads += n;
+        self.backend_reads += self.calls.reads.load(Ordering::Relaxed) - reads0;
+    }
+
+    fn commits_per_sec(&self) -> f64 {
+        self.commits as f64 / self.commit_secs
+    }
+    fn bulk_keys_per_sec(&self) -> f64 {
+        self.bulk_keys as f64 / self.bulk_secs
+    }
+    fn reads_per_sec(&self) -> f64 {
+        self.reads as f64 / self.read_secs
+    }
+    fn commit_pct(&self, p: f64) -> f64 {
+        let mut lat = self.commit_lat_us.clone();
+        lat.sort_by(f64::total_cmp);
+        lat.get(((lat.len().max(1) - 1) as f64 * p) as usize)
+            .copied()
+            .unwrap_or(0.0)
+    }
 }
 
 /// The key of bulk entry `i`: scattered over the key space, as hashed
@@ -154,95 +287,9 @@ fn bulk_key(i: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn run(name: &str, a: &Args, backend: impl StorageBackend, len: impl Fn() -> u64) -> Row {
-    let calls = Arc::new(Calls::default());
-    let db = Database::builder()
-        .set_cache_size(a.redb_cache)
-        .create_with_backend(Counting {
-            inner: backend,
-            calls: calls.clone(),
-        })
-        .unwrap();
-    {
-        let txn = db.begin_write().unwrap();
-        txn.open_table(TABLE).unwrap();
-        txn.commit().unwrap();
-    }
-    // Durable commits of one small insert each, for a while. Their keys
-    // are below the bulk keys' range only by chance: it does not matter.
-    let (syncs0, writes0) = (
-        calls.syncs.load(Ordering::Relaxed),
-        calls.writes.load(Ordering::Relaxed),
-    );
-    let mut lat = Vec::new();
-    let start = Instant::now();
-    let until = Duration::from_secs_f64(a.commit_secs);
-    let mut n = 0u64;
-    while start.elapsed() < until {
-        let t = Instant::now();
-        let mut txn = db.begin_write().unwrap();
-        txn.set_durability(Durability::Immediate).unwrap();
-        txn.open_table(TABLE)
-            .unwrap()
-            .insert(n, &VALUE[..])
-            .unwrap();
-        txn.commit().unwrap();
-        lat.push(t.elapsed().as_secs_f64() * 1e6);
-        n += 1;
-    }
-    let commit_secs = start.elapsed().as_secs_f64();
-    let syncs = calls.syncs.load(Ordering::Relaxed) - syncs0;
-    let writes = calls.writes.load(Ordering::Relaxed) - writes0;
-    lat.sort_by(f64::total_cmp);
-    let pct = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize];
-    // Bulk insert.
-    let start = Instant::now();
-    let per_txn = a.bulk.div_ceil(a.bulk_txns);
-    let mut i = 0;
-    while i < a.bulk {
-        let txn = db.begin_write().unwrap();
-        {
-            let mut t = txn.open_table(TABLE).unwrap();
-            for j in i..(i + per_txn).min(a.bulk) {
-                t.insert(bulk_key(j), &VALUE[..]).unwrap();
-            }
-        }
-        txn.commit().unwrap();
-        i += per_txn;
-    }
-    let bulk_secs = start.elapsed().as_secs_f64();
-    // Random point reads of bulk keys.
-    let reads0 = calls.reads.load(Ordering::Relaxed);
-    let mut rng = Rng::new(42);
-    let start = Instant::now();
-    {
-        let txn = db.begin_read().unwrap();
-        let t = txn.open_table(TABLE).unwrap();
-        for _ in 0..a.reads {
-            let k = bulk_key(rng.below(a.bulk));
-            assert!(t.get(k).unwrap().is_some(), "{name}: key {k} missing");
-        }
-    }
-    let read_secs = start.elapsed().as_secs_f64();
-    let backend_reads = calls.reads.load(Ordering::Relaxed) - reads0;
-    drop(db);
-    Row {
-        name: name.into(),
-        commits_per_sec: n as f64 / commit_secs,
-        commit_p50_us: pct(0.5),
-        commit_p99_us: pct(0.99),
-        syncs_per_commit: syncs as f64 / n as f64,
-        writes_per_commit: writes as f64 / n as f64,
-        bulk_keys_per_sec: a.bulk as f64 / bulk_secs,
-        bulk_secs,
-        reads_per_sec: a.reads as f64 / read_secs,
-        backend_reads_per_get: backend_reads as f64 / a.reads as f64,
-        db_bytes: len(),
-        note: None,
-    }
-}
-
-fn file_engine(name: &str, dir: &Path, a: &Args) -> Row {
+/// redb's file backend on a new file in `dir` (unlinked at once: it
+/// lives until the database closes).
+fn file_engine(name: &str, dir: &Path, a: &Args) -> Engine {
     let path = dir.join("pollfs-redb-bench.redb");
     let _ = std::fs::remove_file(&path);
     let file = std::fs::OpenOptions::new()
@@ -251,57 +298,94 @@ fn file_engine(name: &str, dir: &Path, a: &Args) -> Row {
         .create_new(true)
         .open(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let backend = FileBackend::new(file).unwrap();
-    let p = path.clone();
-    let row = run(name, a, backend, move || {
-        std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0)
-    });
     std::fs::remove_file(&path).unwrap();
-    row
+    let probe = file.try_clone().unwrap();
+    Engine::new(
+        name,
+        a,
+        FileBackend::new(file).unwrap(),
+        Box::new(move || probe.metadata().map(|m| m.len()).unwrap_or(0)),
+        Box::new(|| None),
+    )
 }
 
-fn pollfs_engine(a: &Args) -> Row {
+fn pollfs_engine(a: &Args) -> Engine {
     // 2 GiB namespace, a 512 MiB page cache (plus the engine's 32
     // metadata frames), all in memory.
     let dev = NvmeDevice::emulated(2 << 30, 4096, (128 << 10) + 32).unwrap();
-    let fs = Fs::format(dev, hosted::config(), 0xBE4C).unwrap();
+    let config = if a.spin {
+        Config {
+            idle: core::hint::spin_loop,
+            ..hosted::config()
+        }
+    } else {
+        hosted::config()
+    };
+    let fs = Fs::format(dev, config, 0xBE4C).unwrap();
     let file = fs.create("bench.redb").unwrap();
-    let f = file.clone();
-    let mut row = run(
+    let probe = file.clone();
+    Engine::new(
         "pollfs (emulated NVMe)",
         a,
         PollfsBackend::new(file),
-        move || f.len(),
-    );
-    let s = fs.stats();
-    row.note = Some(format!(
-        "pollfs device commands over the whole run: {} writes, {} flushes, {} log writes, {} reads",
-        s.dev_writes, s.dev_flushes, s.log_writes, s.dev_reads
-    ));
-    row
+        Box::new(move || probe.len()),
+        Box::new(move || {
+            let s = fs.stats();
+            Some(format!(
+                "pollfs device commands over the whole run: {} writes, {} flushes, {} log writes, {} reads",
+                s.dev_writes, s.dev_flushes, s.log_writes, s.dev_reads
+            ))
+        }),
+    )
 }
+
+/// Rounds each phase is cut into; engines take turns within a round, so
+/// load from elsewhere on the machine falls on all of them alike.
+const ROUNDS: u64 = 10;
 
 fn main() {
     let a = args();
-    let mut rows = vec![
+    let mut engines = vec![
         pollfs_engine(&a),
         file_engine("redb file on tmpfs", &a.shm, &a),
     ];
     if let Some(dir) = &a.ext4 {
-        rows.push(file_engine("redb file on ext4 (loop)", dir, &a));
+        engines.push(file_engine("redb file on ext4 (loop)", dir, &a));
+    }
+    for _ in 0..ROUNDS {
+        for e in &mut engines {
+            e.commits(a.commit_secs / ROUNDS as f64);
+        }
+    }
+    let per_txn = a.bulk.div_ceil(a.bulk_txns);
+    let mut at = 0;
+    while at < a.bulk {
+        let keys = at..(at + per_txn).min(a.bulk);
+        for e in &mut engines {
+            e.bulk(keys.clone());
+        }
+        at = keys.end;
+    }
+    for round in 0..ROUNDS {
+        for e in &mut engines {
+            // The same keys for every engine.
+            let mut rng = Rng::new(round);
+            e.reads(a.reads / ROUNDS, a.bulk, &mut rng);
+        }
     }
     println!(
-        "redb on each engine: durable commits = one 16-byte insert per Durability::Immediate transaction for {} s; \
-         bulk = {} keys (u64 -> 16 bytes, scattered keys) in {} transactions; reads = {} random gets of bulk keys in one read transaction; \
-         redb cache {} MiB",
+        "redb on each engine, taking turns in {ROUNDS} rounds{}: durable commits = one 16-byte insert per \
+         Durability::Immediate transaction, {} s per engine; bulk = {} keys (u64 -> 16 bytes, scattered) \
+         in {} transactions; reads = {} random gets of bulk keys; redb cache {} MiB",
+        if a.spin { " (pollfs spins while it waits)" } else { "" },
         a.commit_secs,
         a.bulk,
         a.bulk_txns,
-        a.reads,
+        a.reads / ROUNDS * ROUNDS,
         a.redb_cache >> 20
     );
     println!(
-        "{:<26} {:>10} {:>9} {:>9} {:>7} {:>7} {:>11} {:>8} {:>10} {:>8} {:>8}",
+        "{:<26} {:>10} {:>9} {:>9} {:>7} {:>7} {:>11} {:>8} {:>10} {:>9} {:>7}",
         "engine",
         "commits/s",
         "p50 us",
@@ -314,35 +398,36 @@ fn main() {
         "be rd/get",
         "db MiB"
     );
-    for r in &rows {
+    for e in &engines {
         println!(
-            "{:<26} {:>10.0} {:>9.1} {:>9.1} {:>7.2} {:>7.2} {:>11.0} {:>8.2} {:>10.0} {:>8.3} {:>8.1}",
-            r.name,
-            r.commits_per_sec,
-            r.commit_p50_us,
-            r.commit_p99_us,
-            r.syncs_per_commit,
-            r.writes_per_commit,
-            r.bulk_keys_per_sec,
-            r.bulk_secs,
-            r.reads_per_sec,
-            r.backend_reads_per_get,
-            r.db_bytes as f64 / f64::from(1 << 20)
+            "{:<26} {:>10.0} {:>9.1} {:>9.1} {:>7.2} {:>7.2} {:>11.0} {:>8.2} {:>10.0} {:>9.3} {:>7.1}",
+            e.name,
+            e.commits_per_sec(),
+            e.commit_pct(0.5),
+            e.commit_pct(0.99),
+            e.commit_syncs as f64 / e.commits as f64,
+            e.commit_writes as f64 / e.commits as f64,
+            e.bulk_keys_per_sec(),
+            e.bulk_secs,
+            e.reads_per_sec(),
+            e.backend_reads as f64 / e.reads as f64,
+            (e.len)() as f64 / f64::from(1 << 20)
         );
     }
-    for r in &rows {
-        if let Some(note) = &r.note {
+    for e in &engines {
+        if let Some(note) = (e.note)() {
             println!("{note}");
         }
     }
-    let p = &rows[0];
-    for r in &rows[1..] {
+    let p = &engines[0];
+    for e in &engines[1..] {
         println!(
-            "pollfs / {:<26} commits {:.2}x, bulk insert {:.2}x, point reads {:.2}x",
-            r.name,
-            p.commits_per_sec / r.commits_per_sec,
-            p.bulk_keys_per_sec / r.bulk_keys_per_sec,
-            p.reads_per_sec / r.reads_per_sec
+            "pollfs / {:<26} commits {:.2}x (p50 latency {:.2}x), bulk insert {:.2}x, point reads {:.2}x",
+            e.name,
+            p.commits_per_sec() / e.commits_per_sec(),
+            p.commit_pct(0.5) / e.commit_pct(0.5),
+            p.bulk_keys_per_sec() / e.bulk_keys_per_sec(),
+            p.reads_per_sec() / e.reads_per_sec()
         );
     }
 }
