@@ -32,7 +32,7 @@ crash-soak:
 
 # The crash tests as CI runs them: `n` generated workloads, release build.
 crash n="200":
-    POLLFS_CRASH_WORKLOADS={{n}} cargo test --release -p pollfs-host-tests --test crash -- --nocapture
+    POLLFS_CRASH_WORKLOADS={{n}} cargo test --release -p pollfs-host-tests --test crash --test crash_tree -- --nocapture
 
 # Criterion micro-benchmarks of the hot paths.
 criterion *ARGS="":

@@ -27,4 +27,5 @@ pub mod model;
 pub mod rng;
 pub mod sched;
 pub mod setup;
+pub mod tree;
 pub mod watchdog;
