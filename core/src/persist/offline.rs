@@ -16,6 +16,7 @@ use crate::dev::{BlockDevice, FrameArena};
 use crate::error::{Error, Result};
 use crate::space::Allocator;
 use crate::sync::block_on;
+use crate::units::ROOT_INO;
 use crate::units::{BlockNo, Nanos, PAGE_SIZE, PAGE_SIZE_U64};
 
 /// Metadata I/O through the last [`META_FRAMES`] frames of `dev`'s arena.
@@ -249,15 +250,18 @@ fn fix(shadow: &mut Shadow, p: &Problem) -> &'static str {
             "the later owner lost the block"
         }
         Problem::NoRoot => {
-            let fresh = Shadow::empty(0, 0, 0);
-            if let Some(root) = fresh.inodes.get(&crate::units::ROOT_INO) {
-                shadow.inodes.insert(crate::units::ROOT_INO, root.clone());
-            }
+            shadow.make_root();
             "made a new, empty root"
         }
         Problem::DanglingEntry { parent, name } => {
             shadow.drop_entry(*parent, name);
             "dropped the entry"
+        }
+        Problem::BadDirLinks { ino } if *ino == ROOT_INO => {
+            // No entry may name the root (such entries dangle and are
+            // dropped); its `..` is itself.
+            shadow.set_parent(ROOT_INO, ROOT_INO);
+            "made the root's '..' the root"
         }
         Problem::BadDirLinks { ino } => {
             // Keep the entry that agrees with the directory's `..` (or the

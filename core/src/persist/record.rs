@@ -803,6 +803,22 @@ impl Shadow {
         self.take_entry(parent, name);
     }
 
+    /// Replaces whatever inode 1 is with an empty root directory (for
+    /// repair of an image that has no root).
+    pub fn make_root(&mut self) {
+        let mut root = InodeMeta::new(Kind::Dir, 0o755, 0, 0, 0);
+        root.nlink = 2;
+        root.parent = ROOT_INO;
+        self.put_inode(ROOT_INO, root);
+    }
+
+    /// Sets directory `ino`'s `..` (for repair).
+    pub fn set_parent(&mut self, ino: u64, parent: u64) {
+        if let Some(m) = self.inodes.get_mut(&ino) {
+            m.parent = parent;
+        }
+    }
+
     /// Sets `ino`'s link count (for repair).
     pub fn set_nlink(&mut self, ino: u64, nlink: u32) {
         if let Some(m) = self.inodes.get_mut(&ino) {
@@ -977,7 +993,15 @@ impl Shadow {
         };
         for (&ino, m) in &self.inodes {
             let counted = links.get(&ino).copied().unwrap_or(0);
-            if counted > 0 && !reachable.contains(&ino) {
+            // A directory that no entry names but that holds entries is
+            // lost too: mount would reclaim it and leave them dangling.
+            let holds = m.kind == Kind::Dir
+                && self
+                    .entries
+                    .range((ino, String::new())..)
+                    .next()
+                    .is_some_and(|((p, _), _)| *p == ino);
+            if (counted > 0 || holds) && !reachable.contains(&ino) {
                 out.push(Problem::Unreachable { ino });
             }
             if m.nlink != counted {
