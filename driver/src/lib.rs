@@ -64,4 +64,4 @@ pub use pcie::{NvmeFrames, PcieTransport};
 pub use transport::Transport;
 
 #[cfg(feature = "emu")]
-pub use emu::{EmuConfig, EmuController, EmuMemory, EmulatedDevice};
+pub use emu::{EmuConfig, EmuController, EmuFrames, EmuMemory, EmulatedDevice};
