@@ -13,6 +13,7 @@
 //! with the `std` feature, [`file::FileDevice`] (a regular file via `pread`
 //! and `pwrite`). The NVMe driver crate implements the same traits.
 
+pub mod either;
 pub mod fault;
 #[cfg(feature = "std")]
 pub mod file;

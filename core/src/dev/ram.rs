@@ -210,6 +210,17 @@ impl<A: FrameArena> RamDevice<A> {
         })
     }
 
+    /// The same device with another queue depth (commands one queue holds
+    /// before `submit` says it is full). Only before any queue is opened.
+    pub fn with_queue_depth(self, depth: u32) -> Result<Self, DevError> {
+        let mut inner = Arc::try_unwrap(self.inner).map_err(|_| DevError::InvalidRequest)?;
+        inner.geometry.queue_depth = depth;
+        inner.geometry.validate()?;
+        Ok(RamDevice {
+            inner: Arc::new(inner),
+        })
+    }
+
     /// Copies raw device bytes out, for tests and tools that inspect the medium.
     pub fn read_raw(&self, offset: u64, dst: &mut [u8]) {
         self.inner.read_bytes(offset as usize, dst);
