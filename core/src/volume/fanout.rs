@@ -11,69 +11,8 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
-use crate::dev::{Command, DevError, DeviceQueue, Tag};
-use crate::units::{FrameId, Lba, Nanos};
-
-/// A command that owns its frame list, for pieces that wait.
-#[derive(Debug)]
-pub(crate) enum Owned {
-    Read {
-        lba: Lba,
-        frames: Vec<FrameId>,
-    },
-    Write {
-        lba: Lba,
-        frames: Vec<FrameId>,
-        fua: bool,
-    },
-    Flush,
-    Deallocate {
-        lba: Lba,
-        blocks: u64,
-    },
-    WriteZeroes {
-        lba: Lba,
-        blocks: u64,
-    },
-}
-
-impl Owned {
-    pub(crate) fn of(cmd: &Command<'_>) -> Owned {
-        match *cmd {
-            Command::Read { lba, frames } => Owned::Read {
-                lba,
-                frames: frames.to_vec(),
-            },
-            Command::Write { lba, frames, fua } => Owned::Write {
-                lba,
-                frames: frames.to_vec(),
-                fua,
-            },
-            Command::Flush => Owned::Flush,
-            Command::Deallocate { lba, blocks } => Owned::Deallocate { lba, blocks },
-            Command::WriteZeroes { lba, blocks } => Owned::WriteZeroes { lba, blocks },
-        }
-    }
-    pub(crate) fn command(&self) -> Command<'_> {
-        match self {
-            Owned::Read { lba, frames } => Command::Read { lba: *lba, frames },
-            Owned::Write { lba, frames, fua } => Command::Write {
-                lba: *lba,
-                frames,
-                fua: *fua,
-            },
-            Owned::Flush => Command::Flush,
-            Owned::Deallocate { lba, blocks } => Command::Deallocate {
-                lba: *lba,
-                blocks: *blocks,
-            },
-            Owned::WriteZeroes { lba, blocks } => Command::WriteZeroes {
-                lba: *lba,
-                blocks: *blocks,
-            },
-        }
-    }
-}
+use crate::dev::{Command, DevError, DeviceQueue, OwnedCommand, Tag};
+use crate::units::Nanos;
 
 #[derive(Debug)]
 struct Leg<Q> {
@@ -83,7 +22,7 @@ struct Leg<Q> {
     /// Leg tag -> operation.
     tags: BTreeMap<Tag, u32>,
     /// Pieces waiting for room on the leg, oldest first.
-    backlog: VecDeque<(u32, Owned)>,
+    backlog: VecDeque<(u32, OwnedCommand)>,
 }
 
 /// Queues on every leg of a volume.
@@ -132,7 +71,7 @@ impl<Q: DeviceQueue> Fanout<Q> {
                 Err(e) => return Err(e),
             }
         }
-        l.backlog.push_back((op, Owned::of(cmd)));
+        l.backlog.push_back((op, OwnedCommand::of(cmd)));
         Ok(())
     }
     /// Sends what waits in the backlogs, then reaps up to `max` completions

@@ -152,7 +152,7 @@ impl<Q: DeviceQueue> Control<Q> {
             self.header = None;
             let survived = ok & shared.members.lock().in_sync() != 0;
             if failed != 0 {
-                shared.legs_failed(ok, failed, error);
+                shared.legs_failed(ok, failed, error, generation);
             }
             if survived {
                 shared.durable.fetch_max(generation, SeqCst);
@@ -342,6 +342,15 @@ fn advance<D: BlockDevice>(
             Phase::Grace(v) => {
                 if !shared.views_at_least(v) {
                     return Outcome::Wait;
+                }
+                // The source must be in sync now: a leg dropped since the
+                // last window may lack writes to this one.
+                let in_sync = shared.in_sync.load(SeqCst);
+                if in_sync & 1 << r.source == 0 {
+                    if in_sync == 0 {
+                        return Outcome::NoSource(DevError::ControllerFailed);
+                    }
+                    r.source = in_sync.trailing_zeros() as usize;
                 }
                 r.phase = Phase::Read;
                 let source = r.source;

@@ -125,6 +125,8 @@ pub(crate) struct Members {
     pub dirty: bool,
     /// For each failed leg, the generation that recorded it.
     pub failed_at: [u64; MAX_LEGS],
+    /// For each leg, the generation of its last rejoin.
+    pub joined_at: [u64; MAX_LEGS],
     /// Stale legs waiting for a resync, in order.
     pub pending: VecDeque<usize>,
     pub errors: [LegErrors; MAX_LEGS],
@@ -145,6 +147,7 @@ impl Members {
             table,
             dirty: true,
             failed_at: [0; MAX_LEGS],
+            joined_at: [0; MAX_LEGS],
             pending: (0..legs).filter(|&i| table[i] == Recorded::Stale).collect(),
             errors: [LegErrors::default(); MAX_LEGS],
             events: VecDeque::new(),

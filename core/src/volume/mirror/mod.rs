@@ -419,7 +419,7 @@ impl<D: BlockDevice> Mirror<D> {
                 shared.durable.fetch_max(generation, SeqCst);
                 return Ok(());
             };
-            if !shared.legs_failed(ok, failed, e) {
+            if !shared.legs_failed(ok, failed, e, generation) {
                 return Err(VolumeError::Leg { leg, error: e });
             }
         }
@@ -511,6 +511,7 @@ impl<D: BlockDevice> Mirror<D> {
             Recorded::Stale | Recorded::Failed => {
                 m.generation += 1;
                 m.table[leg] = Recorded::Stale;
+                m.joined_at[leg] = m.generation;
                 m.pending.push_back(leg);
                 m.event(MirrorEvent::Rejoined { leg });
                 self.shared.publish(&m);
@@ -604,7 +605,7 @@ impl<D: BlockDevice> Mirror<D> {
             }
         }
         if let Some((leg, e)) = error {
-            if !s.legs_failed(ok, failed, e) {
+            if !s.legs_failed(ok, failed, e, s.needed_generation()) {
                 return Err(VolumeError::Leg { leg, error: e });
             }
         }

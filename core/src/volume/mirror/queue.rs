@@ -45,6 +45,8 @@ struct Op {
     view: Option<u64>,
     /// Generation that must be on the legs before it completes.
     hold: u64,
+    /// The membership generation when it was routed.
+    sent: u64,
     result: Result<(), DevError>,
 }
 
@@ -63,6 +65,7 @@ impl Default for Op {
             tried: 0,
             view: None,
             hold: 0,
+            sent: 0,
             result: Ok(()),
         }
     }
@@ -142,11 +145,14 @@ impl<D: BlockDevice> MirrorQueue<D> {
         }
     }
 
-    /// Sends `cmd` of operation `id` to every leg in `legs`.
+    /// Sends `cmd` of operation `id` to every leg in `legs` (just routed).
     fn send_to(&mut self, id: u32, legs: u32) {
         let Some(op) = self.ops.get_mut(id) else {
             return;
         };
+        // Read after the routing: a route that saw a leg rejoined sees
+        // the rejoin's generation here.
+        op.sent = self.shared.needed_generation();
         let (mut sent, mut failed, mut error) = (0, 0, None);
         for leg in (0..self.shared.legs.len()).filter(|l| legs & 1 << l != 0) {
             self.shared.ensure_queue(&mut self.fanout, leg);
@@ -230,12 +236,18 @@ impl<D: BlockDevice> MirrorQueue<D> {
         let Some(op) = self.ops.get_mut(id) else {
             return;
         };
-        if let Some(v) = op.view.take() {
-            self.views.deregister(v);
-        }
+        let view = op.view.take();
         let (ok, failed) = (op.ok, op.failed);
         let error = op.error.unwrap_or(DevError::Media);
-        if failed != 0 && !self.shared.legs_failed(ok, failed, error) {
+        // Legs that failed it leave the legs in sync before the write stops
+        // holding a resync up: a window must not be copied from a leg that
+        // missed a write to it.
+        let sent = op.sent;
+        let survived = failed == 0 || self.shared.legs_failed(ok, failed, error, sent);
+        if let Some(v) = view {
+            self.views.deregister(v);
+        }
+        if !survived {
             return self.finish(id, Err(error));
         }
         let hold = self.shared.needed_generation();

@@ -115,29 +115,28 @@ impl<D: BlockDevice> Shared<D> {
         self.durable.load(Acquire) >= g
     }
 
-    /// A write or flush finished on the legs in `ok` and failed on those
-    /// in `failed` (with `error`). Legs in sync that failed it are dropped
-    /// if a leg in sync completed it; the write then succeeds once the
-    /// drop is on the legs. If no leg in sync holds it, it fails and no
-    /// leg is dropped (the legs agree it could not be done: a bad request,
-    /// not a bad leg).
-    pub fn legs_failed(&self, ok: u32, failed: u32, error: DevError) -> bool {
+    /// A write or flush sent when the membership generation was `sent`
+    /// finished on the legs in `ok` and failed on those in `failed` (with
+    /// `error`). A leg in sync that failed it is dropped if a leg in sync
+    /// completed it; the write then succeeds once the drop is on the legs.
+    /// If no leg in sync holds it, it fails and no leg is dropped (the legs
+    /// agree it could not be done: a bad request, not a bad leg). A stale
+    /// leg's failure changes nothing (it is copied in full before it is
+    /// trusted), nor does the resync target's failure of a command sent
+    /// before it rejoined (the resync copies what that command wrote).
+    pub fn legs_failed(&self, ok: u32, failed: u32, error: DevError, sent: u64) -> bool {
         let mut m = self.members.lock();
         let survivors = ok & m.in_sync();
         for leg in (0..m.legs).filter(|l| failed & 1 << l != 0) {
             m.write_error(leg, error);
-            let resyncing = self.target.load(SeqCst) == leg as u32 + 1;
-            if survivors == 0 && !resyncing {
-                continue;
-            }
+            let target = self.target.load(SeqCst) == leg as u32 + 1;
             match m.table[leg] {
-                Recorded::InSync | Recorded::Stale => {
-                    if resyncing {
-                        self.stop_resync();
-                    }
+                Recorded::InSync if survivors != 0 => m.fail(leg, error),
+                Recorded::Stale if target && sent >= m.joined_at[leg] => {
+                    self.stop_resync();
                     m.fail(leg, error);
                 }
-                Recorded::Failed => {}
+                _ => {}
             }
         }
         self.publish(&m);
