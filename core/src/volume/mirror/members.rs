@@ -98,6 +98,37 @@ pub enum MirrorEvent {
     Broken,
 }
 
+impl fmt::Display for MirrorEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MirrorEvent::LegFailed { leg, error } => {
+                write!(f, "leg {leg} failed ({error}) and was dropped")
+            }
+            MirrorEvent::LegRemoved { leg } => write!(f, "leg {leg} was dropped on request"),
+            MirrorEvent::ReadRetried { leg, error } => {
+                write!(f, "leg {leg} failed a read ({error}); another leg was read")
+            }
+            MirrorEvent::Rejoined { leg } => {
+                write!(f, "leg {leg} rejoined; it waits for its resync")
+            }
+            MirrorEvent::ResyncStarted { leg, source } => {
+                write!(f, "resync of leg {leg} from leg {source} started")
+            }
+            MirrorEvent::ResyncFinished { leg } => write!(f, "leg {leg} is resynced and in sync"),
+            MirrorEvent::ResyncStopped { leg, error } => {
+                write!(f, "resync of leg {leg} stopped ({error})")
+            }
+            MirrorEvent::HeadersWritten { generation } => {
+                write!(f, "state of generation {generation} recorded on the legs")
+            }
+            MirrorEvent::Broken => write!(
+                f,
+                "no leg in sync could record a change of membership: writes fail"
+            ),
+        }
+    }
+}
+
 /// Errors seen on one leg.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LegErrors {
