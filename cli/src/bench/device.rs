@@ -14,6 +14,8 @@ use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice};
 use super::job::Job;
 use super::sample::Sample;
 use super::{engine, limits, Progress};
+use crate::volume::{self, Leaf, Open, Volume, VolumeJob};
+use pollfs_core::volume::mirror::HEADER_PAGES;
 
 /// Where the bench runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +28,8 @@ pub enum Device {
     File(PathBuf),
     /// A controller bound to vfio-pci.
     Vfio(String),
+    /// A stripe or mirror of the above.
+    Volume(Volume),
 }
 
 impl fmt::Display for Device {
@@ -35,6 +39,7 @@ impl fmt::Display for Device {
             Device::Ram => write!(f, "ram"),
             Device::File(p) => write!(f, "file:{}", p.display()),
             Device::Vfio(a) => write!(f, "vfio:{a}"),
+            Device::Volume(v) => write!(f, "{v}"),
         }
     }
 }
@@ -51,21 +56,15 @@ pub fn emu_queues() -> u32 {
 impl Device {
     /// Parses `--device`.
     pub fn parse(spec: &str) -> Result<Device, String> {
-        if spec == "emu" {
-            return Ok(Device::Emu);
+        if volume::is_volume(spec) {
+            return Volume::parse(spec).map(Device::Volume);
         }
-        if spec == "ram" {
-            return Ok(Device::Ram);
-        }
-        if let Some(path) = spec.strip_prefix("file:").filter(|p| !p.is_empty()) {
-            return Ok(Device::File(PathBuf::from(path)));
-        }
-        if let Some(addr) = spec.strip_prefix("vfio:").filter(|a| !a.is_empty()) {
-            return Ok(Device::Vfio(addr.to_string()));
-        }
-        Err(format!(
-            "unknown device '{spec}': use emu, ram, file:PATH or vfio:PCI_ADDR"
-        ))
+        Ok(match Leaf::parse(spec)? {
+            Leaf::Emu => Device::Emu,
+            Leaf::Ram => Device::Ram,
+            Leaf::File(path) => Device::File(path),
+            Leaf::Vfio(addr) => Device::Vfio(addr),
+        })
     }
 
     /// Queues the device offers (a bench thread holds one each), where
@@ -73,13 +72,17 @@ impl Device {
     pub fn queue_limit(&self) -> Option<u32> {
         match self {
             Device::Emu => Some(emu_queues()),
-            Device::Ram | Device::File(_) | Device::Vfio(_) => None,
+            Device::Volume(v) if v.legs.contains(&Leaf::Emu) => Some(emu_queues()),
+            Device::Ram | Device::File(_) | Device::Vfio(_) | Device::Volume(_) => None,
         }
     }
 
     /// True if the device's blocks are held in this process's memory.
     pub fn in_memory(&self) -> bool {
-        matches!(self, Device::Emu | Device::Ram)
+        match self {
+            Device::Volume(v) => v.legs.iter().all(Leaf::in_memory),
+            d => matches!(d, Device::Emu | Device::Ram),
+        }
     }
 }
 
@@ -135,7 +138,43 @@ impl Target {
             Device::Vfio(addr) => self.run_vfio(addr, job, file_lock, progress),
             #[cfg(not(target_os = "linux"))]
             Device::Vfio(_) => Err("VFIO needs Linux".to_string()),
+            Device::Volume(v) => self.run_volume(v, job, file_lock, progress),
         }
+    }
+
+    /// Runs on a new volume: legs sized for the job (`file:` legs made if
+    /// missing, and looked at before the first run), a mirror made anew.
+    fn run_volume(
+        &self,
+        v: &Volume,
+        job: &Job,
+        file_lock: bool,
+        progress: &Progress,
+    ) -> Result<Sample, String> {
+        let needed = engine::device_bytes(job);
+        let legs = v.legs.len() as u64;
+        let page = pollfs_core::units::PAGE_SIZE as u64;
+        let bytes = match v.chunk {
+            Some(chunk) => needed.div_ceil(legs).div_ceil(chunk) * chunk + chunk,
+            None => needed.div_ceil(page) * page + HEADER_PAGES * page,
+        };
+        let open = Open {
+            bytes,
+            create: true,
+            make: v.chunk.is_none().then_some(0x5eed_0001),
+            writable: true,
+            ..Open::existing(engine::frames(job)?)
+        };
+        let run = BenchRun {
+            job,
+            file_lock,
+            progress,
+            check: !self.checked.get(),
+            force: self.force,
+        };
+        let sample = crate::volume::run(v, &v.to_string(), &open, run)?;
+        self.checked.set(true);
+        Ok(sample)
     }
 
     #[cfg(target_os = "linux")]
@@ -179,6 +218,31 @@ impl Target {
             self.checked.set(true);
         }
         engine::pollfs(job, dev, file_lock, progress)
+    }
+}
+
+/// One bench run on a volume.
+struct BenchRun<'a> {
+    job: &'a Job,
+    file_lock: bool,
+    progress: &'a Progress,
+    /// Refuse legs that hold anything (before the first run).
+    check: bool,
+    force: bool,
+}
+
+impl VolumeJob for BenchRun<'_> {
+    type Output = Sample;
+    fn check_leg<D: BlockDevice>(&mut self, leg: &D, what: &str) -> Result<(), String> {
+        if self.check {
+            let head =
+                crate::signature::read_device_head(leg).map_err(|e| format!("{what}: {e}"))?;
+            crate::signature::refuse_unless_forced(what, &head, self.force)?;
+        }
+        Ok(())
+    }
+    fn run<D: BlockDevice>(self, dev: D, _what: &str) -> Result<Sample, String> {
+        engine::pollfs(self.job, dev, self.file_lock, self.progress)
     }
 }
 

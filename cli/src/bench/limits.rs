@@ -77,9 +77,14 @@ fn threads(job: &Job) -> (String, u64) {
 fn pollfs_run(job: &Job, device: &Device) -> Estimate {
     let mut parts = Vec::new();
     if device.in_memory() {
+        // A mirror holds the data once per leg.
+        let copies = match device {
+            Device::Volume(v) if v.chunk.is_none() => v.legs.len() as u64,
+            _ => 1,
+        };
         parts.push((
             "the in-memory device".to_string(),
-            engine::device_bytes(job),
+            engine::device_bytes(job).saturating_mul(copies),
         ));
     }
     let per_page = PAGE + PageCache::metadata_bytes_per_page() as u64;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::{devfile, signature};
+use crate::{devfile, signature, volume};
 use device::{Device, Target};
 use job::Job;
 use sample::Recorder;
@@ -50,7 +50,9 @@ pub struct Args {
     /// Device: `emu` (NVMe controller emulated in memory, driven by the real
     /// driver; at most 64 threads, one I/O queue each), `ram` (memory, no
     /// driver), `file:PATH` (created if missing and kept after a successful
-    /// run, grown if smaller than a job needs), `vfio:PCI_ADDR`. The bench
+    /// run, grown if smaller than a job needs), `vfio:PCI_ADDR`, or a
+    /// volume of them: `stripe:CHUNK:(DEV,DEV,...)` (RAID-0) or
+    /// `mirror:(DEV,DEV,...)` (RAID-1, made anew for each run). The bench
     /// formats the device: a file or controller that holds anything (a
     /// filesystem, a partition table, swap, any non-zero byte in its first
     /// 68 KiB) is refused unless --force is given.
@@ -297,7 +299,11 @@ pub fn run(args: &Args) -> Result<(), String> {
     };
     // emu and ram are new and empty; a file was just checked; a vfio
     // controller is checked once brought up.
-    let checked = !matches!(device, Device::Vfio(_));
+    let checked = match &device {
+        Device::Vfio(_) => false,
+        Device::Volume(v) => v.legs.iter().all(volume::Leaf::in_memory),
+        _ => true,
+    };
     let target = Target::new(device, args.force, checked);
     let progress = Progress::new();
     let mut results = Vec::new();

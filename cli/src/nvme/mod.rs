@@ -4,7 +4,8 @@
 //! (no hardware needed, useful to check the tools and the driver's own CPU
 //! cost) or `vfio:<pci-address>` for a controller bound to vfio-pci (see
 //! `setup`). Both run the same generic code over [`NvmeDevice`], so what
-//! is tested on `emu` is what runs on hardware.
+//! is tested on `emu` is what runs on hardware. `perf` and `identify` also
+//! take a stripe or mirror of such devices (`crate::volume`).
 
 pub mod identify;
 pub mod perf;
@@ -25,11 +26,36 @@ pub enum Target {
     Emu,
     /// A controller bound to vfio-pci, by PCI address.
     Vfio(String),
+    /// A stripe or mirror of `emu`, `ram` or `vfio:` legs.
+    Volume(crate::volume::Volume),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Emu => write!(f, "emu"),
+            Target::Vfio(a) => write!(f, "vfio:{a}"),
+            Target::Volume(v) => write!(f, "{v}"),
+        }
+    }
 }
 
 impl std::str::FromStr for Target {
     type Err = String;
     fn from_str(s: &str) -> Result<Target, String> {
+        if crate::volume::is_volume(s) {
+            let volume = crate::volume::Volume::parse(s)?;
+            if let Some(l) = volume
+                .legs
+                .iter()
+                .find(|l| matches!(l, crate::volume::Leaf::File(_)))
+            {
+                return Err(format!(
+                    "{s}: leg {l}: the NVMe tools take emu, ram and vfio: legs"
+                ));
+            }
+            return Ok(Target::Volume(volume));
+        }
         match s.strip_prefix("vfio:") {
             _ if s == "emu" => Ok(Target::Emu),
             Some(addr) if sysfs::valid_pci_address(addr) => Ok(Target::Vfio(addr.to_string())),
@@ -79,6 +105,7 @@ pub fn with_device<J: DeviceJob>(
         }
         #[cfg(not(target_os = "linux"))]
         Target::Vfio(_) => Err("VFIO needs Linux".to_string()),
+        Target::Volume(v) => Err(format!("{v}: a volume, not one controller")),
     }
 }
 

@@ -12,6 +12,7 @@ use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 use pollfs_driver::{DriverConfig, NvmeDevice, Transport};
 
 use super::{with_device, DeviceJob, Target};
+use crate::volume::{Open, VolumeJob};
 
 /// The access pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -31,7 +32,9 @@ pub enum Workload {
 /// Arguments of `pollfs perf`.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
-    /// `emu` or `vfio:<pci-address>`.
+    /// `emu`, `vfio:<pci-address>`, or a stripe or mirror of them (and of
+    /// `ram`): `stripe:CHUNK:(DEV,DEV,...)`, `mirror:(DEV,DEV,...)`. A
+    /// mirror is made anew on its legs.
     pub device: Target,
     /// Commands kept in flight per queue.
     #[arg(long, default_value_t = 32)]
@@ -129,7 +132,21 @@ pub fn measure(args: &Args) -> Result<Report, String> {
         max_transfer: Some(args.io_size.max(4096)),
         ..DriverConfig::default()
     };
-    with_device(&args.device, config, frames, Perf(args.clone()))
+    match &args.device {
+        Target::Volume(volume) => {
+            let open = Open {
+                frames,
+                bytes: super::EMU_BYTES,
+                driver: config,
+                // A mirror gets new headers: perf writes over the legs anyway.
+                make: volume.chunk.is_none().then_some(0x9e7f),
+                ..Open::existing(frames)
+            };
+            let name = args.device.to_string();
+            crate::volume::run(volume, &name, &open, Perf(args.clone()))
+        }
+        _ => with_device(&args.device, config, frames, Perf(args.clone())),
+    }
 }
 
 struct Perf(Args);
@@ -137,60 +154,71 @@ struct Perf(Args);
 impl DeviceJob for Perf {
     type Output = Report;
     fn run<T: Transport>(self, dev: &NvmeDevice<T>) -> Result<Report, String> {
-        let args = &self.0;
-        let queues: Vec<_> = (0..args.queues)
-            .map(|_| dev.open_queue().map_err(|e| format!("open queue: {e}")))
-            .collect::<Result<_, _>>()?;
-        let geometry = dev.geometry();
-        if args.io_size > geometry.max_transfer {
-            return Err(format!(
-                "--io-size {} is larger than the device's largest request ({} bytes)",
-                args.io_size, geometry.max_transfer
-            ));
-        }
-        let deadline = Duration::from_secs_f64(args.seconds);
-        let start = Instant::now();
-        let results: Vec<Result<Worker, String>> = std::thread::scope(|s| {
-            let handles: Vec<_> = queues
-                .into_iter()
-                .enumerate()
-                .map(|(i, q)| {
-                    let w = Worker::new(
-                        args,
-                        i as u32,
-                        geometry.capacity_pages(),
-                        geometry.blocks_per_page(),
-                    );
-                    s.spawn(move || w?.run(q, start, deadline))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("worker panicked".to_string()))
-                })
-                .collect()
-        });
-        let elapsed = start.elapsed();
-        let mut report = Report {
-            ios: 0,
-            errors: 0,
-            elapsed,
-            io_size: args.io_size,
-            latency: new_histogram()?,
-        };
-        for w in results {
-            let w = w?;
-            report.ios += w.ios;
-            report.errors += w.errors;
-            report
-                .latency
-                .add(&w.latency)
-                .map_err(|e| format!("histogram: {e}"))?;
-        }
-        Ok(report)
+        measure_on(&self.0, dev)
     }
+}
+
+impl VolumeJob for Perf {
+    type Output = Report;
+    fn run<D: BlockDevice>(self, dev: D, _what: &str) -> Result<Report, String> {
+        measure_on(&self.0, &dev)
+    }
+}
+
+/// The workload on any block device: a queue and a thread per `--queues`.
+fn measure_on<D: BlockDevice>(args: &Args, dev: &D) -> Result<Report, String> {
+    let queues: Vec<_> = (0..args.queues)
+        .map(|_| dev.open_queue().map_err(|e| format!("open queue: {e}")))
+        .collect::<Result<_, _>>()?;
+    let geometry = dev.geometry();
+    if args.io_size > geometry.max_transfer {
+        return Err(format!(
+            "--io-size {} is larger than the device's largest request ({} bytes)",
+            args.io_size, geometry.max_transfer
+        ));
+    }
+    let deadline = Duration::from_secs_f64(args.seconds);
+    let start = Instant::now();
+    let results: Vec<Result<Worker, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = queues
+            .into_iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let w = Worker::new(
+                    args,
+                    i as u32,
+                    geometry.capacity_pages(),
+                    geometry.blocks_per_page(),
+                );
+                s.spawn(move || w?.run(q, start, deadline))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("worker panicked".to_string()))
+            })
+            .collect()
+    });
+    let elapsed = start.elapsed();
+    let mut report = Report {
+        ios: 0,
+        errors: 0,
+        elapsed,
+        io_size: args.io_size,
+        latency: new_histogram()?,
+    };
+    for w in results {
+        let w = w?;
+        report.ios += w.ios;
+        report.errors += w.errors;
+        report
+            .latency
+            .add(&w.latency)
+            .map_err(|e| format!("histogram: {e}"))?;
+    }
+    Ok(report)
 }
 
 fn new_histogram() -> Result<Histogram<u64>, String> {
@@ -379,6 +407,20 @@ mod tests {
         let r = measure(&a).unwrap();
         assert!(r.ios > 0);
         assert_eq!(r.errors, 0);
+    }
+
+    #[test]
+    fn perf_runs_on_a_stripe_and_a_mirror_of_emu_legs() {
+        for device in ["stripe:64k:(emu,emu)", "mirror:(emu,ram)"] {
+            let mut a = args(Workload::Mix, 8, 2);
+            a.device = device.parse().unwrap();
+            a.io_size = 128 << 10;
+            let r = measure(&a).unwrap();
+            assert!(r.ios > 0, "{device}");
+            assert_eq!(r.errors, 0, "{device}");
+        }
+        let e = "mirror:(emu,file:/x)".parse::<Target>().unwrap_err();
+        assert!(e.contains("emu, ram and vfio"), "{e}");
     }
 
     #[test]
