@@ -169,6 +169,33 @@ impl<Q: DeviceQueue> StripeQueue<Q> {
         Ok(())
     }
 
+    /// A command that lies inside one chunk and fits one leg command: that
+    /// leg and the command with its address on the leg (the common case of
+    /// small requests, sent with no copying of frame lists).
+    fn one_leg<'c>(&self, cmd: &Command<'c>) -> Option<(usize, Command<'c>)> {
+        let (lba, blocks) = cmd.block_span(&self.geometry)?;
+        let chunk = self.map.chunk_blocks();
+        if lba.0 % chunk + blocks > chunk {
+            return None;
+        }
+        let (leg, at) = self.map.locate(lba.0);
+        let max = *self.leg_frames.get(leg)?;
+        let c = match *cmd {
+            Command::Read { frames, .. } if frames.len() <= max => {
+                Command::Read { lba: at, frames }
+            }
+            Command::Write { frames, fua, .. } if frames.len() <= max => Command::Write {
+                lba: at,
+                frames,
+                fua,
+            },
+            Command::Deallocate { .. } => Command::Deallocate { lba: at, blocks },
+            Command::WriteZeroes { .. } => Command::WriteZeroes { lba: at, blocks },
+            _ => return None,
+        };
+        Some((leg, c))
+    }
+
     /// Sends every leg its share of `cmd` as pieces of operation `op`;
     /// returns how many leg commands went out, and the first refusal.
     fn send_shares(&mut self, op: u32, cmd: &Command<'_>) -> (u32, Option<DevError>) {
@@ -236,9 +263,17 @@ impl<Q: DeviceQueue> DeviceQueue for StripeQueue<Q> {
         if self.ops.used() >= self.geometry.queue_depth as usize {
             return Err(DevError::QueueFull);
         }
-        self.split(cmd)?;
         let (id, _) = self.ops.take();
-        let (sent, error) = self.send_shares(id, cmd);
+        let (sent, error) = match self.one_leg(cmd) {
+            Some((leg, c)) => match self.fanout.send(leg, id, &c) {
+                Ok(()) => (1, None),
+                Err(e) => (0, Some(e)),
+            },
+            None => match self.split(cmd) {
+                Ok(()) => self.send_shares(id, cmd),
+                Err(e) => (0, Some(e)),
+            },
+        };
         if sent == 0 {
             self.ops.release(id);
             return Err(error.unwrap_or(DevError::InvalidRequest));
