@@ -56,6 +56,12 @@ io-cost:
 vm-bench PRESET="quick":
     POLLFS_VM_PRESET={{PRESET}} bash vm/bench-suite.sh
 
+# `pollfs perf` on one emulated namespace and on a stripe of two: sequential
+# (128 KiB) and random (4 KiB) reads, QD 32, alternating rounds of one run,
+# medians and ratios. ARGS: seconds per run, rounds, queues (threads).
+stripe-bench *ARGS="":
+    bash cli/scripts/stripe-bench.sh {{ARGS}}
+
 # ---- Race safety ----
 # Deterministic race runs: seeds, the committed corpus, planted mutants.
 races:

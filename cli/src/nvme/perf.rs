@@ -134,9 +134,18 @@ pub fn measure(args: &Args) -> Result<Report, String> {
     };
     match &args.device {
         Target::Volume(volume) => {
+            // A stripe's emulated legs share one namespace's size, so the
+            // volume holds what `emu` holds and random I/O covers as much
+            // memory (the emulated medium's caches and TLB see the same
+            // working set).
+            let legs = volume.legs.len() as u64;
+            let bytes = match volume.chunk {
+                Some(chunk) => super::EMU_BYTES / legs / chunk * chunk,
+                None => super::EMU_BYTES,
+            };
             let open = Open {
                 frames,
-                bytes: super::EMU_BYTES,
+                bytes,
                 driver: config,
                 // A mirror gets new headers: perf writes over the legs anyway.
                 make: volume.chunk.is_none().then_some(0x9e7f),
