@@ -30,6 +30,10 @@ soak:
 crash-soak:
     cargo test --release -p pollfs-host-tests --features soak --test crash -- --nocapture
 
+# The crash tests as CI runs them: `n` generated workloads, release build.
+crash n="200":
+    POLLFS_CRASH_WORKLOADS={{n}} cargo test --release -p pollfs-host-tests --test crash -- --nocapture
+
 # Criterion micro-benchmarks of the hot paths.
 criterion *ARGS="":
     cargo bench -p pollfs-host-tests {{ARGS}}

@@ -19,7 +19,7 @@ out="$(mktemp)"
 trap 'rm -f "$out"' EXIT
 valgrind --tool=callgrind --callgrind-out-file="$out" --collect-atstart=no \
     --toggle-collect='io_cost::driver_submit*' --toggle-collect='io_cost::driver_poll*' \
-    --toggle-collect='*EmuController as pollfs_driver::hal::Registers>::*' \
+    --toggle-collect='*EmuController as pollfs_driver::pcie::hal::Registers>::*' \
     "$target/release/examples/io_cost" "$ios" "$qd" 2> "$out.log"
 total="$(sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$out.log")"
 rm -f "$out.log"

@@ -183,7 +183,9 @@ pub fn read_device_head<D: BlockDevice>(dev: &D) -> Result<Vec<u8>, String> {
         result
             .ok_or_else(|| format!("reading block {} timed out", lba.0))?
             .map_err(|e| e.to_string())?;
-        dev.frames().read(FrameId(0), 0, buf);
+        dev.frames()
+            .read(FrameId(0), 0, buf)
+            .map_err(|e| e.to_string())?;
     }
     Ok(head)
 }
@@ -240,7 +242,7 @@ mod tests {
         use pollfs_core::dev::ram::RamDevice;
         let dev = RamDevice::new(1 << 20, 512, 4).unwrap();
         let mut q = dev.open_queue().unwrap();
-        dev.frames().write(FrameId(1), 64, b"_BHRfS_M");
+        dev.frames().write(FrameId(1), 64, b"_BHRfS_M").unwrap();
         // Page 16 is at LBA 128 with 512-byte blocks.
         let tag = q
             .submit(&Command::Write {

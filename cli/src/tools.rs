@@ -34,6 +34,12 @@ pub struct MkfsArgs {
 pub struct FsckArgs {
     /// The device: `file:PATH` or `vfio:PCI_ADDR`.
     device: String,
+    /// Repair what can be repaired: a log with a damaged write in its middle
+    /// (what precedes the damage is kept), extents outside the data area or
+    /// past EOF, blocks owned twice, a damaged superblock copy. Without it,
+    /// fsck only checks and changes nothing.
+    #[arg(long)]
+    repair: bool,
 }
 
 /// Frames a tool needs: a small cache plus the metadata frames.
@@ -163,9 +169,7 @@ pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
     ))
 }
 
-fn fsck_on<D: BlockDevice>(dev: &D, what: &str) -> Result<(), String> {
-    let report = pollfs_core::persist::check(dev, monotonic_clock, std::thread::yield_now)
-        .map_err(|e| format!("{what}: {e}"))?;
+fn print_report(what: &str, report: &pollfs_core::persist::CheckReport) {
     for n in &report.notes {
         println!("{what}: note: {n}");
     }
@@ -173,30 +177,55 @@ fn fsck_on<D: BlockDevice>(dev: &D, what: &str) -> Result<(), String> {
         println!("{what}: PROBLEM: {p}");
     }
     println!(
-        "{what}: {} files, {} data blocks in use, {} log writes replayed, {} problems",
+        "{what}: {} files, {} data blocks in use, {} checkpoint blocks, {} log writes replayed, {} problems",
         report.files,
         report.blocks_used,
+        report.checkpoint_blocks,
         report.log_writes,
         report.problems.len()
     );
+}
+
+fn fsck_on<D: BlockDevice>(dev: &D, what: &str, repair: bool) -> Result<(), String> {
+    let report = if repair {
+        let r = pollfs_core::persist::repair(dev, monotonic_clock, std::thread::yield_now)
+            .map_err(|e| format!("{what}: cannot repair: {e}"))?;
+        for fixed in &r.repaired {
+            println!("{what}: repaired: {fixed}");
+        }
+        if r.repaired.is_empty() {
+            println!("{what}: nothing needed repair");
+        }
+        r.after
+    } else {
+        pollfs_core::persist::check(dev, monotonic_clock, std::thread::yield_now)
+            .map_err(|e| format!("{what}: {e}"))?
+    };
+    print_report(what, &report);
     if report.problems.is_empty() {
         Ok(())
     } else {
         Err(format!(
-            "{what}: the filesystem has {} problem(s)",
-            report.problems.len()
+            "{what}: the filesystem has {} problem(s){}",
+            report.problems.len(),
+            if repair {
+                " that repair could not fix"
+            } else {
+                "; `pollfs fsck --repair` may fix them"
+            }
         ))
     }
 }
 
-/// Checks a filesystem; fails if it has any problem.
+/// Checks a filesystem (and with `--repair`, repairs it); fails if it has
+/// any problem left.
 pub fn fsck(args: &FsckArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
-        return fsck_on(&existing_file(Path::new(path))?, path);
+        return fsck_on(&existing_file(Path::new(path))?, path, args.repair);
     }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {
-        return fsck_on(&vfio_device(addr)?, addr);
+        return fsck_on(&vfio_device(addr)?, addr, args.repair);
     }
     Err(format!(
         "unknown device '{}': use file:PATH or vfio:PCI_ADDR",

@@ -103,6 +103,31 @@ fn mkfs_then_fsck_is_clean_and_damage_is_reported() {
     assert!(out.contains("data blocks"), "{out}");
     let (ok, out, err) = pollfs(&["fsck", &spec]);
     assert!(ok && out.contains("0 problems"), "{out}{err}");
+    // mkfs writes both superblock copies: a fresh image has nothing to note.
+    assert!(!out.contains("note"), "{out}");
+    // One copy damaged: fsck notes it, --repair rewrites it.
+    let pristine = std::fs::read(&img).unwrap();
+    let mut bytes = pristine.clone();
+    bytes[..4096].fill(0x5a);
+    std::fs::write(&img, &bytes).unwrap();
+    let (ok, out, err) = pollfs(&["fsck", &spec]);
+    assert!(ok && out.contains("note: superblock copy 0"), "{out}{err}");
+    let (ok, out, err) = pollfs(&["fsck", "--repair", &spec]);
+    assert!(
+        ok && out.contains("repaired: superblock copy 0"),
+        "{out}{err}"
+    );
+    let (ok, out, err) = pollfs(&["fsck", &spec]);
+    assert!(ok && !out.contains("note"), "{out}{err}");
+    // A truncated image: fsck says the device is shorter than the
+    // filesystem, and mentions no magic.
+    std::fs::write(&img, &pristine[..pristine.len() / 2]).unwrap();
+    let (ok, out, err) = pollfs(&["fsck", &spec]);
+    assert!(
+        !ok && out.contains("device has only") && !out.contains("magic"),
+        "{out}{err}"
+    );
+    std::fs::write(&img, &pristine).unwrap();
     // Damage both superblocks.
     let mut bytes = std::fs::read(&img).unwrap();
     bytes[..8192].fill(0xff);

@@ -14,6 +14,8 @@ pub enum NameError {
     TooLong,
     /// The name contains a NUL byte or `/`.
     BadByte,
+    /// The name is `.` or `..`.
+    Dots,
 }
 
 /// Errors of the namespace operations (`create`, `open`, `remove`, `rename`).
@@ -26,6 +28,24 @@ pub enum NamespaceError {
     Exists,
     /// The name is not valid.
     Name(NameError),
+    /// A directory was needed (a path component, a parent, `rmdir`'s
+    /// target, a rename over a directory by a non-directory's name).
+    NotADirectory,
+    /// A directory where a file was needed (`unlink`, `open`, a rename of
+    /// a file over a directory).
+    IsADirectory,
+    /// The directory is not empty.
+    NotEmpty,
+    /// A rename would move a directory under itself.
+    InvalidMove,
+    /// The inode has the most links it may have.
+    TooManyLinks,
+    /// Not allowed: a hard link to a directory, removing or renaming the
+    /// root.
+    NotPermitted,
+    /// Not a symbolic link (`readlink`), or a symbolic link where a file or
+    /// directory was needed (paths are not followed through links).
+    NotASymlink,
 }
 
 /// Errors of data and size operations (`read_at`, `write_at`, `set_len`,
@@ -37,6 +57,8 @@ pub enum RangeError {
     Overflow,
     /// The range ends past [`crate::units::MAX_FILE_SIZE`].
     TooLarge,
+    /// The file ended before the buffer was filled (`read_exact_at`).
+    EndOfFile,
 }
 
 /// Resource exhaustion.
@@ -49,6 +71,10 @@ pub enum SpaceError {
     MetadataFull,
     /// Every inode number has been used.
     InodeNumbers,
+    /// The log's sequence numbers or the superblock's generations have
+    /// reached their limit (2^62; only a crafted image gets there): nothing
+    /// more is written, so the image stays as it is.
+    SequenceExhausted,
 }
 
 /// Any pollfs error.
@@ -196,42 +222,170 @@ impl From<DevError> for Error {
     }
 }
 
+impl fmt::Display for NameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NameError::Empty => write!(f, "empty file name"),
+            NameError::TooLong => write!(
+                f,
+                "file name longer than {} bytes",
+                crate::units::MAX_NAME_LEN
+            ),
+            NameError::BadByte => write!(f, "file name contains NUL or '/'"),
+            NameError::Dots => write!(f, "file name is '.' or '..'"),
+        }
+    }
+}
+
+impl fmt::Display for NamespaceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NamespaceError::NotFound => write!(f, "no such file"),
+            NamespaceError::Exists => write!(f, "file exists"),
+            NamespaceError::Name(e) => e.fmt(f),
+            NamespaceError::NotADirectory => write!(f, "not a directory"),
+            NamespaceError::IsADirectory => write!(f, "is a directory"),
+            NamespaceError::NotEmpty => write!(f, "directory not empty"),
+            NamespaceError::InvalidMove => {
+                write!(f, "cannot move a directory under itself")
+            }
+            NamespaceError::TooManyLinks => write!(f, "too many links"),
+            NamespaceError::NotPermitted => write!(f, "operation not permitted"),
+            NamespaceError::NotASymlink => write!(f, "not a symbolic link"),
+        }
+    }
+}
+
+impl fmt::Display for RangeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RangeError::Overflow => write!(f, "offset + length overflows"),
+            RangeError::TooLarge => write!(
+                f,
+                "range ends past the maximum file size ({} bytes)",
+                crate::units::MAX_FILE_SIZE
+            ),
+            RangeError::EndOfFile => write!(f, "the file ends before the buffer is full"),
+        }
+    }
+}
+
+impl fmt::Display for SpaceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpaceError::DeviceFull => write!(f, "no space left on device"),
+            SpaceError::MetadataFull => write!(f, "no free space left for the metadata"),
+            SpaceError::InodeNumbers => write!(f, "inode numbers exhausted"),
+            SpaceError::SequenceExhausted => {
+                write!(
+                    f,
+                    "log sequence numbers or superblock generations exhausted"
+                )
+            }
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Namespace(NamespaceError::NotFound) => write!(f, "no such file"),
-            Error::Namespace(NamespaceError::Exists) => write!(f, "file exists"),
-            Error::Namespace(NamespaceError::Name(NameError::Empty)) => {
-                write!(f, "empty file name")
-            }
-            Error::Namespace(NamespaceError::Name(NameError::TooLong)) => {
-                write!(
-                    f,
-                    "file name longer than {} bytes",
-                    crate::units::MAX_NAME_LEN
-                )
-            }
-            Error::Namespace(NamespaceError::Name(NameError::BadByte)) => {
-                write!(f, "file name contains NUL or '/'")
-            }
-            Error::Range(RangeError::Overflow) => write!(f, "offset + length overflows"),
-            Error::Range(RangeError::TooLarge) => {
-                write!(
-                    f,
-                    "range ends past the maximum file size ({} bytes)",
-                    crate::units::MAX_FILE_SIZE
-                )
-            }
-            Error::Space(SpaceError::DeviceFull) => write!(f, "no space left on device"),
-            Error::Space(SpaceError::MetadataFull) => {
-                write!(f, "no free space left for the metadata")
-            }
-            Error::Space(SpaceError::InodeNumbers) => write!(f, "inode numbers exhausted"),
+            Error::Namespace(e) => e.fmt(f),
+            Error::Range(e) => e.fmt(f),
+            Error::Space(e) => e.fmt(f),
             Error::Corrupt { block, damage } => {
                 write!(f, "corrupted image at block {block}: {damage}")
             }
             Error::Io(e) => write!(f, "device I/O error: {e}"),
             Error::Config(why) => write!(f, "bad configuration: {why}"),
+        }
+    }
+}
+
+impl core::error::Error for NameError {}
+impl core::error::Error for NamespaceError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            NamespaceError::Name(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+impl core::error::Error for RangeError {}
+impl core::error::Error for SpaceError {}
+impl core::error::Error for Damage {}
+
+impl core::error::Error for Error {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            Error::Namespace(e) => Some(e),
+            Error::Range(e) => Some(e),
+            Error::Space(e) => Some(e),
+            Error::Io(e) => Some(e),
+            Error::Corrupt { damage, .. } => Some(damage),
+            Error::Config(_) => None,
+        }
+    }
+}
+
+impl Error {
+    /// The Linux errno that best says what went wrong, if one does
+    /// (`read_exact_at` past EOF has none: `std` reports it as
+    /// `ErrorKind::UnexpectedEof` with no code).
+    pub fn errno(&self) -> Option<i32> {
+        // Linux values, written out so that the `no_std` build has them.
+        const EPERM: i32 = 1;
+        const ENOENT: i32 = 2;
+        const EIO: i32 = 5;
+        const EEXIST: i32 = 17;
+        const ENOTDIR: i32 = 20;
+        const EISDIR: i32 = 21;
+        const EMLINK: i32 = 31;
+        const ENOTEMPTY: i32 = 39;
+        const EINVAL: i32 = 22;
+        const EFBIG: i32 = 27;
+        const ENOSPC: i32 = 28;
+        const ENAMETOOLONG: i32 = 36;
+        const EUCLEAN: i32 = 117;
+        Some(match self {
+            Error::Namespace(NamespaceError::NotFound) => ENOENT,
+            Error::Namespace(NamespaceError::Exists) => EEXIST,
+            Error::Namespace(NamespaceError::Name(NameError::TooLong)) => ENAMETOOLONG,
+            Error::Namespace(NamespaceError::Name(_)) => EINVAL,
+            Error::Namespace(NamespaceError::NotADirectory) => ENOTDIR,
+            Error::Namespace(NamespaceError::IsADirectory) => EISDIR,
+            Error::Namespace(NamespaceError::NotEmpty) => ENOTEMPTY,
+            Error::Namespace(NamespaceError::InvalidMove) => EINVAL,
+            Error::Namespace(NamespaceError::TooManyLinks) => EMLINK,
+            Error::Namespace(NamespaceError::NotPermitted) => EPERM,
+            Error::Namespace(NamespaceError::NotASymlink) => EINVAL,
+            Error::Range(RangeError::Overflow) => EINVAL,
+            Error::Range(RangeError::TooLarge) => EFBIG,
+            Error::Range(RangeError::EndOfFile) => return None,
+            Error::Space(_) => ENOSPC,
+            Error::Io(_) => EIO,
+            Error::Corrupt { .. } => EUCLEAN,
+            Error::Config(_) => EINVAL,
+        })
+    }
+}
+
+#[cfg(feature = "std")]
+impl From<Error> for std::io::Error {
+    /// An error Linux has an errno for becomes that OS error, so
+    /// `raw_os_error` and `kind` mean what they mean for a kernel
+    /// filesystem (ENOENT, EEXIST, ENAMETOOLONG, EINVAL, EFBIG, ENOSPC,
+    /// EIO). A damaged image and a bad configuration keep their message
+    /// (kinds `InvalidData`, `InvalidInput`), and `read_exact_at` past EOF
+    /// is `UnexpectedEof`, as in `std`.
+    fn from(e: Error) -> std::io::Error {
+        use std::io::ErrorKind;
+        match e {
+            Error::Corrupt { .. } => std::io::Error::new(ErrorKind::InvalidData, e),
+            Error::Config(_) => std::io::Error::new(ErrorKind::InvalidInput, e),
+            _ => match e.errno() {
+                Some(errno) => std::io::Error::from_raw_os_error(errno),
+                None => std::io::Error::new(ErrorKind::UnexpectedEof, e),
+            },
         }
     }
 }

@@ -48,5 +48,10 @@ pub mod sync;
 pub mod units;
 
 pub use error::{Error, Result};
-pub use fs::{Config, File, Fs, InvariantError, Session, MAX_FILE_SIZE, MAX_NAME_LEN};
+#[cfg(feature = "std")]
+pub use fs::FileCursor;
+pub use fs::{
+    Config, DirEntry, File, Fs, InvariantError, Kind, Metadata, NewInode, RenameFlags, Session,
+    SetAttr, MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO,
+};
 pub use stats::Stats;

@@ -1,132 +1,48 @@
-//! [`NvmeDevice`]: the engine's [`BlockDevice`] on an NVMe controller.
+//! [`NvmeDevice`]: the engine's [`BlockDevice`] on an NVMe controller,
+//! over any [`Transport`].
 //!
-//! The page cache's frames are one DMA region allocated from the driver's
-//! DMA memory, so Read and Write commands point their PRPs straight at
-//! page-cache memory. Each `open_queue` creates one I/O queue pair on the
-//! controller.
+//! The page-cache frames come from the transport (DMA memory on PCIe, so
+//! Read and Write move data straight to and from page-cache memory). Each
+//! `open_queue` creates one I/O queue pair on the controller.
 
 use alloc::boxed::Box;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 
-use pollfs_core::dev::{BlockDevice, DevError, FrameArena, Geometry};
-use pollfs_core::units::{FrameId, PAGE_SIZE};
-use spin::RwLock;
+use pollfs_core::dev::{BlockDevice, DevError, Geometry};
 
+use crate::clock::Clock;
 use crate::controller::{Controller, DriverConfig, MPS};
 use crate::error::DriverError;
-use crate::hal::{Clock, DmaAllocator, DmaRegion, Registers};
-use crate::io_queue::{FrameMap, NvmeQueue};
-
-/// The page-cache frames, inside DMA memory. Each frame has a lock so an
-/// engine `read` never sees half of a concurrent `write` (the device's own
-/// accesses happen only while the engine holds the page for I/O).
-pub struct NvmeFrames<D: DmaRegion> {
-    region: D,
-    locks: Vec<RwLock<()>>,
-}
-
-impl<D: DmaRegion> core::fmt::Debug for NvmeFrames<D> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("NvmeFrames")
-            .field("frames", &self.locks.len())
-            .field("iova", &self.region.iova())
-            .finish()
-    }
-}
-
-fn clip(offset: usize, len: usize) -> core::ops::Range<usize> {
-    let start = offset.min(PAGE_SIZE);
-    start..offset.saturating_add(len).min(PAGE_SIZE)
-}
-
-impl<D: DmaRegion> NvmeFrames<D> {
-    /// `count` frames from `dma`.
-    pub fn new<A: DmaAllocator<Region = D>>(dma: &A, count: u32) -> Result<Self, DriverError> {
-        let bytes = (count as usize)
-            .checked_mul(PAGE_SIZE)
-            .ok_or(DriverError::Dma(crate::hal::DmaError::NoMemory))?;
-        let region = dma.alloc(bytes.max(PAGE_SIZE))?;
-        Ok(NvmeFrames {
-            region,
-            locks: (0..count).map(|_| RwLock::new(())).collect(),
-        })
-    }
-    /// Where the frames sit on the bus.
-    pub fn map(&self) -> FrameMap {
-        FrameMap {
-            base: self.region.iova().0,
-            count: self.locks.len() as u32,
-        }
-    }
-    fn base(&self, frame: FrameId) -> Option<(usize, &RwLock<()>)> {
-        let lock = self.locks.get(frame.index())?;
-        Some((frame.index() * PAGE_SIZE, lock))
-    }
-}
-
-impl<D: DmaRegion> FrameArena for NvmeFrames<D> {
-    fn frame_count(&self) -> u32 {
-        self.locks.len() as u32
-    }
-    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) {
-        if let Some((base, lock)) = self.base(frame) {
-            let r = clip(offset, dst.len());
-            let n = r.len();
-            // A region whose pages are each accessed as a unit needs no
-            // second lock (frames are whole, aligned pages).
-            let _g = (!self.region.page_atomic()).then(|| lock.read());
-            if self.region.read(base + r.start, &mut dst[..n]).is_err() {
-                dst[..n].fill(0);
-            }
-        }
-    }
-    fn write(&self, frame: FrameId, offset: usize, src: &[u8]) {
-        if let Some((base, lock)) = self.base(frame) {
-            let r = clip(offset, src.len());
-            let n = r.len();
-            let _g = (!self.region.page_atomic()).then(|| lock.write());
-            let _ = self.region.write(base + r.start, &src[..n]);
-        }
-    }
-    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) {
-        if let Some((base, lock)) = self.base(frame) {
-            let r = clip(offset, len);
-            let _g = (!self.region.page_atomic()).then(|| lock.write());
-            let _ = self.region.fill(base + r.start, r.len(), byte);
-        }
-    }
-}
+use crate::io_queue::NvmeQueue;
+use crate::transport::Transport;
 
 /// An NVMe namespace as a pollfs block device.
-pub struct NvmeDevice<R: Registers + 'static, A: DmaAllocator + 'static> {
-    ctrl: Arc<Controller<R, A>>,
-    frames: Arc<NvmeFrames<A::Region>>,
+pub struct NvmeDevice<T: Transport> {
+    ctrl: Arc<Controller<T>>,
+    frames: Arc<T::Frames>,
     geometry: Geometry,
 }
 
-impl<R: Registers + 'static, A: DmaAllocator + 'static> core::fmt::Debug for NvmeDevice<R, A> {
+impl<T: Transport> core::fmt::Debug for NvmeDevice<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("NvmeDevice")
             .field("geometry", &self.geometry)
-            .field("frames", &self.frames)
             .finish_non_exhaustive()
     }
 }
 
-impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeDevice<R, A> {
-    /// Brings up the controller behind `regs`, allocates `frames` page
-    /// frames from `dma`, and derives the geometry from Identify. `clock`
-    /// bounds the blocking admin sequences (bring-up, reset, queue
+impl<T: Transport> NvmeDevice<T> {
+    /// Brings up the controller behind `transport`, allocates `frames`
+    /// page frames from it, and derives the geometry from Identify.
+    /// `clock` bounds the blocking admin sequences (bring-up, reset, queue
     /// creation).
     pub fn new(
-        regs: R,
-        dma: A,
+        transport: T,
         clock: impl Clock + 'static,
         config: DriverConfig,
         frames: u32,
     ) -> Result<Self, DriverError> {
-        let ctrl = Controller::new(regs, dma, Box::new(clock), config)?;
+        let ctrl = Controller::new(transport, Box::new(clock), config)?;
         let info = *ctrl.info();
         let ns = info.namespace;
         let requested = match config.max_transfer {
@@ -153,7 +69,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeDevice<R, A> {
         if geometry.capacity_pages() == 0 {
             return Err(DriverError::Unsupported("namespace smaller than a page"));
         }
-        let frames = Arc::new(NvmeFrames::new(ctrl.dma(), frames)?);
+        let frames = Arc::new(ctrl.transport().alloc_frames(frames)?);
         Ok(NvmeDevice {
             ctrl: Arc::new(ctrl),
             frames,
@@ -161,26 +77,26 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeDevice<R, A> {
         })
     }
     /// The controller, for admin work (logs, identify data, resets).
-    pub fn controller(&self) -> &Arc<Controller<R, A>> {
+    pub fn controller(&self) -> &Arc<Controller<T>> {
         &self.ctrl
     }
     /// Opens a queue, keeping the driver's own type (with stats and
     /// driver errors) rather than the engine's.
-    pub fn open_nvme_queue(&self) -> Result<NvmeQueue<R, A>, DriverError> {
+    pub fn open_nvme_queue(&self) -> Result<NvmeQueue<T>, DriverError> {
         NvmeQueue::open(self.ctrl.clone(), self.frames.clone(), self.geometry)
     }
 }
 
-impl<R: Registers + 'static, A: DmaAllocator + 'static> BlockDevice for NvmeDevice<R, A> {
-    type Queue = NvmeQueue<R, A>;
-    type Frames = NvmeFrames<A::Region>;
+impl<T: Transport> BlockDevice for NvmeDevice<T> {
+    type Queue = NvmeQueue<T>;
+    type Frames = T::Frames;
     fn geometry(&self) -> Geometry {
         self.geometry
     }
-    fn frames(&self) -> &NvmeFrames<A::Region> {
+    fn frames(&self) -> &T::Frames {
         &self.frames
     }
-    fn open_queue(&self) -> Result<NvmeQueue<R, A>, DevError> {
+    fn open_queue(&self) -> Result<NvmeQueue<T>, DevError> {
         self.open_nvme_queue().map_err(DevError::from)
     }
 }

@@ -6,11 +6,11 @@ use core::fmt;
 
 use pollfs_core::dev::DevError;
 
-use crate::hal::DmaError;
-use crate::prp::PrpError;
-use crate::queue::ProtocolError;
+use crate::pcie::hal::DmaError;
+use crate::qpair::ProtocolError;
 use crate::spec::identify::IdentifyError;
 use crate::spec::status::{specific, Status, StatusType};
+use crate::transport::QpairError;
 
 /// A step of controller bring-up or reset that can time out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,13 +49,15 @@ pub enum DriverError {
     },
     /// The controller broke the queue protocol.
     Protocol(ProtocolError),
-    /// A transfer could not be described with PRPs.
-    Prp(PrpError),
+    /// A queue pair's transport refused or failed a command.
+    Transport(QpairError),
     /// No I/O queue ids are left.
     NoQueues,
     /// Resets keep failing; the controller is given up on.
     Dead,
 }
+
+impl core::error::Error for DriverError {}
 
 impl fmt::Display for DriverError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -70,7 +72,7 @@ impl fmt::Display for DriverError {
                 write!(f, "admin opcode {opcode:#04x} failed: {status:?}")
             }
             DriverError::Protocol(e) => write!(f, "queue protocol violation: {e:?}"),
-            DriverError::Prp(e) => write!(f, "PRP: {e:?}"),
+            DriverError::Transport(e) => write!(f, "transport: {e:?}"),
             DriverError::NoQueues => write!(f, "no I/O queues left"),
             DriverError::Dead => write!(f, "controller failed and could not be reset"),
         }
@@ -92,9 +94,9 @@ impl From<ProtocolError> for DriverError {
         DriverError::Protocol(e)
     }
 }
-impl From<PrpError> for DriverError {
-    fn from(e: PrpError) -> Self {
-        DriverError::Prp(e)
+impl From<QpairError> for DriverError {
+    fn from(e: QpairError) -> Self {
+        DriverError::Transport(e)
     }
 }
 
@@ -110,7 +112,7 @@ impl From<DriverError> for DevError {
             {
                 DevError::NoQueues
             }
-            DriverError::Prp(_) => DevError::InvalidRequest,
+            DriverError::Transport(QpairError::BadPayload) => DevError::InvalidRequest,
             _ => DevError::ControllerFailed,
         }
     }

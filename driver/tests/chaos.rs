@@ -125,7 +125,7 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
             } else if result.is_ok() {
                 if let Page::Known(v) = model[page as usize] {
                     let mut got = vec![0u8; PAGE_SIZE];
-                    dev.frames().read(*f, 0, &mut got);
+                    dev.frames().read(*f, 0, &mut got).unwrap();
                     assert!(
                         got == page_bytes(v, page),
                         "seed {seed}: page {page} != v{v}"
@@ -153,7 +153,8 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
                 if write {
                     for (i, f) in frames.iter().enumerate() {
                         dev.frames()
-                            .write(*f, 0, &page_bytes(version, first + i as u64));
+                            .write(*f, 0, &page_bytes(version, first + i as u64))
+                            .unwrap();
                     }
                 }
                 let lba = Lba(first * bpp);
@@ -269,7 +270,7 @@ fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
             let page = chunk * 8 + i as u64;
             if let Page::Known(v) = model[page as usize] {
                 let mut got = vec![0u8; PAGE_SIZE];
-                dev.frames().read(*fr, 0, &mut got);
+                dev.frames().read(*fr, 0, &mut got).unwrap();
                 assert!(got == page_bytes(v, page), "seed {seed}: final page {page}");
             }
         }

@@ -11,7 +11,7 @@ use common::*;
 use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena};
 use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 use pollfs_driver::emu::EmuConfig;
-use pollfs_driver::{DriverConfig, NvmeDevice};
+use pollfs_driver::{DriverConfig, NvmeDevice, PcieTransport};
 
 #[test]
 fn emulated_device_reports_identify_geometry() {
@@ -289,12 +289,21 @@ fn bad_frames_and_oversized_requests_are_refused() {
     });
     assert_eq!(e.err(), Some(DevError::InvalidRequest));
     assert_eq!(q.in_flight(), 0);
-    // Frame arena accesses outside a frame are clipped.
+    // Frame arena accesses outside a frame are refused, and copy nothing.
     let mut buf = [7u8; 16];
-    dev.frames().read(FrameId(0), PAGE_SIZE - 8, &mut buf);
-    assert_eq!(&buf[8..], &[7; 8]);
-    dev.frames().read(FrameId(99), 0, &mut buf);
-    dev.frames().write(FrameId(0), usize::MAX, &buf);
+    let refused = Err(DevError::FrameRange);
+    assert_eq!(
+        dev.frames().read(FrameId(0), PAGE_SIZE - 8, &mut buf),
+        refused
+    );
+    assert_eq!(buf, [7; 16]);
+    assert_eq!(dev.frames().read(FrameId(99), 0, &mut buf), refused);
+    assert_eq!(dev.frames().write(FrameId(0), usize::MAX, &buf), refused);
+    assert_eq!(dev.frames().fill(FrameId(99), 0, 1, 0), refused);
+    assert_eq!(
+        dev.frames().read(FrameId(0), PAGE_SIZE - 16, &mut buf),
+        Ok(())
+    );
 }
 
 #[test]
@@ -400,8 +409,7 @@ fn file_backed_namespace_outlives_the_controller() {
         let mem = EmuMemory::new();
         let ctrl = EmuController::with_file(emu, mem.clone(), open()).unwrap();
         let dev = NvmeDevice::new(
-            ctrl.clone(),
-            mem,
+            PcieTransport::new(ctrl.clone(), mem),
             ticking_clock(),
             DriverConfig::default(),
             16,

@@ -12,9 +12,9 @@ use common::*;
 use pollfs_core::dev::{BlockDevice, Command, Completion, DevError, DeviceQueue};
 use pollfs_core::units::{FrameId, Lba, Nanos};
 use pollfs_driver::emu::{EmuConfig, EmuController, EmuMemory, Hostile};
-use pollfs_driver::hal::Registers;
+use pollfs_driver::pcie::hal::Registers;
 use pollfs_driver::spec::status::{generic, Status, StatusType};
-use pollfs_driver::{DriverConfig, DriverError, NvmeDevice};
+use pollfs_driver::{DriverConfig, DriverError, NvmeDevice, PcieTransport};
 
 const SEC: u64 = 1_000_000_000;
 
@@ -288,8 +288,7 @@ fn bring_up(set: impl FnOnce(&EmuController)) -> Result<(), DriverError> {
     let ctrl = EmuController::new(EmuConfig::default(), mem.clone());
     set(&ctrl);
     let r = NvmeDevice::new(
-        ctrl.clone(),
-        mem,
+        PcieTransport::new(ctrl.clone(), mem),
         ticking_clock(),
         DriverConfig::default(),
         4,
@@ -355,7 +354,7 @@ fn hostile_admin_completions_fail_bring_up_cleanly() {
         matches!(
             r,
             Err(DriverError::Protocol(
-                pollfs_driver::queue::ProtocolError::UnknownCid(_)
+                pollfs_driver::qpair::ProtocolError::UnknownCid(_)
             ))
         ),
         "{r:?}"

@@ -66,16 +66,24 @@ const HOSTILE: [Hostile; 5] = [
 ];
 const SPAN: u64 = 16 * 4096;
 
-fn run_op<D: pollfs_core::dev::BlockDevice>(f: &pollfs_core::File<'_, D>, op: &NvOp) {
+fn run_op<D: pollfs_core::dev::BlockDevice>(
+    s: &pollfs_core::Session<D>,
+    f: &pollfs_core::File<D>,
+    op: &NvOp,
+) {
     let at = |o: u16| u64::from(o) % SPAN;
     let len = |l: u16| u64::from(l) % (3 * 4096) + 1;
     // Errors are expected; only panics and hangs are failures.
     let _ = match *op {
-        NvOp::Write(o, l) => f.write_at(&vec![0xa5; len(l) as usize], at(o)).map(|_| ()),
-        NvOp::Read(o, l) => f.read_at(&mut vec![0; len(l) as usize], at(o)).map(|_| ()),
-        NvOp::SetLen(s) => f.set_len(at(s)),
-        NvOp::Punch(o, l) => f.punch_hole(at(o), len(l)),
-        NvOp::Sync => f.sync_data(),
+        NvOp::Write(o, l) => s
+            .write_at(f, &vec![0xa5; len(l) as usize], at(o))
+            .map(|_| ()),
+        NvOp::Read(o, l) => s
+            .read_at(f, &mut vec![0; len(l) as usize], at(o))
+            .map(|_| ()),
+        NvOp::SetLen(l) => s.set_len(f, at(l)),
+        NvOp::Punch(o, l) => s.punch_hole(f, at(o), len(l)),
+        NvOp::Sync => s.sync_data(f),
     };
 }
 
@@ -107,11 +115,11 @@ pub fn run(input: &NvmeInput) {
     let Ok(session) = fs.session() else {
         return;
     };
-    let Ok(f) = session.create("f") else {
+    let Ok(f) = fs.create("f") else {
         return;
     };
     for op in input.clean.iter().take(8) {
-        run_op(&f, op);
+        run_op(&session, &f, op);
     }
     ctrl.set_faults(|k| {
         k.hostile = HOSTILE.get(usize::from(input.hostile)).copied();
@@ -122,6 +130,6 @@ pub fn run(input: &NvmeInput) {
         k.stuck_abortable = input.stuck_abortable;
     });
     for op in input.ops.iter().take(8) {
-        run_op(&f, op);
+        run_op(&session, &f, op);
     }
 }

@@ -26,8 +26,7 @@ fn fs_with_file(size: u64, file_lock: bool) -> Fs<EmulatedDevice> {
         ..pollfs_core::hosted::config()
     };
     let fs = Fs::new(dev, config).unwrap();
-    let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     let chunk = vec![0xa5u8; 1 << 20];
     for off in (0..size).step_by(chunk.len()) {
         f.write_all_at(&chunk, off).unwrap();
@@ -48,7 +47,7 @@ fn cached_read(c: &mut Criterion) {
         let label = format!("{}MiB", size >> 20);
         let fs = fs_with_file(size, false);
         let s = fs.session().unwrap();
-        let f = s.open("f").unwrap();
+        let f = fs.open("f").unwrap();
         let mut buf = vec![0u8; BS];
         let mut rng = Rng::new(1);
         g.bench_function(BenchmarkId::new("pollfs", &label), |b| {
@@ -105,8 +104,7 @@ fn overwrite(fs: &Fs<EmulatedDevice>, blocks: u64, threads: u64, iters: u64) -> 
     std::thread::scope(|scope| {
         for t in 0..threads {
             scope.spawn(move || {
-                let s = fs.session().unwrap();
-                let f = s.open("f").unwrap();
+                let f = fs.open("f").unwrap();
                 let buf = vec![t as u8; BS];
                 let mut rng = Rng::new(t + 7);
                 for _ in 0..iters / threads {

@@ -77,7 +77,7 @@ impl DeviceQueue for RecordingQueue {
                 for (i, f) in frames.iter().enumerate() {
                     self.dev
                         .frames()
-                        .read(*f, 0, &mut data[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]);
+                        .read(*f, 0, &mut data[i * PAGE_SIZE..(i + 1) * PAGE_SIZE])?;
                 }
                 Some(Event::Write {
                     offset: lba.0 * bs,

@@ -9,24 +9,37 @@ use pollfs_host_tests::setup::ram_fs;
 #[test]
 fn names_are_checked() {
     let fs = ram_fs(4 << 20, 64);
-    let s = fs.session().unwrap();
     let bad = |e| Error::Namespace(NamespaceError::Name(e));
-    assert_eq!(s.create("").unwrap_err(), bad(NameError::Empty));
+    assert_eq!(fs.create("").unwrap_err(), bad(NameError::Empty));
     assert_eq!(
-        s.create(&"x".repeat(MAX_NAME_LEN + 1)).unwrap_err(),
+        fs.create(&"x".repeat(MAX_NAME_LEN + 1)).unwrap_err(),
         bad(NameError::TooLong)
     );
-    assert_eq!(s.create("a/b").unwrap_err(), bad(NameError::BadByte));
-    assert_eq!(s.create("a\0b").unwrap_err(), bad(NameError::BadByte));
-    let long = "y".repeat(MAX_NAME_LEN);
-    drop(s.create(&long).unwrap());
-    drop(s.create("b").unwrap());
+    // A path names a file through its directories; `a` does not exist.
     assert_eq!(
-        s.create("b").unwrap_err(),
+        fs.create("a/b").unwrap_err(),
+        Error::Namespace(NamespaceError::NotFound)
+    );
+    let who = pollfs_core::NewInode::new(0o644, 0, 0);
+    let root = pollfs_core::ROOT_INO;
+    assert_eq!(
+        fs.create_in(root, "a/b", who).unwrap_err(),
+        bad(NameError::BadByte)
+    );
+    assert_eq!(fs.create("a\0b").unwrap_err(), bad(NameError::BadByte));
+    assert_eq!(
+        fs.create_in(root, "..", who).unwrap_err(),
+        bad(NameError::Dots)
+    );
+    let long = "y".repeat(MAX_NAME_LEN);
+    drop(fs.create(&long).unwrap());
+    drop(fs.create("b").unwrap());
+    assert_eq!(
+        fs.create("b").unwrap_err(),
         Error::Namespace(NamespaceError::Exists)
     );
     assert_eq!(
-        s.open("nope").unwrap_err(),
+        fs.open("nope").unwrap_err(),
         Error::Namespace(NamespaceError::NotFound)
     );
     assert_eq!(
@@ -43,8 +56,7 @@ fn names_are_checked() {
 #[test]
 fn ranges_are_checked_and_nothing_changes_on_error() {
     let fs = ram_fs(4 << 20, 64);
-    let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     f.write_all_at(b"hello", 0).unwrap();
     assert_eq!(
         f.write_at(b"x", u64::MAX).unwrap_err(),
@@ -78,8 +90,7 @@ fn ranges_are_checked_and_nothing_changes_on_error() {
 #[test]
 fn holes_extend_and_truncate_read_back_as_zeros() {
     let fs = ram_fs(4 << 20, 64);
-    let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     f.write_all_at(&[7u8; 100], 10_000).unwrap();
     let mut buf = vec![1u8; 10_100];
     assert_eq!(f.read_at(&mut buf, 0).unwrap(), 10_100);
@@ -105,10 +116,9 @@ fn holes_extend_and_truncate_read_back_as_zeros() {
 fn remove_and_rename_free_blocks_when_the_last_handle_closes() {
     let fs = ram_fs(4 << 20, 64);
     let total = fs.free_blocks();
-    let s = fs.session().unwrap();
-    let a = s.create("a").unwrap();
+    let a = fs.create("a").unwrap();
     a.write_all_at(&pattern(1, 0, 5 * 4096), 0).unwrap();
-    let b = s.create("b").unwrap();
+    let b = fs.create("b").unwrap();
     b.write_all_at(&pattern(2, 0, 3 * 4096), 0).unwrap();
     assert_eq!(fs.free_blocks(), total - 8);
     fs.rename("a", "b").unwrap();
@@ -119,7 +129,7 @@ fn remove_and_rename_free_blocks_when_the_last_handle_closes() {
     assert_eq!(buf, pattern(2, 0, 3 * 4096));
     drop(b);
     assert_eq!(fs.free_blocks(), total - 5);
-    let again = s.open("b").unwrap();
+    let again = fs.open("b").unwrap();
     let mut buf = vec![0; 5 * 4096];
     again.read_at(&mut buf, 0).unwrap();
     assert_eq!(buf, pattern(1, 0, 5 * 4096));
@@ -134,8 +144,7 @@ fn remove_and_rename_free_blocks_when_the_last_handle_closes() {
 #[test]
 fn writeback_sends_one_command_per_contiguous_run() {
     let fs = ram_fs(16 << 20, 1024);
-    let s = fs.session().unwrap();
-    let f = s.create("seq").unwrap();
+    let f = fs.create("seq").unwrap();
     for i in 0..256u64 {
         f.write_all_at(&pattern(i, 0, 4096), i * 4096).unwrap();
     }
@@ -152,8 +161,7 @@ fn writeback_sends_one_command_per_contiguous_run() {
 fn sequential_cold_read_is_batched_into_max_transfer_commands() {
     // A 2 MiB cache over an 8 MiB file: the first 4 MiB are cold.
     let fs = ram_fs(64 << 20, 512);
-    let s = fs.session().unwrap();
-    let f = s.create("big").unwrap();
+    let f = fs.create("big").unwrap();
     let data = pattern(9, 0, 8 << 20);
     for chunk in 0..8u64 {
         f.write_all_at(
@@ -164,7 +172,7 @@ fn sequential_cold_read_is_batched_into_max_transfer_commands() {
     }
     f.sync_data().unwrap();
     // Push every page of `big` out of the cache.
-    let scratch = s.create("scratch").unwrap();
+    let scratch = fs.create("scratch").unwrap();
     scratch.write_all_at(&data[..4 << 20], 0).unwrap();
     scratch.sync_data().unwrap();
     let before = fs.stats();
@@ -191,8 +199,7 @@ fn sequential_cold_read_is_batched_into_max_transfer_commands() {
 #[test]
 fn counters_count_hits_misses_and_evictions() {
     let fs = ram_fs(16 << 20, 16);
-    let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     f.write_all_at(&pattern(1, 0, 64 * 4096), 0).unwrap();
     f.sync_data().unwrap();
     let before = fs.stats();
@@ -209,8 +216,7 @@ fn counters_count_hits_misses_and_evictions() {
 #[test]
 fn the_dirty_limit_throttles_writers_instead_of_failing_them() {
     let fs = ram_fs(16 << 20, 32);
-    let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     let data = pattern(5, 0, 200 * 4096);
     f.write_all_at(&data, 0).unwrap();
     assert!(

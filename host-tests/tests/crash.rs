@@ -2,7 +2,11 @@
 //! write boundary build the images a power cut could leave, recover each,
 //! and check: every file synced and untouched since has exactly its synced
 //! contents and size; no file shows a byte it was never given; fsck is
-//! clean; recovering twice gives the same state.
+//! clean; recovering twice gives the same state; and the recovered
+//! filesystem keeps working: every file grown past its EOF reads zeros
+//! there (no byte written before the crash past the durable size comes
+//! back), files can be overwritten, removed and synced, and a remount
+//! shows exactly that.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +26,14 @@ const MAX_FILE: u64 = 48 * 1024;
 #[derive(Clone, Debug)]
 enum Op {
     Create(usize),
+    /// Create with a 255-byte name (slot, name variant).
+    CreateLong(usize, usize),
+    /// Write the file until the device is full.
+    Fill(usize),
+    /// Write `n` single pages, every other page from `first`: many extents.
+    Fragment(usize, u64, u64),
+    /// `Fs::sync`: every file and every name change.
+    SyncFs,
     Write(usize, u64, usize),
     SetLen(usize, u64),
     Punch(usize, u64, u64),
@@ -59,6 +71,8 @@ struct Run {
     touched: BTreeMap<usize, Vec<usize>>,
     names: BTreeMap<String, BTreeSet<usize>>,
     files: Vec<ModelFile>,
+    /// Creates the full device refused.
+    refused: usize,
 }
 
 fn run_workload(ops: &[Op]) -> Run {
@@ -69,12 +83,12 @@ fn run_workload(ops: &[Op]) -> Run {
     ram.read_raw(0, &mut base);
     let dev = RecordingDevice::new(ram);
     let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
-    let s = fs.session().unwrap();
     let mut files: Vec<ModelFile> = Vec::new();
     let mut syncs = Vec::new();
     let mut touched: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut names: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
     let mut op_no = 0u64;
+    let mut refused = 0;
     // Operations name a slot; each create gives the slot a new model id, so
     // every inode keeps its own history.
     let mut slots: BTreeMap<usize, usize> = BTreeMap::new();
@@ -82,13 +96,23 @@ fn run_workload(ops: &[Op]) -> Run {
         op_no += 1;
         let start = dev.len();
         let op = match *op {
-            Op::Create(slot) => {
+            Op::Create(slot) | Op::CreateLong(slot, _) => {
                 if slots.get(&slot).is_some_and(|&id| files[id].live) {
                     continue;
                 }
-                let name = format!("f{slot}");
-                if s.create(&name).is_err() {
-                    continue;
+                let name = match *op {
+                    Op::CreateLong(_, v) => long_name(slot, v),
+                    _ => format!("f{slot}"),
+                };
+                // A full device refuses a create: that is an answer, not
+                // a failure.
+                match fs.create(&name) {
+                    Ok(_) => {}
+                    Err(pollfs_core::Error::Space(_)) => {
+                        refused += 1;
+                        continue;
+                    }
+                    Err(_) => continue,
                 }
                 let id = files.len();
                 files.push(ModelFile {
@@ -104,6 +128,11 @@ fn run_workload(ops: &[Op]) -> Run {
             Op::Write(slot, a, b) => {
                 Op::Write(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
             }
+            Op::Fill(slot) => Op::Fill(slots.get(&slot).copied().unwrap_or(usize::MAX)),
+            Op::Fragment(slot, a, b) => {
+                Op::Fragment(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
+            }
+            Op::SyncFs => Op::SyncFs,
             Op::SetLen(slot, a) => Op::SetLen(slots.get(&slot).copied().unwrap_or(usize::MAX), a),
             Op::Punch(slot, a, b) => {
                 Op::Punch(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
@@ -118,29 +147,79 @@ fn run_workload(ops: &[Op]) -> Run {
         };
         let op = &op;
         match op {
-            Op::Create(_) => {}
+            Op::Create(_) | Op::CreateLong(..) => {}
+            Op::Fill(id) => {
+                let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
+                    continue;
+                };
+                let h = fs.open(&f.name).unwrap();
+                let mut off = f.data.len() as u64;
+                loop {
+                    let data = pattern(op_no, off, 64 * 1024);
+                    let n = match h.write_at(&data, off) {
+                        Ok(n) => n,
+                        Err(pollfs_core::Error::Space(_)) => break,
+                        Err(e) => panic!("fill: {e}"),
+                    };
+                    model_write(f, off, &data[..n]);
+                    off += n as u64;
+                    if n < data.len() {
+                        break;
+                    }
+                }
+                touched.entry(*id).or_default().push(start);
+            }
+            Op::Fragment(id, first, n) => {
+                let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
+                    continue;
+                };
+                let h = fs.open(&f.name).unwrap();
+                for i in 0..*n {
+                    let off = (first + 2 * i) * 4096;
+                    let data = pattern(op_no + i, off, 4096);
+                    match h.write_at(&data, off) {
+                        Ok(n) => model_write(f, off, &data[..n]),
+                        Err(pollfs_core::Error::Space(_)) => break,
+                        Err(e) => panic!("fragment: {e}"),
+                    }
+                }
+                touched.entry(*id).or_default().push(start);
+            }
+            Op::SyncFs => {
+                fs.sync().unwrap();
+                for (id, f) in files.iter().enumerate().filter(|(_, f)| f.live) {
+                    syncs.push(Synced {
+                        id,
+                        name: f.name.clone(),
+                        data: f.data.clone(),
+                        done_at: dev.len(),
+                    });
+                }
+            }
             Op::Write(id, off, len) => {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
                 };
-                let h = s.open(&f.name).unwrap();
+                let h = fs.open(&f.name).unwrap();
                 let data = pattern(op_no, *off, *len);
-                h.write_all_at(&data, *off).unwrap();
-                let end = *off as usize + len;
-                if f.data.len() < end {
-                    f.data.resize(end, 0);
+                // On a full device a write may stop short: model what it
+                // wrote.
+                let mut done = 0;
+                while done < data.len() {
+                    match h.write_at(&data[done..], off + done as u64) {
+                        Ok(n) => done += n,
+                        Err(pollfs_core::Error::Space(_)) => break,
+                        Err(e) => panic!("write: {e}"),
+                    }
                 }
-                f.data[*off as usize..end].copy_from_slice(&data);
-                for (i, b) in data.iter().enumerate() {
-                    f.history.entry(off + i as u64).or_default().insert(*b);
-                }
+                model_write(f, *off, &data[..done]);
                 touched.entry(*id).or_default().push(start);
             }
             Op::SetLen(id, len) => {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
                 };
-                s.open(&f.name).unwrap().set_len(*len).unwrap();
+                fs.open(&f.name).unwrap().set_len(*len).unwrap();
                 f.data.resize(*len as usize, 0);
                 touched.entry(*id).or_default().push(start);
             }
@@ -148,7 +227,7 @@ fn run_workload(ops: &[Op]) -> Run {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
                 };
-                s.open(&f.name).unwrap().punch_hole(*off, *len).unwrap();
+                fs.open(&f.name).unwrap().punch_hole(*off, *len).unwrap();
                 let size = f.data.len() as u64;
                 let (a, b) = ((*off).min(size), (off + len).min(size));
                 f.data[a as usize..b as usize].fill(0);
@@ -194,7 +273,7 @@ fn run_workload(ops: &[Op]) -> Run {
                 let Some(f) = files.get(*id).filter(|f| f.live) else {
                     continue;
                 };
-                let h = s.open(&f.name).unwrap();
+                let h = fs.open(&f.name).unwrap();
                 if matches!(op, Op::SyncAll(_)) {
                     h.sync_all().unwrap()
                 } else {
@@ -216,7 +295,33 @@ fn run_workload(ops: &[Op]) -> Run {
         touched,
         names,
         files,
+        refused,
     }
+}
+
+/// Records in the model that `data` was written at `off`.
+fn model_write(f: &mut ModelFile, off: u64, data: &[u8]) {
+    let end = off as usize + data.len();
+    if data.is_empty() {
+        return;
+    }
+    if f.data.len() < end {
+        f.data.resize(end, 0);
+    }
+    f.data[off as usize..end].copy_from_slice(data);
+    for (i, b) in data.iter().enumerate() {
+        f.history.entry(off + i as u64).or_default().insert(*b);
+    }
+}
+
+/// A 255-byte name for `slot`.
+fn long_name(slot: usize, variant: usize) -> String {
+    let mut s = format!("L{slot}-{variant}-");
+    s.extend(std::iter::repeat_n(
+        'n',
+        pollfs_core::MAX_NAME_LEN - s.len(),
+    ));
+    s
 }
 
 /// Checks every crash state of a run; returns how many were checked.
@@ -308,6 +413,7 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
                 state,
                 "{ctx}: a second recovery differs"
             );
+            keeps_working(&image, &state, &ctx);
             checked += 1;
         }
     }
@@ -319,16 +425,77 @@ fn read_state(dev: &RamDevice, ctx: &str) -> BTreeMap<String, Vec<u8>> {
         .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
     fs.check_invariants()
         .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
-    let s = fs.session().unwrap();
     let mut out = BTreeMap::new();
     for name in fs.list() {
-        let f = s.open(&name).unwrap();
+        let f = fs.open(&name).unwrap();
         let mut buf = vec![0u8; f.len() as usize];
         let n = f.read_at(&mut buf, 0).unwrap();
         assert_eq!(n, buf.len(), "{ctx}: short read of {name}");
         out.insert(name, buf);
     }
     out
+}
+
+/// The recovered filesystem keeps working: every file grown by a few pages
+/// and an odd number of bytes reads zeros past its old size (a block past
+/// the durable EOF may hold bytes written before the crash: they must
+/// never come back); the largest file removed, a page of each other one
+/// overwritten, everything synced, and a remount shows exactly that, with
+/// fsck clean.
+fn keeps_working(image: &[u8], state: &BTreeMap<String, Vec<u8>>, ctx: &str) {
+    let dev = device_from(image, FRAMES);
+    let mut expect = state.clone();
+    {
+        let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
+        // The largest file goes first, so a full device has room for the
+        // writes below once its blocks are free (which needs a commit the
+        // engine starts by itself).
+        let largest = expect
+            .iter()
+            .max_by_key(|(_, b)| b.len())
+            .map(|(n, _)| n.clone());
+        if let Some(name) = largest {
+            fs.remove(&name).unwrap();
+            expect.remove(&name);
+        }
+        for (name, bytes) in expect.iter_mut() {
+            let f = fs.open(name).unwrap();
+            let old = bytes.len() as u64;
+            let grown = old + 3 * 4096 + 123;
+            f.set_len(grown).unwrap();
+            let mut tail = vec![0xAAu8; (grown - old) as usize];
+            assert_eq!(f.read_at(&mut tail, old).unwrap(), tail.len());
+            if let Some(i) = tail.iter().position(|&b| b != 0) {
+                panic!(
+                    "{ctx}: {name} grown from {old} shows byte {:#04x} at {} (stale bytes past EOF)",
+                    tail[i],
+                    old + i as u64
+                );
+            }
+            bytes.resize(grown as usize, 0);
+            let at = old / 2;
+            let page = pattern(0xAF7E5, at, 4096);
+            f.write_all_at(&page, at).unwrap();
+            bytes[at as usize..at as usize + 4096].copy_from_slice(&page);
+        }
+        fs.unmount().unwrap();
+    }
+    let report = pollfs_core::persist::check(
+        &dev,
+        pollfs_core::hosted::monotonic_clock,
+        std::thread::yield_now,
+    )
+    .unwrap();
+    assert!(
+        report.problems.is_empty(),
+        "{ctx}: fsck after more work: {:?}",
+        report.problems
+    );
+    assert_eq!(
+        read_state(&dev, ctx),
+        expect,
+        "{ctx}: after growing, overwriting, removing and remounting"
+    );
 }
 
 fn generated(seed: u64, len: usize) -> Vec<Op> {
@@ -351,12 +518,44 @@ fn generated(seed: u64, len: usize) -> Vec<Op> {
     ops
 }
 
+/// Generated workloads per run: `POLLFS_CRASH_WORKLOADS`, or 200 with the
+/// `soak` feature, or 12.
 fn workloads() -> u64 {
-    if cfg!(feature = "soak") {
-        200
-    } else {
-        12
+    std::env::var("POLLFS_CRASH_WORKLOADS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(if cfg!(feature = "soak") { 200 } else { 12 })
+}
+
+/// A workload that runs the device out of space: a file filled to the
+/// end, files with 255-byte names created until the device refuses them,
+/// a fragmented file (many extents), removes that free space again, and
+/// syncs of one file and of everything along the way.
+fn until_full(seed: u64) -> Vec<Op> {
+    let mut rng = Rng::new(seed);
+    let mut ops = vec![Op::Create(0), Op::Write(0, 0, 20_000), Op::SyncAll(0)];
+    ops.push(Op::Create(1));
+    ops.push(Op::Fragment(1, rng.below(4), 40 + rng.below(60)));
+    ops.push(Op::SyncData(1));
+    ops.push(Op::Create(2));
+    ops.push(Op::Fill(2));
+    if rng.chance(50) {
+        ops.push(Op::SyncData(2));
     }
+    for v in 0..20 + rng.below(40) as usize {
+        ops.push(Op::CreateLong(3 + v % 6, v));
+        if rng.chance(20) {
+            ops.push(Op::SyncFs);
+        }
+    }
+    ops.push(Op::SyncFs);
+    ops.push(Op::Remove(2));
+    ops.push(Op::Write(1, rng.below(MAX_FILE), 9000));
+    ops.push(Op::SyncFs);
+    ops.push(Op::Create(2));
+    ops.push(Op::Write(2, 0, 30_000));
+    ops.push(Op::SyncAll(2));
+    ops
 }
 
 #[test]
@@ -368,6 +567,18 @@ fn generated_workloads_survive_every_crash_point() {
     }
     println!("crash states checked: {total}");
     assert!(total > 500, "only {total} crash states");
+}
+
+#[test]
+fn running_out_of_space_survives_every_crash_point() {
+    let mut total = 0;
+    for seed in 0..2 {
+        let run = run_workload(&until_full(seed));
+        assert!(run.refused > 0, "seed {seed}: the device never filled up");
+        total += check_run(&run, seed, &format!("until-full seed {seed}"));
+    }
+    println!("crash states checked: {total}");
+    assert!(total > 100, "only {total} crash states");
 }
 
 #[test]

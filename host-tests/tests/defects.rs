@@ -71,8 +71,7 @@ fn sync_storm(
         Fs::new(dev, cfg(cache)).unwrap()
     };
     {
-        let s = fs.session().unwrap();
-        let f = s.create("f").unwrap();
+        let f = fs.create("f").unwrap();
         for off in (0..STORM_FILE).step_by(64 << 10) {
             f.write_all_at(&pattern(0, off, 64 << 10), off).unwrap();
         }
@@ -91,8 +90,7 @@ fn sync_storm(
                 }
             }
             let _done = Done(left);
-            let s = fs.session().map_err(|e| format!("session: {e:?}"))?;
-            let f = s.open("f").map_err(|e| format!("open: {e:?}"))?;
+            let f = fs.open("f").map_err(|e| format!("open: {e:?}"))?;
             let mut rng = Rng::new(0xD1 + w as u64);
             let start = Instant::now();
             for i in 0u64.. {
@@ -112,8 +110,7 @@ fn sync_storm(
     for k in 0..syncers {
         let (fs, left) = (fs.clone(), writers_left.clone());
         crew.spawn(&format!("syncer {k}"), move |h| {
-            let s = fs.session().map_err(|e| format!("session: {e:?}"))?;
-            let f = s.open("f").map_err(|e| format!("open: {e:?}"))?;
+            let f = fs.open("f").map_err(|e| format!("open: {e:?}"))?;
             let mut n = 0u64;
             while left.load(Ordering::SeqCst) > 0 {
                 h.doing(format!("sync_data #{n}"));
@@ -247,7 +244,7 @@ fn stale_tail_image(how: Writeback) -> RamDevice {
     };
     let fs = Fs::format(dev.clone(), config, 0x57A1).unwrap();
     let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     f.write_all_at(&pattern(1, 0, 5000), 0).unwrap();
     f.sync_all().unwrap();
     f.write_all_at(&[STALE; 1000], 6000).unwrap();
@@ -256,9 +253,9 @@ fn stale_tail_image(how: Writeback) -> RamDevice {
             s.drop_caches().unwrap();
         }
         Writeback::DirtyLimit => {
-            let h = s.create("h").unwrap();
+            let h = fs.create("h").unwrap();
             h.write_all_at(&[0x44; 100], 0).unwrap();
-            let g = s.create("g").unwrap();
+            let g = fs.create("g").unwrap();
             g.write_all_at(&[0x33; 100], 0).unwrap();
         }
     }
@@ -310,8 +307,7 @@ fn check_grown(what: &str, recovered: u64, bytes: &[u8]) {
 fn defect_2_set_len_after_crash_shows_zeros_not_unsynced_bytes() {
     let dev = stale_tail_image(Writeback::DropCaches);
     let fs = Fs::mount(dev, cfg(16)).unwrap();
-    let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     let recovered = f.len();
     f.set_len(8192).unwrap();
     let mut buf = vec![0u8; 8192];
@@ -323,8 +319,7 @@ fn defect_2_set_len_after_crash_shows_zeros_not_unsynced_bytes() {
 fn defect_2_write_past_eof_after_crash_shows_zeros_not_unsynced_bytes() {
     let dev = stale_tail_image(Writeback::DirtyLimit);
     let fs = Fs::mount(dev, cfg(16)).unwrap();
-    let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     let recovered = f.len();
     f.write_all_at(&[0x55; 100], 8000).unwrap();
     let mut buf = vec![0u8; 8100];
@@ -338,7 +333,7 @@ fn defect_2_set_len_then_drop_caches_after_crash_shows_zeros() {
     let dev = stale_tail_image(Writeback::DropCaches);
     let fs = Fs::mount(dev, cfg(16)).unwrap();
     let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     let recovered = f.len();
     f.set_len(8192).unwrap();
     s.drop_caches().unwrap();
@@ -359,8 +354,7 @@ fn defect_3_oversized_sync_succeeds_and_poisons_nothing() {
     let frag_synced;
     {
         let fs = Fs::format(dev.clone(), cfg(cache), 0xF4A6).unwrap();
-        let s = fs.session().unwrap();
-        let frag = s.create("frag").unwrap();
+        let frag = fs.create("frag").unwrap();
         // Every other page: one extent per page.
         for i in 0..PAGES {
             let off = 2 * i * PAGE_SIZE as u64;
@@ -371,7 +365,7 @@ fn defect_3_oversized_sync_succeeds_and_poisons_nothing() {
         if let Err(e) = r {
             failures.push(format!("sync of a file with {PAGES} extents: {e:?}"));
         }
-        let other = s.create("other").unwrap();
+        let other = fs.create("other").unwrap();
         other.write_all_at(&pattern(7, 0, 10_000), 0).unwrap();
         if let Err(e) = other.sync_data() {
             failures.push(format!("a later sync of another file: {e:?}"));
@@ -391,8 +385,7 @@ fn defect_3_oversized_sync_succeeds_and_poisons_nothing() {
         }
     }
     let fs = Fs::mount(dev.clone(), cfg(cache)).unwrap();
-    let s = fs.session().unwrap();
-    match s.open("other") {
+    match fs.open("other") {
         Ok(o) if !failures.iter().any(|f| f.contains("another file")) => {
             let mut want = pattern(7, 0, 10_000);
             if !frag_synced {
@@ -408,7 +401,7 @@ fn defect_3_oversized_sync_succeeds_and_poisons_nothing() {
         Err(e) => failures.push(format!("after remount: 'other': {e:?}")),
     }
     if frag_synced {
-        let f = s.open("frag").unwrap();
+        let f = fs.open("frag").unwrap();
         assert_eq!(f.len(), (2 * PAGES - 1) * PAGE_SIZE as u64);
         let mut buf = vec![0u8; 2 * PAGE_SIZE];
         for i in (0..PAGES).step_by(97) {
@@ -451,7 +444,7 @@ fn defect_4_metadata_full_only_when_full_and_recoverable() {
     let mut failed_at = None;
     for i in 0..2000 {
         let name = long_name(i);
-        let f = s.create(&name).unwrap();
+        let f = fs.create(&name).unwrap();
         created.push(name);
         if let Err(e) = f.sync_all() {
             failed_at = Some((i, e));
@@ -482,14 +475,14 @@ fn defect_4_metadata_full_only_when_full_and_recoverable() {
             survivors.push(name.clone());
         }
     }
-    let keep = s.open(&survivors[0]).unwrap();
+    let keep = fs.open(&survivors[0]).unwrap();
     let r = keep.sync_all();
     assert!(
         r.is_ok(),
         "after removing half of {} files, sync still fails: {r:?}",
         created.len()
     );
-    let after = s.create("after").unwrap();
+    let after = fs.create("after").unwrap();
     after.write_all_at(b"works again", 0).unwrap();
     let r = after.sync_all();
     assert!(r.is_ok(), "a new file's sync after the removals: {r:?}");
@@ -517,8 +510,7 @@ fn corrupt_mid_log() -> RamDevice {
     let dev = ram(16 << 20, cache);
     {
         let fs = Fs::format(dev.clone(), cfg(cache), 0xC0DE).unwrap();
-        let s = fs.session().unwrap();
-        let f = s.create("f").unwrap();
+        let f = fs.create("f").unwrap();
         for i in 0..8 {
             let off = (i * APPEND) as u64;
             f.write_all_at(&pattern(i as u64, off, APPEND), off)
@@ -530,8 +522,8 @@ fn corrupt_mid_log() -> RamDevice {
     let frames = image::live_frames(&dev);
     assert_eq!(frames.len(), 8, "setup: 8 live log writes: {frames:?}");
     for (i, fr) in frames.iter().enumerate() {
-        let size = fr.records.iter().find_map(|r| match r {
-            Record::State { size, .. } => Some(*size),
+        let size = fr.records.iter().rev().find_map(|r| match r {
+            Record::Inode { meta, .. } => Some(meta.size),
             _ => None,
         });
         let want = ((i + 1) * APPEND) as u64;
@@ -563,8 +555,7 @@ fn defect_5_corrupt_mid_log_frame_is_an_error_for_mount_and_fsck() {
     match Fs::mount(dev.clone(), cfg(64)) {
         Err(_) => {}
         Ok(fs) => {
-            let s = fs.session().unwrap();
-            let len = s.open("f").map(|f| f.len()).unwrap_or(0);
+            let len = fs.open("f").map(|f| f.len()).unwrap_or(0);
             failures.push(format!(
                 "mount succeeded with file 'f' at {len} of its {} synced bytes",
                 8 * APPEND
@@ -592,10 +583,9 @@ fn defect_5_mount_refuses_a_mid_log_corruption_before_new_writes_bury_it() {
     // Today's sequence: the mount is accepted; one ordinary write and sync
     // later, the log replays stale records and the next mount fails.
     let len = {
-        let s = fs.session().unwrap();
-        let f = s.open("f").unwrap();
+        let f = fs.open("f").unwrap();
         let len = f.len();
-        let g = s.create("g").unwrap();
+        let g = fs.create("g").unwrap();
         g.write_all_at(&pattern(9, 0, 4 * APPEND), 0).unwrap();
         g.sync_data().unwrap();
         len
@@ -621,15 +611,8 @@ fn oversized_file_image() -> RamDevice {
     image::append_frame(
         &dev,
         &[
-            Record::Create {
-                ino: 1,
-                name: "big".into(),
-            },
-            Record::State {
-                ino: 1,
-                size: MAX_FILE_SIZE + 2 * PAGE_SIZE as u64,
-                extents: Vec::new(),
-            },
+            file_inode(7, MAX_FILE_SIZE + 2 * PAGE_SIZE as u64, Vec::new()),
+            link("big", 7),
         ],
     );
     dev
@@ -648,8 +631,7 @@ fn defect_6_child_read_at_max_file_size() {
         return;
     }
     let fs = Fs::mount(oversized_file_image(), cfg(64)).unwrap();
-    let s = fs.session().unwrap();
-    let f = s.open("big").unwrap();
+    let f = fs.open("big").unwrap();
     let mut buf = vec![0u8; PAGE_SIZE];
     // Either answer is fine, so long as it comes back.
     let r = f.read_at(&mut buf, MAX_FILE_SIZE);
@@ -760,8 +742,7 @@ fn defect_8_superblock_generation_at_u64_max_does_not_panic() {
         let Ok(fs) = Fs::mount(d, cfg(64)) else {
             return (0, true);
         };
-        let s = fs.session().unwrap();
-        let f = s.create("f").unwrap();
+        let f = fs.create("f").unwrap();
         let mut synced = 0;
         for i in 0..1000u64 {
             let r = f.write_all_at(&pattern(i, i * 100, 100), i * 100);
@@ -783,8 +764,7 @@ fn defect_8_superblock_generation_at_u64_max_does_not_panic() {
     let d = dev.clone();
     let back = guarded("remount", move || {
         let fs = Fs::mount(d, cfg(64)).map_err(|e| format!("{e:?}"))?;
-        let s = fs.session().unwrap();
-        let f = s.open("f").map_err(|e| format!("{e:?}"))?;
+        let f = fs.open("f").map_err(|e| format!("{e:?}"))?;
         let mut buf = vec![0u8; f.len() as usize];
         f.read_at(&mut buf, 0).unwrap();
         Ok::<_, String>(buf)
@@ -807,15 +787,11 @@ fn defect_8_create_record_with_inode_u64_max_does_not_panic() {
     drop(Fs::format(dev.clone(), cfg(64), 0x1E).unwrap());
     image::append_frame(
         &dev,
-        &[Record::Create {
-            ino: u64::MAX,
-            name: "x".into(),
-        }],
+        &[file_inode(u64::MAX, 0, Vec::new()), link("x", u64::MAX)],
     );
     guarded("mount, create and sync", move || {
         if let Ok(fs) = Fs::mount(dev, cfg(64)) {
-            let s = fs.session().unwrap();
-            if let Ok(f) = s.create("y") {
+            if let Ok(f) = fs.create("y") {
                 let _ = f.write_all_at(b"y", 0);
                 let _ = f.sync_all();
             };
@@ -831,14 +807,10 @@ fn defect_8_fsck_of_an_extent_of_length_u64_max_reports_it() {
     image::append_frame(
         &dev,
         &[
-            Record::Create {
-                ino: 1,
-                name: "f".into(),
-            },
-            Record::State {
-                ino: 1,
-                size: 2 * PAGE_SIZE as u64,
-                extents: vec![
+            file_inode(
+                7,
+                2 * PAGE_SIZE as u64,
+                vec![
                     Extent {
                         file_block: 0,
                         dev: BlockNo(data),
@@ -850,7 +822,8 @@ fn defect_8_fsck_of_an_extent_of_length_u64_max_reports_it() {
                         len: u64::MAX,
                     },
                 ],
-            },
+            ),
+            link("f", 7),
         ],
     );
     let d = dev.clone();
@@ -881,10 +854,9 @@ fn reuse_freed_space_without_sync(how: Free) {
     let cache = 64;
     let dev = ram(16 << 20, cache);
     let fs = Fs::format(dev, cfg(cache), 0x9F).unwrap();
-    let s = fs.session().unwrap();
     let chunk = pattern(1, 0, 64 << 10);
     let mut filled = 0u64;
-    let big = s.create("big").unwrap();
+    let big = fs.create("big").unwrap();
     loop {
         match big.write_at(&chunk, filled) {
             Ok(n) => filled += n as u64,
@@ -904,7 +876,7 @@ fn reuse_freed_space_without_sync(how: Free) {
     }
     // Nine tenths of the space just freed, with no sync in between.
     let want = filled / 10 * 9;
-    let new = s.create("new").unwrap();
+    let new = fs.create("new").unwrap();
     let mut off = 0;
     while off < want {
         let n = (want - off).min(chunk.len() as u64) as usize;
@@ -931,4 +903,27 @@ fn defect_9_space_freed_by_truncate_is_reusable_without_sync() {
 #[test]
 fn defect_9_space_freed_by_punch_hole_is_reusable_without_sync() {
     reuse_freed_space_without_sync(Free::Punch);
+}
+
+/// A checksum-valid inode record of a regular file, for crafted images.
+fn file_inode(ino: u64, size: u64, extents: Vec<Extent>) -> Record {
+    let mut meta = pollfs_core::persist::record::InodeMeta::new(
+        pollfs_core::persist::record::Kind::File,
+        0o644,
+        0,
+        0,
+        0,
+    );
+    meta.size = size;
+    meta.extents = extents;
+    Record::Inode { ino, meta }
+}
+
+/// A link of `ino` into the root as `name`.
+fn link(name: &str, ino: u64) -> Record {
+    Record::Link {
+        parent: pollfs_core::ROOT_INO,
+        name: name.into(),
+        ino,
+    }
 }

@@ -1,16 +1,5 @@
-//! NEEDS FrameArena TO RETURN Result: these tests are written against the
-//! API as it should look (`FrameArena::read`, `write` and `fill` returning a
-//! `Result`), and do not compile against today's, where the three return
-//! nothing and clip or ignore out-of-range frames and offsets. They are
-//! compiled only with `--cfg pollfs_frame_arena_result`:
-//!
-//! ```text
-//! RUSTFLAGS="--cfg pollfs_frame_arena_result" cargo test -p pollfs-host-tests --test defects_api
-//! ```
-//!
-//! Once the API returns `Result`, delete the two `cfg` lines below.
-#![allow(unexpected_cfgs)]
-#![cfg(pollfs_frame_arena_result)]
+//! Frame copies outside a frame are errors, never clipped or skipped (the
+//! `FrameArena` methods return `Result`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pollfs_core::dev::ram::RamDevice;

@@ -45,7 +45,7 @@ fn pick_len(rng: &mut Rng) -> u64 {
 }
 
 fn check_read<D: BlockDevice>(
-    f: &pollfs_core::File<'_, D>,
+    f: &pollfs_core::File<D>,
     m: &ModelFile,
     off: u64,
     len: usize,
@@ -84,10 +84,9 @@ fn run(case: Case) -> u64 {
 }
 
 fn run_on<D: BlockDevice>(fs: &Fs<D>, plan: &FaultPlan, case: &Case) -> u64 {
-    let session = fs.session().unwrap();
     let names: Vec<String> = (0..FILES).map(|i| format!("file{i}")).collect();
     let mut models = vec![ModelFile::default(); FILES];
-    let mut files: Vec<_> = names.iter().map(|n| session.create(n).unwrap()).collect();
+    let mut files: Vec<_> = names.iter().map(|n| fs.create(n).unwrap()).collect();
     let mut rng = Rng::new(case.seed);
     // POLLFS_TRACE=1 prints every step, for replaying a failing seed.
     let trace = std::env::var_os("POLLFS_TRACE").is_some();
@@ -160,7 +159,7 @@ fn run_on<D: BlockDevice>(fs: &Fs<D>, plan: &FaultPlan, case: &Case) -> u64 {
             },
             92..=95 => {
                 // Close and reopen: nothing may depend on the handle.
-                let reopened = session.open(&names[which]).unwrap();
+                let reopened = fs.open(&names[which]).unwrap();
                 files[which] = reopened;
             }
             _ => {
@@ -184,7 +183,7 @@ fn run_on<D: BlockDevice>(fs: &Fs<D>, plan: &FaultPlan, case: &Case) -> u64 {
         assert!(check_read(f, &models[i], 0, len + 10, "final"));
     }
     fs.check_invariants().unwrap();
-    let scratch = session.create("scratch").unwrap();
+    let scratch = fs.create("scratch").unwrap();
     let junk = pattern(u64::MAX, 0, (case.cache_pages as usize + 8) * 4096);
     scratch.write_all_at(&junk, 0).unwrap();
     scratch.sync_data().unwrap();
@@ -270,8 +269,7 @@ fn model_with_injected_device_errors() {
 #[test]
 fn write_error_keeps_data_dirty_and_every_sync_reports_it_until_written() {
     let (fs, plan) = faulty_fs(8 << 20, 4096, 64);
-    let s = fs.session().unwrap();
-    let f = s.create("a").unwrap();
+    let f = fs.create("a").unwrap();
     let data = pattern(1, 0, 3 * 4096);
     f.write_all_at(&data, 0).unwrap();
     plan.fail(CommandKind::Write, u64::MAX, DevError::Media);
@@ -293,8 +291,7 @@ fn write_error_keeps_data_dirty_and_every_sync_reports_it_until_written() {
 #[test]
 fn flush_error_redirties_the_pages_it_covered() {
     let (fs, plan) = faulty_fs(8 << 20, 4096, 64);
-    let s = fs.session().unwrap();
-    let f = s.create("a").unwrap();
+    let f = fs.create("a").unwrap();
     f.write_all_at(&pattern(2, 0, 8192), 0).unwrap();
     plan.fail(CommandKind::Flush, 1, DevError::Media);
     assert_eq!(f.sync_data(), Err(Error::Io(DevError::Media)));
@@ -312,8 +309,7 @@ fn flush_error_redirties_the_pages_it_covered() {
 #[test]
 fn device_full_is_an_error_and_loses_nothing() {
     let (fs, _plan) = faulty_fs(64 * 4096, 4096, 32);
-    let s = fs.session().unwrap();
-    let f = s.create("big").unwrap();
+    let f = fs.create("big").unwrap();
     let data = pattern(3, 0, 70 * 4096);
     let n = f.write_at(&data, 0).unwrap();
     assert_eq!(n, 64 * 4096, "a write that fills the device stops short");
@@ -325,7 +321,7 @@ fn device_full_is_an_error_and_loses_nothing() {
     assert_eq!(f.read_at(&mut back, 0).unwrap(), n);
     assert_eq!(back, data[..n]);
     f.set_len(4096).unwrap();
-    let g = s.create("other").unwrap();
+    let g = fs.create("other").unwrap();
     g.write_all_at(&data[..8192], 0).unwrap();
     fs.check_invariants().unwrap();
 }

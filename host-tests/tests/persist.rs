@@ -24,10 +24,10 @@ fn synced_files_survive_a_remount() {
     let dev = device();
     let fs = Fs::format(dev.clone(), config(64), 42).unwrap();
     let s = fs.session().unwrap();
-    let a = s.create("a").unwrap();
+    let a = fs.create("a").unwrap();
     a.write_all_at(&pattern(1, 0, 300_000), 0).unwrap();
     a.sync_all().unwrap();
-    let b = s.create("b").unwrap();
+    let b = fs.create("b").unwrap();
     b.write_all_at(&pattern(2, 0, 5000), 0).unwrap();
     b.sync_data().unwrap();
     fs.rename("b", "c").unwrap();
@@ -39,13 +39,12 @@ fn synced_files_survive_a_remount() {
 
     let fs = mount(&dev);
     assert_eq!(fs.list(), ["a", "c"]);
-    let s = fs.session().unwrap();
-    let a = s.open("a").unwrap();
+    let a = fs.open("a").unwrap();
     assert_eq!(a.len(), 100_000);
     let mut buf = vec![0; 100_000];
     a.read_at(&mut buf, 0).unwrap();
     assert_eq!(buf, pattern(1, 0, 100_000));
-    let c = s.open("c").unwrap();
+    let c = fs.open("c").unwrap();
     let mut buf = vec![0; 5000];
     c.read_at(&mut buf, 0).unwrap();
     assert_eq!(buf, pattern(2, 0, 5000));
@@ -57,7 +56,7 @@ fn synced_files_survive_a_remount() {
     )
     .unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
-    assert_eq!(report.files, 2);
+    assert_eq!(report.files, 3, "two files and the root");
 }
 
 #[test]
@@ -65,7 +64,7 @@ fn many_syncs_fill_the_log_and_checkpoint() {
     let dev = device();
     let fs = Fs::format(dev.clone(), config(64), 7).unwrap();
     let s = fs.session().unwrap();
-    let f = s.create("log").unwrap();
+    let f = fs.create("log").unwrap();
     // Each append + sync is one log write; enough of them wrap the log
     // several times, forcing checkpoints.
     for i in 0..3000u64 {
@@ -76,8 +75,7 @@ fn many_syncs_fill_the_log_and_checkpoint() {
     drop(s);
     drop(fs);
     let fs = mount(&dev);
-    let s = fs.session().unwrap();
-    let f = s.open("log").unwrap();
+    let f = fs.open("log").unwrap();
     assert_eq!(f.len(), 300_000);
     let mut buf = vec![0; 100];
     f.read_at(&mut buf, 2999 * 100).unwrap();
@@ -88,8 +86,7 @@ fn many_syncs_fill_the_log_and_checkpoint() {
 fn sync_costs_match_the_fast_fsync_design() {
     let dev = device();
     let fs = Fs::format(dev.clone(), config(64), 9).unwrap();
-    let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     f.write_all_at(&pattern(1, 0, 64 * 1024), 0).unwrap();
     f.sync_data().unwrap();
     // Overwrite inside EOF: data writes and one flush, no log write.
@@ -110,9 +107,8 @@ fn sync_costs_match_the_fast_fsync_design() {
 fn eight_concurrent_syncs_share_flushes() {
     let dev = RamDevice::new(32 << 20, 4096, 200).unwrap();
     let fs = Fs::format(dev.clone(), config(150), 11).unwrap();
-    let s = fs.session().unwrap();
     let files: Vec<_> = (0..8)
-        .map(|i| s.create(&format!("f{i}")).unwrap())
+        .map(|i| fs.create(&format!("f{i}")).unwrap())
         .collect();
     for (i, f) in files.iter().enumerate() {
         f.write_all_at(&pattern(i as u64, 0, 4096), 0).unwrap();
@@ -182,24 +178,6 @@ fn damaged_images_give_clear_errors() {
     assert!(dev.geometry().capacity > 0);
 }
 
-/// The README's example, as written there.
-#[test]
-fn readme_example_runs() -> Result<(), pollfs_core::Error> {
-    use pollfs_core::{hosted, Fs};
-    use pollfs_driver::NvmeDevice;
-
-    let dev = NvmeDevice::emulated(64 << 20, 4096, 1024)?;
-    let fs = Fs::format(dev, hosted::config(), 0x1234)?;
-    let s = fs.session()?;
-    let f = s.create("db")?;
-    f.write_all_at(b"hello", 0)?;
-    f.sync_data()?;
-    let mut buf = [0u8; 5];
-    f.read_at(&mut buf, 0)?;
-    assert_eq!(&buf, b"hello");
-    Ok(())
-}
-
 #[test]
 fn failed_log_writes_and_flushes_are_reported_and_retried() {
     use pollfs_core::dev::fault::{FaultPlan, FaultyDevice};
@@ -208,7 +186,7 @@ fn failed_log_writes_and_flushes_are_reported_and_retried() {
     let plan = FaultPlan::new();
     let fs = Fs::format(FaultyDevice::new(ram.clone(), plan.clone()), config(64), 3).unwrap();
     let s = fs.session().unwrap();
-    let f = s.create("f").unwrap();
+    let f = fs.create("f").unwrap();
     f.write_all_at(&pattern(1, 0, 10_000), 0).unwrap();
     // The flush before the log write fails: this sync and the next report
     // it; nothing is lost.
@@ -226,8 +204,7 @@ fn failed_log_writes_and_flushes_are_reported_and_retried() {
     drop(s);
     drop(fs);
     let fs = mount(&ram);
-    let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     assert_eq!(f.len(), 15_000);
     let mut buf = vec![0; 15_000];
     f.read_at(&mut buf, 0).unwrap();
@@ -240,4 +217,185 @@ fn failed_log_writes_and_flushes_are_reported_and_retried() {
     )
     .unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// fsck's repair: a log write damaged in the middle of the log makes mount
+/// refuse; repair keeps what precedes the damage, leaves an image fsck
+/// calls clean, which mounts with every byte synced before the damaged
+/// write, and works on.
+#[test]
+fn repair_keeps_what_precedes_a_hole_in_the_log() {
+    use pollfs_host_tests::image;
+    let dev = device();
+    {
+        let fs = Fs::format(dev.clone(), config(64), 9).unwrap();
+        let f = fs.create("f").unwrap();
+        for i in 0..6u64 {
+            f.write_all_at(&pattern(i, i * 3000, 3000), i * 3000)
+                .unwrap();
+            f.sync_data().unwrap();
+        }
+    }
+    let frames = image::live_frames(&dev);
+    assert_eq!(frames.len(), 6, "one log write per sync");
+    let sb = image::superblock(&dev);
+    let at = (sb.layout.log_start + frames[3].block) * 4096 + 60;
+    let mut b = [0u8; 1];
+    dev.read_raw(at, &mut b);
+    dev.write_raw(at, &[b[0] ^ 0x10]);
+    match Fs::mount(dev.clone(), config(64)) {
+        Err(Error::Corrupt {
+            damage: Damage::LogHole { lsn, later_lsn },
+            ..
+        }) => assert!(later_lsn > lsn, "{lsn} {later_lsn}"),
+        other => panic!("mount of a log with a hole gave {other:?}"),
+    }
+    let clock = pollfs_core::hosted::monotonic_clock;
+    let before = pollfs_core::persist::check(&dev, clock, std::thread::yield_now).unwrap();
+    assert!(!before.problems.is_empty());
+    let r = pollfs_core::persist::repair(&dev, clock, std::thread::yield_now).unwrap();
+    assert!(
+        r.repaired.iter().any(|x| x.contains("log write")),
+        "{:?}",
+        r.repaired
+    );
+    assert!(r.after.problems.is_empty(), "{:?}", r.after.problems);
+    let fs = mount(&dev);
+    let s = fs.session().unwrap();
+    let f = fs.open("f").unwrap();
+    assert_eq!(f.len(), 9000, "the three syncs before the damaged write");
+    let mut buf = vec![0; 9000];
+    f.read_at(&mut buf, 0).unwrap();
+    for i in 0..3u64 {
+        let at = (i * 3000) as usize;
+        assert_eq!(&buf[at..at + 3000], &pattern(i, i * 3000, 3000)[..]);
+    }
+    // It works on: more syncs, a remount, fsck clean.
+    f.write_all_at(&pattern(9, 9000, 5000), 9000).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    drop(s);
+    fs.unmount().unwrap();
+    let fs = mount(&dev);
+    assert_eq!(fs.open("f").unwrap().len(), 14_000);
+    let report = pollfs_core::persist::check(&dev, clock, std::thread::yield_now).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}
+
+/// Repair drops what breaks an invariant: a checksum-valid record that maps
+/// blocks past its file's EOF and a block another file owns.
+#[test]
+fn repair_drops_extents_past_eof_and_blocks_owned_twice() {
+    use pollfs_core::persist::record::Record;
+    use pollfs_host_tests::image;
+    let dev = device();
+    let (a, b) = {
+        let fs = Fs::format(dev.clone(), config(64), 10).unwrap();
+        let a = fs.create("a").unwrap();
+        a.write_all_at(&pattern(1, 0, 8192), 0).unwrap();
+        let b = fs.create("b").unwrap();
+        b.write_all_at(&pattern(2, 0, 8192), 0).unwrap();
+        fs.sync().unwrap();
+        (a.ino(), b.ino())
+    };
+    let sb = image::superblock(&dev);
+    let data = sb.layout.data_start;
+    // `a` keeps its two blocks but claims a third past its EOF; `b`
+    // claims one of `a`'s blocks.
+    let state = |ino, size, extents: Vec<(u64, u64, u64)>| {
+        let mut meta =
+            pollfs_core::persist::record::InodeMeta::new(pollfs_core::Kind::File, 0o644, 0, 0, 0);
+        meta.nlink = 1;
+        meta.size = size;
+        meta.extents = extents
+            .into_iter()
+            .map(|(file_block, dev, len)| pollfs_core::space::Extent {
+                file_block,
+                dev: pollfs_core::units::BlockNo(dev),
+                len,
+            })
+            .collect();
+        Record::Inode { ino, meta }
+    };
+    let fs = mount(&dev);
+    let (a_ext, b_ext): (Vec<_>, Vec<_>) = {
+        let blocks = |name: &str| {
+            let f = fs.open(name).unwrap();
+            let mut v = Vec::new();
+            // The extents are not public: find them by looking for each
+            // page's bytes on the device.
+            for p in 0..2u64 {
+                let mut page = vec![0; 4096];
+                f.read_at(&mut page, p * 4096).unwrap();
+                for blk in data..sb.layout.blocks {
+                    let mut on = vec![0; 4096];
+                    dev.read_raw(blk * 4096, &mut on);
+                    if on == page {
+                        v.push((p, blk, 1));
+                        break;
+                    }
+                }
+            }
+            v
+        };
+        (blocks("a"), blocks("b"))
+    };
+    drop(fs);
+    assert_eq!((a_ext.len(), b_ext.len()), (2, 2));
+    let mut a_bad = a_ext.clone();
+    a_bad.push((5, b_ext[0].1 + 100, 1));
+    let mut b_bad = b_ext.clone();
+    b_bad[1].1 = a_ext[0].1;
+    image::append_frame(&dev, &[state(a, 8192, a_bad), state(b, 8192, b_bad)]);
+    assert!(matches!(
+        Fs::mount(dev.clone(), config(64)),
+        Err(Error::Corrupt {
+            damage: Damage::Inconsistent { .. },
+            ..
+        })
+    ));
+    let clock = pollfs_core::hosted::monotonic_clock;
+    let r = pollfs_core::persist::repair(&dev, clock, std::thread::yield_now).unwrap();
+    assert_eq!(r.repaired.len(), 2, "{:?}", r.repaired);
+    assert!(r.after.problems.is_empty(), "{:?}", r.after.problems);
+    let fs = mount(&dev);
+    fs.check_invariants().unwrap();
+    let mut buf = vec![0; 8192];
+    fs.open("a").unwrap().read_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, pattern(1, 0, 8192), "a keeps its blocks");
+}
+
+/// `Fs::sync` makes everything durable, names included, with no file
+/// handle; `Fs::unmount` also checkpoints, so the next mount replays
+/// nothing; dropping without either keeps only what was synced.
+#[test]
+fn fs_sync_and_unmount_cover_everything() {
+    let clock = pollfs_core::hosted::monotonic_clock;
+    let dev = device();
+    {
+        let fs = Fs::format(dev.clone(), config(64), 11).unwrap();
+        let s = fs.session().unwrap();
+        for name in ["a", "b", "c"] {
+            fs.create(name)
+                .unwrap()
+                .write_all_at(name.as_bytes(), 0)
+                .unwrap();
+        }
+        drop(s);
+        fs.remove("a").unwrap();
+        fs.rename("b", "d").unwrap();
+        fs.sync().unwrap();
+        // Not synced: lost with the drop, as in a power cut.
+        fs.rename("c", "e").unwrap();
+    }
+    let fs = mount(&dev);
+    assert_eq!(fs.list(), ["c", "d"]);
+    let mut buf = [0u8; 1];
+    fs.open("d").unwrap().read_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"b");
+    fs.rename("c", "e").unwrap();
+    fs.unmount().unwrap();
+    let report = pollfs_core::persist::check(&dev, clock, std::thread::yield_now).unwrap();
+    assert_eq!(report.log_writes, 0, "unmount left a log to replay");
+    assert_eq!(mount(&dev).list(), ["d", "e"]);
 }

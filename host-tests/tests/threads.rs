@@ -81,8 +81,7 @@ impl Shared {
 }
 
 fn writer<D: BlockDevice>(fs: &Fs<D>, sh: &Shared, p: Params, id: u64, w: Worker) {
-    let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     let mut rng = Rng::new(p.seed ^ (id << 32));
     let mut events = Vec::new();
     for seq in 1..=p.ops_per_thread as u64 {
@@ -109,8 +108,7 @@ fn writer<D: BlockDevice>(fs: &Fs<D>, sh: &Shared, p: Params, id: u64, w: Worker
 }
 
 fn reader<D: BlockDevice>(fs: &Fs<D>, sh: &Shared, p: Params, id: u64, w: Worker) {
-    let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     let mut rng = Rng::new(p.seed ^ (id << 40));
     let mut seen = Vec::new();
     for i in 0..p.ops_per_thread {
@@ -152,8 +150,7 @@ fn reader<D: BlockDevice>(fs: &Fs<D>, sh: &Shared, p: Params, id: u64, w: Worker
 }
 
 fn shrinker<D: BlockDevice>(fs: &Fs<D>, sh: &Shared, p: Params, id: u64, w: Worker) {
-    let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     let mut rng = Rng::new(p.seed ^ (id << 48));
     let mut events = Vec::new();
     let full = p.pages * PAGE as u64;
@@ -249,8 +246,7 @@ fn run(p: Params) -> pollfs_core::Stats {
     let fs = Fs::new(ram, config).unwrap();
     let full = p.pages * PAGE as u64;
     {
-        let s = fs.session().unwrap();
-        s.create("f").unwrap().set_len(full).unwrap();
+        fs.create("f").unwrap().set_len(full).unwrap();
     }
     let sh = Shared {
         clock: AtomicU64::new(1),
@@ -304,8 +300,7 @@ fn run(p: Params) -> pollfs_core::Stats {
     for r in reads {
         reads_by_page[r.page as usize].push(r);
     }
-    let s = fs.session().unwrap();
-    let f = s.open("f").unwrap();
+    let f = fs.open("f").unwrap();
     assert_eq!(f.len(), full);
     let mut buf = vec![0u8; PAGE];
     let end = u64::MAX;

@@ -7,7 +7,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::{File, Fs};
+use pollfs_core::{File, Fs, Session};
 
 use super::job::Job;
 use super::sample::{Counters, Recorder, Sample};
@@ -84,14 +84,14 @@ pub fn pollfs<D: BlockDevice>(
         let s = fs.session().map_err(err)?;
         let chunk = vec![0x5au8; 1 << 20];
         for name in &names {
-            let f = s.create(name).map_err(err)?;
+            let f = fs.create(name).map_err(err)?;
             let mut off = 0;
             while off < job.file_size() && !job.append {
                 let n = chunk.len().min((job.file_size() - off) as usize);
-                f.write_all_at(&chunk[..n], off).map_err(err)?;
+                s.write_all_at(&f, &chunk[..n], off).map_err(err)?;
                 off += n as u64;
             }
-            f.sync_data().map_err(err)?;
+            s.sync_data(&f).map_err(err)?;
         }
         if job.cold {
             s.drop_caches().map_err(err)?;
@@ -99,18 +99,20 @@ pub fn pollfs<D: BlockDevice>(
     }
     let before = fs.stats();
     let (rec, secs) = run_threads(job, progress, |thread, deadline, start| {
+        // One session per thread, passed explicitly: the engine's own
+        // path, with no per-operation lookup of a lent session.
         let s = fs.session().map_err(err)?;
         let files = names
             .iter()
-            .map(|n| s.open(n))
+            .map(|n| fs.open(n))
             .collect::<Result<Vec<_>, _>>()
             .map_err(err)?;
         let mut rec = Recorder::new(start)?;
         let mut pick = Picker::new(job, thread);
         if job.iodepth <= 1 {
-            one_at_a_time(job, &files, &mut pick, &mut rec, deadline)?;
+            one_at_a_time(job, &s, &files, &mut pick, &mut rec, deadline)?;
         } else {
-            in_flight(job, &files, &mut pick, &mut rec, deadline)?;
+            in_flight(job, &s, &files, &mut pick, &mut rec, deadline)?;
         }
         Ok(rec)
     })?;
@@ -131,11 +133,16 @@ pub fn pollfs<D: BlockDevice>(
     Ok(Sample::new(engine, rec, secs, Some(counters)))
 }
 
-fn sync<D: BlockDevice>(f: &File<'_, D>, what: Sync, rec: &mut Recorder) -> Result<(), String> {
+fn sync<D: BlockDevice>(
+    s: &Session<D>,
+    f: &File<D>,
+    what: Sync,
+    rec: &mut Recorder,
+) -> Result<(), String> {
     match what {
         Sync::None => return Ok(()),
-        Sync::Data => f.sync_data().map_err(err)?,
-        Sync::All => f.sync_all().map_err(err)?,
+        Sync::Data => s.sync_data(f).map_err(err)?,
+        Sync::All => s.sync_all(f).map_err(err)?,
     }
     rec.syncs += 1;
     Ok(())
@@ -143,7 +150,8 @@ fn sync<D: BlockDevice>(f: &File<'_, D>, what: Sync, rec: &mut Recorder) -> Resu
 
 fn one_at_a_time<D: BlockDevice>(
     job: &Job,
-    files: &[File<'_, D>],
+    s: &Session<D>,
+    files: &[File<D>],
     pick: &mut Picker,
     rec: &mut Recorder,
     deadline: Instant,
@@ -154,10 +162,10 @@ fn one_at_a_time<D: BlockDevice>(
         let f = &files[op.file];
         let began = Instant::now();
         if op.read {
-            f.read_at(&mut buf, op.offset).map_err(err)?;
+            s.read_at(f, &mut buf, op.offset).map_err(err)?;
         } else {
-            f.write_all_at(&buf, op.offset).map_err(err)?;
-            sync(f, pick.after_write(), rec)?;
+            s.write_all_at(f, &buf, op.offset).map_err(err)?;
+            sync(s, f, pick.after_write(), rec)?;
         }
         rec.io(began, job.bs);
     }
@@ -171,7 +179,8 @@ type Io<'a> =
 /// round-robin like an SPDK reactor.
 fn in_flight<'f, D: BlockDevice>(
     job: &Job,
-    files: &'f [File<'f, D>],
+    s: &'f Session<D>,
+    files: &'f [File<D>],
     pick: &mut Picker,
     rec: &mut Recorder,
     deadline: Instant,
@@ -191,9 +200,9 @@ fn in_flight<'f, D: BlockDevice>(
                 *slot = Some(Box::pin(async move {
                     let began = Instant::now();
                     let r = if op.read {
-                        f.read_at_async(&mut buf, op.offset).await
+                        s.read_at_async(f, &mut buf, op.offset).await
                     } else {
-                        f.write_at_async(&buf, op.offset).await
+                        s.write_at_async(f, &buf, op.offset).await
                     };
                     (buf, began, op.file, op.read, r)
                 }));
@@ -206,7 +215,7 @@ fn in_flight<'f, D: BlockDevice>(
                 spare.push(buf);
                 *slot = None;
                 if !read {
-                    sync(&files[file], pick.after_write(), rec)?;
+                    sync(s, &files[file], pick.after_write(), rec)?;
                 }
             }
         }

@@ -7,9 +7,8 @@ use std::fmt::Write as _;
 use clap::Args as ClapArgs;
 use pollfs_core::dev::BlockDevice;
 use pollfs_driver::controller::MPS_SHIFT;
-use pollfs_driver::hal::{DmaAllocator, Registers};
 use pollfs_driver::spec::regs::Vs;
-use pollfs_driver::{ControllerInfo, DriverConfig, NvmeDevice};
+use pollfs_driver::{ControllerInfo, DriverConfig, NvmeDevice, Transport};
 
 use super::{with_device, DeviceJob, Target};
 
@@ -31,12 +30,7 @@ struct Identify;
 
 impl DeviceJob for Identify {
     type Output = String;
-    fn run<R, A>(self, dev: &NvmeDevice<R, A>) -> Result<String, String>
-    where
-        R: Registers + 'static,
-        A: DmaAllocator + 'static,
-        NvmeDevice<R, A>: BlockDevice,
-    {
+    fn run<T: Transport>(self, dev: &NvmeDevice<T>) -> Result<String, String> {
         Ok(report(dev.controller().info(), dev.geometry().max_transfer))
     }
 }

@@ -15,10 +15,8 @@ mod sysfs;
 
 use std::sync::Arc;
 
-use pollfs_core::dev::BlockDevice;
 use pollfs_driver::emu::StdClock;
-use pollfs_driver::hal::{DmaAllocator, Registers};
-use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice};
+use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice, Transport};
 
 /// Where the driver finds its controller.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,11 +47,7 @@ pub trait DeviceJob {
     /// What the job produces.
     type Output;
     /// Runs on a brought-up device.
-    fn run<R, A>(self, dev: &NvmeDevice<R, A>) -> Result<Self::Output, String>
-    where
-        R: Registers + 'static,
-        A: DmaAllocator + 'static,
-        NvmeDevice<R, A>: BlockDevice;
+    fn run<T: Transport>(self, dev: &NvmeDevice<T>) -> Result<Self::Output, String>;
 }
 
 /// Brings up `target` with `frames` page frames of DMA memory and runs

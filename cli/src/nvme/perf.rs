@@ -9,8 +9,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use hdrhistogram::Histogram;
 use pollfs_core::dev::{BlockDevice, Command, DeviceQueue, Tag};
 use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
-use pollfs_driver::hal::{DmaAllocator, Registers};
-use pollfs_driver::{DriverConfig, NvmeDevice};
+use pollfs_driver::{DriverConfig, NvmeDevice, Transport};
 
 use super::{with_device, DeviceJob, Target};
 
@@ -137,12 +136,7 @@ struct Perf(Args);
 
 impl DeviceJob for Perf {
     type Output = Report;
-    fn run<R, A>(self, dev: &NvmeDevice<R, A>) -> Result<Report, String>
-    where
-        R: Registers + 'static,
-        A: DmaAllocator + 'static,
-        NvmeDevice<R, A>: BlockDevice,
-    {
+    fn run<T: Transport>(self, dev: &NvmeDevice<T>) -> Result<Report, String> {
         let args = &self.0;
         let queues: Vec<_> = (0..args.queues)
             .map(|_| dev.open_queue().map_err(|e| format!("open queue: {e}")))

@@ -56,6 +56,8 @@ pub enum Lookup {
     Miss,
     /// The page is being filled; wait on the slot and retry.
     Busy(u32),
+    /// The copy out of the frame failed.
+    Failed(crate::dev::DevError),
 }
 
 /// Outcome of inserting a page.
@@ -186,7 +188,9 @@ impl PageCache {
             if before & UPTODATE == 0 {
                 return Lookup::Miss;
             }
-            arena.read(FrameId(s), offset, dst);
+            if let Err(e) = arena.read(FrameId(s), offset, dst) {
+                return Lookup::Failed(e);
+            }
             fence(Ordering::Acquire);
             let after = slot.state.load(Ordering::Relaxed);
             if version(after) != version(before) || after & LOCKED != 0 {

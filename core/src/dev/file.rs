@@ -70,12 +70,12 @@ impl Inner {
                     self.file
                         .read_exact_at(&mut page, lba.0 * bs + (i * PAGE_SIZE) as u64)
                         .map_err(io)?;
-                    self.frames.write(f, 0, &page);
+                    self.frames.write(f, 0, &page)?;
                 }
             }
             Command::Write { lba, frames, fua } => {
                 for (i, &f) in frames.iter().enumerate() {
-                    self.frames.read(f, 0, &mut page);
+                    self.frames.read(f, 0, &mut page)?;
                     self.file
                         .write_all_at(&page, lba.0 * bs + (i * PAGE_SIZE) as u64)
                         .map_err(io)?;

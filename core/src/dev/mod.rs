@@ -199,6 +199,10 @@ pub enum DevError {
     BadGeometry,
     /// No more queues can be created.
     NoQueues,
+    /// A frame copy names a frame that does not exist or a range that does
+    /// not lie inside one frame: a bug in the caller, reported rather than
+    /// clipped.
+    FrameRange,
     /// Any other device status, kept as the device's raw code.
     Status(u16),
 }
@@ -214,10 +218,13 @@ impl core::fmt::Display for DevError {
             DevError::ControllerFailed => write!(f, "controller failed"),
             DevError::BadGeometry => write!(f, "device reported unusable geometry"),
             DevError::NoQueues => write!(f, "no device queues left"),
+            DevError::FrameRange => write!(f, "frame or range outside the frame arena"),
             DevError::Status(code) => write!(f, "device status {code:#06x}"),
         }
     }
 }
+
+impl core::error::Error for DevError {}
 
 /// DMA-capable page frames owned by a device.
 ///
@@ -225,16 +232,34 @@ impl core::fmt::Display for DevError {
 /// device reads and writes the same memory when it executes commands.
 /// Concurrent `read` and `write` of one frame must be memory-safe and each
 /// call must see or make the frame's bytes as one unit (a frame-level lock or
-/// equivalent). Ranges that fall outside the frame are clipped, never a panic.
+/// equivalent). A frame that does not exist, or a range that does not lie
+/// inside one frame, is [`DevError::FrameRange`]: never clipped, never a
+/// panic, and nothing is copied.
 pub trait FrameArena: Send + Sync {
     /// Number of frames.
     fn frame_count(&self) -> u32;
     /// Copies `dst.len()` bytes out of `frame`, starting at `offset`.
-    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]);
+    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) -> Result<(), DevError>;
     /// Copies `src` into `frame` at `offset`.
-    fn write(&self, frame: FrameId, offset: usize, src: &[u8]);
+    fn write(&self, frame: FrameId, offset: usize, src: &[u8]) -> Result<(), DevError>;
     /// Sets `len` bytes of `frame` from `offset` to `byte`.
-    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8);
+    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) -> Result<(), DevError>;
+}
+
+/// The byte range `[offset, offset + len)` of a page frame, if `frame` is
+/// one of `count` frames and the range lies inside it: the one check every
+/// [`FrameArena`] makes.
+pub fn frame_span(
+    count: u32,
+    frame: FrameId,
+    offset: usize,
+    len: usize,
+) -> Result<core::ops::Range<usize>, DevError> {
+    let end = offset.checked_add(len).ok_or(DevError::FrameRange)?;
+    if frame.0 >= count || end > PAGE_SIZE {
+        return Err(DevError::FrameRange);
+    }
+    Ok(offset..end)
 }
 
 /// One submission/completion queue pair. Owned by one session; `&mut self`

@@ -34,33 +34,41 @@ impl RamFrames {
     }
 }
 
-fn clip(offset: usize, len: usize) -> core::ops::Range<usize> {
-    let start = offset.min(PAGE_SIZE);
-    start..offset.saturating_add(len).min(PAGE_SIZE)
+/// One frame's bytes.
+type Frame = RwLock<Box<[u8]>>;
+
+impl RamFrames {
+    /// Frame `frame` and the range of it `[offset, offset + len)`, checked.
+    fn span(
+        &self,
+        frame: FrameId,
+        offset: usize,
+        len: usize,
+    ) -> Result<(&Frame, core::ops::Range<usize>), DevError> {
+        let r = super::frame_span(self.frame_count(), frame, offset, len)?;
+        let f = self.frames.get(frame.index()).ok_or(DevError::FrameRange)?;
+        Ok((f, r))
+    }
 }
 
 impl FrameArena for RamFrames {
     fn frame_count(&self) -> u32 {
         self.frames.len() as u32
     }
-    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) {
-        if let Some(f) = self.frames.get(frame.index()) {
-            let r = clip(offset, dst.len());
-            let n = r.len();
-            dst[..n].copy_from_slice(&f.read()[r]);
-        }
+    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) -> Result<(), DevError> {
+        let (f, r) = self.span(frame, offset, dst.len())?;
+        dst.copy_from_slice(&f.read()[r]);
+        Ok(())
     }
-    fn write(&self, frame: FrameId, offset: usize, src: &[u8]) {
-        if let Some(f) = self.frames.get(frame.index()) {
-            let r = clip(offset, src.len());
-            let n = r.len();
-            f.write()[r].copy_from_slice(&src[..n]);
-        }
+    fn write(&self, frame: FrameId, offset: usize, src: &[u8]) -> Result<(), DevError> {
+        let (f, r) = self.span(frame, offset, src.len())?;
+        f.write()[r].copy_from_slice(src);
+        Ok(())
     }
-    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) {
-        if let Some(f) = self.frames.get(frame.index()) {
-            f.write()[clip(offset, len)].fill(byte);
-        }
+    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) -> Result<(), DevError> {
+        let (f, r) = self.span(frame, offset, len)?;
+        f.write()[r].fill(byte);
+        Ok(())
     }
 }
 
@@ -115,12 +123,12 @@ impl RamInner {
             Command::Read { lba, frames } => {
                 for (i, &f) in frames.iter().enumerate() {
                     self.read_bytes(lba.0 as usize * bs + i * PAGE_SIZE, &mut page);
-                    self.frames.write(f, 0, &page);
+                    self.frames.write(f, 0, &page)?;
                 }
             }
             Command::Write { lba, frames, .. } => {
                 for (i, &f) in frames.iter().enumerate() {
-                    self.frames.read(f, 0, &mut page);
+                    self.frames.read(f, 0, &mut page)?;
                     self.write_bytes(lba.0 as usize * bs + i * PAGE_SIZE, Some(&page), PAGE_SIZE);
                 }
             }
@@ -238,7 +246,7 @@ mod tests {
     fn write_then_read_through_frames() {
         let dev = RamDevice::new(1 << 20, 512, 4).unwrap();
         let mut q = dev.open_queue().unwrap();
-        dev.frames().fill(FrameId(0), 0, PAGE_SIZE, 0xab);
+        dev.frames().fill(FrameId(0), 0, PAGE_SIZE, 0xab).unwrap();
         run(
             &mut q,
             Command::Write {
@@ -257,7 +265,7 @@ mod tests {
         )
         .unwrap();
         let mut buf = [0u8; 16];
-        dev.frames().read(FrameId(1), 100, &mut buf);
+        dev.frames().read(FrameId(1), 100, &mut buf).unwrap();
         assert_eq!(buf, [0xab; 16]);
         run(
             &mut q,
@@ -275,8 +283,31 @@ mod tests {
             },
         )
         .unwrap();
-        dev.frames().read(FrameId(1), 100, &mut buf);
+        dev.frames().read(FrameId(1), 100, &mut buf).unwrap();
         assert_eq!(buf, [0; 16]);
+    }
+
+    #[test]
+    fn frame_copies_outside_a_frame_are_refused_not_clipped() {
+        let dev = RamDevice::new(1 << 20, 4096, 4).unwrap();
+        let f = dev.frames();
+        let mut buf = [7u8; 16];
+        assert_eq!(f.read(FrameId(4), 0, &mut buf), Err(DevError::FrameRange));
+        assert_eq!(
+            f.read(FrameId(0), PAGE_SIZE - 8, &mut buf),
+            Err(DevError::FrameRange)
+        );
+        assert_eq!(
+            f.read(FrameId(0), usize::MAX, &mut buf),
+            Err(DevError::FrameRange)
+        );
+        assert_eq!(
+            f.write(FrameId(0), PAGE_SIZE - 8, &buf),
+            Err(DevError::FrameRange)
+        );
+        assert_eq!(f.fill(FrameId(9), 0, 1, 0), Err(DevError::FrameRange));
+        assert_eq!(buf, [7u8; 16], "nothing copied");
+        assert_eq!(f.read(FrameId(3), PAGE_SIZE - 16, &mut buf), Ok(()));
     }
 
     #[test]

@@ -1,26 +1,32 @@
-//! File handles.
+//! File handles: owned, cheap to clone, `Send + Sync`, valid until the last
+//! clone drops (an unlinked file keeps its data until then).
+//!
+//! The operations run in a [`Session`]: pass one explicitly
+//! (`session.read_at(&file, ..)`, the way for `no_std` users and for code
+//! that keeps one session per thread), or, on a hosted build, call the
+//! handle's own methods (`file.read_at(..)`), which borrow the calling
+//! thread's session for the filesystem (made on first use) and give it back
+//! when the operation ends. Their futures (`read_at_async`, ...) carry the
+//! session they borrowed, so they are `Send` and may move between threads
+//! while they wait.
 
 use alloc::sync::Arc;
-use core::cell::Cell;
+use core::sync::atomic::Ordering;
 
 use super::inode::Inode;
 use super::read::Readahead;
-use super::Session;
+use super::Fs;
 use crate::dev::BlockDevice;
-use crate::error::Result;
+use crate::persist::record::Kind;
 
-/// An open file, borrowed from the [`Session`] that opened it.
-///
-/// The synchronous methods mirror `std::os::unix::fs::FileExt` and
-/// `std::fs::File`; each has an `_async` twin returning the engine's future,
-/// for callers that run their own executor.
-pub struct File<'s, D: BlockDevice> {
-    session: &'s Session<D>,
-    inode: Arc<Inode>,
-    readahead: Cell<Readahead>,
+/// An open file. Clones share the file; each keeps it open.
+pub struct File<D: BlockDevice> {
+    pub(crate) fs: Fs<D>,
+    pub(crate) inode: Arc<Inode>,
+    pub(crate) readahead: Readahead,
 }
 
-impl<D: BlockDevice> core::fmt::Debug for File<'_, D> {
+impl<D: BlockDevice> core::fmt::Debug for File<D> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("File")
             .field("ino", &self.inode.id)
@@ -28,12 +34,78 @@ impl<D: BlockDevice> core::fmt::Debug for File<'_, D> {
     }
 }
 
-impl<'s, D: BlockDevice> File<'s, D> {
-    pub(crate) fn new(session: &'s Session<D>, inode: Arc<Inode>) -> File<'s, D> {
+impl<D: BlockDevice> Clone for File<D> {
+    fn clone(&self) -> Self {
+        // The file is open (this handle holds it), so it cannot be
+        // reclaimed meanwhile: a plain increment is enough.
+        self.inode.open.fetch_add(1, Ordering::AcqRel);
+        File::new(self.fs.clone(), self.inode.clone())
+    }
+}
+
+impl<D: BlockDevice> Drop for File<D> {
+    fn drop(&mut self) {
+        self.fs.shared.close(&self.inode);
+    }
+}
+
+/// An inode's attributes, as [`File::metadata`] and
+/// [`Fs::attr`](super::Fs::attr) report them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Metadata {
+    /// Inode number.
+    pub ino: u64,
+    /// File, directory or symbolic link.
+    pub kind: Kind,
+    /// Permission bits.
+    pub perm: u16,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Links.
+    pub nlink: u32,
+    /// Size in bytes (a symbolic link: its target's length; a directory:
+    /// 0).
+    pub len: u64,
+    /// Device blocks (4 KiB) mapped to the file.
+    pub blocks: u64,
+    /// Last access (nanoseconds since the Unix epoch; pollfs does not
+    /// update it on reads: noatime).
+    pub atime: u64,
+    /// Last modification of the contents.
+    pub mtime: u64,
+    /// Last change of the contents or attributes.
+    pub ctime: u64,
+}
+
+impl Metadata {
+    pub(crate) fn of(inode: &Inode) -> Metadata {
+        let owner = *inode.owner.lock();
+        Metadata {
+            ino: inode.id.0,
+            kind: inode.kind,
+            perm: owner.perm,
+            uid: owner.uid,
+            gid: owner.gid,
+            nlink: inode.nlink.load(Ordering::Acquire),
+            len: inode.size(),
+            blocks: inode.extents.read().mapped_blocks(),
+            atime: inode.atime.load(Ordering::Relaxed),
+            mtime: inode.mtime.load(Ordering::Relaxed),
+            ctime: inode.ctime.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl<D: BlockDevice> File<D> {
+    /// A handle on `inode`, which the caller has opened (counted).
+    pub(crate) fn new(fs: Fs<D>, inode: Arc<Inode>) -> File<D> {
         File {
-            session,
+            fs,
             inode,
-            readahead: Cell::new(Readahead::default()),
+            readahead: Readahead::default(),
         }
     }
 
@@ -52,90 +124,13 @@ impl<'s, D: BlockDevice> File<'s, D> {
         self.inode.id.0
     }
 
-    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read
-    /// (fewer at EOF, 0 at or past it). Holes read as zeros.
-    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.session.block_on(self.read_at_async(buf, offset))
+    /// The file's attributes.
+    pub fn metadata(&self) -> Metadata {
+        Metadata::of(&self.inode)
     }
 
-    /// Writes `buf` at `offset`, extending the file if it ends past EOF.
-    /// Returns the bytes written (short only if the device fills up or fails
-    /// part-way; an error if nothing could be written).
-    pub fn write_at(&self, buf: &[u8], offset: u64) -> Result<usize> {
-        self.session.block_on(self.write_at_async(buf, offset))
-    }
-
-    /// Writes all of `buf` at `offset`.
-    pub fn write_all_at(&self, mut buf: &[u8], mut offset: u64) -> Result<()> {
-        while !buf.is_empty() {
-            let n = self.write_at(buf, offset)?;
-            if n == 0 {
-                return Err(crate::error::SpaceError::DeviceFull.into());
-            }
-            buf = &buf[n..];
-            offset += n as u64;
-        }
-        Ok(())
-    }
-
-    /// Truncates or extends the file to `size` bytes.
-    pub fn set_len(&self, size: u64) -> Result<()> {
-        self.session.block_on(self.set_len_async(size))
-    }
-
-    /// Deallocates `[offset, offset + len)`: it reads as zeros afterwards and
-    /// its whole blocks are freed. The size does not change.
-    pub fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
-        self.session.block_on(self.punch_hole_async(offset, len))
-    }
-
-    /// Makes everything written so far durable (data and the metadata needed
-    /// to read it).
-    pub fn sync_data(&self) -> Result<()> {
-        self.session.block_on(self.sync_data_async())
-    }
-
-    /// Like [`File::sync_data`], and also metadata-only changes.
-    pub fn sync_all(&self) -> Result<()> {
-        self.session.block_on(self.sync_all_async())
-    }
-
-    /// Future of [`File::read_at`].
-    pub async fn read_at_async(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.session
-            .read(&self.inode, &self.readahead, buf, offset)
-            .await
-    }
-
-    /// Future of [`File::write_at`].
-    pub async fn write_at_async(&self, buf: &[u8], offset: u64) -> Result<usize> {
-        self.session.write(&self.inode, buf, offset).await
-    }
-
-    /// Future of [`File::set_len`].
-    pub async fn set_len_async(&self, size: u64) -> Result<()> {
-        self.session.set_len(&self.inode, size).await
-    }
-
-    /// Future of [`File::punch_hole`].
-    pub async fn punch_hole_async(&self, offset: u64, len: u64) -> Result<()> {
-        self.session.punch_hole(&self.inode, offset, len).await
-    }
-
-    /// Future of [`File::sync_data`].
-    pub async fn sync_data_async(&self) -> Result<()> {
-        self.session.sync(&self.inode).await
-    }
-
-    /// Future of [`File::sync_all`]. Until the metadata log exists, all
-    /// metadata lives in memory, so this is the same as `sync_data`.
-    pub async fn sync_all_async(&self) -> Result<()> {
-        self.session.sync(&self.inode).await
-    }
-}
-
-impl<D: BlockDevice> Drop for File<'_, D> {
-    fn drop(&mut self) {
-        self.session.fs.close(&self.inode);
+    /// The filesystem the file is on.
+    pub fn fs(&self) -> &Fs<D> {
+        &self.fs
     }
 }

@@ -1,34 +1,38 @@
-//! Sessions: a thread's handle on the filesystem, owning one device queue.
+//! Sessions: the context an operation runs in, owning one device queue.
 //!
 //! Device commands are submitted on the session's own queue and awaited by
-//! polling it, so the I/O path takes no lock shared with other threads.
+//! polling it. A session serves one operation at a time (one thread's, or
+//! one task's, lent to it for the operation), so its queue's lock is never
+//! contended and the I/O path takes no lock shared with other threads.
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::cell::RefCell;
 use core::future::poll_fn;
-use core::task::Poll;
+use core::task::{Poll, Waker};
 
-use super::file::File;
 use super::inode::{Inode, Unblock};
 use super::Shared;
 use crate::dev::{BlockDevice, Command, DevError, DeviceQueue, Tag};
 use crate::error::Result;
 use crate::lock::{Held, Mode, RangeGuard, RangeLock, StripedGuard, StripedLock};
 use crate::stats::{Counter, Counters};
-use crate::sync::block_on;
+use crate::sync::{block_on, Mutex};
 use crate::units::ByteRange;
 
 /// Completions reaped per poll.
 const POLL_BATCH: usize = 64;
 
-/// A thread's view of the filesystem. Not `Sync`: each thread opens its own
-/// with [`Fs::session`](super::Fs::session), and opens files through it.
+/// The context file operations run in: one device queue and its counters.
+/// Open one per thread with [`Fs::session`](super::Fs::session) and pass it
+/// to the operations (`session.read_at(&file, ..)`), or, on a hosted build,
+/// let [`File`](super::File)'s own methods borrow the calling thread's.
 pub struct Session<D: BlockDevice> {
     pub(crate) fs: Arc<Shared<D>>,
-    queue: RefCell<D::Queue>,
+    /// Taken for each submit and poll; only the operation the session
+    /// serves takes it, so it is never contended.
+    queue: Mutex<D::Queue>,
     /// Completions reaped from the queue and not yet claimed by their waiter.
-    done: RefCell<Vec<(Tag, core::result::Result<(), DevError>)>>,
+    done: Mutex<Vec<(Tag, core::result::Result<(), DevError>)>>,
     pub(crate) counters: Arc<Counters>,
     /// Which write-drain slot this session's writers use.
     pub(crate) drain_hint: usize,
@@ -47,47 +51,18 @@ impl<D: BlockDevice> Drop for Session<D> {
 }
 
 impl<D: BlockDevice> Session<D> {
-    pub(crate) fn new(
-        fs: Arc<Shared<D>>,
-        counters: Arc<Counters>,
-        id: usize,
-    ) -> Result<Session<D>> {
+    /// A new session of `fs`, with a device queue of its own.
+    pub(crate) fn open(fs: Arc<Shared<D>>) -> Result<Session<D>> {
         let queue = fs.dev.open_queue()?;
+        let counters = Arc::new(Counters::default());
+        let id = fs.register_counters(&counters);
         Ok(Session {
             fs,
-            queue: RefCell::new(queue),
-            done: RefCell::new(Vec::new()),
+            queue: Mutex::new(queue),
+            done: Mutex::new(Vec::new()),
             counters,
             drain_hint: id,
         })
-    }
-
-    /// Creates `name`, which must not exist, and opens it.
-    pub fn create(&self, name: &str) -> Result<File<'_, D>> {
-        let inode = self.fs_handle().create_inode(name)?;
-        Ok(File::new(self, inode))
-    }
-
-    /// Opens the existing file `name`.
-    pub fn open(&self, name: &str) -> Result<File<'_, D>> {
-        let inode = self.fs_handle().open_inode(name)?;
-        Ok(File::new(self, inode))
-    }
-
-    /// Opens `name`, creating it if it does not exist.
-    pub fn open_or_create(&self, name: &str) -> Result<File<'_, D>> {
-        match self.open(name) {
-            Err(crate::Error::Namespace(crate::error::NamespaceError::NotFound)) => {
-                self.create(name)
-            }
-            other => other,
-        }
-    }
-
-    fn fs_handle(&self) -> super::Fs<D> {
-        super::Fs {
-            shared: self.fs.clone(),
-        }
     }
 
     /// Runs an engine future to completion on this thread.
@@ -98,16 +73,16 @@ impl<D: BlockDevice> Session<D> {
     /// Reaps completions from the queue into `done`.
     fn reap(&self) {
         let now = (self.fs.config.clock)();
-        let mut done = self.done.borrow_mut();
+        let mut done = self.done.lock();
         self.queue
-            .borrow_mut()
+            .lock()
             .poll(now, POLL_BATCH, &mut |c| done.push((c.tag, c.result)));
     }
 
     /// Submits `cmd`, waiting for queue space if the queue is full.
     pub(crate) async fn submit(&self, cmd: &Command<'_>) -> core::result::Result<Tag, DevError> {
         loop {
-            let r = self.queue.borrow_mut().submit(cmd);
+            let r = self.queue.lock().submit(cmd);
             match r {
                 Ok(tag) => {
                     self.counters.command(cmd.kind(), cmd.data_bytes());
@@ -126,10 +101,19 @@ impl<D: BlockDevice> Session<D> {
     }
 
     /// Waits for the command `tag` by polling the queue.
+    ///
+    /// In polled mode the device signals nothing: someone must look. Under
+    /// [`Session::block_on`] the caller's loop polls again at once (an
+    /// SPDK-style reactor). Under any other executor the waker is handed to
+    /// [`Config::park`](super::Config::park), which wakes it when the queue
+    /// is worth looking at again: at once by default; on a hosted build,
+    /// after a short spin and then on a timer with growing delays (hybrid
+    /// polling), so a task waiting on a slow device does not burn a core.
     pub(crate) async fn wait(&self, tag: Tag) -> core::result::Result<(), DevError> {
+        let mut polls = 0u32;
         poll_fn(|cx| {
             for attempt in 0..2 {
-                let mut done = self.done.borrow_mut();
+                let mut done = self.done.lock();
                 if let Some(i) = done.iter().position(|(t, _)| *t == tag) {
                     let (_, r) = done.swap_remove(i);
                     if r.is_err() {
@@ -142,8 +126,10 @@ impl<D: BlockDevice> Session<D> {
                     self.reap();
                 }
             }
-            // Polled mode: nothing will wake us, so ask to be polled again.
-            cx.waker().wake_by_ref();
+            if !cx.waker().will_wake(Waker::noop()) {
+                (self.fs.config.park)(cx.waker(), polls);
+            }
+            polls = polls.saturating_add(1);
             Poll::Pending
         })
         .await

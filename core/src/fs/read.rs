@@ -1,7 +1,7 @@
 //! The read path: lockless cached reads, batched fills and readahead.
 
 use alloc::vec::Vec;
-use core::cell::Cell;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use super::inode::{pages_for, Inode};
 use super::Session;
@@ -13,28 +13,31 @@ use crate::stats::Counter;
 use crate::units::{ByteRange, FrameId, Lba, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
 
 /// Per-handle readahead state: where a sequential reader will read next,
-/// and how far ahead to fill when it misses.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Readahead {
-    next: u64,
-    window: u32,
-}
+/// and how far ahead to fill when it misses. One atomic word (next page in
+/// the high 32 bits, window in the low), so a handle shared by threads
+/// stays `Sync`; threads racing on it only blur a heuristic.
+#[derive(Debug, Default)]
+pub(crate) struct Readahead(AtomicU64);
 
 impl Readahead {
     /// Updates the state for a read of pages `[first, end)` and returns the
     /// window to fill on a miss (0: only what the read needs).
-    fn on_read(cell: &Cell<Readahead>, first: u64, end: u64, max: u32) -> u32 {
-        let mut ra = cell.get();
-        let sequential = first == ra.next || (ra.next > 0 && first == ra.next - 1);
-        ra.window = match (sequential, max) {
+    fn on_read(&self, first: u64, end: u64, max: u32) -> u32 {
+        let word = self.0.load(Ordering::Relaxed);
+        let (next, window) = (word >> 32, word as u32);
+        let sequential = first == next || (next > 0 && first == next - 1);
+        let window = match (sequential, max) {
             (_, 0) => 0,
-            (true, _) if ra.window == 0 => (max / 8).clamp(4.min(max), max),
-            (true, _) => ra.window.saturating_mul(2).min(max),
+            (true, _) if window == 0 => (max / 8).clamp(4.min(max), max),
+            (true, _) => window.saturating_mul(2).min(max),
             (false, _) => 0,
         };
-        ra.next = end;
-        cell.set(ra);
-        ra.window
+        // Page indices are below 2^32 (the largest file).
+        self.0.store(
+            (end.min(u64::from(u32::MAX)) << 32) | u64::from(window),
+            Ordering::Relaxed,
+        );
+        window
     }
 }
 
@@ -48,10 +51,10 @@ pub(crate) enum Fill {
 
 impl<D: BlockDevice> Session<D> {
     /// Reads into `buf` from `off`. Takes no file-wide lock.
-    pub(crate) async fn read(
+    pub(crate) async fn read_inode(
         &self,
         inode: &Inode,
-        ra: &Cell<Readahead>,
+        ra: &Readahead,
         buf: &mut [u8],
         off: u64,
     ) -> Result<usize> {
@@ -67,7 +70,7 @@ impl<D: BlockDevice> Session<D> {
         }
         let end = off.saturating_add(buf.len() as u64).min(size);
         let (first, last) = ByteRange::new(off, end).pages();
-        let window = Readahead::on_read(ra, first.0, last.0, self.fs.config.readahead_pages);
+        let window = ra.on_read(first.0, last.0, self.fs.config.readahead_pages);
         let arena = self.fs.frames();
         let mut pos = off;
         let mut just_filled = u64::MAX;
@@ -89,6 +92,7 @@ impl<D: BlockDevice> Session<D> {
                     pos += n as u64;
                 }
                 Lookup::Busy(slot) => self.fs.cache.wait_idle(slot).await,
+                Lookup::Failed(e) => return Err(e.into()),
                 Lookup::Miss => {
                     self.counters.add(Counter::cache_misses, 1);
                     let needed = last.0 - index.0;
@@ -181,7 +185,7 @@ impl<D: BlockDevice> Session<D> {
             for &(index, slot) in pages {
                 match extents.lookup(index.0) {
                     None => {
-                        arena.fill(FrameId(slot), 0, PAGE_SIZE, 0);
+                        arena.fill(FrameId(slot), 0, PAGE_SIZE, 0)?;
                         prev = None;
                     }
                     Some((block, _)) => {

@@ -14,7 +14,6 @@ use crate::cache::{Claim, Insert};
 use crate::dev::{BlockDevice, Command, FrameArena};
 use crate::error::{RangeError, Result};
 use crate::lock::{Held, Mode};
-use crate::space::MetaChange;
 use crate::units::{ByteRange, FrameId, Lba, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
 use core::sync::atomic::Ordering;
 
@@ -47,7 +46,15 @@ enum HeldPage {
 
 impl<D: BlockDevice> Session<D> {
     /// Truncates or extends the file to `new` bytes.
-    pub(crate) async fn set_len(&self, inode: &Inode, new: u64) -> Result<()> {
+    pub(crate) async fn resize_inode(&self, inode: &Inode, new: u64) -> Result<()> {
+        let resized = self.resize(inode, new).await;
+        if resized.is_ok() {
+            inode.touch((self.fs.config.wall_clock)());
+        }
+        resized
+    }
+
+    async fn resize(&self, inode: &Inode, new: u64) -> Result<()> {
         if new > MAX_FILE_SIZE {
             return Err(RangeError::TooLarge.into());
         }
@@ -62,13 +69,7 @@ impl<D: BlockDevice> Session<D> {
                 self.zero_past_eof(inode, old).await?;
             }
             inode.size.store(new, Ordering::Release);
-            self.fs.record(
-                Some(inode),
-                MetaChange::SetSize {
-                    ino: inode.id,
-                    size: new,
-                },
-            );
+            inode.meta_changed();
             return Ok(());
         }
         inode.writers.block();
@@ -98,24 +99,27 @@ impl<D: BlockDevice> Session<D> {
             _ => self.hold_page(inode, tail, true).await?.held(),
         };
         inode.size.store(new, Ordering::Release);
-        self.fs.record(
-            Some(inode),
-            MetaChange::SetSize {
-                ino: inode.id,
-                size: new,
-            },
-        );
+        inode.meta_changed();
         self.drop_pages(inode, keep, u64::MAX).await;
-        if let Some(edge) = edge {
-            self.zero_held(inode, edge, in_tail, PAGE_SIZE);
-        }
+        let zeroed = match edge {
+            Some(edge) => self.zero_held(inode, edge, in_tail, PAGE_SIZE),
+            None => Ok(()),
+        };
         self.free_blocks(inode, keep, u64::MAX).await;
-        Ok(())
+        zeroed
     }
 
     /// Makes `[off, off + len)` read as zeros and frees the whole blocks in
     /// it. The size does not change; the part past EOF is ignored.
-    pub(crate) async fn punch_hole(&self, inode: &Inode, off: u64, len: u64) -> Result<()> {
+    pub(crate) async fn punch_inode(&self, inode: &Inode, off: u64, len: u64) -> Result<()> {
+        let punched = self.punch(inode, off, len).await;
+        if punched.is_ok() {
+            inode.touch((self.fs.config.wall_clock)());
+        }
+        punched
+    }
+
+    async fn punch(&self, inode: &Inode, off: u64, len: u64) -> Result<()> {
         let range = ByteRange::at(off, len).ok_or(RangeError::Overflow)?;
         if range.end > MAX_FILE_SIZE {
             return Err(RangeError::TooLarge.into());
@@ -183,13 +187,15 @@ impl<D: BlockDevice> Session<D> {
             }
             self.free_blocks(inode, full_start, full_end).await;
         }
+        let mut zeroed = Ok(());
         for (index, h) in edges {
             let page = ByteRange::new(index * PAGE_SIZE_U64, (index + 1) * PAGE_SIZE_U64);
             let from = range.start.max(page.start) - page.start;
             let to = range.end.min(page.end) - page.start;
-            self.zero_held(inode, h, from as usize, to as usize);
+            let z = self.zero_held(inode, h, from as usize, to as usize);
+            zeroed = zeroed.and(z);
         }
-        Ok(())
+        zeroed
     }
 
     /// Drops every cached page of `inode` in `[start, end)`, waiting for
@@ -277,30 +283,32 @@ impl<D: BlockDevice> Session<D> {
             .hold_page(inode, PageIndex::containing(old_size), true)
             .await?
         {
-            self.zero_held(inode, page, in_page, PAGE_SIZE);
+            self.zero_held(inode, page, in_page, PAGE_SIZE)?;
         }
         Ok(())
     }
 
-    /// Zeroes `[from, to)` of a held page, dirties and releases it.
-    fn zero_held(&self, inode: &Inode, page: HeldPage, from: usize, to: usize) {
+    /// Zeroes `[from, to)` of a held page, dirties and releases it (or
+    /// releases it unchanged if the frame refuses the fill).
+    fn zero_held(&self, inode: &Inode, page: HeldPage, from: usize, to: usize) -> Result<()> {
         let cache = &self.fs.cache;
-        let slot_of = |p: &HeldPage| match *p {
+        let slot = match page {
             HeldPage::Pinned(s) | HeldPage::Filling(_, s) => s,
         };
+        if let Err(e) = self.fs.frames().fill(FrameId(slot), from, to - from, 0) {
+            self.release_held(inode, page);
+            return Err(e.into());
+        }
         let dirtied = match page {
-            HeldPage::Pinned(slot) => {
-                self.fs.frames().fill(FrameId(slot), from, to - from, 0);
-                cache.unpin(slot, true)
-            }
+            HeldPage::Pinned(slot) => cache.unpin(slot, true),
             HeldPage::Filling(index, slot) => {
-                self.fs.frames().fill(FrameId(slot), from, to - from, 0);
                 cache.finish_fill(&inode.pages, index, slot, true, true)
             }
         };
         if dirtied {
-            inode.dirty_inc(cache.index_of(slot_of(&page)));
+            inode.dirty_inc(cache.index_of(slot));
         }
+        Ok(())
     }
 
     /// Releases a held page unchanged.
@@ -333,14 +341,7 @@ impl<D: BlockDevice> Session<D> {
         let bpp = self.fs.geometry.blocks_per_page();
         let trim = self.fs.journal.is_none();
         for e in &freed {
-            self.fs.record(
-                Some(inode),
-                MetaChange::Unmap {
-                    ino: inode.id,
-                    file_block: e.file_block,
-                    len: e.len,
-                },
-            );
+            inode.meta_changed();
             let cmd = Command::Deallocate {
                 lba: Lba(e.dev.0 * bpp),
                 blocks: e.len * bpp,

@@ -234,7 +234,7 @@ impl<D: BlockDevice> Session<D> {
     /// `sync_data`/`sync_all`: writes back the file's dirty pages, then
     /// flushes the device. The written pages stay pinned under writeback
     /// until the flush succeeds; if it fails they are dirty again.
-    pub(crate) async fn sync(&self, inode: &Inode) -> Result<()> {
+    pub(crate) async fn sync_inode(&self, inode: &Inode) -> Result<()> {
         if let Some(j) = &self.fs.journal {
             return self.sync_logged(inode, j).await;
         }

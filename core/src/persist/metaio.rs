@@ -145,7 +145,7 @@ impl<'a, D: BlockDevice> BlockIo<'a, D> {
                 let off = (done + i) * PAGE_SIZE;
                 self.dev
                     .frames()
-                    .read(*f, 0, &mut out[off..off + PAGE_SIZE]);
+                    .read(*f, 0, &mut out[off..off + PAGE_SIZE])?;
             }
         }
         Ok(out)
@@ -158,8 +158,8 @@ impl<'a, D: BlockDevice> BlockIo<'a, D> {
             for (i, f) in frames.iter().enumerate() {
                 let off = (done + i) * PAGE_SIZE;
                 let end = (off + PAGE_SIZE).min(data.len());
-                self.dev.frames().fill(*f, 0, PAGE_SIZE, 0);
-                self.dev.frames().write(*f, 0, &data[off..end]);
+                self.dev.frames().fill(*f, 0, PAGE_SIZE, 0)?;
+                self.dev.frames().write(*f, 0, &data[off..end])?;
             }
             self.run(&Command::Write {
                 lba: self.lba(at)?,

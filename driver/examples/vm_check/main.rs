@@ -51,10 +51,12 @@ fn check(
         let page: Vec<u8> = (0..PAGE_SIZE)
             .map(|b| (b ^ (i * 31) ^ lba as usize) as u8)
             .collect();
-        dev.frames().write(f, 0, &page);
+        dev.frames().write(f, 0, &page).map_err(|e| e.to_string())?;
     }
     for &f in &dst {
-        dev.frames().fill(f, 0, PAGE_SIZE, 0xee);
+        dev.frames()
+            .fill(f, 0, PAGE_SIZE, 0xee)
+            .map_err(|e| e.to_string())?;
     }
     let w = Command::Write {
         lba: Lba(lba),
@@ -70,8 +72,12 @@ fn check(
     let mut a = vec![0u8; PAGE_SIZE];
     let mut b = vec![0u8; PAGE_SIZE];
     for (s, d) in src.iter().zip(&dst) {
-        dev.frames().read(*s, 0, &mut a);
-        dev.frames().read(*d, 0, &mut b);
+        dev.frames()
+            .read(*s, 0, &mut a)
+            .map_err(|e| e.to_string())?;
+        dev.frames()
+            .read(*d, 0, &mut b)
+            .map_err(|e| e.to_string())?;
         if a != b {
             return Err(format!("data mismatch at lba {lba} n {n}"));
         }
@@ -91,7 +97,9 @@ fn threaded(dev: &VfioDevice, t: u32, bpp: u64, start: Instant) -> Result<(), St
         let lba = (u64::from(t) * 10_000 + round * 16) * bpp;
         for (i, f) in src.iter().enumerate() {
             let v = (round as usize) ^ (i << 4) ^ (t as usize);
-            dev.frames().fill(*f, 0, PAGE_SIZE, v as u8);
+            dev.frames()
+                .fill(*f, 0, PAGE_SIZE, v as u8)
+                .map_err(|e| e.to_string())?;
         }
         let w = Command::Write {
             lba: Lba(lba),
@@ -106,8 +114,12 @@ fn threaded(dev: &VfioDevice, t: u32, bpp: u64, start: Instant) -> Result<(), St
         run(&mut q, r, start).map_err(|e| format!("thread read: {e}"))?;
         let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
         for (x, y) in src.iter().zip(&dst) {
-            dev.frames().read(*x, 0, &mut a);
-            dev.frames().read(*y, 0, &mut b);
+            dev.frames()
+                .read(*x, 0, &mut a)
+                .map_err(|e| e.to_string())?;
+            dev.frames()
+                .read(*y, 0, &mut b)
+                .map_err(|e| e.to_string())?;
             if a != b {
                 return Err(format!("thread {t} round {round}: mismatch"));
             }
@@ -135,7 +147,8 @@ fn reset_mid_io(
         let f: Vec<FrameId> = (i * PAGES..(i + 1) * PAGES).map(FrameId).collect();
         for (k, fr) in f.iter().enumerate() {
             dev.frames()
-                .fill(*fr, 0, PAGE_SIZE, (i as u8) ^ (k as u8) ^ 0xa5);
+                .fill(*fr, 0, PAGE_SIZE, (i as u8) ^ (k as u8) ^ 0xa5)
+                .map_err(|e| e.to_string())?;
         }
         frames.push(f);
     }
@@ -182,8 +195,12 @@ fn reset_mid_io(
         };
         run(q, r, start).map_err(|e| format!("mid-io read back: {e}"))?;
         for (x, y) in f.iter().zip(&dst) {
-            dev.frames().read(*x, 0, &mut a);
-            dev.frames().read(*y, 0, &mut b);
+            dev.frames()
+                .read(*x, 0, &mut a)
+                .map_err(|e| e.to_string())?;
+            dev.frames()
+                .read(*y, 0, &mut b)
+                .map_err(|e| e.to_string())?;
             if a != b {
                 return Err(format!("reset mid-io: batch {i} data lost"));
             }
@@ -203,7 +220,8 @@ fn leave_pattern(dev: &VfioDevice, q: &mut impl DeviceQueue, start: Instant) -> 
         let frames: Vec<FrameId> = (0..pages as u32).map(FrameId).collect();
         for (i, f) in frames.iter().enumerate() {
             dev.frames()
-                .write(*f, 0, &pattern::page(at + i as u64 * 4096));
+                .write(*f, 0, &pattern::page(at + i as u64 * 4096))
+                .map_err(|e| e.to_string())?;
         }
         let w = Command::Write {
             lba: Lba(at / bs),
@@ -229,7 +247,9 @@ fn leave_pattern(dev: &VfioDevice, q: &mut impl DeviceQueue, start: Instant) -> 
     run(q, r, start).map_err(|e| format!("read zeroed region: {e}"))?;
     let mut buf = vec![0u8; PAGE_SIZE];
     for f in &dst {
-        dev.frames().read(*f, 0, &mut buf);
+        dev.frames()
+            .read(*f, 0, &mut buf)
+            .map_err(|e| e.to_string())?;
         if buf.iter().any(|&b| b != 0) {
             return Err("write zeroes left data behind".to_string());
         }

@@ -1,6 +1,7 @@
 //! The admin queue and the blocking sequences built on it: enabling the
 //! controller, identify, queue-count negotiation, and one-command-at-a-time
-//! admin submission with a deadline from the caller's clock.
+//! admin submission with a deadline from the caller's clock. All of it
+//! goes through the [`Transport`], so it is the same on every transport.
 
 use alloc::vec::Vec;
 
@@ -8,209 +9,244 @@ use pollfs_core::units::Nanos;
 
 use super::config::DriverConfig;
 use super::MPS_SHIFT;
+use crate::clock::Clock;
 use crate::error::{DriverError, Stage};
-use crate::hal::{Clock, DmaRegion, Registers};
-use crate::queue::{CidPool, ProtocolError, QueuePair};
+use crate::qpair::{CidPool, ProtocolError};
 use crate::spec::command::{cns, SubmissionEntry};
 use crate::spec::completion::CompletionEntry;
 use crate::spec::identify::{
     active_list_contains, IdentifyController, IdentifyNamespace, IDENTIFY_SIZE,
 };
-use crate::spec::regs::{offset, Aqa, Cap, Cc, Csts};
+use crate::spec::regs::{Cap, Cc, Csts};
 use crate::spec::status::Status;
+use crate::transport::{AdminCommands, Payload, Property, Qpair, QpairError, Transport};
 
 /// The admin queue pair and what travels with it; behind the controller's
 /// admin lock.
-pub(super) struct Admin<D: DmaRegion> {
-    pub qp: QueuePair<D>,
+pub(super) struct Admin<Q> {
+    pub qp: Q,
     pub cids: CidPool,
     /// Ids of fire-and-forget commands (Abort) whose results are dropped.
     pub discard: Vec<bool>,
-    /// 4 KiB buffer for identify and log data.
-    pub buf: D,
     pub free_qids: Vec<u16>,
+    /// Completions taken from the queue and not yet looked at.
+    pub reaped: Vec<CompletionEntry>,
+}
+
+impl<Q: Qpair> Admin<Q> {
+    pub fn new(qp: Q) -> Admin<Q> {
+        let n = usize::from(qp.entries());
+        Admin {
+            cids: CidPool::new(qp.entries() - 1),
+            qp,
+            discard: alloc::vec![false; n],
+            free_qids: Vec::new(),
+            reaped: Vec::with_capacity(n),
+        }
+    }
+    /// Forgets every command (the controller dropped the queue).
+    pub fn forget(&mut self) -> Result<(), DriverError> {
+        self.qp.reset().map_err(qpair_error)?;
+        self.cids = CidPool::new(self.qp.entries() - 1);
+        self.discard.fill(false);
+        self.reaped.clear();
+        Ok(())
+    }
+}
+
+pub(super) fn qpair_error(e: QpairError) -> DriverError {
+    DriverError::Transport(e)
+}
+
+/// What every admin sequence needs besides the queue itself.
+pub(super) struct Ctx<'a, T> {
+    pub transport: &'a T,
+    pub clock: &'a dyn Clock,
+    /// Deadline for each admin command.
+    pub timeout: u64,
+}
+
+/// The admin queue, locked, as the transport sees it.
+pub(super) struct Link<'a, 'b, T: Transport> {
+    pub ctx: &'a Ctx<'b, T>,
+    pub admin: &'a mut Admin<T::Qpair>,
+}
+
+impl<T: Transport> AdminCommands for Link<'_, '_, T> {
+    fn run(&mut self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError> {
+        self.ctx.command(self.admin, sqe, Payload::None, &mut [])
+    }
 }
 
 pub(super) fn deadline(clock: &dyn Clock, span: u64) -> Nanos {
     Nanos(clock.now().0.saturating_add(span))
 }
 
-/// Polls CSTS until RDY equals `want`, CFS is set, or `deadline` passes.
-fn wait_ready<R: Registers>(
-    regs: &R,
-    clock: &dyn Clock,
-    want: bool,
-    until: Nanos,
-    stage: Stage,
-) -> Result<(), DriverError> {
-    loop {
-        let csts = regs.read32(offset::CSTS);
-        if csts == u32::MAX {
+impl<T: Transport> Ctx<'_, T> {
+    pub fn get(&self, admin: &mut Admin<T::Qpair>, p: Property) -> Result<u64, DriverError> {
+        let mut link = Link { ctx: self, admin };
+        self.transport.get_property(&mut link, p)
+    }
+    /// A 32-bit property; all ones means the controller is gone.
+    pub fn get32(&self, admin: &mut Admin<T::Qpair>, p: Property) -> Result<u32, DriverError> {
+        let v = self.get(admin, p)? as u32;
+        if v == u32::MAX {
             return Err(DriverError::DeviceGone);
         }
-        let csts = Csts(csts);
-        if want && csts.fatal() {
-            return Err(DriverError::Fatal);
-        }
-        if csts.ready() == want {
-            return Ok(());
-        }
-        let now = clock.now();
-        regs.tick(now);
-        if now > until {
-            return Err(DriverError::Timeout(stage));
-        }
-        core::hint::spin_loop();
+        Ok(v)
     }
-}
+    pub fn set(&self, admin: &mut Admin<T::Qpair>, p: Property, v: u64) -> Result<(), DriverError> {
+        let mut link = Link { ctx: self, admin };
+        self.transport.set_property(&mut link, p, v)
+    }
 
-/// Clears CC.EN and waits for RDY=0, then programs the admin queue and
-/// sets CC.EN with the driver's configuration and waits for RDY=1.
-pub(super) fn enable<R: Registers, D: DmaRegion>(
-    regs: &R,
-    clock: &dyn Clock,
-    cap: Cap,
-    qp: &QueuePair<D>,
-) -> Result<(), DriverError> {
-    let to = cap.timeout_ns().max(500_000_000);
-    let cc = Cc(regs.read32(offset::CC));
-    if cc.enabled() || Csts(regs.read32(offset::CSTS)).ready() {
-        regs.write32(offset::CC, cc.0 & !1);
-    }
-    wait_ready(regs, clock, false, deadline(clock, to), Stage::Disable)?;
-    regs.write32(offset::AQA, Aqa::new(qp.entries(), qp.entries()).0);
-    regs.write64(offset::ASQ, qp.sq_iova());
-    regs.write64(offset::ACQ, qp.cq_iova());
-    regs.write32(offset::CC, Cc::for_driver(MPS_SHIFT, true).0);
-    wait_ready(regs, clock, true, deadline(clock, to), Stage::Enable)
-}
-
-/// Identify controller, active namespaces and the namespace, then
-/// negotiate the number of I/O queues.
-pub(super) fn probe<R: Registers, D: DmaRegion>(
-    regs: &R,
-    clock: &dyn Clock,
-    config: &DriverConfig,
-    admin: &mut Admin<D>,
-) -> Result<(IdentifyController, IdentifyNamespace, u16), DriverError> {
-    let timeout = config.admin_timeout;
-    let mut page = [0u8; IDENTIFY_SIZE];
-    let buf = admin.buf.iova().0;
-    let sqe = SubmissionEntry::identify(cns::CONTROLLER, 0, buf);
-    admin_command(regs, clock, timeout, admin, sqe)?;
-    admin.buf.read(0, &mut page)?;
-    let identify = IdentifyController::parse(&page)?;
-    if config.nsid == 0 || config.nsid > identify.nn {
-        return Err(DriverError::Unsupported("namespace id beyond NN"));
-    }
-    let sqe = SubmissionEntry::identify(cns::ACTIVE_NAMESPACES, 0, buf);
-    admin_command(regs, clock, timeout, admin, sqe)?;
-    admin.buf.read(0, &mut page)?;
-    if !active_list_contains(&page, config.nsid) {
-        return Err(DriverError::Unsupported("namespace not active"));
-    }
-    let sqe = SubmissionEntry::identify(cns::NAMESPACE, config.nsid, buf);
-    admin_command(regs, clock, timeout, admin, sqe)?;
-    admin.buf.read(0, &mut page)?;
-    let namespace = IdentifyNamespace::parse(&page)?;
-    let want = config.max_io_queues.clamp(1, u16::MAX - 1);
-    let granted = set_queue_count(regs, clock, timeout, admin, want)?;
-    Ok((identify, namespace, granted))
-}
-
-pub(super) fn set_queue_count<R: Registers, D: DmaRegion>(
-    regs: &R,
-    clock: &dyn Clock,
-    timeout: u64,
-    admin: &mut Admin<D>,
-    want: u16,
-) -> Result<u16, DriverError> {
-    let done = admin_command(
-        regs,
-        clock,
-        timeout,
-        admin,
-        SubmissionEntry::set_num_queues(want, want),
-    )?;
-    let nsqa = (done.dw0 & 0xffff) as u16;
-    let ncqa = (done.dw0 >> 16) as u16;
-    // Both fields are 0-based; 0xffff would mean 65536, which is invalid.
-    let granted = nsqa.min(ncqa).saturating_add(1).min(want);
-    if nsqa == u16::MAX || ncqa == u16::MAX || granted == 0 {
-        return Err(DriverError::Unsupported("number of queues"));
-    }
-    Ok(granted)
-}
-
-pub(super) fn reap_discarded<R: Registers, D: DmaRegion>(
-    regs: &R,
-    admin: &mut Admin<D>,
-) -> Result<(), DriverError> {
-    let mut any = false;
-    let result = loop {
-        match admin.qp.pop() {
-            Ok(Some(e)) => {
-                any = true;
-                let cid = e.cid();
-                let discard = admin
-                    .discard
-                    .get(usize::from(cid))
-                    .copied()
-                    .unwrap_or(false);
-                if !discard || !admin.cids.release(cid) {
-                    break Err(ProtocolError::UnknownCid(cid).into());
-                }
-                if let Some(d) = admin.discard.get_mut(usize::from(cid)) {
-                    *d = false;
-                }
+    /// Polls CSTS until RDY equals `want`, CFS is set, or `until` passes.
+    fn wait_ready(
+        &self,
+        admin: &mut Admin<T::Qpair>,
+        want: bool,
+        until: Nanos,
+        stage: Stage,
+    ) -> Result<(), DriverError> {
+        loop {
+            let csts = Csts(self.get32(admin, Property::Csts)?);
+            if want && csts.fatal() {
+                return Err(DriverError::Fatal);
             }
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e.into()),
+            if csts.ready() == want {
+                return Ok(());
+            }
+            let now = self.clock.now();
+            self.transport.tick(now);
+            if now > until {
+                return Err(DriverError::Timeout(stage));
+            }
+            core::hint::spin_loop();
         }
-    };
-    if any {
-        admin.qp.ring_cq(regs);
     }
-    result
-}
 
-/// Submits `sqe` on the admin queue and polls until it completes, the
-/// deadline passes, or the controller breaks protocol.
-pub(super) fn admin_command<R: Registers, D: DmaRegion>(
-    regs: &R,
-    clock: &dyn Clock,
-    timeout: u64,
-    admin: &mut Admin<D>,
-    mut sqe: SubmissionEntry,
-) -> Result<CompletionEntry, DriverError> {
-    let until = deadline(clock, timeout);
-    let cid = loop {
-        if let Some(cid) = admin.cids.alloc() {
-            break cid;
+    /// Clears CC.EN and waits for RDY=0, lets the transport attach the
+    /// admin queue, then sets CC.EN with the driver's configuration and
+    /// waits for RDY=1 (7.6.1).
+    pub fn enable(&self, admin: &mut Admin<T::Qpair>, cap: Cap) -> Result<(), DriverError> {
+        let to = cap.timeout_ns().max(500_000_000);
+        let cc = Cc(self.get32(admin, Property::Cc)?);
+        let ready = Csts(self.get32(admin, Property::Csts)?).ready();
+        if cc.enabled() || ready {
+            self.set(admin, Property::Cc, u64::from(cc.0 & !1))?;
         }
-        reap_discarded(regs, admin)?;
-        let now = clock.now();
-        regs.tick(now);
-        if now > until {
-            return Err(DriverError::Timeout(Stage::Admin));
-        }
-    };
-    sqe.set_cid(cid);
-    if let Err(e) = admin.qp.submit(regs, &sqe) {
-        admin.cids.release(cid);
-        return Err(e.into());
+        let until = deadline(self.clock, to);
+        self.wait_ready(admin, false, until, Stage::Disable)?;
+        self.transport.enable_admin(&mut admin.qp)?;
+        let cc = Cc::for_driver(MPS_SHIFT, true);
+        self.set(admin, Property::Cc, u64::from(cc.0))?;
+        let until = deadline(self.clock, to);
+        self.wait_ready(admin, true, until, Stage::Enable)
     }
-    loop {
-        let popped = admin.qp.pop();
-        match popped {
-            Ok(Some(e)) => {
-                admin.qp.ring_cq(regs);
+
+    /// Identify controller, active namespaces and the namespace, then
+    /// negotiate the number of I/O queues.
+    pub fn probe(
+        &self,
+        admin: &mut Admin<T::Qpair>,
+        config: &DriverConfig,
+    ) -> Result<(IdentifyController, IdentifyNamespace, u16), DriverError> {
+        let mut page = [0u8; IDENTIFY_SIZE];
+        let identify = |cns, nsid| SubmissionEntry::identify(cns, nsid, 0);
+        let data = Payload::In(IDENTIFY_SIZE);
+        self.command(admin, identify(cns::CONTROLLER, 0), data, &mut page)?;
+        let controller = IdentifyController::parse(&page)?;
+        if config.nsid == 0 || config.nsid > controller.nn {
+            return Err(DriverError::Unsupported("namespace id beyond NN"));
+        }
+        self.command(admin, identify(cns::ACTIVE_NAMESPACES, 0), data, &mut page)?;
+        if !active_list_contains(&page, config.nsid) {
+            return Err(DriverError::Unsupported("namespace not active"));
+        }
+        self.command(
+            admin,
+            identify(cns::NAMESPACE, config.nsid),
+            data,
+            &mut page,
+        )?;
+        let namespace = IdentifyNamespace::parse(&page)?;
+        let want = config.max_io_queues.clamp(1, u16::MAX - 1);
+        let granted = self.set_queue_count(admin, want)?;
+        Ok((controller, namespace, granted))
+    }
+
+    pub fn set_queue_count(
+        &self,
+        admin: &mut Admin<T::Qpair>,
+        want: u16,
+    ) -> Result<u16, DriverError> {
+        let sqe = SubmissionEntry::set_num_queues(want, want);
+        let done = self.command(admin, sqe, Payload::None, &mut [])?;
+        let nsqa = (done.dw0 & 0xffff) as u16;
+        let ncqa = (done.dw0 >> 16) as u16;
+        // Both fields are 0-based; 0xffff would mean 65536, which is invalid.
+        let granted = nsqa.min(ncqa).saturating_add(1).min(want);
+        if nsqa == u16::MAX || ncqa == u16::MAX || granted == 0 {
+            return Err(DriverError::Unsupported("number of queues"));
+        }
+        Ok(granted)
+    }
+
+    /// Drains completions of fire-and-forget commands; any other
+    /// completion is a protocol violation (nobody is waiting for one).
+    pub fn reap_discarded(&self, admin: &mut Admin<T::Qpair>) -> Result<(), DriverError> {
+        admin.reaped.clear();
+        let now = self.clock.now();
+        let max = usize::from(admin.qp.entries());
+        let polled = admin.qp.poll(now, max, &mut admin.reaped);
+        for i in 0..admin.reaped.len() {
+            let cid = admin.reaped[i].cid();
+            let discard = admin.discard.get_mut(usize::from(cid));
+            match discard {
+                Some(d) if *d && admin.cids.release(cid) => *d = false,
+                _ => return Err(ProtocolError::UnknownCid(cid).into()),
+            }
+        }
+        polled.map(drop).map_err(DriverError::from)
+    }
+
+    /// Submits `sqe` with `payload` on the admin queue and polls until it
+    /// completes, the deadline passes, or the controller breaks protocol.
+    /// For a [`Payload::In`] command, `inbound` receives the data.
+    pub fn command(
+        &self,
+        admin: &mut Admin<T::Qpair>,
+        mut sqe: SubmissionEntry,
+        payload: Payload<'_>,
+        inbound: &mut [u8],
+    ) -> Result<CompletionEntry, DriverError> {
+        let until = deadline(self.clock, self.timeout);
+        let cid = loop {
+            if let Some(cid) = admin.cids.alloc() {
+                break cid;
+            }
+            self.reap_discarded(admin)?;
+            let now = self.clock.now();
+            self.transport.tick(now);
+            if now > until {
+                return Err(DriverError::Timeout(Stage::Admin));
+            }
+        };
+        sqe.set_cid(cid);
+        if let Err(e) = admin.qp.submit(&sqe, payload) {
+            admin.cids.release(cid);
+            return Err(qpair_error(e));
+        }
+        let mut now = self.clock.now();
+        loop {
+            admin.reaped.clear();
+            let polled = admin.qp.poll(now, 1, &mut admin.reaped);
+            if let Some(&e) = admin.reaped.first() {
                 let got = e.cid();
                 if !admin.cids.release(got) {
                     return Err(ProtocolError::UnknownCid(got).into());
                 }
-                let discard = admin.discard.get_mut(usize::from(got));
-                match discard {
+                match admin.discard.get_mut(usize::from(got)) {
                     Some(d) if *d => *d = false,
                     _ if got == cid => {
                         let status: Status = e.status();
@@ -220,25 +256,27 @@ pub(super) fn admin_command<R: Registers, D: DmaRegion>(
                                 status,
                             });
                         }
+                        if !inbound.is_empty() {
+                            admin.qp.read_inbound(cid, inbound).map_err(qpair_error)?;
+                        }
                         return Ok(e);
                     }
                     _ => return Err(ProtocolError::UnknownCid(got).into()),
                 }
+                continue;
             }
-            Ok(None) => {
-                let now = clock.now();
-                regs.tick(now);
-                if now > until {
-                    // A late completion for it is then expected, not a
-                    // protocol violation.
-                    if let Some(d) = admin.discard.get_mut(usize::from(cid)) {
-                        *d = true;
-                    }
-                    return Err(DriverError::Timeout(Stage::Admin));
+            polled?;
+            now = self.clock.now();
+            self.transport.tick(now);
+            if now > until {
+                // A late completion for it is then expected, not a
+                // protocol violation.
+                if let Some(d) = admin.discard.get_mut(usize::from(cid)) {
+                    *d = true;
                 }
-                core::hint::spin_loop();
+                return Err(DriverError::Timeout(Stage::Admin));
             }
-            Err(e) => return Err(e.into()),
+            core::hint::spin_loop();
         }
     }
 }

@@ -13,24 +13,25 @@
 
 mod admin;
 mod config;
+mod reset;
+#[cfg(test)]
+mod tests;
 
 use alloc::boxed::Box;
-use alloc::vec;
-use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use spin::Mutex;
 
-use admin::{admin_command, enable, probe, reap_discarded, set_queue_count, Admin};
+use admin::{Admin, Ctx, Link};
 pub use config::DriverConfig;
 
+use crate::clock::Clock;
 use crate::error::{DriverError, Stage};
-use crate::hal::{Clock, DmaAllocator, DmaRegion, Registers};
-use crate::queue::{CidPool, QueuePair};
-use crate::spec::command::{log_page, SubmissionEntry, SQE_SIZE};
-use crate::spec::completion::{CompletionEntry, CQE_SIZE};
+use crate::spec::command::{log_page, SubmissionEntry};
+use crate::spec::completion::CompletionEntry;
 use crate::spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
-use crate::spec::regs::{offset, Cap, Csts};
+use crate::spec::regs::{Cap, Csts};
+use crate::transport::{Payload, Property, Qpair, Transport};
 
 /// Memory page size the driver uses (CC.MPS = 0).
 pub const MPS_SHIFT: u32 = 12;
@@ -56,22 +57,21 @@ pub struct ControllerInfo {
     pub io_entries: u16,
 }
 
-/// One NVMe controller: registers, admin queue and shared state of its
-/// I/O queues. Shared by every queue through an `Arc`.
-pub struct Controller<R: Registers, A: DmaAllocator> {
-    regs: R,
-    dma: A,
+/// One NVMe controller: its transport, admin queue and the state its I/O
+/// queues share. Shared by every queue through an `Arc`.
+pub struct Controller<T: Transport> {
+    transport: T,
     clock: Box<dyn Clock>,
     config: DriverConfig,
     info: ControllerInfo,
-    admin: Mutex<Admin<A::Region>>,
+    admin: Mutex<Admin<T::Qpair>>,
     generation: AtomicU64,
     resets_in_a_row: AtomicU32,
     resets: AtomicU32,
     dead: AtomicBool,
 }
 
-impl<R: Registers, A: DmaAllocator> core::fmt::Debug for Controller<R, A> {
+impl<T: Transport> core::fmt::Debug for Controller<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Controller")
             .field("info", &self.info)
@@ -81,16 +81,23 @@ impl<R: Registers, A: DmaAllocator> core::fmt::Debug for Controller<R, A> {
     }
 }
 
-impl<R: Registers, A: DmaAllocator> Controller<R, A> {
-    /// Brings the controller up: reset, admin queue, enable, identify the
+impl<T: Transport> Controller<T> {
+    /// Brings the controller up: admin queue, reset, enable, identify the
     /// controller and namespace, and negotiate the number of I/O queues.
     pub fn new(
-        regs: R,
-        dma: A,
+        transport: T,
         clock: Box<dyn Clock>,
         config: DriverConfig,
     ) -> Result<Self, DriverError> {
-        let raw_cap = regs.read64(offset::CAP);
+        // The admin queue comes first: a fabric reads properties over it.
+        let mut entries = config.admin_entries.clamp(2, 4096);
+        let mut admin = Admin::new(transport.create_admin_qpair(entries)?);
+        let ctx = Ctx {
+            transport: &transport,
+            clock: &*clock,
+            timeout: config.admin_timeout,
+        };
+        let raw_cap = ctx.get(&mut admin, Property::Cap)?;
         if raw_cap == u64::MAX {
             return Err(DriverError::DeviceGone);
         }
@@ -105,43 +112,32 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
         if max_entries < 2 {
             return Err(DriverError::Unsupported("queues of two entries"));
         }
-        let admin_entries = config.admin_entries.clamp(2, max_entries);
-        let n = usize::from(admin_entries);
-        let qp = QueuePair::new(
-            0,
-            admin_entries,
-            dma.alloc(n * SQE_SIZE)?,
-            dma.alloc(n * CQE_SIZE)?,
-            cap.doorbell_stride(),
-        )?;
-        let mut admin = Admin {
-            qp,
-            cids: CidPool::new(admin_entries - 1),
-            discard: vec![false; n],
-            buf: dma.alloc(IDENTIFY_SIZE)?,
-            free_qids: Vec::new(),
-        };
-        let probed = enable(&regs, &*clock, cap, &admin.qp)
-            .and_then(|()| probe(&regs, &*clock, &config, &mut admin));
+        if entries > max_entries {
+            entries = max_entries;
+            admin = Admin::new(transport.create_admin_qpair(entries)?);
+        }
+        let probed = ctx
+            .enable(&mut admin, cap)
+            .and_then(|()| ctx.probe(&mut admin, &config));
         let (identify, namespace, granted) = match probed {
             Ok(p) => p,
             Err(e) => {
-                // Stop the controller before its admin rings are freed.
-                regs.write32(offset::CC, 0);
+                // Stop the controller before its admin queue is freed.
+                let _ = ctx.set(&mut admin, Property::Cc, 0);
                 return Err(e);
             }
         };
-        let version = regs.read32(offset::VS);
+        let version = ctx.get32(&mut admin, Property::Vs).unwrap_or(0);
         admin.free_qids = (1..=granted).rev().collect();
         // "No limit" (MDTS 0) and huge limits are capped at what the engine
-        // may ask for, so per-command PRP list space stays bounded.
+        // may ask for, so per-command descriptor space stays bounded.
         let cap_bytes = config
             .max_transfer
             .map_or(1 << 20, u64::from)
             .max(MPS as u64);
         let mdts_bytes = identify.max_transfer(cap.mps_min_shift(), cap_bytes);
         if mdts_bytes < MPS as u64 {
-            regs.write32(offset::CC, 0);
+            let _ = ctx.set(&mut admin, Property::Cc, 0);
             return Err(DriverError::Unsupported("MDTS below one page"));
         }
         let info = ControllerInfo {
@@ -154,8 +150,7 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
             io_entries: config.io_entries.clamp(2, max_entries),
         };
         Ok(Controller {
-            regs,
-            dma,
+            transport,
             clock,
             config,
             info,
@@ -167,6 +162,14 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
         })
     }
 
+    fn ctx(&self) -> Ctx<'_, T> {
+        Ctx {
+            transport: &self.transport,
+            clock: &*self.clock,
+            timeout: self.config.admin_timeout,
+        }
+    }
+
     /// What bring-up learned.
     pub fn info(&self) -> &ControllerInfo {
         &self.info
@@ -175,13 +178,9 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
     pub fn config(&self) -> &DriverConfig {
         &self.config
     }
-    /// The register interface.
-    pub fn regs(&self) -> &R {
-        &self.regs
-    }
-    /// The DMA allocator.
-    pub fn dma(&self) -> &A {
-        &self.dma
+    /// The transport.
+    pub fn transport(&self) -> &T {
+        &self.transport
     }
     /// Bumped by every reset.
     pub fn generation(&self) -> u64 {
@@ -201,63 +200,59 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
             self.resets_in_a_row.store(0, Ordering::Relaxed);
         }
     }
-    /// True if CSTS shows a fatal controller error (or the device is gone).
+    /// True if CSTS shows a fatal controller error (or the controller is
+    /// gone). While another thread holds the admin queue (which a fabric
+    /// reads CSTS through) this answers `false`: that thread is already
+    /// talking to the controller, and the next health check asks again.
     pub fn is_fatal(&self) -> bool {
-        let csts = self.regs.read32(offset::CSTS);
-        csts == u32::MAX || Csts(csts).fatal()
+        match self.admin.try_lock() {
+            Some(mut admin) => self.fatal_locked(&mut admin),
+            None => false,
+        }
+    }
+    fn fatal_locked(&self, admin: &mut Admin<T::Qpair>) -> bool {
+        match self.ctx().get32(admin, Property::Csts) {
+            Ok(csts) => Csts(csts).fatal(),
+            Err(_) => true,
+        }
     }
 
     /// Runs one admin command synchronously. A protocol violation or a
     /// timeout on the admin queue resets the controller, since the admin
     /// queue can no longer be trusted.
     pub fn admin(&self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError> {
+        self.with_admin(|ctx, admin| ctx.command(admin, sqe, Payload::None, &mut []))
+    }
+
+    /// Runs `f` on the locked admin queue, then resets the controller if
+    /// `f` left the admin queue untrustworthy.
+    fn with_admin<R>(
+        &self,
+        f: impl FnOnce(&Ctx<'_, T>, &mut Admin<T::Qpair>) -> Result<R, DriverError>,
+    ) -> Result<R, DriverError> {
         if self.is_dead() {
             return Err(DriverError::Dead);
         }
         let seen = self.generation();
         let result = {
             let mut admin = self.admin.lock();
-            admin_command(
-                &self.regs,
-                &*self.clock,
-                self.config.admin_timeout,
-                &mut admin,
-                sqe,
-            )
+            f(&self.ctx(), &mut admin)
         };
-        self.after_admin(seen, result)
-    }
-
-    fn after_admin<T>(&self, seen: u64, r: Result<T, DriverError>) -> Result<T, DriverError> {
-        if let Err(DriverError::Protocol(_) | DriverError::Timeout(Stage::Admin)) = r {
+        if let Err(DriverError::Protocol(_) | DriverError::Timeout(Stage::Admin)) = result {
             let _ = self.reset(seen);
         }
-        r
+        result
     }
 
     /// Reads `dst.len()` bytes (at most 4 KiB, a multiple of 4) of log page
     /// `lid` (Get Log Page, 5.14) for all namespaces.
     pub fn get_log_page(&self, lid: u8, dst: &mut [u8]) -> Result<(), DriverError> {
-        if self.is_dead() {
-            return Err(DriverError::Dead);
-        }
-        let seen = self.generation();
         let len = dst.len().min(IDENTIFY_SIZE);
-        let result = {
-            let mut admin = self.admin.lock();
-            admin.buf.fill(0, IDENTIFY_SIZE, 0)?;
-            let buf = admin.buf.iova().0;
-            let sqe = SubmissionEntry::get_log_page(lid, 0xffff_ffff, (len / 4) as u32, buf);
-            admin_command(
-                &self.regs,
-                &*self.clock,
-                self.config.admin_timeout,
-                &mut admin,
-                sqe,
-            )
-            .and_then(|_| Ok(admin.buf.read(0, &mut dst[..len])?))
-        };
-        self.after_admin(seen, result)
+        let sqe = SubmissionEntry::get_log_page(lid, 0xffff_ffff, (len / 4) as u32, 0);
+        self.with_admin(|ctx, admin| {
+            ctx.command(admin, sqe, Payload::In(len), &mut dst[..len])
+                .map(drop)
+        })
     }
 
     /// The SMART / Health log (512 bytes).
@@ -280,28 +275,20 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
         self.admin.lock().free_qids.push(qid);
     }
 
-    /// Creates the device side of an I/O queue pair over `qp`'s rings:
-    /// CQ first, then the SQ bound to it (5.3, 5.4).
-    pub fn create_io_queue(&self, qp: &QueuePair<A::Region>) -> Result<(), DriverError> {
-        let qid = qp.qid();
-        self.admin(SubmissionEntry::create_io_cq(
-            qid,
-            qp.entries(),
-            qp.cq_iova(),
-        ))?;
-        let sq = SubmissionEntry::create_io_sq(qid, qp.entries(), qp.sq_iova(), qid);
-        if let Err(e) = self.admin(sq) {
-            let _ = self.admin(SubmissionEntry::delete_io_cq(qid));
-            return Err(e);
-        }
-        Ok(())
+    /// Makes the controller serve the I/O queue pair `qp` (at creation and
+    /// after a reset).
+    pub fn connect_qpair(&self, qp: &mut T::Qpair) -> Result<(), DriverError> {
+        self.with_admin(|ctx, admin| {
+            let mut link = Link { ctx, admin };
+            ctx.transport.connect_qpair(qp, &mut link)
+        })
     }
-    /// Deletes an I/O queue pair from the device: SQ first (which aborts
-    /// whatever it still holds), then its CQ.
-    pub fn delete_io_queue(&self, qid: u16) -> Result<(), DriverError> {
-        self.admin(SubmissionEntry::delete_io_sq(qid))?;
-        self.admin(SubmissionEntry::delete_io_cq(qid))?;
-        Ok(())
+    /// Makes the controller drop I/O queue `qid`.
+    pub fn disconnect_qpair(&self, qid: u16) -> Result<(), DriverError> {
+        self.with_admin(|ctx, admin| {
+            let mut link = Link { ctx, admin };
+            ctx.transport.disconnect_qpair(qid, &mut link)
+        })
     }
 
     /// Sends Abort for `cid` on `sqid` without waiting for its result; the
@@ -311,7 +298,7 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
             return false;
         }
         let mut admin = self.admin.lock();
-        let _ = reap_discarded(&self.regs, &mut admin);
+        let _ = self.ctx().reap_discarded(&mut admin);
         let Some(acid) = admin.cids.alloc() else {
             return false;
         };
@@ -320,8 +307,11 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
         if let Some(d) = admin.discard.get_mut(usize::from(acid)) {
             *d = true;
         }
-        if admin.qp.submit(&self.regs, &sqe).is_err() {
+        if admin.qp.submit(&sqe, Payload::None).is_err() {
             admin.cids.release(acid);
+            if let Some(d) = admin.discard.get_mut(usize::from(acid)) {
+                *d = false;
+            }
             return false;
         }
         true
@@ -330,140 +320,8 @@ impl<R: Registers, A: DmaAllocator> Controller<R, A> {
     /// Drains completions of fire-and-forget admin commands.
     pub fn reap_admin(&self) -> Result<(), DriverError> {
         if let Some(mut admin) = self.admin.try_lock() {
-            reap_discarded(&self.regs, &mut admin)?;
+            self.ctx().reap_discarded(&mut admin)?;
         }
         Ok(())
-    }
-
-    /// Resets the controller if nobody has since generation `seen`:
-    /// disable, re-create the admin queue, enable, renegotiate queues.
-    /// After `max_resets` resets in a row without a successful I/O the
-    /// controller is declared dead.
-    pub fn reset(&self, seen: u64) -> Result<(), DriverError> {
-        let mut admin = self.admin.lock();
-        if self.generation.load(Ordering::Acquire) != seen {
-            return Ok(());
-        }
-        if self.is_dead() {
-            return Err(DriverError::Dead);
-        }
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        self.resets.fetch_add(1, Ordering::Relaxed);
-        let in_a_row = self.resets_in_a_row.fetch_add(1, Ordering::Relaxed);
-        if in_a_row >= self.config.max_resets {
-            self.dead.store(true, Ordering::Release);
-            // Leave the controller disabled so it stops touching memory.
-            self.regs.write32(offset::CC, 0);
-            return Err(DriverError::Dead);
-        }
-        let result = self.reinit(&mut admin);
-        if result.is_err() {
-            self.regs.write32(offset::CC, 0);
-            if in_a_row + 1 >= self.config.max_resets {
-                self.dead.store(true, Ordering::Release);
-            }
-        }
-        result
-    }
-
-    fn reinit(&self, admin: &mut Admin<A::Region>) -> Result<(), DriverError> {
-        self.delete_live_queues(admin);
-        admin.qp.reset()?;
-        admin.cids = CidPool::new(admin.qp.entries() - 1);
-        admin.discard.fill(false);
-        // CC.EN 1 -> 0 resets the controller (7.3.2).
-        self.regs.write32(offset::CC, 0);
-        enable(&self.regs, &*self.clock, self.info.cap, &admin.qp)?;
-        let want = self.info.io_queues;
-        let granted = set_queue_count(
-            &self.regs,
-            &*self.clock,
-            self.config.admin_timeout,
-            admin,
-            want,
-        )?;
-        if granted < want {
-            return Err(DriverError::NoQueues);
-        }
-        Ok(())
-    }
-}
-
-impl<R: Registers, A: DmaAllocator> Controller<R, A> {
-    /// Before a reset of a controller that still answers: deletes the I/O
-    /// queues the driver created (SQ, which makes the device finish or
-    /// abort what it holds, then CQ), so nothing is in flight inside the
-    /// device when CC.EN drops. Some devices misbehave when their queues
-    /// are live across a disable (QEMU 7.2 frees the queues under
-    /// in-flight block I/O and crashes; some SSDs have been reported to
-    /// hang). Best effort: a status error moves on to the next queue, any
-    /// other failure (timeout, protocol violation) stops here and the reset
-    /// proceeds anyway. The queues' owners resubmit after the reset
-    /// whatever they had not reaped, as before.
-    fn delete_live_queues(&self, admin: &mut Admin<A::Region>) {
-        if self.is_fatal() || !Csts(self.regs.read32(offset::CSTS)).ready() {
-            return;
-        }
-        // Allocated ids; one whose creation failed just gets a status error.
-        let live: Vec<u16> = (1..=self.info.io_queues)
-            .filter(|q| !admin.free_qids.contains(q))
-            .collect();
-        for qid in live {
-            for sqe in [
-                SubmissionEntry::delete_io_sq(qid),
-                SubmissionEntry::delete_io_cq(qid),
-            ] {
-                let r = admin_command(
-                    &self.regs,
-                    &*self.clock,
-                    self.config.admin_timeout,
-                    admin,
-                    sqe,
-                );
-                match r {
-                    Ok(_) | Err(DriverError::Admin { .. }) => {}
-                    Err(_) => return,
-                }
-            }
-        }
-    }
-
-    /// Normal shutdown (7.6.2): CC.SHN = 01b, then wait for CSTS.SHST to
-    /// report completion (bounded by CAP.TO on the caller's clock), so a
-    /// volatile write cache reaches the medium. Returns whether the
-    /// controller reported completion.
-    pub fn shutdown(&self) -> bool {
-        if self.is_dead() {
-            return false;
-        }
-        let _admin = self.admin.lock();
-        let cc = self.regs.read32(offset::CC);
-        self.regs.write32(offset::CC, (cc & !(3 << 14)) | (1 << 14));
-        let until = admin::deadline(&*self.clock, self.info.cap.timeout_ns().max(500_000_000));
-        loop {
-            let csts = self.regs.read32(offset::CSTS);
-            if csts == u32::MAX || Csts(csts).fatal() {
-                return false;
-            }
-            if csts & (3 << 2) == Csts::SHST_COMPLETE {
-                return true;
-            }
-            let now = self.clock.now();
-            self.regs.tick(now);
-            if now > until {
-                return false;
-            }
-            core::hint::spin_loop();
-        }
-    }
-}
-
-impl<R: Registers, A: DmaAllocator> Drop for Controller<R, A> {
-    /// Every queue holds the controller, so this runs after the last one is
-    /// gone: shut the controller down, then disable it so it stops touching
-    /// DMA memory before the admin rings are freed.
-    fn drop(&mut self) {
-        let _ = self.shutdown();
-        self.regs.write32(offset::CC, 0);
     }
 }

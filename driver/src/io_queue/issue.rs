@@ -1,25 +1,32 @@
 //! Issuing NVMe commands for engine requests and accounting their
-//! completions: PRPs and DSM ranges, piecewise trim/zero, retry on status.
+//! completions: piecewise trim/zero, retry on status.
 
 use pollfs_core::dev::{Completion, DevError, Tag};
-use pollfs_core::units::FrameId;
+use pollfs_core::units::Nanos;
 
-use super::{NvmeQueue, Payload, Request, Rest, Slot, MAX_ZERO_BLOCKS};
-use crate::controller::MPS;
-use crate::hal::{DmaAllocator, DmaRegion, Registers};
-use crate::prp;
-use crate::queue::ProtocolError;
+use super::{NvmeQueue, Request, Slot, Unissued, MAX_ZERO_BLOCKS};
+use crate::qpair::ProtocolError;
 use crate::spec::command::{DsmRange, SubmissionEntry};
 use crate::spec::completion::CompletionEntry;
+use crate::transport::{Payload, Qpair, QpairError, Transport};
 
-impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
+/// How a refusal by the transport reaches the engine.
+fn refused(e: QpairError) -> DevError {
+    match e {
+        QpairError::Full => DevError::QueueFull,
+        QpairError::BadPayload | QpairError::BadCid => DevError::InvalidRequest,
+        _ => DevError::ControllerFailed,
+    }
+}
+
+impl<T: Transport> NvmeQueue<T> {
     pub(super) fn ensure_live(&mut self) -> Result<(), DevError> {
         if self.ctrl.is_dead() {
             self.fail_all(DevError::ControllerFailed);
             return Err(DevError::ControllerFailed);
         }
-        // Another queue may reset the controller while this one re-creates
-        // itself; try a few times before giving up on this submission.
+        // Another queue may reset the controller while this one reconnects;
+        // try a few times before giving up on this submission.
         for _ in 0..3 {
             if self.generation == self.ctrl.generation() {
                 return Ok(());
@@ -33,7 +40,8 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
         }
     }
 
-    /// Allocates an id, fills in PRPs or the DSM range, and submits.
+    /// Allocates an id and hands the command and its data to the
+    /// transport.
     pub(super) fn issue(
         &mut self,
         tag: u32,
@@ -42,32 +50,15 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
     ) -> Result<(), DevError> {
         let cid = self.cids.alloc().ok_or(DevError::QueueFull)?;
         sqe.set_cid(cid);
-        let scratch_off = usize::from(cid) * self.list_pages * MPS;
-        let prepared = match payload {
-            Payload::None => Ok(()),
-            Payload::Range(range) => self
-                .scratch
-                .write(scratch_off, &range.to_bytes())
-                .map(|()| {
-                    sqe.set_prps(self.scratch.iova().0 + scratch_off as u64, 0);
-                })
-                .map_err(|_| DevError::InvalidRequest),
-            Payload::Frames(frames) => self.build_prps(&mut sqe, frames, scratch_off),
-        };
-        if let Err(e) = prepared {
+        if let Err(e) = self.qp.submit(&sqe, payload) {
             self.cids.release(cid);
-            return Err(e);
+            return Err(refused(e));
         }
         if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
             *slot = Slot {
-                sqe,
                 tag,
                 ..Slot::default()
             };
-        }
-        if self.qp.submit(self.ctrl.regs(), &sqe).is_err() {
-            self.cids.release(cid);
-            return Err(DevError::QueueFull);
         }
         self.unarmed.push(cid);
         self.stats.commands += 1;
@@ -77,58 +68,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
         Ok(())
     }
 
-    pub(super) fn build_prps(
-        &mut self,
-        sqe: &mut SubmissionEntry,
-        frames: &[FrameId],
-        scratch_off: usize,
-    ) -> Result<(), DevError> {
-        // One or two pages need no list (4.3): PRP1 is the first page and
-        // PRP2, if any, the second. Most I/O is one page, so this is the
-        // hot path.
-        let iova = |f: &FrameId| self.frames.iova(*f).ok_or(DevError::InvalidRequest);
-        match frames {
-            [a] => {
-                sqe.set_prps(iova(a)?, 0);
-                return Ok(());
-            }
-            [a, b] => {
-                sqe.set_prps(iova(a)?, iova(b)?);
-                return Ok(());
-            }
-            _ => {}
-        }
-        self.pages.clear();
-        for &f in frames {
-            self.pages
-                .push(self.frames.iova(f).ok_or(DevError::InvalidRequest)?);
-        }
-        let base = self.scratch.iova().0 + scratch_off as u64;
-        self.lists.clear();
-        self.lists
-            .extend((0..self.list_pages as u64).map(|i| base + i * MPS as u64));
-        let scratch = &self.scratch;
-        let mut failed = false;
-        let prps = prp::build(
-            0,
-            frames.len() * MPS,
-            &self.pages,
-            MPS,
-            &self.lists,
-            &mut |page, slot, value| {
-                let off = scratch_off + page * MPS + slot * 8;
-                failed |= scratch.write_u64(off, value).is_err();
-            },
-        )
-        .map_err(|_| DevError::InvalidRequest)?;
-        if failed {
-            return Err(DevError::InvalidRequest);
-        }
-        sqe.set_prps(prps.prp1, prps.prp2);
-        Ok(())
-    }
-
-    pub(super) fn new_request(&mut self, rest: Option<Rest>) -> u32 {
+    pub(super) fn new_request(&mut self, rest: Option<Unissued>) -> u32 {
         let tag = self.requests.insert(Request {
             outstanding: 0,
             error: None,
@@ -184,6 +124,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
                 continue;
             };
             let nsid = self.ctrl.config().nsid;
+            let range;
             let (sqe, payload, n) = if rest.zeroes {
                 let n = rest.blocks.min(MAX_ZERO_BLOCKS);
                 (
@@ -193,14 +134,15 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
                 )
             } else {
                 let n = rest.blocks.min(u64::from(u32::MAX));
-                let range = DsmRange {
+                range = DsmRange {
                     attributes: 0,
                     blocks: n as u32,
                     slba: rest.lba,
-                };
+                }
+                .to_bytes();
                 (
                     SubmissionEntry::deallocate(nsid, 1, 0),
-                    Payload::Range(range),
+                    Payload::Out(&range),
                     n,
                 )
             };
@@ -250,8 +192,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
         slot.retries += 1;
         slot.deadline = None;
         slot.abort_by = None;
-        let sqe = slot.sqe;
-        if self.qp.submit(self.ctrl.regs(), &sqe).is_err() {
+        if self.qp.resubmit(cid).is_err() {
             return false;
         }
         self.unarmed.push(cid);
@@ -264,6 +205,10 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
         let cid = e.cid();
         if !self.cids.is_busy(cid) {
             return Err(ProtocolError::UnknownCid(cid));
+        }
+        if e.plain_success() {
+            self.finish(cid, Ok(()));
+            return Ok(());
         }
         let status = e.status();
         let slot = self
@@ -279,27 +224,16 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
         Ok(())
     }
 
-    pub(super) fn reap(&mut self) -> Result<(), ProtocolError> {
-        let mut n = 0u32;
-        let limit = u32::from(self.qp.entries());
-        let result = loop {
-            if n >= limit {
-                break Ok(());
-            }
-            match self.qp.pop() {
-                Ok(Some(e)) => {
-                    n += 1;
-                    if let Err(err) = self.on_completion(e) {
-                        break Err(err);
-                    }
-                }
-                Ok(None) => break Ok(()),
-                Err(err) => break Err(err),
-            }
-        };
-        if n > 0 {
-            self.qp.ring_cq(self.ctrl.regs());
+    /// Takes what completed from the transport and accounts it; an error
+    /// means the controller broke the queue protocol.
+    pub(super) fn reap(&mut self, now: Nanos) -> Result<(), ProtocolError> {
+        self.reaped.clear();
+        let limit = usize::from(self.qp.entries());
+        let polled = self.qp.poll(now, limit, &mut self.reaped);
+        for i in 0..self.reaped.len() {
+            let e = self.reaped[i];
+            self.on_completion(e)?;
         }
-        result
+        polled.map(drop)
     }
 }

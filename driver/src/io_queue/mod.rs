@@ -18,6 +18,8 @@
 mod issue;
 mod recovery;
 mod requests;
+#[cfg(test)]
+mod tests;
 
 use alloc::collections::VecDeque;
 
@@ -26,33 +28,15 @@ use alloc::vec;
 use alloc::vec::Vec;
 use requests::Requests;
 
-use pollfs_core::dev::{Command, Completion, DevError, DeviceQueue, Geometry, Tag};
-use pollfs_core::units::{FrameId, Nanos};
+use pollfs_core::dev::{Command, Completion, DevError, DeviceQueue, FrameArena, Geometry, Tag};
+use pollfs_core::units::Nanos;
 
 use crate::controller::{Controller, MPS};
-use crate::device::NvmeFrames;
 use crate::error::DriverError;
-use crate::hal::{DmaAllocator, Registers};
-use crate::prp;
-use crate::queue::{CidPool, QueuePair};
-use crate::spec::command::{DsmRange, SubmissionEntry, SQE_SIZE};
-use crate::spec::completion::CQE_SIZE;
-
-/// Where the device's frame arena sits on the bus.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameMap {
-    /// Bus address of frame 0; frames are contiguous 4 KiB pages.
-    pub base: u64,
-    /// Number of frames.
-    pub count: u32,
-}
-
-impl FrameMap {
-    /// Bus address of `frame`, if it exists.
-    pub fn iova(&self, frame: FrameId) -> Option<u64> {
-        (frame.0 < self.count).then(|| self.base + u64::from(frame.0) * MPS as u64)
-    }
-}
+use crate::qpair::CidPool;
+use crate::spec::command::SubmissionEntry;
+use crate::spec::completion::CompletionEntry;
+use crate::transport::{Payload, QpairSpec, Transport};
 
 /// Counters, for tests and tools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -69,9 +53,10 @@ pub struct QueueStats {
     pub resyncs: u64,
 }
 
+/// What the neutral layer tracks per command id (the transport keeps the
+/// command itself, to send it again).
 #[derive(Clone, Copy, Debug, Default)]
 struct Slot {
-    sqe: SubmissionEntry,
     tag: u32,
     deadline: Option<Nanos>,
     abort_by: Option<Nanos>,
@@ -79,9 +64,10 @@ struct Slot {
     timed_out: bool,
 }
 
-/// Trim or zero blocks not yet issued.
+/// The part of a trim or zero request not yet issued: such a request is
+/// issued piecewise as command ids free up.
 #[derive(Clone, Copy, Debug)]
-struct Rest {
+struct Unissued {
     zeroes: bool,
     lba: u64,
     blocks: u64,
@@ -91,115 +77,103 @@ struct Rest {
 struct Request {
     outstanding: u32,
     error: Option<DevError>,
-    rest: Option<Rest>,
-}
-
-enum Payload<'a> {
-    None,
-    Frames(&'a [FrameId]),
-    Range(DsmRange),
+    rest: Option<Unissued>,
 }
 
 /// Most blocks one Write Zeroes (16-bit NLB) can cover.
 const MAX_ZERO_BLOCKS: u64 = 1 << 16;
 
 /// An I/O queue pair owned by one engine session.
-pub struct NvmeQueue<R: Registers + 'static, A: DmaAllocator + 'static> {
-    ctrl: Arc<Controller<R, A>>,
-    frames: FrameMap,
-    /// Keeps the frame memory alive while commands may still DMA into it.
-    _arena: Arc<NvmeFrames<A::Region>>,
+pub struct NvmeQueue<T: Transport> {
+    ctrl: Arc<Controller<T>>,
+    /// Keeps the frame memory alive while commands may still move data.
+    arena: Arc<T::Frames>,
     geometry: Geometry,
-    qp: QueuePair<A::Region>,
+    qp: T::Qpair,
     cids: CidPool,
     slots: Vec<Slot>,
-    scratch: A::Region,
-    list_pages: usize,
     chunk_frames: usize,
     requests: Requests,
     with_rest: VecDeque<u32>,
+    /// Command ids submitted since the last poll, whose deadlines start at
+    /// the next poll's time.
     unarmed: Vec<u16>,
     done: VecDeque<Completion>,
+    /// Completions taken from the transport and not yet accounted.
+    reaped: Vec<CompletionEntry>,
     generation: u64,
     next_scan: Nanos,
-    pages: Vec<u64>,
-    lists: Vec<u64>,
     stats: QueueStats,
 }
 
-impl<R: Registers, A: DmaAllocator> core::fmt::Debug for NvmeQueue<R, A> {
+impl<T: Transport> core::fmt::Debug for NvmeQueue<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("NvmeQueue")
-            .field("qid", &self.qp.qid())
+            .field("qid", &self.qid())
             .field("in_flight", &self.cids.in_use())
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
 }
 
-impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
+impl<T: Transport> NvmeQueue<T> {
     /// Creates an I/O queue pair on the controller.
     pub fn open(
-        ctrl: Arc<Controller<R, A>>,
-        arena: Arc<NvmeFrames<A::Region>>,
+        ctrl: Arc<Controller<T>>,
+        arena: Arc<T::Frames>,
         geometry: Geometry,
     ) -> Result<Self, DriverError> {
-        let frames = arena.map();
         if ctrl.is_dead() {
             return Err(DriverError::Dead);
         }
         let info = *ctrl.info();
         let entries = info.io_entries;
-        let n = usize::from(entries);
         let bpp = geometry.blocks_per_page().max(1) as usize;
         let chunk_frames = (info.mdts_bytes as usize / MPS)
             .min(MAX_ZERO_BLOCKS as usize / bpp)
             .min(geometry.max_frames_per_command())
             .max(1);
-        let list_pages = prp::list_pages_needed(chunk_frames, MPS).max(1);
         let capacity = entries - 1;
-        let dma = ctrl.dma();
-        let sq = dma.alloc(n * SQE_SIZE)?;
-        let cq = dma.alloc(n * CQE_SIZE)?;
-        let scratch = dma.alloc(usize::from(capacity) * list_pages * MPS)?;
         let qid = ctrl.alloc_qid()?;
         let generation = ctrl.generation();
-        let qp = match QueuePair::new(qid, entries, sq, cq, info.cap.doorbell_stride()) {
+        let spec = QpairSpec {
+            qid,
+            entries,
+            max_frames: chunk_frames,
+        };
+        let created = ctrl
+            .transport()
+            .create_qpair(spec, &arena)
+            .and_then(|mut qp| ctrl.connect_qpair(&mut qp).map(|()| qp));
+        let qp = match created {
             Ok(qp) => qp,
             Err(e) => {
                 ctrl.free_qid(qid);
-                return Err(e.into());
+                return Err(e);
             }
         };
-        if let Err(e) = ctrl.create_io_queue(&qp) {
-            ctrl.free_qid(qid);
-            return Err(e);
-        }
         Ok(NvmeQueue {
             ctrl,
-            frames,
-            _arena: arena,
+            arena,
             geometry,
             qp,
             cids: CidPool::new(capacity),
             slots: vec![Slot::default(); usize::from(capacity)],
-            scratch,
-            list_pages,
             chunk_frames,
             requests: Requests::default(),
             with_rest: VecDeque::new(),
             unarmed: Vec::new(),
             done: VecDeque::new(),
+            reaped: Vec::with_capacity(usize::from(entries)),
             generation,
             next_scan: Nanos(0),
-            pages: Vec::with_capacity(chunk_frames),
-            lists: Vec::with_capacity(list_pages),
             stats: QueueStats::default(),
         })
     }
 
     /// This queue's id on the controller.
     pub fn qid(&self) -> u16 {
+        use crate::transport::Qpair as _;
         self.qp.qid()
     }
     /// Counters.
@@ -216,7 +190,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
     }
 }
 
-impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueue<R, A> {
+impl<T: Transport> DeviceQueue for NvmeQueue<T> {
     fn submit(&mut self, command: &Command<'_>) -> Result<Tag, DevError> {
         self.ensure_live()?;
         command.validate(&self.geometry)?;
@@ -224,7 +198,8 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueu
         let bpp = self.geometry.blocks_per_page();
         match *command {
             Command::Read { lba, frames } | Command::Write { lba, frames, .. } => {
-                if frames.iter().any(|&f| self.frames.iova(f).is_none()) {
+                let count = self.arena.frame_count();
+                if frames.iter().any(|f| f.0 >= count) {
                     return Err(DevError::InvalidRequest);
                 }
                 let pieces = frames.len().div_ceil(self.chunk_frames);
@@ -276,7 +251,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueu
                 }
                 // Deallocate is advisory; a controller without DSM simply
                 // keeps the blocks.
-                let rest = (zeroes || ident.supports_dsm()).then_some(Rest {
+                let rest = (zeroes || ident.supports_dsm()).then_some(Unissued {
                     zeroes,
                     lba: lba.0,
                     blocks,
@@ -290,14 +265,14 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueu
     }
 
     fn poll(&mut self, now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
-        self.ctrl.regs().tick(now);
+        self.ctrl.transport().tick(now);
         if self.ctrl.is_dead() {
             self.fail_all(DevError::ControllerFailed);
         } else {
             if self.generation != self.ctrl.generation() {
                 self.resync();
             }
-            if self.reap().is_err() {
+            if self.reap(now).is_err() {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
@@ -305,7 +280,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueu
             let resyncs = self.stats.resyncs;
             self.check_timeouts(now);
             // Commands resubmitted by a recovery may already have completed.
-            if self.stats.resyncs != resyncs && self.reap().is_err() {
+            if self.stats.resyncs != resyncs && self.reap(now).is_err() {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
@@ -327,14 +302,14 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> DeviceQueue for NvmeQueu
     }
 }
 
-impl<R: Registers + 'static, A: DmaAllocator + 'static> Drop for NvmeQueue<R, A> {
+impl<T: Transport> Drop for NvmeQueue<T> {
     fn drop(&mut self) {
-        let qid = self.qp.qid();
+        let qid = self.qid();
         if !self.ctrl.is_dead() && self.generation == self.ctrl.generation() {
-            // Deleting the SQ makes the controller drop its commands; if
-            // that fails the controller is reset so it forgets the rings
-            // before their memory is freed.
-            if self.ctrl.delete_io_queue(qid).is_err() {
+            // Disconnecting makes the controller drop the queue's commands;
+            // if that fails the controller is reset so it forgets the
+            // queue before its memory is freed.
+            if self.ctrl.disconnect_qpair(qid).is_err() {
                 let _ = self.ctrl.reset(self.generation);
             }
         }

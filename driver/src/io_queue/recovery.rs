@@ -1,4 +1,5 @@
-//! Timeouts, abort, and recovery after a controller reset.
+//! Timeouts, abort, and recovery after a controller reset: the queue
+//! reconnects through the transport and resubmits what it had in flight.
 
 use alloc::vec::Vec;
 
@@ -6,9 +7,9 @@ use pollfs_core::dev::DevError;
 use pollfs_core::units::Nanos;
 
 use super::NvmeQueue;
-use crate::hal::{DmaAllocator, Registers};
+use crate::transport::{Qpair, Transport};
 
-impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
+impl<T: Transport> NvmeQueue<T> {
     pub(super) fn fail_all(&mut self, e: DevError) {
         for cid in 0..self.cids.capacity() as u16 {
             if self.cids.is_busy(cid) {
@@ -26,8 +27,8 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
         self.unarmed.clear();
     }
 
-    /// After a controller reset: re-create the queue on the device and
-    /// resubmit what was in flight.
+    /// After a controller reset: reconnect the queue and resubmit what was
+    /// in flight.
     pub(super) fn resync(&mut self) {
         let max_resets = self.ctrl.config().max_resets;
         let mut created = false;
@@ -36,7 +37,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> NvmeQueue<R, A> {
                 break;
             }
             let gen = self.ctrl.generation();
-            if self.qp.reset().is_ok() && self.ctrl.create_io_queue(&self.qp).is_ok() {
+            if self.qp.reset().is_ok() && self.ctrl.connect_qpair(&mut self.qp).is_ok() {
                 self.generation = gen;
                 created = true;
                 break;

@@ -57,6 +57,11 @@ impl CompletionEntry {
     pub fn phase(&self) -> bool {
         self.dw3 & (1 << 16) != 0
     }
+    /// True when the status field is all zeros: success, with no More
+    /// or DNR flag. The common case, checked without decoding the status.
+    pub fn plain_success(&self) -> bool {
+        self.dw3 >> 17 == 0
+    }
     /// The structured status.
     pub fn status(&self) -> Status {
         Status::from_field((self.dw3 >> 17) as u16)
@@ -103,5 +108,8 @@ mod tests {
         assert_eq!(back.cid(), 0x1234);
         assert!(back.phase());
         assert_eq!(back.status(), st);
+        assert!(!back.plain_success());
+        let ok = CompletionEntry::new(0, 0, 1, 7, true, Status::SUCCESS);
+        assert!(ok.plain_success() && ok.status().is_success());
     }
 }

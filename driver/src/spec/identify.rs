@@ -25,6 +25,8 @@ pub enum IdentifyError {
     BadSize,
 }
 
+impl core::error::Error for IdentifyError {}
+
 impl fmt::Display for IdentifyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = match self {

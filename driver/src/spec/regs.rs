@@ -109,6 +109,11 @@ impl Cc {
     pub fn shutdown(self) -> u32 {
         (self.0 >> 14) & 0x3
     }
+    /// This configuration with SHN = 01b, a normal shutdown notification
+    /// (7.6.2).
+    pub fn with_normal_shutdown(self) -> Cc {
+        Cc((self.0 & !(0x3 << 14)) | (1 << 14))
+    }
     /// The configuration the driver runs with: NVM command set (CSS=0),
     /// `mps_shift`-sized pages, round-robin arbitration, 64-byte SQ entries
     /// (IOSQES=6) and 16-byte CQ entries (IOCQES=4).
@@ -137,6 +142,10 @@ impl Csts {
     /// report through a completion; only a reset recovers.
     pub fn fatal(self) -> bool {
         self.0 & Self::CFS != 0
+    }
+    /// Shutdown Status reports the shutdown complete.
+    pub fn shutdown_complete(self) -> bool {
+        self.0 & (0x3 << 2) == Self::SHST_COMPLETE
     }
 }
 
@@ -221,6 +230,11 @@ mod tests {
         assert_eq!(cc.mps_shift(), 12);
         assert_eq!(cc.0 & 0x70, 0, "CSS selects the NVM command set");
         assert_eq!(Aqa::new(32, 32).0, 0x001f_001f);
+        let shn = Cc(cc.0 | (3 << 14)).with_normal_shutdown();
+        assert_eq!(shn.shutdown(), 1);
+        assert!(shn.enabled());
+        assert!(Csts(Csts::SHST_COMPLETE | Csts::RDY).shutdown_complete());
+        assert!(!Csts(3 << 2).shutdown_complete());
         assert_eq!(Aqa(0x001f_001f).sq_entries(), 32);
     }
 }

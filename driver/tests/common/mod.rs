@@ -56,7 +56,7 @@ pub fn pattern<F: FrameArena>(arena: &F, frames: &[FrameId], seed: u64) {
         let page: Vec<u8> = (0..PAGE_SIZE)
             .map(|b| (seed.wrapping_mul(31) as usize ^ (i * 7 + b * 13) ^ (b >> 8)) as u8)
             .collect();
-        arena.write(f, 0, &page);
+        arena.write(f, 0, &page).unwrap();
     }
 }
 
@@ -64,7 +64,9 @@ pub fn pattern<F: FrameArena>(arena: &F, frames: &[FrameId], seed: u64) {
 pub fn contents<F: FrameArena>(arena: &F, frames: &[FrameId]) -> Vec<u8> {
     let mut out = vec![0u8; frames.len() * PAGE_SIZE];
     for (i, &f) in frames.iter().enumerate() {
-        arena.read(f, 0, &mut out[i * PAGE_SIZE..(i + 1) * PAGE_SIZE]);
+        arena
+            .read(f, 0, &mut out[i * PAGE_SIZE..(i + 1) * PAGE_SIZE])
+            .unwrap();
     }
     out
 }

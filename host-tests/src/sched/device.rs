@@ -160,18 +160,18 @@ impl FrameArena for HookedFrames {
     fn frame_count(&self) -> u32 {
         self.inner().frame_count()
     }
-    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) {
+    fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) -> Result<(), DevError> {
         super::exec::preempt_point();
-        self.inner().read(frame, offset, dst);
+        self.inner().read(frame, offset, dst)
     }
-    fn write(&self, frame: FrameId, offset: usize, src: &[u8]) {
+    fn write(&self, frame: FrameId, offset: usize, src: &[u8]) -> Result<(), DevError> {
         super::exec::preempt_point();
-        self.inner().write(frame, offset, src);
+        self.inner().write(frame, offset, src)
     }
     // Filling happens under the extent map's spin lock (holes are zeroed
     // while the map is read-locked): a preemption there would spin forever.
-    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) {
-        self.inner().fill(frame, offset, len, byte);
+    fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) -> Result<(), DevError> {
+        self.inner().fill(frame, offset, len, byte)
     }
 }
 

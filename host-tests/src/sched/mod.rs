@@ -180,17 +180,19 @@ fn setup(fs: &Fs<HeldDevice>, s: &Scenario, names: &[String]) -> Result<Vec<Reco
     let session = fs.session().map_err(|e| format!("session: {e:?}"))?;
     let mut records = Vec::new();
     for (i, (name, &size)) in names.iter().zip(&s.initial).enumerate() {
-        let f = session.create(name).map_err(|e| format!("create: {e:?}"))?;
+        let f = fs.create(name).map_err(|e| format!("create: {e:?}"))?;
         let op = Op::Write {
             file: i,
             off: 0,
             len: size,
         };
-        let n = f
-            .write_at(&stamped(i, 0, size), 0)
+        let n = session
+            .write_at(&f, &stamped(i, 0, size), 0)
             .map_err(|e| format!("setup write: {e:?}"))?;
         if !s.dirty_start {
-            f.sync_data().map_err(|e| format!("setup sync: {e:?}"))?;
+            session
+                .sync_data(&f)
+                .map_err(|e| format!("setup sync: {e:?}"))?;
         }
         records.push(Record {
             id: i,
@@ -216,7 +218,7 @@ fn final_reads(
     let session = fs.session().map_err(|e| format!("session: {e:?}"))?;
     let mut out = Vec::new();
     for (file, name) in names.iter().enumerate() {
-        let f = session.open(name).map_err(|e| format!("open: {e:?}"))?;
+        let f = fs.open(name).map_err(|e| format!("open: {e:?}"))?;
         let pages = SPAN.div_ceil(PAGE) + 1;
         let reads = (0..pages)
             .rev()
@@ -224,8 +226,8 @@ fn final_reads(
             .chain([(0, 2 * SPAN)]);
         for (off, len) in reads {
             let mut data = vec![0u8; len as usize];
-            let n = f
-                .read_at(&mut data, off)
+            let n = session
+                .read_at(&f, &mut data, off)
                 .map_err(|e| format!("final read: {e:?}"))?;
             let t = clock.tick();
             out.push(Record {

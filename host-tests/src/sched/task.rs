@@ -58,7 +58,7 @@ pub fn spawn(
         };
         let mut files = Vec::new();
         for name in &names {
-            match session.open(name) {
+            match fs.open(name) {
                 Ok(f) => files.push(f),
                 Err(_) => return,
             }
@@ -69,14 +69,18 @@ pub fn spawn(
             let f = &files[op.file()];
             let mut data = Vec::new();
             let result = match op {
-                Op::Write { off, len, .. } => f.write_at_async(&stamped(id, off, len), off).await,
+                Op::Write { off, len, .. } => {
+                    session.write_at_async(f, &stamped(id, off, len), off).await
+                }
                 Op::Read { off, len, .. } => {
                     data = vec![0u8; len as usize];
-                    f.read_at_async(&mut data, off).await
+                    session.read_at_async(f, &mut data, off).await
                 }
-                Op::SetLen { size, .. } => f.set_len_async(size).await.map(|()| 0),
-                Op::Punch { off, len, .. } => f.punch_hole_async(off, len).await.map(|()| 0),
-                Op::Sync { .. } => f.sync_data_async().await.map(|()| 0),
+                Op::SetLen { size, .. } => session.set_len_async(f, size).await.map(|()| 0),
+                Op::Punch { off, len, .. } => {
+                    session.punch_hole_async(f, off, len).await.map(|()| 0)
+                }
+                Op::Sync { .. } => session.sync_data_async(f).await.map(|()| 0),
             };
             let end = clock.tick();
             let mut l = log.borrow_mut();

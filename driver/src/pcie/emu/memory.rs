@@ -15,7 +15,7 @@ use std::sync::{Arc, Weak};
 
 use spin::RwLock;
 
-use crate::hal::{DmaAllocator, DmaError, DmaRegion, Iova};
+use crate::pcie::hal::{DmaAllocator, DmaError, DmaRegion, Iova};
 
 const PAGE: u64 = 4096;
 const PAGE_BYTES: usize = PAGE as usize;
@@ -46,7 +46,7 @@ impl DmaBytes {
         self.len == 0
     }
     fn check(&self, offset: usize, n: usize) -> Result<(), DmaError> {
-        crate::hal::check_span(offset, n, self.len)
+        crate::pcie::hal::check_span(offset, n, self.len)
     }
     /// Calls `f(page, range in page, range in the caller's buffer)` for each
     /// page `[offset, offset + n)` touches.

@@ -12,7 +12,7 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use crate::hal::DmaError;
+use crate::pcie::hal::DmaError;
 
 /// `len` bytes over `words` (`words.len() * 8 >= len`).
 #[derive(Clone, Copy, Debug)]
@@ -38,7 +38,7 @@ impl<'a> WordView<'a> {
         self.len == 0
     }
     fn check(&self, offset: usize, n: usize) -> Result<(), DmaError> {
-        crate::hal::check_span(offset, n, self.len)
+        crate::pcie::hal::check_span(offset, n, self.len)
     }
     /// The words covering `offset..offset + n` when both ends fall on word
     /// boundaries: queue entries and page-sized transfers always do, and

@@ -1,101 +1,27 @@
-//! One submission/completion ring pair (NVMe 1.4, 4.1 "Submission Queue
-//! & Completion Queue Definition") and its command-id pool.
+//! One PCIe submission/completion ring pair (NVMe 1.4, 4.1 "Submission
+//! Queue & Completion Queue Definition"): phase tags and doorbells.
 //!
-//! The queue pair only moves entries: it writes SQEs at the tail and rings
-//! the doorbell, and pops CQEs whose phase tag says they are new. Every
-//! popped entry is checked against what this queue can legitimately see
-//! (its SQ id, an SQ head inside the in-flight window) before anyone acts
-//! on it; command ids are checked by [`CidPool`].
+//! The ring only moves entries: it writes SQEs at the tail and rings the
+//! doorbell, and pops CQEs whose phase tag says they are new. Every popped
+//! entry is checked against what this queue can legitimately see (its SQ
+//! id, an SQ head inside the in-flight window) before anyone acts on it;
+//! command ids are checked above the transport, by
+//! [`CidPool`](crate::qpair::CidPool).
 
-use alloc::vec;
-use alloc::vec::Vec;
 use core::sync::atomic::{fence, Ordering};
 
-use crate::hal::{DmaError, DmaRegion, Registers};
+use crate::pcie::hal::{DmaError, DmaRegion, Iova, Registers};
+use crate::qpair::ProtocolError;
 use crate::spec::command::{SubmissionEntry, SQE_SIZE};
 use crate::spec::completion::{CompletionEntry, CQE_DW3, CQE_SIZE};
 use crate::spec::regs::{cq_head_doorbell, sq_tail_doorbell};
-
-/// A device broke the queue protocol; the queue cannot be trusted until
-/// the controller is reset.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ProtocolError {
-    /// A completion named a command id that is not in flight.
-    UnknownCid(u16),
-    /// A completion's SQ head is outside the ring or the in-flight window.
-    BadSqHead(u16),
-    /// A completion came from another submission queue.
-    WrongSqId(u16),
-    /// Ring memory could not be accessed.
-    Dma(DmaError),
-}
-
-impl From<DmaError> for ProtocolError {
-    fn from(e: DmaError) -> Self {
-        ProtocolError::Dma(e)
-    }
-}
-
-/// Free command ids of one queue. Ids are `0..capacity`; a completion
-/// carrying an id that is not currently allocated is caught here.
-#[derive(Debug)]
-pub struct CidPool {
-    free: Vec<u16>,
-    busy: Vec<bool>,
-}
-
-impl CidPool {
-    /// A pool of `capacity` ids (at most 65536).
-    pub fn new(capacity: u16) -> CidPool {
-        CidPool {
-            free: (0..capacity).rev().collect(),
-            busy: vec![false; usize::from(capacity)],
-        }
-    }
-    /// Takes a free id, or `None` when all are in flight.
-    pub fn alloc(&mut self) -> Option<u16> {
-        let cid = self.free.pop()?;
-        if let Some(b) = self.busy.get_mut(usize::from(cid)) {
-            *b = true;
-        }
-        Some(cid)
-    }
-    /// Returns `cid`; `false` if it was not allocated (an unknown or
-    /// duplicate completion), in which case nothing changes.
-    pub fn release(&mut self, cid: u16) -> bool {
-        match self.busy.get_mut(usize::from(cid)) {
-            Some(b) if *b => {
-                *b = false;
-                self.free.push(cid);
-                true
-            }
-            _ => false,
-        }
-    }
-    /// True if `cid` is allocated.
-    pub fn is_busy(&self, cid: u16) -> bool {
-        self.busy.get(usize::from(cid)).copied().unwrap_or(false)
-    }
-    /// Ids currently free.
-    pub fn available(&self) -> usize {
-        self.free.len()
-    }
-    /// Ids in flight.
-    pub fn in_use(&self) -> usize {
-        self.busy.len() - self.free.len()
-    }
-    /// Total ids.
-    pub fn capacity(&self) -> usize {
-        self.busy.len()
-    }
-}
+use crate::transport::QpairError;
 
 /// An SQ/CQ ring pair with its doorbells. `entries` is the same for both
 /// rings, and at most `entries - 1` commands are ever in flight (the
 /// command-id pool is that size), so neither ring can overflow.
 #[derive(Debug)]
-pub struct QueuePair<D: DmaRegion> {
+pub struct Ring<D: DmaRegion> {
     qid: u16,
     entries: u16,
     sq: D,
@@ -109,7 +35,7 @@ pub struct QueuePair<D: DmaRegion> {
     cq_doorbell: usize,
 }
 
-impl<D: DmaRegion> QueuePair<D> {
+impl<D: DmaRegion> Ring<D> {
     /// A queue pair over `sq` (`entries * 64` bytes) and `cq`
     /// (`entries * 16` bytes) with doorbell stride `dstrd`.
     pub fn new(qid: u16, entries: u16, sq: D, cq: D, dstrd: u32) -> Result<Self, DmaError> {
@@ -117,7 +43,7 @@ impl<D: DmaRegion> QueuePair<D> {
         if entries < 2 || sq.len() < n * SQE_SIZE || cq.len() < n * CQE_SIZE {
             return Err(DmaError::OutOfBounds);
         }
-        let mut qp = QueuePair {
+        let mut qp = Ring {
             qid,
             entries,
             sq,
@@ -151,12 +77,12 @@ impl<D: DmaRegion> QueuePair<D> {
         self.entries
     }
     /// Bus address of the SQ ring.
-    pub fn sq_iova(&self) -> u64 {
-        self.sq.iova().0
+    pub fn sq_iova(&self) -> Iova {
+        self.sq.iova()
     }
     /// Bus address of the CQ ring.
-    pub fn cq_iova(&self) -> u64 {
-        self.cq.iova().0
+    pub fn cq_iova(&self) -> Iova {
+        self.cq.iova()
     }
     fn next(&self, i: u16) -> u16 {
         if i + 1 >= self.entries {
@@ -176,12 +102,14 @@ impl<D: DmaRegion> QueuePair<D> {
         &mut self,
         regs: &R,
         sqe: &SubmissionEntry,
-    ) -> Result<(), DmaError> {
+    ) -> Result<(), QpairError> {
         if self.sq_full() {
-            return Err(DmaError::NoMemory);
+            return Err(QpairError::Full);
         }
         let off = usize::from(self.sq_tail) * SQE_SIZE;
-        self.sq.write(off, &sqe.to_bytes())?;
+        self.sq
+            .write(off, &sqe.to_bytes())
+            .map_err(|_| QpairError::Broken)?;
         self.sq_tail = self.next(self.sq_tail);
         fence(Ordering::Release);
         regs.write32(self.sq_doorbell, u32::from(self.sq_tail));
@@ -203,13 +131,18 @@ impl<D: DmaRegion> QueuePair<D> {
     /// head are validated; the caller validates the command id.
     pub fn pop(&mut self) -> Result<Option<CompletionEntry>, ProtocolError> {
         let off = usize::from(self.cq_head) * CQE_SIZE;
-        let dw3 = self.cq.read_u32(off + CQE_DW3)?;
-        if (dw3 & (1 << 16) != 0) != self.phase {
+        let unreadable = |_| ProtocolError::Unreadable;
+        let dw3 = self.cq.read_u32(off + CQE_DW3).map_err(unreadable)?;
+        let tag = CompletionEntry {
+            dw3,
+            ..CompletionEntry::default()
+        };
+        if tag.phase() != self.phase {
             return Ok(None);
         }
         fence(Ordering::Acquire);
         let mut b = [0u8; CQE_SIZE];
-        self.cq.read(off, &mut b)?;
+        self.cq.read(off, &mut b).map_err(unreadable)?;
         let mut e = CompletionEntry::from_bytes(&b);
         e.dw3 = dw3;
         self.cq_head = self.next(self.cq_head);
@@ -238,35 +171,23 @@ impl<D: DmaRegion> QueuePair<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hal::fake::{RecordingRegs, VecRegion};
+    use crate::pcie::hal::fake::{RecordingRegs, VecRegion};
+    use crate::qpair::CidPool;
     use crate::spec::status::Status;
 
-    fn pair(entries: u16) -> QueuePair<VecRegion> {
+    fn pair(entries: u16) -> Ring<VecRegion> {
         let n = usize::from(entries);
         let sq = VecRegion::new(n * SQE_SIZE, 0x10000);
         let cq = VecRegion::new(n * CQE_SIZE, 0x20000);
-        QueuePair::new(1, entries, sq, cq, 0).unwrap()
+        Ring::new(1, entries, sq, cq, 0).unwrap()
     }
 
     /// Plays the device: posts a completion at CQ slot `slot`.
-    fn post(qp: &QueuePair<VecRegion>, slot: u16, cid: u16, sq_head: u16, phase: bool) {
+    fn post(qp: &Ring<VecRegion>, slot: u16, cid: u16, sq_head: u16, phase: bool) {
         let e = CompletionEntry::new(0, sq_head, 1, cid, phase, Status::SUCCESS);
         qp.cq
             .write(usize::from(slot) * CQE_SIZE, &e.to_bytes())
             .unwrap();
-    }
-
-    #[test]
-    fn cid_pool_exhausts_and_catches_bad_releases() {
-        let mut pool = CidPool::new(3);
-        let ids: Vec<u16> = (0..3).map(|_| pool.alloc().unwrap()).collect();
-        assert_eq!(ids, [0, 1, 2]);
-        assert_eq!(pool.alloc(), None);
-        assert!(pool.release(1));
-        assert!(!pool.release(1), "duplicate completion");
-        assert!(!pool.release(7), "unknown id");
-        assert_eq!(pool.alloc(), Some(1));
-        assert_eq!(pool.in_use(), 3);
     }
 
     #[test]

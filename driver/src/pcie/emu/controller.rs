@@ -14,7 +14,7 @@ use spin::Mutex;
 use super::faults::{Faults, Hostile};
 use super::medium::Medium;
 use super::memory::EmuMemory;
-use crate::hal::Registers;
+use crate::pcie::hal::Registers;
 use crate::spec::command::{SubmissionEntry, SQE_SIZE};
 use crate::spec::completion::{CompletionEntry, CQE_SIZE};
 use crate::spec::regs::{decode_doorbell, offset, Aqa, Cap, Cc, Csts};

@@ -1,10 +1,11 @@
-//! The two hardware boundaries the driver is generic over: controller
-//! registers (BAR0) and DMA-capable memory.
+//! The two hardware boundaries the PCIe transport is generic over:
+//! controller registers (BAR0) and DMA-capable memory.
 //!
 //! Real hardware implements them with an mmap'd BAR and IOMMU-mapped memory;
-//! the emulated controller implements them over plain memory. Every queue,
-//! command and controller routine in this crate goes through these traits,
-//! so the same code runs on both, and a test can stand a fake beside either.
+//! the emulated controller implements them over plain memory. The PCIe
+//! rings, PRP lists and frames go through these traits, so the same code
+//! runs on both, and a test can stand a fake beside either. Nothing above
+//! the transport seam sees them.
 
 use alloc::sync::Arc;
 
@@ -79,6 +80,8 @@ pub enum DmaError {
     /// No DMA memory left.
     NoMemory,
 }
+
+impl core::error::Error for DmaError {}
 
 impl core::fmt::Display for DmaError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -156,20 +159,6 @@ pub trait DmaAllocator: Send + Sync {
     /// A zeroed region of at least `len` bytes, aligned to 4 KiB in both
     /// the CPU view and the bus address.
     fn alloc(&self, len: usize) -> Result<Self::Region, DmaError>;
-}
-
-/// The caller's clock, used only by the blocking admin sequences
-/// (bring-up, reset, queue creation) to bound their waits. The I/O path
-/// never reads it: `poll` takes the time as an argument.
-pub trait Clock: Send + Sync {
-    /// Monotonic time now.
-    fn now(&self) -> Nanos;
-}
-
-impl<F: Fn() -> Nanos + Send + Sync> Clock for F {
-    fn now(&self) -> Nanos {
-        self()
-    }
 }
 
 /// Fakes of both hardware traits for unit tests of the layers above.

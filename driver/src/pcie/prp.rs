@@ -29,6 +29,20 @@ pub enum PrpError {
     ListTooSmall,
 }
 
+impl core::fmt::Display for PrpError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PrpError::Empty => write!(f, "zero-length transfer"),
+            PrpError::BadOffset => write!(f, "first offset is unaligned or outside its page"),
+            PrpError::Unaligned => write!(f, "a page address is not page aligned"),
+            PrpError::PageCount => write!(f, "page count does not match the transfer"),
+            PrpError::ListTooSmall => write!(f, "not enough PRP list pages"),
+        }
+    }
+}
+
+impl core::error::Error for PrpError {}
+
 /// The two PRP fields of a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Prps {

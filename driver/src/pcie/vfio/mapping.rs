@@ -5,15 +5,15 @@
 //! Two kinds of memory go through it. Register (BAR) mappings get
 //! exact-width volatile accesses, because a register access must be one
 //! bus transaction of the right size. DMA memory gets an atomic-word view
-//! ([`crate::words`]): the device and several threads may touch it at any
+//! ([`crate::pcie::words`]): the device and several threads may touch it at any
 //! moment, and atomics keep every such access defined.
 #![allow(unsafe_code)]
 
 use core::ptr::NonNull;
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 
-use crate::hal::DmaError;
-use crate::words::WordView;
+use crate::pcie::hal::DmaError;
+use crate::pcie::words::WordView;
 
 /// An owned `mmap` region: unmapped on drop. Its length is a multiple of
 /// the page size.
@@ -91,7 +91,7 @@ impl Mapping {
         Ok(())
     }
 
-    // ---- DMA memory: atomic words, see `crate::words`. ----
+    // ---- DMA memory: atomic words, see `crate::pcie::words`. ----
 
     fn view(&self) -> WordView<'_> {
         // SAFETY: the mapping is page aligned and `len / 8` whole words lie

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use super::mapping::Mapping;
 use super::sys::{Errno, Fd, GroupStatus, LinuxSys, RegionInfo, VfioSys};
 use super::*;
-use crate::hal::{DmaAllocator, DmaRegion, Registers};
+use crate::pcie::hal::{DmaAllocator, DmaRegion, Registers};
 
 const CONFIG_OFFSET: u64 = 0x7_0000_0000;
 

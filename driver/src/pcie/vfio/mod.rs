@@ -6,7 +6,7 @@
 //! with the type1 IOMMU, takes the device fd, enables memory decoding and
 //! bus mastering in PCI config space (vfio-pci leaves bus mastering off),
 //! and maps BAR0. The result is an [`MmioBar`] (the `Registers`) and a
-//! [`VfioDma`] (the `DmaAllocator`) for [`NvmeDevice::new`].
+//! [`VfioDma`] (the `DmaAllocator`) for a [`PcieTransport`].
 //!
 //! Unsafe code lives only in [`mapping`] (volatile access to mapped memory)
 //! and [`sys`] (the system calls); this file and the two adapters are safe
@@ -26,13 +26,17 @@ pub use mmio::MmioBar;
 pub use sys::FdGuard;
 use sys::{Errno, LinuxSys, VfioSys};
 
+use crate::clock::Clock;
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
 use crate::error::DriverError;
-use crate::hal::Clock;
+use crate::pcie::PcieTransport;
+
+/// PCIe to a VFIO-bound controller.
+pub type VfioTransport = PcieTransport<MmioBar, VfioDma>;
 
 /// The driver on a VFIO-bound controller.
-pub type VfioDevice = NvmeDevice<MmioBar, VfioDma>;
+pub type VfioDevice = NvmeDevice<VfioTransport>;
 
 /// Why the VFIO backend could not be set up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +62,8 @@ pub enum VfioError {
     /// The controller failed to come up.
     Driver(DriverError),
 }
+
+impl std::error::Error for VfioError {}
 
 impl fmt::Display for VfioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -187,7 +193,7 @@ pub fn open_with(sys: Arc<dyn VfioSys>, pci: &str) -> Result<(MmioBar, VfioDma),
     Ok((MmioBar::new(map, device, group, container), dma))
 }
 
-impl NvmeDevice<MmioBar, VfioDma> {
+impl NvmeDevice<VfioTransport> {
     /// Brings up the controller at PCI address `pci` (bound to vfio-pci)
     /// with `frames` page-cache frames in DMA memory.
     pub fn vfio(
@@ -197,7 +203,8 @@ impl NvmeDevice<MmioBar, VfioDma> {
         clock: impl Clock + 'static,
     ) -> Result<VfioDevice, VfioError> {
         let (bar, dma) = open(pci)?;
-        Ok(NvmeDevice::new(bar, dma, clock, config, frames)?)
+        let transport = PcieTransport::new(Arc::new(bar), dma);
+        Ok(NvmeDevice::new(transport, clock, config, frames)?)
     }
 }
 

@@ -4,7 +4,7 @@ use alloc::sync::Arc;
 
 use super::mapping::Mapping;
 use super::sys::FdGuard;
-use crate::hal::Registers;
+use crate::pcie::hal::Registers;
 
 /// The controller's register file, mmap'd from the VFIO device fd. Keeps
 /// the device, group and container descriptors open while it lives.

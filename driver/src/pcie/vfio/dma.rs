@@ -9,7 +9,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use super::mapping::Mapping;
 use super::sys::FdGuard;
 use super::sys::VfioSys;
-use crate::hal::{DmaAllocator, DmaError, DmaRegion, Iova};
+use crate::pcie::hal::{DmaAllocator, DmaError, DmaRegion, Iova};
 
 const PAGE: usize = 4096;
 /// The x86-64 hugepage size `map_anon` tries for large regions.

@@ -1,9 +1,9 @@
 //! An emulated NVMe controller (std): the device side of the same
 //! registers and rings the driver uses, over plain memory.
 //!
-//! [`EmuController`] implements [`crate::hal::Registers`]; [`EmuMemory`]
-//! implements [`crate::hal::DmaAllocator`] and lets the device reach host
-//! memory by bus address. Commands run synchronously when the SQ doorbell
+//! [`EmuController`] implements [`crate::pcie::hal::Registers`];
+//! [`EmuMemory`] implements [`crate::pcie::hal::DmaAllocator`] and lets the
+//! device reach host memory by bus address. Commands run synchronously when the SQ doorbell
 //! is written, against a namespace in RAM or in a file, and the fault knobs
 //! ([`Faults`]) make it slow, out of order, failing, forgetful, fatal or
 //! hostile on demand.
@@ -30,13 +30,17 @@ pub use faults::{Faults, Hostile};
 pub use medium::Medium;
 pub use memory::{DmaBytes, EmuMemory, EmuRegion};
 
+use crate::clock::Clock;
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
 use crate::error::DriverError;
-use crate::hal::Clock;
+use crate::pcie::PcieTransport;
+
+/// PCIe to the emulated controller.
+pub type EmuTransport = PcieTransport<EmuController, EmuMemory>;
 
 /// The driver on the emulated controller.
-pub type EmulatedDevice = NvmeDevice<Arc<EmuController>, EmuMemory>;
+pub type EmulatedDevice = NvmeDevice<EmuTransport>;
 
 /// A monotonic clock from `std::time::Instant`, for hosted use.
 #[derive(Clone, Copy, Debug)]
@@ -65,7 +69,7 @@ impl Clock for StdClock {
     }
 }
 
-impl NvmeDevice<Arc<EmuController>, EmuMemory> {
+impl NvmeDevice<EmuTransport> {
     /// The driver brought up on an emulated controller over a zeroed RAM
     /// namespace of `bytes` bytes with `block_size`-byte blocks (512 or
     /// 4096), and `frames` page-cache frames. The same shape as
@@ -95,7 +99,8 @@ impl NvmeDevice<Arc<EmuController>, EmuMemory> {
     ) -> Result<(EmulatedDevice, Arc<EmuController>), DriverError> {
         let mem = EmuMemory::new();
         let ctrl = EmuController::new(emu, mem.clone());
-        let dev = NvmeDevice::new(ctrl.clone(), mem, clock, config, frames)?;
+        let transport = PcieTransport::new(ctrl.clone(), mem);
+        let dev = NvmeDevice::new(transport, clock, config, frames)?;
         Ok((dev, ctrl))
     }
 }

@@ -2,7 +2,7 @@
 //! random commands on the admin queue and on an I/O queue, random
 //! register writes.
 
-use crate::hal::{DmaAllocator, DmaRegion, Registers};
+use crate::pcie::hal::{DmaAllocator, DmaRegion, Registers};
 use crate::spec::command::SubmissionEntry;
 use crate::spec::regs::{cq_head_doorbell, offset, sq_tail_doorbell, Aqa, Cc};
 

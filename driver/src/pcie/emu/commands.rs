@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use super::controller::{Cq, Sq, State};
 use super::faults::Hostile;
 use super::medium::Medium;
-use crate::prp;
+use crate::pcie::prp;
 use crate::spec::command::{
     admin_opcode, cns, feature, io_opcode, log_page, DsmRange, SubmissionEntry,
 };

@@ -1,0 +1,137 @@
+//! File operations in a session: the explicit-context API. Each takes the
+//! session to run in and the file to work on; the `_async` forms return the
+//! engine's future, for callers that run their own executor, and the others
+//! run it with the session's polling loop.
+
+use alloc::sync::Arc;
+
+use super::file::File;
+use super::Session;
+use crate::dev::BlockDevice;
+use crate::error::{Error, RangeError, Result, SpaceError};
+
+impl<D: BlockDevice> Session<D> {
+    /// A file of this session's filesystem, or an error: inode numbers of
+    /// two filesystems mean nothing to each other.
+    fn mine(&self, f: &File<D>) -> Result<()> {
+        if Arc::ptr_eq(&self.fs, &f.fs.shared) {
+            Ok(())
+        } else {
+            Err(Error::Config(
+                "the file belongs to another filesystem than the session",
+            ))
+        }
+    }
+
+    /// Reads up to `buf.len()` bytes of `f` at `offset`; returns how many
+    /// were read (fewer at EOF, 0 at or past it). Holes read as zeros.
+    pub async fn read_at_async(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.mine(f)?;
+        self.read_inode(&f.inode, &f.readahead, buf, offset).await
+    }
+
+    /// Fills `buf` from `offset`, or fails with [`RangeError::EndOfFile`]
+    /// if the file ends first (what was read is in `buf`).
+    pub async fn read_exact_at_async(
+        &self,
+        f: &File<D>,
+        mut buf: &mut [u8],
+        mut offset: u64,
+    ) -> Result<()> {
+        while !buf.is_empty() {
+            let n = self.read_at_async(f, buf, offset).await?;
+            if n == 0 {
+                return Err(RangeError::EndOfFile.into());
+            }
+            buf = &mut buf[n..];
+            offset += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Writes `buf` to `f` at `offset`, extending the file if it ends past
+    /// EOF. Returns the bytes written (short only if the device fills up or
+    /// fails part-way; an error if nothing could be written).
+    pub async fn write_at_async(&self, f: &File<D>, buf: &[u8], offset: u64) -> Result<usize> {
+        self.mine(f)?;
+        self.write_inode(&f.inode, buf, offset).await
+    }
+
+    /// Writes all of `buf` at `offset`.
+    pub async fn write_all_at_async(
+        &self,
+        f: &File<D>,
+        mut buf: &[u8],
+        mut offset: u64,
+    ) -> Result<()> {
+        while !buf.is_empty() {
+            let n = self.write_at_async(f, buf, offset).await?;
+            if n == 0 {
+                return Err(SpaceError::DeviceFull.into());
+            }
+            buf = &buf[n..];
+            offset += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Truncates or extends `f` to `size` bytes.
+    pub async fn set_len_async(&self, f: &File<D>, size: u64) -> Result<()> {
+        self.mine(f)?;
+        self.resize_inode(&f.inode, size).await
+    }
+
+    /// Deallocates `[offset, offset + len)` of `f`: it reads as zeros
+    /// afterwards and its whole blocks are freed. The size does not change.
+    pub async fn punch_hole_async(&self, f: &File<D>, offset: u64, len: u64) -> Result<()> {
+        self.mine(f)?;
+        self.punch_inode(&f.inode, offset, len).await
+    }
+
+    /// Makes everything written to `f` so far durable (data and the
+    /// metadata needed to read it).
+    pub async fn sync_data_async(&self, f: &File<D>) -> Result<()> {
+        self.mine(f)?;
+        self.sync_inode(&f.inode).await
+    }
+
+    /// Like [`Session::sync_data_async`], and also metadata-only changes
+    /// (there are none that `sync_data` leaves out yet: size and extents
+    /// are all an inode has, and both are needed to read the data).
+    pub async fn sync_all_async(&self, f: &File<D>) -> Result<()> {
+        self.sync_data_async(f).await
+    }
+
+    /// Synchronous [`Session::read_at_async`].
+    pub fn read_at(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.block_on(self.read_at_async(f, buf, offset))
+    }
+    /// Synchronous [`Session::read_exact_at_async`].
+    pub fn read_exact_at(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.block_on(self.read_exact_at_async(f, buf, offset))
+    }
+    /// Synchronous [`Session::write_at_async`].
+    pub fn write_at(&self, f: &File<D>, buf: &[u8], offset: u64) -> Result<usize> {
+        self.block_on(self.write_at_async(f, buf, offset))
+    }
+    /// Synchronous [`Session::write_all_at_async`].
+    pub fn write_all_at(&self, f: &File<D>, buf: &[u8], offset: u64) -> Result<()> {
+        self.block_on(self.write_all_at_async(f, buf, offset))
+    }
+    /// Synchronous [`Session::set_len_async`].
+    pub fn set_len(&self, f: &File<D>, size: u64) -> Result<()> {
+        self.block_on(self.set_len_async(f, size))
+    }
+    /// Synchronous [`Session::punch_hole_async`].
+    pub fn punch_hole(&self, f: &File<D>, offset: u64, len: u64) -> Result<()> {
+        self.block_on(self.punch_hole_async(f, offset, len))
+    }
+    /// Synchronous [`Session::sync_data_async`].
+    pub fn sync_data(&self, f: &File<D>) -> Result<()> {
+        self.block_on(self.sync_data_async(f))
+    }
+    /// Synchronous [`Session::sync_all_async`].
+    pub fn sync_all(&self, f: &File<D>) -> Result<()> {
+        self.block_on(self.sync_all_async(f))
+    }
+}

@@ -1,0 +1,143 @@
+//! Owned handles: files shared by threads, the namespace on `Fs`, errors
+//! as `std` sees them, the `std::io` cursor, and sessions lent per
+//! operation.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::sync::Arc;
+
+use pollfs_core::error::{NamespaceError, RangeError};
+use pollfs_core::{Error, FileCursor};
+use pollfs_host_tests::model::pattern;
+use pollfs_host_tests::setup::ram_fs;
+
+#[test]
+fn one_handle_serves_many_threads() {
+    let fs = ram_fs(32 << 20, 256);
+    let f = Arc::new(fs.create("shared").unwrap());
+    let threads: Vec<_> = (0..4u64)
+        .map(|t| {
+            let f = f.clone();
+            std::thread::spawn(move || {
+                for i in 0..64u64 {
+                    let off = (i * 4 + t) * 4096;
+                    f.write_all_at(&pattern(t, off, 4096), off).unwrap();
+                }
+                f.sync_data().unwrap();
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut buf = vec![0; 4096];
+    for t in 0..4u64 {
+        for i in 0..64u64 {
+            let off = (i * 4 + t) * 4096;
+            f.read_exact_at(&mut buf, off).unwrap();
+            assert_eq!(buf, pattern(t, off, 4096));
+        }
+    }
+    assert_eq!(f.metadata().len, 256 * 4096);
+    assert_eq!(f.metadata().blocks, 256);
+}
+
+#[test]
+fn a_clone_keeps_an_unlinked_file_open() {
+    let fs = ram_fs(16 << 20, 64);
+    let f = fs.create("gone").unwrap();
+    f.write_all_at(b"still here", 0).unwrap();
+    let g = f.clone();
+    drop(f);
+    fs.remove("gone").unwrap();
+    assert!(!fs.exists("gone"));
+    let mut buf = [0u8; 10];
+    g.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"still here");
+    let again = fs.open_ino(g.ino()).unwrap();
+    assert_eq!(again.len(), 10);
+    let blocks = fs.free_blocks();
+    drop((g, again));
+    assert!(fs.free_blocks() > blocks, "the last close frees the blocks");
+    assert!(fs.open_ino(1).is_err());
+}
+
+#[test]
+fn the_namespace_lives_on_fs() {
+    let fs = ram_fs(16 << 20, 64);
+    let a = fs.create("a").unwrap();
+    fs.create("b").unwrap();
+    assert_eq!(fs.lookup("a").unwrap(), a.ino());
+    assert_eq!(
+        fs.rename_noreplace("a", "b"),
+        Err(NamespaceError::Exists.into())
+    );
+    fs.rename_noreplace("a", "c").unwrap();
+    let names: Vec<String> = fs.entries().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["b", "c"]);
+    assert_eq!(fs.open_or_create("d").unwrap().len(), 0);
+    assert!(fs.exists("d"));
+}
+
+#[test]
+fn errors_convert_to_io_errors_with_their_errno() {
+    let fs = ram_fs(16 << 20, 64);
+    let as_io = |e: Error| std::io::Error::from(e);
+    let e = as_io(fs.open("nope").unwrap_err());
+    assert_eq!((e.kind(), e.raw_os_error()), (ErrorKind::NotFound, Some(2)));
+    fs.create("x").unwrap();
+    let e = as_io(fs.create("x").unwrap_err());
+    assert_eq!(
+        (e.kind(), e.raw_os_error()),
+        (ErrorKind::AlreadyExists, Some(17))
+    );
+    let e = as_io(fs.create(&"n".repeat(300)).unwrap_err());
+    assert_eq!(e.raw_os_error(), Some(36));
+    let f = fs.open("x").unwrap();
+    let e = as_io(f.set_len(u64::MAX).unwrap_err());
+    assert_eq!(e.raw_os_error(), Some(27));
+    let mut buf = [0u8; 4];
+    let e = f.read_exact_at(&mut buf, 0).unwrap_err();
+    assert_eq!(e, Error::Range(RangeError::EndOfFile));
+    assert_eq!(as_io(e).kind(), ErrorKind::UnexpectedEof);
+    // `?` into a boxed error works.
+    let boxed: Box<dyn std::error::Error> = Box::new(fs.open("nope").unwrap_err());
+    assert_eq!(boxed.to_string(), "no such file");
+}
+
+#[test]
+fn the_cursor_reads_writes_and_seeks_like_a_std_file() {
+    let fs = ram_fs(16 << 20, 64);
+    let mut c = FileCursor::new(fs.create("c").unwrap());
+    c.write_all(b"hello, world").unwrap();
+    assert_eq!(c.seek(SeekFrom::Current(-5)).unwrap(), 7);
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "world");
+    c.seek(SeekFrom::End(2)).unwrap();
+    c.write_all(b"!").unwrap();
+    assert_eq!(c.file().len(), 15);
+    assert!(c.seek(SeekFrom::Current(-100)).is_err());
+    c.rewind().unwrap();
+    let mut all = Vec::new();
+    c.read_to_end(&mut all).unwrap();
+    assert_eq!(all, b"hello, world\0\0!");
+}
+
+#[test]
+fn explicit_sessions_and_lent_ones_see_the_same_file() {
+    let fs = ram_fs(16 << 20, 64);
+    let other = ram_fs(16 << 20, 64);
+    let s = fs.session().unwrap();
+    let f = fs.create("f").unwrap();
+    s.write_all_at(&f, b"explicit", 0).unwrap();
+    let mut buf = [0u8; 8];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"explicit");
+    // A session works only on its own filesystem's files.
+    let stranger = other.create("f").unwrap();
+    assert!(matches!(
+        s.read_at(&stranger, &mut buf, 0),
+        Err(Error::Config(_))
+    ));
+}
