@@ -86,45 +86,80 @@ fn regression(name: &str) -> recovery::RecoveryInput {
     decode(&std::fs::read(path).expect("regression input"))
 }
 
-/// The inputs of the known engine bug below.
-const KNOWN: [&str; 2] = [
-    "repair-log-write-at-max-sequence",
-    "unmount-generation-at-max-sequence",
-];
-
-/// The fuzz target looks past the known bug (and only stops an input when
-/// the engine has written a superblock past `MAX_SEQUENCE`).
-#[test]
-fn the_target_tolerates_the_known_bug() {
-    for name in KNOWN {
-        recovery::run(&regression(name));
-    }
+/// Runs a regression input with every check strict.
+fn strict(name: &str) {
+    recovery::run_with(&regression(name), recovery::check::Mode::Strict);
 }
 
-/// Known engine bug (found by the `recovery` target): an intact log write
-/// with the largest accepted sequence number (`MAX_SEQUENCE`, 2^62) after
-/// the live log. Mount refuses the log hole and check reports it, but
-/// `persist::repair` opens the journal at `newest_lsn + 1` with the
-/// sequence to be skipped, so both checkpoints it writes carry
-/// `ckpt_lsn = MAX_SEQUENCE + 1`, which `Superblock::decode` refuses:
-/// repair leaves no usable superblock, and an image that had a valid one
-/// no longer mounts. The input appends one empty log write with that
-/// sequence number.
+/// Found by the `recovery` target on format 2: an intact log write with
+/// the largest accepted sequence number (`MAX_SEQUENCE`, 2^62) after the
+/// live log. Mount refuses the log hole and check reports it; `repair`
+/// used to write checkpoints with `ckpt_lsn = MAX_SEQUENCE + 1`, which
+/// `Superblock::decode` refuses, leaving no usable superblock. Now the
+/// log refuses to go past `MAX_SEQUENCE` (`SequenceExhausted`), so repair
+/// fails with an error and writes nothing. The input appends one empty
+/// log write with that sequence number.
 #[test]
-#[ignore = "known engine bug: repair writes superblocks past MAX_SEQUENCE"]
 fn repair_keeps_a_usable_superblock_past_a_log_write_at_max_sequence() {
-    recovery::run_with(&regression(KNOWN[0]), recovery::check::Mode::Strict);
+    strict("repair-log-write-at-max-sequence");
 }
 
-/// Known engine bug (found by the `recovery` target): a superblock whose
-/// generation is `MAX_SEQUENCE` decodes and mounts, but the next
-/// checkpoint (here an unmount's) writes generation `MAX_SEQUENCE + 1`,
-/// which does not decode, over the other copy; the next mount falls back
-/// to the older copy, whose checkpoint was freed and reused long ago, and
-/// fails. The input sets the newest copy's generation to `MAX_SEQUENCE`
-/// with a valid checksum.
+/// Found by the `recovery` target on format 2: a superblock whose
+/// generation is `MAX_SEQUENCE` mounts, and the next checkpoint (an
+/// unmount's) used to write generation `MAX_SEQUENCE + 1`, which does not
+/// decode; the next mount fell back to the older copy, whose checkpoint
+/// was long reused, and failed. Now the unmount fails with
+/// `SequenceExhausted` and the image still mounts with what was synced.
+/// The input sets the newest copy's generation to `MAX_SEQUENCE` with a
+/// valid checksum.
 #[test]
-#[ignore = "known engine bug: a checkpoint writes a generation past MAX_SEQUENCE"]
 fn an_unmount_from_generation_max_sequence_leaves_a_mountable_image() {
-    recovery::run_with(&regression(KNOWN[1]), recovery::check::Mode::Strict);
+    strict("unmount-generation-at-max-sequence");
+}
+
+/// The inputs of the known engine bugs below.
+const ROOT_PARENT: &str = "repair-root-parent";
+/// See [`ROOT_PARENT`].
+const ORPHAN_DIR: &str = "orphan-directory-with-entries";
+
+/// The fuzz target looks past the known bugs (see `check.rs` for when).
+#[test]
+fn the_target_skips_the_known_bugs() {
+    recovery::run(&regression(ROOT_PARENT));
+    recovery::run(&regression(ORPHAN_DIR));
+}
+
+/// Known engine bug (found by the `recovery` target on format 3): a
+/// checkpoint image whose root directory has a `parent` other than
+/// itself. Check reports `BadDirLinks` for the root and mount refuses, but
+/// `persist::repair` fixes `BadDirLinks` by making `..` agree with the
+/// entry naming the directory; no entry names the root, so nothing
+/// changes. Every round reports and "fixes" it again, link counts are
+/// never repaired while it stands, and repair writes two checkpoints and
+/// returns `Ok` with the problem still in `after`: the image never mounts.
+/// The input sets the root's `parent` to 2 in the checkpoint image (a
+/// rename of an entry that names the root does the same in the log).
+#[test]
+#[ignore = "known engine bug: repair cannot fix the root's '..'"]
+fn repair_fixes_a_root_whose_parent_is_not_itself() {
+    strict(ROOT_PARENT);
+}
+
+/// Known engine bug (found by the `recovery` target on format 3): a
+/// directory with no links that still holds entries. The input drops the
+/// checkpoint image's record of `/d1/d2`; its entries dangle, the log's
+/// move of `/d1/d2/d3` fails, and repair drops the dangling entries: `d3`
+/// has no entry left, so repair sets its link count to 0, and links its
+/// files that nothing else reaches into the root; `d3` keeps its entry
+/// `hard`, a second link to `/d1/05-...`. Check calls the repaired image
+/// clean and it mounts; mount reclaims `d3` as an orphan, and the first
+/// sync logs `Free { ino: 4 }`, after which `hard` dangles and
+/// `/d1/05-...` has link count 2 with 1 link: the next mount fails with
+/// `Inconsistent { problems: 2 }`. Either check should report a
+/// directory with no links that holds entries, or repair and mount
+/// should not leave one.
+#[test]
+#[ignore = "known engine bug: an orphan directory that holds entries"]
+fn a_directory_with_no_links_and_entries_is_not_left_to_mount() {
+    strict(ORPHAN_DIR);
 }

@@ -7,34 +7,74 @@ use arbitrary::Arbitrary;
 use pollfs_core::persist::format::{
     Frame, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, FRAME_LOG, MAGIC, MAX_SEQUENCE, SUPERBLOCK_LEN,
 };
-use pollfs_core::units::{MAX_FILE_PAGES, MAX_FILE_SIZE, MAX_INODE, MAX_NAME_LEN, PAGE_SIZE};
+use pollfs_core::units::{
+    MAX_FILE_PAGES, MAX_FILE_SIZE, MAX_INODE, MAX_LINKS, MAX_NAME_LEN, MAX_SYMLINK_LEN, PAGE_SIZE,
+};
 
 use super::model::{Head, Model, Payload};
-use super::values::{Cx, Rec, Value, TAG_CREATE, TAG_REMOVE, TAG_RENAME, TAG_STATE};
+use super::values::{
+    Cx, Rec, Text, Value, KIND_DIR, KIND_FILE, KIND_SYMLINK, TAG_FREE, TAG_IMAGE_END, TAG_INODE,
+    TAG_LINK, TAG_RENAME, TAG_UNLINK,
+};
 
 /// Most mutations applied per input (and records or extents per list).
 pub const MAX_MUTATIONS: usize = 16;
 const MAX_LIST: usize = 8;
 
+/// Which length-prefixed bytes of a record.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum Which {
+    /// The entry's name (Link, Unlink; Rename's source name).
+    Name,
+    /// Rename's destination name.
+    ToName,
+    /// A symbolic link's target.
+    Target,
+}
+
+/// A change to length-prefixed bytes.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum TextEdit {
+    /// The encoded length, whatever the bytes are.
+    Len(Value),
+    /// One byte (NUL, '/', bytes that are not UTF-8...).
+    Byte(u8, u8),
+    /// The bytes, made this long (the encoded length follows).
+    Length(u16),
+    /// The bytes replaced by a name the image uses, one the decoder must
+    /// refuse ("." "..", with '/' or NUL, empty), or a fresh one.
+    Pick(u8),
+}
+
 /// One field of a record.
-#[derive(Arbitrary, Clone, Debug)]
+#[derive(Arbitrary, Clone, Copy, Debug)]
 pub enum Field {
     /// The record type byte.
     Tag(u8),
-    /// The inode number.
+    /// The inode number (Inode, Link, Free).
     Ino(Value),
-    /// The size (State).
+    /// The directory (Link, Unlink, Rename), or a directory's parent.
+    Parent(Value),
+    /// Rename's destination directory.
+    To(Value),
+    /// Rename's flags byte.
+    Flags(u8),
+    /// The inode kind code (the encoding follows it).
+    Kind(u8),
+    /// Permission bits.
+    Perm(Value),
+    /// Owner (true) or group.
+    Owner(bool, Value),
+    /// Link count.
+    Nlink(Value),
+    /// Size.
     Size(Value),
-    /// The encoded extent count, whatever the extents are (State).
+    /// Access, modification or change time (index mod 3).
+    Time(u8, Value),
+    /// A name or the link target.
+    Text(Which, TextEdit),
+    /// The encoded extent count, whatever the extents are.
     Count(Value),
-    /// The encoded name length, whatever the name is.
-    NameLen(Value),
-    /// One byte of the name (NUL, '/', bytes that are not UTF-8...).
-    NameByte(u8, u8),
-    /// The name, made this long.
-    NameLength(u16),
-    /// The name, replaced by one the image uses (or a fresh one).
-    Name(u8),
     /// An extent's first file block.
     ExtentFile(u8, Value),
     /// An extent's first device block.
@@ -47,17 +87,33 @@ pub enum Field {
     DropExtent(u8),
 }
 
-/// A record made from nothing.
+/// A record made from nothing, or from an entry of the base image.
 #[derive(Arbitrary, Clone, Debug)]
 pub enum NewRec {
-    /// Create: inode, name.
-    Create(Value, u8),
-    /// Remove: inode.
-    Remove(Value),
-    /// Rename: inode, name.
-    Rename(Value, u8),
-    /// State: inode, size, extents.
-    State(Value, Value, Vec<(Value, Value, Value)>),
+    /// Inode: number, kind code, link count, parent, size, extents (the
+    /// rest as a fresh inode's).
+    Inode(Value, u8, Value, Value, Value, Vec<(Value, Value, Value)>),
+    /// Link: directory, inode, name.
+    Link(Value, Value, u8),
+    /// Unlink: directory, name.
+    Unlink(Value, u8),
+    /// Rename: source directory and name, destination directory and
+    /// name, flags byte.
+    Rename(Value, u8, Value, u8, u8),
+    /// Free: inode.
+    Free(Value),
+    /// A checkpoint image's end marker.
+    ImageEnd,
+    /// An entry of the image unlinked.
+    UnlinkEntry(u8),
+    /// An entry of the image renamed into a directory, under a name
+    /// (flags byte; a directory moved under itself makes a cycle).
+    MoveEntry(u8, Value, u8, u8),
+    /// An entry's inode linked again into a directory, under a name (a
+    /// directory gets a second entry).
+    LinkAgain(u8, Value, u8),
+    /// An entry's inode freed while it is linked.
+    FreeEntry(u8),
 }
 
 /// A change to a list of records (a log write's, or the checkpoint's).
@@ -77,6 +133,28 @@ pub enum RecEdit {
     Cut(u16),
     /// Bytes appended to the encoded payload.
     Junk(Vec<u8>),
+}
+
+/// Damage to the tree the checkpoint image holds, each change keeping
+/// every record decodable.
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum TreeEdit {
+    /// An entry made to name another inode (none, the root, itself...).
+    Retarget(u8, Value),
+    /// An entry moved into another directory (a cycle, if under itself).
+    Reparent(u8, Value),
+    /// A second entry for an entry's inode, in a directory, under a name.
+    SecondEntry(u8, Value, u8),
+    /// An entry dropped (its inode unreachable, or counted wrong).
+    DropEntry(u8),
+    /// An inode's record dropped (its entries dangle).
+    DropInode(Value),
+    /// An inode's link count.
+    Nlink(Value, Value),
+    /// A directory's parent (its `..`).
+    DirParent(Value, Value),
+    /// The image's end marker moved to another record index.
+    MoveImageEnd(u8),
 }
 
 /// A frame header field (rewritten with a valid checksum).
@@ -205,6 +283,8 @@ pub enum Mutation {
     /// The checkpoint written again as a chain of equal frames from a
     /// block, the newest superblock pointing at it.
     CkptMove(Value, u8),
+    /// The checkpoint image's tree.
+    Tree(TreeEdit),
 }
 
 fn pick<T>(v: &mut [T], i: u8) -> Option<&mut T> {
@@ -212,28 +292,45 @@ fn pick<T>(v: &mut [T], i: u8) -> Option<&mut T> {
     (n > 0).then(|| &mut v[usize::from(i) % n])
 }
 
-fn field(cx: &Cx, r: &mut Rec, f: &Field) {
-    match *f {
-        Field::Tag(t) => r.tag = t,
-        Field::Ino(v) => r.ino = cx.resolve(v, r.ino, MAX_INODE),
-        Field::Size(v) => r.size = cx.resolve(v, r.size, MAX_FILE_SIZE),
-        Field::Count(v) => {
-            r.count = cx.resolve(v, u64::from(r.count), r.extents.len() as u64) as u32
-        }
-        Field::NameLen(v) => {
-            r.name_len = cx.resolve(v, u64::from(r.name_len), MAX_NAME_LEN as u64) as u16;
-        }
-        Field::NameByte(i, b) => {
-            if let Some(x) = pick(&mut r.name, i) {
+fn text(cx: &Cx, t: &mut Text, e: TextEdit, limit: usize) {
+    match e {
+        TextEdit::Len(v) => t.len = cx.resolve(v, u64::from(t.len), limit as u64) as u16,
+        TextEdit::Byte(i, b) => {
+            if let Some(x) = pick(&mut t.bytes, i) {
                 *x = b;
             }
         }
-        Field::NameLength(n) => {
-            let mut name = r.name.clone();
-            name.resize(usize::from(n) % (2 * MAX_NAME_LEN + 2), b'n');
-            r.set_name(name);
+        TextEdit::Length(n) => {
+            let mut bytes = t.bytes.clone();
+            bytes.resize(usize::from(n) % (2 * limit + 2), b'n');
+            *t = Text::new(bytes);
         }
-        Field::Name(seed) => r.set_name(cx.name(seed)),
+        TextEdit::Pick(seed) => *t = Text::new(cx.name(seed)),
+    }
+}
+
+fn field(cx: &Cx, r: &mut Rec, f: Field) {
+    let u32v = |v, cur: u32, lim: u64| cx.resolve(v, u64::from(cur), lim) as u32;
+    match f {
+        Field::Tag(t) => r.tag = t,
+        Field::Ino(v) => r.ino = cx.resolve(v, r.ino, MAX_INODE),
+        Field::Parent(v) => r.parent = cx.resolve(v, r.parent, MAX_INODE),
+        Field::To(v) => r.to = cx.resolve(v, r.to, MAX_INODE),
+        Field::Flags(b) => r.flags = b,
+        Field::Kind(k) => r.kind = k,
+        Field::Perm(v) => r.perm = cx.resolve(v, u64::from(r.perm), 0o7777) as u16,
+        Field::Owner(true, v) => r.uid = u32v(v, r.uid, u64::from(u32::MAX)),
+        Field::Owner(false, v) => r.gid = u32v(v, r.gid, u64::from(u32::MAX)),
+        Field::Nlink(v) => r.nlink = u32v(v, r.nlink, u64::from(MAX_LINKS)),
+        Field::Size(v) => r.size = cx.resolve(v, r.size, MAX_FILE_SIZE),
+        Field::Time(i, v) => {
+            let t = &mut r.times[usize::from(i) % 3];
+            *t = cx.resolve(v, *t, i64::MAX as u64);
+        }
+        Field::Text(Which::Name, e) => text(cx, &mut r.name, e, MAX_NAME_LEN),
+        Field::Text(Which::ToName, e) => text(cx, &mut r.to_name, e, MAX_NAME_LEN),
+        Field::Text(Which::Target, e) => text(cx, &mut r.target, e, MAX_SYMLINK_LEN),
+        Field::Count(v) => r.count = u32v(v, r.count, r.extents.len() as u64),
         Field::ExtentFile(i, v) => {
             if let Some(x) = pick(&mut r.extents, i) {
                 x[0] = cx.resolve(v, x[0], MAX_FILE_PAGES);
@@ -274,34 +371,45 @@ fn free_block(cx: &Cx, i: u64) -> u64 {
     cx.layout.blocks - 1 - (i % 64)
 }
 
-fn new_rec(cx: &Cx, n: &NewRec) -> Rec {
-    let fresh = cx
-        .known
-        .iter()
-        .copied()
-        .filter(|&k| k <= MAX_INODE)
-        .max()
-        .unwrap_or(0)
-        + 1;
+/// A kind code: mostly a valid one, sometimes one past them.
+fn kind_code(k: u8) -> u8 {
+    match k {
+        0..=239 => [KIND_FILE, KIND_DIR, KIND_SYMLINK][usize::from(k % 3)],
+        _ => k - 240,
+    }
+}
+
+fn named(tag: u8, parent: u64, name: Vec<u8>) -> Rec {
+    Rec {
+        tag,
+        parent,
+        name: Text::new(name),
+        ..Rec::default()
+    }
+}
+
+fn new_rec(cx: &Cx, n: &NewRec) -> Vec<Rec> {
+    let fresh = cx.fresh_ino();
     let ino = |v| cx.resolve(v, fresh, MAX_INODE);
-    let mut r = Rec::default();
+    let dir = |v| cx.resolve(v, super::base::ROOT, MAX_INODE);
+    let one = |r| vec![r];
     match n {
-        NewRec::Create(v, s) | NewRec::Rename(v, s) => {
-            r.tag = if matches!(n, NewRec::Create(..)) {
-                TAG_CREATE
-            } else {
-                TAG_RENAME
+        NewRec::Inode(v, kind, nlink, parent, size, extents) => {
+            let mut r = Rec {
+                tag: TAG_INODE,
+                ino: ino(*v),
+                kind: kind_code(*kind),
+                perm: 0o644,
+                times: [1, 2, 3],
+                ..Rec::default()
             };
-            r.ino = ino(*v);
-            r.set_name(cx.name(*s));
-        }
-        NewRec::Remove(v) => {
-            r.tag = TAG_REMOVE;
-            r.ino = ino(*v);
-        }
-        NewRec::State(v, size, extents) => {
-            r.tag = TAG_STATE;
-            r.ino = ino(*v);
+            r.nlink = cx.resolve(*nlink, 0, u64::from(MAX_LINKS)) as u32;
+            let parent_now = if r.kind == KIND_DIR {
+                super::base::ROOT
+            } else {
+                0
+            };
+            r.parent = cx.resolve(*parent, parent_now, MAX_INODE);
             for (i, &(f, d, l)) in extents.iter().take(MAX_LIST).enumerate() {
                 let i = i as u64;
                 r.extents.push([
@@ -311,11 +419,70 @@ fn new_rec(cx: &Cx, n: &NewRec) -> Rec {
                 ]);
             }
             r.count = r.extents.len() as u32;
-            let mapped = r.extents.len() as u64 * PAGE_SIZE as u64;
-            r.size = cx.resolve(*size, mapped, MAX_FILE_SIZE);
+            if r.kind == KIND_SYMLINK {
+                r.target = Text::new(b"t".to_vec());
+            }
+            let natural = match r.kind {
+                KIND_FILE => r.extents.len() as u64 * PAGE_SIZE as u64,
+                KIND_SYMLINK => 1,
+                _ => 0,
+            };
+            r.size = cx.resolve(*size, natural, MAX_FILE_SIZE);
+            one(r)
         }
+        NewRec::Link(d, v, s) => one(Rec {
+            ino: ino(*v),
+            ..named(TAG_LINK, dir(*d), cx.name(*s))
+        }),
+        NewRec::Unlink(d, s) => one(named(TAG_UNLINK, dir(*d), cx.name(*s))),
+        NewRec::Rename(d, s, t, ts, flags) => one(Rec {
+            to: dir(*t),
+            to_name: Text::new(cx.name(*ts)),
+            flags: *flags,
+            ..named(TAG_RENAME, dir(*d), cx.name(*s))
+        }),
+        NewRec::Free(v) => one(Rec {
+            tag: TAG_FREE,
+            ino: ino(*v),
+            ..Rec::default()
+        }),
+        NewRec::ImageEnd => one(Rec {
+            tag: TAG_IMAGE_END,
+            ..Rec::default()
+        }),
+        NewRec::UnlinkEntry(i) => cx
+            .entry(*i)
+            .map(|e| named(TAG_UNLINK, e.parent, e.name.clone()))
+            .into_iter()
+            .collect(),
+        NewRec::MoveEntry(i, d, s, flags) => cx
+            .entry(*i)
+            .map(|e| Rec {
+                to: dir(*d),
+                to_name: Text::new(cx.name(*s)),
+                flags: *flags,
+                ..named(TAG_RENAME, e.parent, e.name.clone())
+            })
+            .into_iter()
+            .collect(),
+        NewRec::LinkAgain(i, d, s) => cx
+            .entry(*i)
+            .map(|e| Rec {
+                ino: e.ino,
+                ..named(TAG_LINK, dir(*d), cx.name(*s))
+            })
+            .into_iter()
+            .collect(),
+        NewRec::FreeEntry(i) => cx
+            .entry(*i)
+            .map(|e| Rec {
+                tag: TAG_FREE,
+                ino: e.ino,
+                ..Rec::default()
+            })
+            .into_iter()
+            .collect(),
     }
-    r
 }
 
 fn rec_edit(cx: &Cx, p: &mut Payload, e: &RecEdit) {
@@ -324,7 +491,7 @@ fn rec_edit(cx: &Cx, p: &mut Payload, e: &RecEdit) {
     match e {
         RecEdit::Field(i, f) => {
             if let Some(r) = pick(&mut p.recs, *i) {
-                field(cx, r, f);
+                field(cx, r, *f);
             }
         }
         RecEdit::Drop(i) if n > 0 => {
@@ -336,12 +503,75 @@ fn rec_edit(cx: &Cx, p: &mut Payload, e: &RecEdit) {
         }
         RecEdit::Swap(i, j) if n > 0 => p.recs.swap(at(*i), at(*j)),
         RecEdit::Insert(i, r) => {
-            let r = new_rec(cx, r);
-            p.recs.insert(usize::from(*i) % (n + 1), r);
+            let at = usize::from(*i) % (n + 1);
+            let new = new_rec(cx, r);
+            p.recs.splice(at..at, new);
         }
         RecEdit::Cut(k) => p.cut = Some(usize::from(*k)),
         RecEdit::Junk(b) => p.junk.extend(b.iter().take(64)),
         _ => {}
+    }
+}
+
+/// The index of the `i`th record (mod their number) that `keep` takes.
+fn nth_rec(recs: &[Rec], i: u8, keep: impl Fn(&Rec) -> bool) -> Option<usize> {
+    let found: Vec<usize> = (0..recs.len()).filter(|&k| keep(&recs[k])).collect();
+    found.get(usize::from(i) % found.len().max(1)).copied()
+}
+
+/// The image's record of inode `ino`.
+fn inode_rec(recs: &mut [Rec], ino: u64) -> Option<&mut Rec> {
+    recs.iter_mut().find(|r| r.tag == TAG_INODE && r.ino == ino)
+}
+
+fn tree_edit(cx: &Cx, recs: &mut Vec<Rec>, e: TreeEdit) {
+    let any_ino = |v| cx.resolve(v, super::base::ROOT, MAX_INODE);
+    let link = |recs: &[Rec], i| nth_rec(recs, i, |r| r.tag == TAG_LINK);
+    match e {
+        TreeEdit::Retarget(i, v) => {
+            if let Some(k) = link(recs, i) {
+                recs[k].ino = cx.resolve(v, recs[k].ino, MAX_INODE);
+            }
+        }
+        TreeEdit::Reparent(i, v) => {
+            if let Some(k) = link(recs, i) {
+                recs[k].parent = cx.resolve(v, recs[k].parent, MAX_INODE);
+            }
+        }
+        TreeEdit::SecondEntry(i, v, s) => {
+            if let Some(k) = link(recs, i) {
+                let mut r = recs[k].clone();
+                r.parent = cx.resolve(v, r.parent, MAX_INODE);
+                r.name = Text::new(cx.name(s));
+                recs.insert(k + 1, r);
+            }
+        }
+        TreeEdit::DropEntry(i) => {
+            if let Some(k) = link(recs, i) {
+                recs.remove(k);
+            }
+        }
+        TreeEdit::DropInode(v) => {
+            let ino = any_ino(v);
+            recs.retain(|r| !(r.tag == TAG_INODE && r.ino == ino));
+        }
+        TreeEdit::Nlink(v, n) => {
+            if let Some(r) = inode_rec(recs, any_ino(v)) {
+                r.nlink = cx.resolve(n, u64::from(r.nlink), u64::from(MAX_LINKS)) as u32;
+            }
+        }
+        TreeEdit::DirParent(v, p) => {
+            if let Some(r) = inode_rec(recs, any_ino(v)) {
+                r.parent = cx.resolve(p, r.parent, MAX_INODE);
+            }
+        }
+        TreeEdit::MoveImageEnd(i) => {
+            if let Some(k) = recs.iter().position(|r| r.tag == TAG_IMAGE_END) {
+                let end = recs.remove(k);
+                let at = usize::from(i) % (recs.len() + 1);
+                recs.insert(at, end);
+            }
+        }
     }
 }
 
@@ -418,7 +648,7 @@ pub fn apply(m: &mut Model, muts: &[Mutation]) {
                 }
                 payload
                     .recs
-                    .extend(recs.iter().take(MAX_LIST).map(|r| new_rec(&cx, r)));
+                    .extend(recs.iter().take(MAX_LIST).flat_map(|r| new_rec(&cx, r)));
                 let next = m.next_lsn();
                 let lsn = cx.resolve(*lsn, next, MAX_SEQUENCE);
                 m.append(lsn, payload);
@@ -437,6 +667,10 @@ pub fn apply(m: &mut Model, muts: &[Mutation]) {
             Mutation::CkptMove(v, frame_blocks) => {
                 let at = cx.resolve(*v, free_block(&cx, 15), cx.layout.blocks);
                 m.move_checkpoint(at, 1 + u64::from(*frame_blocks % 4));
+            }
+            Mutation::Tree(e) => {
+                tree_edit(&cx, &mut m.ckpt_stream.recs, *e);
+                m.ckpt_dirty = true;
             }
         }
     }

@@ -8,11 +8,12 @@ use pollfs_core::persist::format::{
     crc32c, Frame, CKPT_FRAME_MAX_BLOCKS, FEATURES, FRAME_HEADER, MAGIC, MAX_SEQUENCE,
     SUPERBLOCK_LEN, VERSION,
 };
+use pollfs_core::persist::record::Kind;
 use pollfs_core::units::{PAGE_SIZE, PAGE_SIZE_U64};
 
 use super::base::{Base, DEV_BYTES};
 use super::edit::{RawOp, Region, SbField};
-use super::values::{encode, Cx, Rec, TAG_STATE};
+use super::values::{encode, Cx, Entry, Rec, KIND_FILE};
 
 /// Most frames a moved checkpoint is written as.
 const MAX_CKPT_FRAMES: u64 = 64;
@@ -142,11 +143,14 @@ impl Model {
             .iter()
             .chain(base.log.iter().flat_map(|f| f.records.iter()));
         for r in recs.map(Rec::from) {
-            known.push(r.ino);
+            known.extend([r.ino, r.parent, r.to].into_iter().filter(|&x| x != 0));
             known.extend(r.extents.iter().map(|x| x[1]));
-            if !r.name.is_empty() {
-                names.push(r.name.clone());
-            }
+            names.extend(
+                [&r.name, &r.to_name]
+                    .into_iter()
+                    .filter(|t| !t.bytes.is_empty())
+                    .map(|t| t.bytes.clone()),
+            );
         }
         known.extend(base.log.iter().map(|f| f.frame.lsn));
         known.extend(base.ckpt.iter().map(|f| f.block));
@@ -154,6 +158,23 @@ impl Model {
         known.dedup();
         names.sort();
         names.dedup();
+        let shadow = &base.shadow;
+        let inos: Vec<u64> = shadow.inodes.keys().copied().collect();
+        let dirs: Vec<u64> = shadow
+            .inodes
+            .iter()
+            .filter(|(_, m)| m.kind == Kind::Dir)
+            .map(|(&i, _)| i)
+            .collect();
+        let entries = shadow
+            .entries
+            .iter()
+            .map(|((parent, name), &ino)| Entry {
+                parent: *parent,
+                name: name.as_bytes().to_vec(),
+                ino,
+            })
+            .collect();
         let log = base
             .log
             .iter()
@@ -180,7 +201,10 @@ impl Model {
             cx: Cx {
                 layout: base.sb.layout,
                 known,
+                inos,
+                dirs,
                 names,
+                entries,
             },
             sb: [sb_bytes(&base.bytes, 0), sb_bytes(&base.bytes, 1)],
             sb_dirty: [false; 2],
@@ -318,7 +342,7 @@ impl Model {
     }
 
     /// File offsets worth reading after a mount: every size and extent
-    /// edge any State record of the model names.
+    /// edge any file's inode record in the model names.
     pub fn offsets(&self) -> Vec<u64> {
         let mut out = vec![0];
         let recs = self
@@ -326,7 +350,7 @@ impl Model {
             .recs
             .iter()
             .chain(self.log.iter().flat_map(|l| l.payload.recs.iter()));
-        for r in recs.filter(|r| r.tag == TAG_STATE) {
+        for r in recs.filter(|r| r.is_inode(KIND_FILE)) {
             out.push(r.size.saturating_sub(1));
             for x in &r.extents {
                 out.push(x[0].saturating_mul(PAGE_SIZE_U64));
