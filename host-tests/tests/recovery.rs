@@ -121,12 +121,15 @@ fn an_unmount_from_generation_max_sequence_leaves_a_mountable_image() {
 const ROOT_PARENT: &str = "repair-root-parent";
 /// See [`ROOT_PARENT`].
 const ORPHAN_DIR: &str = "orphan-directory-with-entries";
+/// See [`ROOT_PARENT`].
+const NO_ROOT: &str = "repair-without-root";
 
 /// The fuzz target looks past the known bugs (see `check.rs` for when).
 #[test]
 fn the_target_skips_the_known_bugs() {
     recovery::run(&regression(ROOT_PARENT));
     recovery::run(&regression(ORPHAN_DIR));
+    recovery::run(&regression(NO_ROOT));
 }
 
 /// Known engine bug (found by the `recovery` target on format 3): a
@@ -162,4 +165,22 @@ fn repair_fixes_a_root_whose_parent_is_not_itself() {
 #[ignore = "known engine bug: an orphan directory that holds entries"]
 fn a_directory_with_no_links_and_entries_is_not_left_to_mount() {
     strict(ORPHAN_DIR);
+}
+
+/// Known engine bug (found by the `recovery` target on format 3): repair
+/// of an image with no root directory panics (in a build with debug
+/// assertions, as tests and fuzz builds are) at `core/src/persist/
+/// record.rs` `Shadow::image`, `debug_assert_eq!(e.0.len() as u64,
+/// self.image_len())`: left 7641, right 7577 on this input,
+/// reached from `persist::repair` -> `Journal::checkpoint_now` ->
+/// `Journal::checkpoint`. The fix for `Problem::NoRoot` in
+/// `persist/offline.rs` inserts the new root into `shadow.inodes`
+/// directly, so the view's image length misses its 64-byte record (in a
+/// release build the count stays short, and space held back for the
+/// checkpoint is counted from it). The input drops the root's record from
+/// the checkpoint image.
+#[test]
+#[ignore = "known engine bug: repair of an image without a root panics"]
+fn repair_makes_a_root_without_panicking() {
+    strict(NO_ROOT);
 }

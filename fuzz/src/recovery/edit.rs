@@ -2,6 +2,8 @@
 //! changes edit a model of the image (both superblocks, the live log
 //! writes, the checkpoint chain and its records) and are written back with
 //! valid checksums; raw byte changes are applied afterwards, on top.
+//! Tree edits damage the checkpoint image's tree while keeping every
+//! record decodable, so the damage reaches check, mount and repair.
 
 use arbitrary::Arbitrary;
 use pollfs_core::persist::format::{
