@@ -336,7 +336,7 @@ impl Rec {
         }
     }
 
-    /// True for an inode record of a file (extents), or of a symbolic link.
+    /// True for an inode record with kind code `kind`.
     pub fn is_inode(&self, kind: u8) -> bool {
         self.tag == TAG_INODE && self.kind == kind
     }
