@@ -6,8 +6,7 @@
 //! Replay one input (a crash artifact or a corpus file) with
 //! `POLLFS_RECOVERY_FILE=<path> cargo test -p pollfs-host-tests --test
 //! recovery replay -- --nocapture` (or `POLLFS_LOG_RECORD_FILE` for a
-//! `log_record` input); the decoded mutations are printed first, and every
-//! check is strict (the known bug below fails too).
+//! `log_record` input); the decoded mutations are printed first.
 
 #![allow(clippy::expect_used)]
 
@@ -71,7 +70,7 @@ fn replay() {
     if let Ok(path) = std::env::var("POLLFS_RECOVERY_FILE") {
         let input = decode(&std::fs::read(&path).expect("POLLFS_RECOVERY_FILE is readable"));
         println!("{input:#?}");
-        recovery::run_with(&input, recovery::check::Mode::Strict);
+        recovery::run(&input);
     }
     if let Ok(path) = std::env::var("POLLFS_LOG_RECORD_FILE") {
         log_record::run(&std::fs::read(&path).expect("POLLFS_LOG_RECORD_FILE is readable"));
@@ -88,7 +87,7 @@ fn regression(name: &str) -> recovery::RecoveryInput {
 
 /// Runs a regression input with every check strict.
 fn strict(name: &str) {
-    recovery::run_with(&regression(name), recovery::check::Mode::Strict);
+    recovery::run(&regression(name));
 }
 
 /// Found by the `recovery` target on format 2: an intact log write with
@@ -117,70 +116,39 @@ fn an_unmount_from_generation_max_sequence_leaves_a_mountable_image() {
     strict("unmount-generation-at-max-sequence");
 }
 
-/// The inputs of the known engine bugs below.
-const ROOT_PARENT: &str = "repair-root-parent";
-/// See [`ROOT_PARENT`].
-const ORPHAN_DIR: &str = "orphan-directory-with-entries";
-/// See [`ROOT_PARENT`].
-const NO_ROOT: &str = "repair-without-root";
-
-/// The fuzz target looks past the known bugs (see `check.rs` for when).
+/// Found by the `recovery` target on format 3: a checkpoint image whose
+/// root directory has a `parent` other than itself. Check reports
+/// `BadDirLinks` for the root and mount refuses; repair used to fix
+/// `BadDirLinks` only by making `..` agree with the entry naming the
+/// directory, and no entry names the root, so it returned `Ok` with the
+/// problem still there and the image never mounted. Now repair makes the
+/// root its own `..`. The input sets the root's `parent` to 2 in the
+/// checkpoint image.
 #[test]
-fn the_target_skips_the_known_bugs() {
-    recovery::run(&regression(ROOT_PARENT));
-    recovery::run(&regression(ORPHAN_DIR));
-    recovery::run(&regression(NO_ROOT));
-}
-
-/// Known engine bug (found by the `recovery` target on format 3): a
-/// checkpoint image whose root directory has a `parent` other than
-/// itself. Check reports `BadDirLinks` for the root and mount refuses, but
-/// `persist::repair` fixes `BadDirLinks` by making `..` agree with the
-/// entry naming the directory; no entry names the root, so nothing
-/// changes. Every round reports and "fixes" it again, link counts are
-/// never repaired while it stands, and repair writes two checkpoints and
-/// returns `Ok` with the problem still in `after`: the image never mounts.
-/// The input sets the root's `parent` to 2 in the checkpoint image (a
-/// rename of an entry that names the root does the same in the log).
-#[test]
-#[ignore = "known engine bug: repair cannot fix the root's '..'"]
 fn repair_fixes_a_root_whose_parent_is_not_itself() {
-    strict(ROOT_PARENT);
+    strict("repair-root-parent");
 }
 
-/// Known engine bug (found by the `recovery` target on format 3): a
-/// directory with no links that still holds entries. The input drops the
-/// checkpoint image's record of `/d1/d2`; its entries dangle, the log's
-/// move of `/d1/d2/d3` fails, and repair drops the dangling entries: `d3`
-/// has no entry left, so repair sets its link count to 0, and links its
-/// files that nothing else reaches into the root; `d3` keeps its entry
-/// `hard`, a second link to `/d1/05-...`. Check calls the repaired image
-/// clean and it mounts; mount reclaims `d3` as an orphan, and the first
-/// sync logs `Free { ino: 4 }`, after which `hard` dangles and
-/// `/d1/05-...` has link count 2 with 1 link: the next mount fails with
-/// `Inconsistent { problems: 2 }`. Either check should report a
-/// directory with no links that holds entries, or repair and mount
-/// should not leave one.
+/// Found by the `recovery` target on format 3: a directory with no links
+/// that still holds entries. The input drops the checkpoint image's record
+/// of `/d1/d2`; repair dropped the dangling entries and set `d3`'s link
+/// count to 0 while `d3` still held `hard`, a second link to `/d1/05-...`.
+/// Check called that clean, mount reclaimed `d3` as an orphan, and the
+/// first sync's `Free` left `hard` dangling: the next mount failed. Now a
+/// directory that no entry names but that holds entries is unreachable:
+/// check reports it and repair links it into the root.
 #[test]
-#[ignore = "known engine bug: an orphan directory that holds entries"]
 fn a_directory_with_no_links_and_entries_is_not_left_to_mount() {
-    strict(ORPHAN_DIR);
+    strict("orphan-directory-with-entries");
 }
 
-/// Known engine bug (found by the `recovery` target on format 3): repair
-/// of an image with no root directory panics (in a build with debug
-/// assertions, as tests and fuzz builds are) at `core/src/persist/
-/// record.rs` `Shadow::image`, `debug_assert_eq!(e.0.len() as u64,
-/// self.image_len())`: left 7641, right 7577 on this input,
-/// reached from `persist::repair` -> `Journal::checkpoint_now` ->
-/// `Journal::checkpoint`. The fix for `Problem::NoRoot` in
-/// `persist/offline.rs` inserts the new root into `shadow.inodes`
-/// directly, so the view's image length misses its 64-byte record (in a
-/// release build the count stays short, and space held back for the
-/// checkpoint is counted from it). The input drops the root's record from
-/// the checkpoint image.
+/// Found by the `recovery` target on format 3: repair of an image with no
+/// root directory panicked on `Shadow::image`'s length assertion (left
+/// 7641, right 7577): the fix for `Problem::NoRoot` put the new root into
+/// the view's inodes directly, past its image-length count. Now the root
+/// goes in through the view's own bookkeeping. The input drops the root's
+/// record from the checkpoint image.
 #[test]
-#[ignore = "known engine bug: repair of an image without a root panics"]
 fn repair_makes_a_root_without_panicking() {
-    strict(NO_ROOT);
+    strict("repair-without-root");
 }

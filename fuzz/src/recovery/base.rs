@@ -233,14 +233,6 @@ pub fn durable(ckpt: &[Record], log: &[image::LogFrame]) -> Option<Shadow> {
     Some(shadow)
 }
 
-/// The durable view of the image on `dev`, which mounts.
-pub fn durable_on(dev: &RamDevice) -> Option<Shadow> {
-    let mut bytes = vec![0u8; DEV_BYTES as usize];
-    dev.read_raw(0, &mut bytes);
-    let (_, stream) = chain(&bytes, &image::superblock(dev))?;
-    durable(&Record::decode_all(&stream).ok()?, &image::live_frames(dev))
-}
-
 /// The checkpoint chain the superblock names, and its payload stream.
 fn chain(bytes: &[u8], sb: &Superblock) -> Option<(Vec<CkptFrame>, Vec<u8>)> {
     let mut out = Vec::new();

@@ -1,33 +1,16 @@
 //! What must hold for a changed image (see the module above), run by a
-//! [`Checker`]. Every failed check panics, except, in
-//! [`Mode::SkipKnown`], the one known engine bug below.
+//! [`Checker`]. Every failed check panics.
 //!
-//! Known and not fixed yet (host-tests keeps an input of each under
-//! `tests/corpus/regressions`, run strict by ignored tests):
+//! Engine bugs this target found on format 3, now fixed (host-tests keeps
+//! an input of each under `tests/corpus/regressions`):
 //!
-//! - `repair-root-parent`: `persist::repair` cannot fix a root directory
-//!   whose `..` (its `parent`) is not itself. `Problem::BadDirLinks` is
-//!   fixed by making `..` agree with the entry naming the directory, and
-//!   no entry names the root, so nothing changes; repair writes its
-//!   checkpoints and reports success with the problem still there, and
-//!   the image never mounts. [`Mode::SkipKnown`] ends an input quietly
-//!   when repair leaves exactly that problem (and the link counts it
-//!   keeps repair from fixing).
+//! - `repair-root-parent`: repair could not fix a root directory whose
+//!   `..` was not itself, reported success, and the image never mounted.
 //! - `orphan-directory-with-entries`: a directory with no links that
-//!   still holds entries (repair makes one when a directory loses its
-//!   entry: it sets the link count to 0) is no problem to check and
-//!   mounts; mount reclaims it as an orphan and logs its `Free` with the
-//!   next commit, which leaves its entries dangling and their inodes'
-//!   link counts wrong: the image no longer mounts. [`Mode::SkipKnown`]
-//!   does not exercise a mounted image whose durable view has such a
-//!   directory.
+//!   still held entries checked clean and mounted; mount reclaimed it and
+//!   left its entries dangling, and the next mount failed.
 //! - `repair-without-root`: repair of an image with no root directory
-//!   panics on the debug assertion in `Shadow::image` (the image's length
-//!   is 64 bytes more than the view's count): the fix for
-//!   `Problem::NoRoot` puts the new root into `Shadow::inodes` directly,
-//!   past the view's image-length accounting (in a release build the
-//!   count stays short). [`Mode::SkipKnown`] does not repair an image
-//!   check reports without a root.
+//!   panicked (the new root was put past the view's image-length count).
 
 use std::collections::BTreeSet;
 
@@ -52,37 +35,11 @@ const READ_WHOLE: u64 = 256 << 10;
 /// Entries asked of `read_dir` at a time.
 const LISTING: usize = 64;
 
-/// How failures are treated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Every failed check panics.
-    Strict,
-    /// A repair that leaves only the known bug's problems ends the input
-    /// quietly (see the module).
-    SkipKnown,
-}
-
-/// What check says of a root whose `..` is wrong.
-const ROOT_DOTDOT: &str = "directory 1 has several entries, or its '..' disagrees with its entry";
-
-/// What check says of an image without a root directory.
-const NO_ROOT: &str = "the root directory is missing";
-
-/// True if `problems` are the known bug's: the root's `..`, and link
-/// counts (which repair fixes only once nothing else is wrong).
-fn known_bug(problems: &[String]) -> bool {
-    problems.iter().any(|p| p == ROOT_DOTDOT)
-        && problems
-            .iter()
-            .all(|p| p == ROOT_DOTDOT || p.contains(" has link count "))
-}
-
 /// Checks one changed image.
 pub struct Checker<'a> {
     dev: &'a RamDevice,
     /// File offsets worth reading.
     offsets: Vec<u64>,
-    mode: Mode,
 }
 
 fn superblock_block(dev: &RamDevice, copy: u64) -> Vec<u8> {
@@ -111,8 +68,8 @@ struct Wrote {
 
 impl<'a> Checker<'a> {
     /// A checker of the image now on `dev`.
-    pub fn new(dev: &'a RamDevice, offsets: Vec<u64>, mode: Mode) -> Checker<'a> {
-        Checker { dev, offsets, mode }
+    pub fn new(dev: &'a RamDevice, offsets: Vec<u64>) -> Checker<'a> {
+        Checker { dev, offsets }
     }
 
     /// Every check, in order.
@@ -157,9 +114,6 @@ impl<'a> Checker<'a> {
     /// mount still agree on what is left), or an image check calls clean,
     /// that mounts and is exercised.
     fn repair(&self, before: &CheckReport) {
-        if self.mode == Mode::SkipKnown && before.problems.iter().any(|p| p == NO_ROOT) {
-            return;
-        }
         let config = base::config();
         let rep = match pollfs_core::persist::repair(self.dev, config.clock, config.idle) {
             Ok(rep) => rep,
@@ -168,9 +122,6 @@ impl<'a> Checker<'a> {
                 return;
             }
         };
-        if self.mode == Mode::SkipKnown && known_bug(&rep.after.problems) {
-            return;
-        }
         assert!(
             rep.after.problems.is_empty(),
             "repair left problems: {:?} (before: {:?}; repairs: {:?})",
@@ -197,9 +148,6 @@ impl<'a> Checker<'a> {
     /// (replaying the log), unmounts and remounts (from the checkpoint, or
     /// from what the unmount left if it failed).
     fn exercise(&self, fs: Fs<RamDevice>) {
-        if self.mode == Mode::SkipKnown && self.orphan_dir_with_entries() {
-            return;
-        }
         self.read_all(&fs);
         if let Err(e) = fs.check_invariants() {
             panic!("invariants after mount: {e:?}");
@@ -275,18 +223,6 @@ impl<'a> Checker<'a> {
             Err(e) if acceptable(&e) => Wrote::default(),
             Err(e) => panic!("sync: {e:?}"),
         }
-    }
-
-    /// True if the mounted image's durable view has a directory with no
-    /// links that holds entries (the second known bug).
-    fn orphan_dir_with_entries(&self) -> bool {
-        let Some(shadow) = base::durable_on(self.dev) else {
-            return false;
-        };
-        shadow.orphans().into_iter().any(|ino| {
-            shadow.inodes.get(&ino).is_some_and(|m| m.kind == Kind::Dir)
-                && shadow.entries.keys().any(|(parent, _)| *parent == ino)
-        })
     }
 
     /// The highest generation of a superblock copy that decodes.

@@ -30,7 +30,7 @@ pub mod values;
 
 use arbitrary::Arbitrary;
 
-use check::{Checker, Mode};
+use check::Checker;
 use edit::{Mutation, MAX_MUTATIONS};
 use model::Model;
 
@@ -43,13 +43,8 @@ pub struct RecoveryInput {
 }
 
 /// Runs one input as the fuzz target does: panics if the engine does, or
-/// if a check fails, except for the known bug [`Mode::SkipKnown`] names.
+/// if a check fails.
 pub fn run(input: &RecoveryInput) {
-    run_with(input, Mode::SkipKnown);
-}
-
-/// Runs one input, treating failures as `mode` says.
-pub fn run_with(input: &RecoveryInput, mode: Mode) {
     let base = base::base();
     let muts = &input.mutations[..input.mutations.len().min(MAX_MUTATIONS)];
     let mut model = Model::new(base);
@@ -63,5 +58,5 @@ pub fn run_with(input: &RecoveryInput, mode: Mode) {
         .collect();
     let dev = base::fresh_device();
     model.write(&dev, &raw);
-    Checker::new(&dev, model.offsets(), mode).verify();
+    Checker::new(&dev, model.offsets()).verify();
 }
