@@ -91,7 +91,8 @@ const AFTER_HELP: &str = "Every job option is also a job-file key (`--rw randrea
 `rw=randread`). Options before the first --name apply to every job, including those of a job \
 file or preset; each --name starts a job of its own. Sizes take fio's suffixes: k, m, g, t, p, \
 optionally followed by i, b or ib, in any case, all powers of 1024 (`4k`, `1.5g`, `2MiB`). \
-Times are seconds, or a number with us, ms, s, m, h or d (`500ms`, `2m`). An unknown key or a \
+Times are seconds, or a number with us, ms, s, m, h or d (`500ms`, `2m`). Flags are given bare \
+or with `=0`/`=1` (`--stonewall`, `--cold=1`). An unknown key or a \
 value out of range is an error, never ignored or clamped. Sizes, caches and thread counts beyond \
 the machine (memory, disk, device queues) are refused before anything is allocated or created.";
 
@@ -171,45 +172,79 @@ impl clap::Args for Args {
 struct Plan {
     jobs: Vec<Job>,
     compare: bool,
-    extra: Vec<Engine>,
+    /// For each job, the engines its preset adds.
+    extra: Vec<&'static [Engine]>,
     seeds: Vec<Seed>,
+}
+
+/// The jobs of `presets`, each with the engines its preset adds. Without
+/// direct I/O in this build, a preset's direct jobs are left out, and
+/// said so; a direct job someone wrote is refused (`direct::check`).
+fn preset_jobs(presets: &[&'static Preset]) -> Result<Vec<(Job, &'static [Engine])>, String> {
+    let mut out = Vec::new();
+    let mut left_out = Vec::new();
+    for p in presets {
+        for job in presets::jobs(&[p])? {
+            if job.direct && !direct::AVAILABLE {
+                left_out.push(job.name);
+            } else {
+                out.push((job, p.extra));
+            }
+        }
+    }
+    if !left_out.is_empty() {
+        eprintln!(
+            "pollfs: left out of the preset: {} (direct=1: this build's engine has no direct I/O)",
+            left_out.join(", ")
+        );
+    }
+    Ok(out)
 }
 
 /// The jobs the arguments ask for.
 fn plan(args: &Args) -> Result<Plan, String> {
     let f = &args.fixed;
-    let mut chosen: Vec<&Preset> = Vec::new();
-    let listed = match (&f.job_file, &f.preset) {
+    let mut chosen: Vec<&'static Preset> = Vec::new();
+    let mut tagged = None;
+    match (&f.job_file, &f.preset) {
         (Some(_), Some(_)) => return Err("give a job file or --preset, not both".into()),
         (Some(path), None) => {
             let text =
                 std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            Some(
-                jobfile::parse(&text, &Job::default())
-                    .map_err(|e| format!("{}: {e}", path.display()))?,
-            )
+            let jobs = jobfile::parse(&text, &Job::default())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            tagged = Some(jobs.into_iter().map(|j| (j, &[][..])).collect());
         }
         (None, Some(name)) => {
             chosen = presets::find(name).ok_or_else(|| {
                 format!("no preset '{name}' (have: {})", presets::names().join(", "))
             })?;
-            Some(presets::jobs(&chosen)?)
+            tagged = Some(preset_jobs(&chosen)?);
         }
-        (None, None) => None,
+        (None, None) => {}
+    }
+    let (listed, mut extra): (Option<Vec<Job>>, Vec<&'static [Engine]>) = match tagged {
+        Some(t) => {
+            let (jobs, extra): (Vec<Job>, Vec<_>) = t.into_iter().unzip();
+            (Some(jobs), extra)
+        }
+        None => (None, Vec::new()),
     };
     let jobs = match jobfile::assemble(listed, &args.settings)? {
         Some(jobs) => jobs,
         None => {
             chosen = presets::find("default").unwrap_or_default();
-            presets::jobs(&chosen)?
+            let (jobs, e): (Vec<Job>, Vec<_>) = preset_jobs(&chosen)?.into_iter().unzip();
+            extra = e;
+            // The suite's settings are its own: nothing to apply.
+            for job in &jobs {
+                job.validate()?;
+            }
+            jobs
         }
     };
-    let mut extra = Vec::new();
-    for e in chosen.iter().flat_map(|p| p.extra) {
-        if !extra.contains(e) {
-            extra.push(*e);
-        }
-    }
+    // Jobs named on the command line add no engine.
+    extra.resize(jobs.len(), &[]);
     Ok(Plan {
         jobs,
         compare: f.compare || chosen.iter().any(|p| p.compare),
@@ -262,13 +297,21 @@ fn prepare_file(
     }
 }
 
-/// The engines that run `phase`.
-fn engines(phase: &Phase<'_>, plan: &Plan) -> Vec<Engine> {
+/// The engines that run `phase`, whose first job is the `first`th.
+fn engines(phase: &Phase<'_>, plan: &Plan, first: usize) -> Vec<Engine> {
     let mut v = vec![Engine::Pollfs];
     if plan.compare {
         v.push(Engine::PollfsLocked);
     }
-    v.extend(&plan.extra);
+    for e in plan.extra[first..first + phase.jobs.len()]
+        .iter()
+        .copied()
+        .flatten()
+    {
+        if !v.contains(e) {
+            v.push(*e);
+        }
+    }
     if plan.compare {
         v.push(Engine::Kernel);
         if phase.cached_reads_only() {
@@ -307,7 +350,7 @@ pub fn run(args: &Args) -> Result<(), String> {
     let mut samples: Vec<Vec<sample::Sample>> = plan.jobs.iter().map(|_| Vec::new()).collect();
     let mut first = 0;
     for phase in &phases {
-        for engine in engines(phase, &plan) {
+        for engine in engines(phase, &plan, first) {
             let got = match engine {
                 Engine::Kernel => baseline::kernel(phase, &kernel_dir, &progress)?,
                 Engine::Memcpy => baseline::memcpy(phase, &progress)?,
@@ -349,4 +392,72 @@ pub fn run(args: &Args) -> Result<(), String> {
         file.keep();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Args as _;
+
+    use super::*;
+
+    fn command() -> clap::Command {
+        Args::augment_args(clap::Command::new("bench"))
+    }
+
+    #[test]
+    fn every_key_is_an_option_and_every_preset_is_named_in_the_help() {
+        let cmd = command();
+        for key in job::KEYS {
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_id() == key.name)
+                .unwrap_or_else(|| panic!("no --{}", key.name));
+            assert!(arg.get_help().is_some());
+        }
+        let preset = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "preset")
+            .and_then(|a| a.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        for name in presets::names() {
+            assert!(preset.contains(name), "--preset help lacks {name}");
+        }
+    }
+
+    #[test]
+    fn options_keep_their_order_and_flags_take_no_value() {
+        let m = command()
+            .try_get_matches_from([
+                "bench",
+                "--runtime=1",
+                "--name",
+                "a",
+                "--stonewall",
+                "--bs",
+                "8k",
+                "--name=b",
+                "--cold=0",
+                "job.fio",
+            ])
+            .unwrap();
+        let args = Args::from_arg_matches(&m).unwrap();
+        let got: Vec<(&str, &str)> = args
+            .settings
+            .iter()
+            .map(|s| (s.key.as_str(), s.value.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("runtime", "1"),
+                ("name", "a"),
+                ("stonewall", "1"),
+                ("bs", "8k"),
+                ("name", "b"),
+                ("cold", "0")
+            ]
+        );
+        assert_eq!(args.fixed.job_file, Some(PathBuf::from("job.fio")));
+    }
 }

@@ -150,9 +150,15 @@ pub fn render(device: &str, results: &[JobResult], seed_list: &[Seed]) -> String
         let j = &r.job;
         let _ = writeln!(o);
         let _ = writeln!(o, "{} (groupid={}): {}", j.name, r.group, describe(j));
+        // Wide enough for every engine's name, with " syncs" after it.
+        let w = r
+            .samples
+            .iter()
+            .map(|s| s.engine.len() + if s.syncs() > 0 { 6 } else { 0 })
+            .fold(20, usize::max);
         let _ = writeln!(
             o,
-            "  {:<20} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
+            "  {:<w$} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>8}",
             "engine",
             "IOPS",
             "MiB/s",
@@ -170,7 +176,7 @@ pub fn render(device: &str, results: &[JobResult], seed_list: &[Seed]) -> String
             let l = &s.latency;
             let _ = writeln!(
                 o,
-                "  {:<20} {:>9} {:>9.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.1} {:>7.2}x",
+                "  {:<w$} {:>9} {:>9.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.1} {:>7.2}x",
                 s.engine,
                 si(s.iops),
                 s.mib_s,
@@ -187,7 +193,7 @@ pub fn render(device: &str, results: &[JobResult], seed_list: &[Seed]) -> String
             let l = &s.sync.lat;
             let _ = writeln!(
                 o,
-                "  {:<20} {:>9} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.1}",
+                "  {:<w$} {:>9} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.1}",
                 format!("{} syncs", s.engine),
                 si(s.sync.iops),
                 "",
