@@ -208,3 +208,45 @@ fn job_file_errors_name_the_file_line_and_key() {
     let (ok, _, err) = pollfs(&["bench", "--rw", "randread", "--name", "a", "--name", "a"]);
     assert!(!ok && err.contains("two jobs named 'a'"), "{err}");
 }
+
+#[test]
+fn direct_jobs_reach_the_device_at_every_depth() {
+    let v = run_json(&[
+        "bench",
+        "--size=4m",
+        "--cache=1m",
+        "--runtime=30s",
+        "--direct=1",
+        "--name=qd1",
+        "--rw=randread",
+        "--number_ios=300",
+        "--name=qd8",
+        "--stonewall",
+        "--rw=randread",
+        "--iodepth=8",
+        "--number_ios=400",
+        "--name=writes",
+        "--stonewall",
+        "--rw=randwrite",
+        "--bs=8k",
+        "--iodepth=4",
+        "--number_ios=200",
+        "--json",
+    ]);
+    for (job, ios) in [("qd1", 300), ("qd8", 400)] {
+        let j = entry(&v, job);
+        assert_eq!(u(&j["read"]["total_ios"]), ios);
+        let c = &j["pollfs"]["counters"];
+        // Every read went to the device: the files were filled through the
+        // cache and dropped from it before the run.
+        assert!(u(&c["dev_reads"]) >= ios, "{job}: {c}");
+        assert_eq!(u(&c["dev_read_bytes"]), ios * 4096, "{job}: {c}");
+    }
+    let w = entry(&v, "writes");
+    assert_eq!(u(&w["write"]["total_ios"]), 200);
+    let c = &w["pollfs"]["counters"];
+    assert!(u(&c["dev_write_bytes"]) >= 200 * 8192, "{c}");
+    // An unaligned direct job is refused before anything runs.
+    let (ok, _, err) = pollfs(&["bench", "--direct=1", "--offset=512"]);
+    assert!(!ok && err.contains("offset=512"), "{err}");
+}

@@ -68,14 +68,15 @@ fn err(e: pollfs_core::Error) -> String {
     e.to_string()
 }
 
-/// Creates and fills the phase's files: the cold ones first, then the
-/// cache is dropped, then the warm ones (which stay cached).
+/// Creates and fills the phase's files: the cold ones (and those a
+/// direct job uses) first, then the cache is dropped, then the warm ones
+/// (which stay cached).
 fn fill<D: BlockDevice>(fs: &Fs<D>, phase: &Phase<'_>) -> Result<(), String> {
     let s = fs.session().map_err(err)?;
     let chunk = vec![0x5au8; 1 << 20];
     let write = |cold: bool| -> Result<bool, String> {
         let mut any = false;
-        for spec in phase.files.iter().filter(|f| f.cold == cold) {
+        for spec in phase.files.iter().filter(|f| (f.cold || f.direct) == cold) {
             let f = fs.create(&spec.name).map_err(err)?;
             let mut off = 0;
             while off < spec.len {

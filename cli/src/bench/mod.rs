@@ -177,26 +177,11 @@ struct Plan {
     seeds: Vec<Seed>,
 }
 
-/// The jobs of `presets`, each with the engines its preset adds. Without
-/// direct I/O in this build, a preset's direct jobs are left out, and
-/// said so; a direct job someone wrote is refused (`direct::check`).
+/// The jobs of `presets`, each with the engines its preset adds.
 fn preset_jobs(presets: &[&'static Preset]) -> Result<Vec<(Job, &'static [Engine])>, String> {
     let mut out = Vec::new();
-    let mut left_out = Vec::new();
     for p in presets {
-        for job in presets::jobs(&[p])? {
-            if job.direct && !direct::AVAILABLE {
-                left_out.push(job.name);
-            } else {
-                out.push((job, p.extra));
-            }
-        }
-    }
-    if !left_out.is_empty() {
-        eprintln!(
-            "pollfs: left out of the preset: {} (direct=1: this build's engine has no direct I/O)",
-            left_out.join(", ")
-        );
+        out.extend(presets::jobs(&[p])?.into_iter().map(|j| (j, p.extra)));
     }
     Ok(out)
 }
@@ -333,9 +318,6 @@ pub fn run(args: &Args) -> Result<(), String> {
     let memory = crate::host::memory();
     for phase in &phases {
         limits::check(phase, &device, memory, baselines_dir)?;
-    }
-    if plan.jobs.iter().any(|j| j.direct) {
-        direct::check()?;
     }
     // Dropped on any early return below: a file created here goes again.
     let created = match &device {

@@ -24,6 +24,9 @@ pub struct FileSpec {
     pub cold: bool,
     /// Start empty.
     pub append: bool,
+    /// A direct job uses it: it starts out of the cache, or direct reads
+    /// would be served from the pages filling it left behind.
+    pub direct: bool,
 }
 
 /// Jobs that run at the same time, and their files.
@@ -86,6 +89,7 @@ impl<'a> Phase<'a> {
                     len: if j.append { 0 } else { j.file_len() },
                     cold: j.cold,
                     append: j.append,
+                    direct: j.direct,
                 };
                 let at = match files.iter().position(|f| f.name == name) {
                     Some(at) => {
@@ -98,6 +102,7 @@ impl<'a> Phase<'a> {
                             ));
                         }
                         f.len = f.len.max(spec.len);
+                        f.direct |= spec.direct;
                         at
                     }
                     None => {
