@@ -54,7 +54,6 @@ impl KernelFiles {
             buffered: Vec::new(),
             direct: Vec::new(),
         };
-        let chunk = vec![0x5au8; 1 << 20];
         for spec in &phase.files {
             let path = dir.join(format!("pollfs-bench-{}-{}", std::process::id(), spec.name));
             files.paths.push(path.clone());
@@ -65,13 +64,7 @@ impl KernelFiles {
                 .truncate(true)
                 .open(&path)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
-            let mut off = 0;
-            while off < spec.len {
-                let n = chunk.len().min((spec.len - off) as usize);
-                file.write_all_at(&chunk[..n], off)
-                    .map_err(|e| e.to_string())?;
-                off += n as u64;
-            }
+            spec.fill(|bytes, off| file.write_all_at(bytes, off).map_err(|e| e.to_string()))?;
             if spec.cold {
                 file.sync_all().map_err(|e| e.to_string())?;
             }

@@ -73,17 +73,11 @@ fn err(e: pollfs_core::Error) -> String {
 /// (which stay cached).
 fn fill<D: BlockDevice>(fs: &Fs<D>, phase: &Phase<'_>) -> Result<(), String> {
     let s = fs.session().map_err(err)?;
-    let chunk = vec![0x5au8; 1 << 20];
     let write = |cold: bool| -> Result<bool, String> {
         let mut any = false;
         for spec in phase.files.iter().filter(|f| (f.cold || f.direct) == cold) {
             let f = fs.create(&spec.name).map_err(err)?;
-            let mut off = 0;
-            while off < spec.len {
-                let n = chunk.len().min((spec.len - off) as usize);
-                s.write_all_at(&f, &chunk[..n], off).map_err(err)?;
-                off += n as u64;
-            }
+            spec.fill(|bytes, off| s.write_all_at(&f, bytes, off).map_err(err))?;
             s.sync_data(&f).map_err(err)?;
             any = true;
         }

@@ -464,6 +464,21 @@ impl Job {
     }
 }
 
+/// A validated job from `(key, value)` settings, for tests.
+#[cfg(test)]
+pub fn test_job(settings: &[(&str, &str)]) -> Job {
+    let mut j = Job::default();
+    for (k, v) in settings {
+        if let Err(e) = j.set(k, v) {
+            panic!("{k}={v}: {e}");
+        }
+    }
+    if let Err(e) = j.validate() {
+        panic!("{e}");
+    }
+    j
+}
+
 #[cfg(test)]
 #[path = "job_tests.rs"]
 mod tests;

@@ -204,14 +204,7 @@ mod tests {
     use super::*;
     use crate::bench::job::Job;
 
-    fn job(settings: &[(&str, &str)]) -> Job {
-        let mut j = Job::default();
-        for (k, v) in settings {
-            j.set(k, v).unwrap();
-        }
-        j.validate().unwrap();
-        j
-    }
+    use crate::bench::job::test_job as job;
 
     fn check(
         j: &Job,

@@ -29,6 +29,24 @@ pub struct FileSpec {
     pub direct: bool,
 }
 
+impl FileSpec {
+    /// Calls `write(bytes, offset)` over the file's length in 1 MiB
+    /// pieces of the fill pattern: how every engine fills its files.
+    pub fn fill(
+        &self,
+        mut write: impl FnMut(&[u8], u64) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let chunk = vec![0x5au8; 1 << 20];
+        let mut off = 0;
+        while off < self.len {
+            let n = chunk.len().min((self.len - off) as usize);
+            write(&chunk[..n], off)?;
+            off += n as u64;
+        }
+        Ok(())
+    }
+}
+
 /// Jobs that run at the same time, and their files.
 #[derive(Clone, Debug)]
 pub struct Phase<'a> {

@@ -177,36 +177,23 @@ fsync=1
 offset=16m
 ";
 
+/// A preset with no seed and no extra engine.
+const fn plain(name: &'static str, text: &'static str, compare: bool) -> Preset {
+    Preset {
+        name,
+        text,
+        compare,
+        extra: &[],
+        seed: None,
+    }
+}
+
 /// Every preset.
 pub const PRESETS: &[Preset] = &[
-    Preset {
-        name: "default",
-        text: DEFAULT,
-        compare: true,
-        extra: &[],
-        seed: None,
-    },
-    Preset {
-        name: "reads",
-        text: READS,
-        compare: false,
-        extra: &[],
-        seed: None,
-    },
-    Preset {
-        name: "writes",
-        text: WRITES,
-        compare: false,
-        extra: &[],
-        seed: None,
-    },
-    Preset {
-        name: "quick",
-        text: QUICK,
-        compare: false,
-        extra: &[],
-        seed: None,
-    },
+    plain("default", DEFAULT, true),
+    plain("reads", READS, false),
+    plain("writes", WRITES, false),
+    plain("quick", QUICK, false),
     Preset {
         name: "seed-xfs-reads",
         text: SEED_XFS,

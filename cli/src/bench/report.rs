@@ -172,31 +172,34 @@ pub fn render(device: &str, results: &[JobResult], seed_list: &[Seed]) -> String
         );
         let pollfs = r.get("pollfs").map_or(0.0, |s| s.iops);
         let us = |ns: u64| ns as f64 / 1000.0;
-        for s in &r.samples {
-            let l = &s.latency;
+        // One row per engine, then one per engine's syncs: the same
+        // latency columns, with the syncs' rate under IOPS.
+        let rows = r
+            .samples
+            .iter()
+            .map(|s| (s.engine.clone(), s, &s.latency, s.iops, true))
+            .chain(r.samples.iter().filter(|s| s.syncs() > 0).map(|s| {
+                (
+                    format!("{} syncs", s.engine),
+                    s,
+                    &s.sync.lat,
+                    s.sync.iops,
+                    false,
+                )
+            }));
+        for (label, s, l, rate, io) in rows {
+            let (mib, ratio) = if io {
+                (
+                    format!("{:.1}", s.mib_s),
+                    format!("{:.2}x", pollfs / s.iops.max(1e-9)),
+                )
+            } else {
+                (String::new(), String::new())
+            };
             let _ = writeln!(
                 o,
-                "  {:<w$} {:>9} {:>9.1} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.1} {:>7.2}x",
-                s.engine,
-                si(s.iops),
-                s.mib_s,
-                us(l.min),
-                l.mean / 1000.0,
-                l.us(50.0),
-                l.us(99.0),
-                l.us(99.9),
-                us(l.max),
-                pollfs / s.iops.max(1e-9)
-            );
-        }
-        for s in r.samples.iter().filter(|s| s.syncs() > 0) {
-            let l = &s.sync.lat;
-            let _ = writeln!(
-                o,
-                "  {:<w$} {:>9} {:>9} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.1}",
-                format!("{} syncs", s.engine),
-                si(s.sync.iops),
-                "",
+                "  {label:<w$} {:>9} {mib:>9} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.1} {ratio:>8}",
+                si(rate),
                 us(l.min),
                 l.mean / 1000.0,
                 l.us(50.0),

@@ -110,14 +110,7 @@ impl Picker {
 mod tests {
     use super::*;
 
-    fn job(settings: &[(&str, &str)]) -> Job {
-        let mut j = Job::default();
-        for (k, v) in settings {
-            j.set(k, v).unwrap();
-        }
-        j.validate().unwrap();
-        j
-    }
+    use crate::bench::job::test_job as job;
 
     #[test]
     fn offsets_stay_in_the_jobs_region_and_mixes_follow_rwmixread() {
