@@ -3,8 +3,8 @@
 //! `bench` and `tools` (mkfs, fsck) are the commands that write devices;
 //! before writing they go through `devfile` (what is at a `file:` path),
 //! `signature` (what a device holds) and `host` (what the machine can
-//! give). `units` parses every size and time. `sys` holds the one system
-//! call the standard library lacks, and is the only unsafe code here.
+//! give). `units` parses every size and time. `sys` holds the system
+//! callss the standard library lacks, and is the only unsafe code here.
 #![deny(unsafe_code)]
 
 mod bench;
