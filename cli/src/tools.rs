@@ -177,11 +177,13 @@ fn print_report(what: &str, report: &pollfs_core::persist::CheckReport) {
         println!("{what}: PROBLEM: {p}");
     }
     println!(
-        "{what}: {} files, {} data blocks in use, {} checkpoint blocks, {} log writes replayed, {} problems",
+        "{what}: {} files, {} data blocks in use, {} checkpoint blocks, {} log writes replayed, \
+         {} pages of data in the log, {} problems",
         report.files,
         report.blocks_used,
         report.checkpoint_blocks,
         report.log_writes,
+        report.data_pages,
         report.problems.len()
     );
 }

@@ -60,10 +60,17 @@ fn json_output_has_fios_fields_and_counts_syncs() {
     // still be running when the time is up).
     assert!(syncs == writes || syncs + 1 == writes, "{writes} {syncs}");
     assert_eq!(j["read"]["total_ios"], 0);
-    // Overwrites inside EOF: each sync is data writes plus one flush.
+    // Overwrites inside EOF: a sync puts the page in its log write, with
+    // no flush; once the log's share for data is used up, a sync writes
+    // the logged pages to their blocks, flushes, and logs that.
     let counters = &j["pollfs"]["counters"];
-    assert_eq!(counters["dev_flushes"].as_u64().unwrap(), syncs);
-    assert_eq!(counters["log_writes"].as_u64().unwrap(), 0);
+    let logs = counters["log_writes"].as_u64().unwrap();
+    let flushes = counters["dev_flushes"].as_u64().unwrap();
+    assert!(
+        logs <= syncs && logs * 4 > syncs * 3,
+        "{logs} log writes, {syncs} syncs"
+    );
+    assert!(flushes * 4 < syncs, "{flushes} flushes, {syncs} syncs");
 }
 
 #[test]

@@ -62,6 +62,8 @@ impl<T: Transport> NvmeDevice<T> {
             capacity: ns.nsze,
             max_transfer: max_transfer / MPS as u32 * MPS as u32,
             queue_depth: u32::from(info.io_entries) - 1,
+            // Force Unit Access is part of every NVMe Write command.
+            fua: true,
         };
         geometry
             .validate()

@@ -35,6 +35,8 @@ pub enum Event {
 pub struct RecordingDevice {
     inner: RamDevice,
     events: Arc<Mutex<Vec<Event>>>,
+    /// Whether the device offers FUA (see [`RecordingDevice::without_fua`]).
+    fua: bool,
 }
 
 impl RecordingDevice {
@@ -43,6 +45,15 @@ impl RecordingDevice {
         RecordingDevice {
             inner,
             events: Arc::default(),
+            fua: true,
+        }
+    }
+    /// Records on top of `inner`, reporting no FUA: a write asking for it
+    /// is refused, so the engine must follow durable writes with flushes.
+    pub fn without_fua(inner: RamDevice) -> RecordingDevice {
+        RecordingDevice {
+            fua: false,
+            ..RecordingDevice::new(inner)
         }
     }
     /// Events so far.
@@ -65,12 +76,16 @@ pub struct RecordingQueue {
     inner: RamQueue,
     dev: RamDevice,
     events: Arc<Mutex<Vec<Event>>>,
+    fua: bool,
 }
 
 impl DeviceQueue for RecordingQueue {
     fn submit(&mut self, cmd: &Command<'_>) -> Result<Tag, DevError> {
         let g = self.dev.geometry();
         let bs = u64::from(g.block_size);
+        if matches!(*cmd, Command::Write { fua: true, .. }) && !self.fua {
+            return Err(DevError::InvalidRequest);
+        }
         let event = match *cmd {
             Command::Write { lba, frames, fua } if cmd.validate(&g).is_ok() => {
                 let mut data = vec![0u8; frames.len() * PAGE_SIZE];
@@ -115,7 +130,10 @@ impl BlockDevice for RecordingDevice {
     type Queue = RecordingQueue;
     type Frames = RamFrames;
     fn geometry(&self) -> Geometry {
-        self.inner.geometry()
+        Geometry {
+            fua: self.fua,
+            ..self.inner.geometry()
+        }
     }
     fn frames(&self) -> &RamFrames {
         self.inner.frames()
@@ -125,6 +143,7 @@ impl BlockDevice for RecordingDevice {
             inner: self.inner.open_queue()?,
             dev: self.inner.clone(),
             events: self.events.clone(),
+            fua: self.fua,
         })
     }
 }

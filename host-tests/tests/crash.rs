@@ -77,13 +77,19 @@ struct Run {
     refused: usize,
 }
 
-fn run_workload(ops: &[Op]) -> Run {
+/// Runs `ops` on a device with FUA, or without (`fua` false: every
+/// durable write is followed by a flush).
+fn run_workload(ops: &[Op], fua: bool) -> Run {
     let ram = RamDevice::new(DEV_BYTES, 4096, FRAMES).unwrap();
     let mut base = vec![0u8; DEV_BYTES as usize];
     // Format outside the recording: crashes during mkfs are not the point.
     drop(Fs::format(ram.clone(), config(CACHE), 0xC0FFEE).unwrap());
     ram.read_raw(0, &mut base);
-    let dev = RecordingDevice::new(ram);
+    let dev = if fua {
+        RecordingDevice::new(ram)
+    } else {
+        RecordingDevice::without_fua(ram)
+    };
     let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
     let mut files: Vec<ModelFile> = Vec::new();
     let mut syncs = Vec::new();
@@ -358,6 +364,8 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
                 || matches!(run.events[i - 1], Event::Write { .. } | Event::Flush)
         })
         .collect();
+    // Crash images with logged data whose own recovery is crashed too.
+    let mut recoveries = 0;
     for at in boundaries {
         for (desc, image) in crash_images(&run.base, &run.events, at, &mut rng) {
             let ctx = format!("{label}: {desc}");
@@ -365,7 +373,12 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
             // way: it touched its files.
             let in_flight = desc.contains("during");
             let dev = device_from(&image, FRAMES);
+            let logged = recoveries < RECOVERY_CRASHES && data_pages(&dev) > 0;
             let state = read_state(&dev, &ctx);
+            if logged {
+                recoveries += 1;
+                checked += recovery_survives_crashes(&image, &state, &mut rng, &ctx);
+            }
             // Fully synced files untouched since their last completed sync.
             let mut last: BTreeMap<usize, &Synced> = BTreeMap::new();
             for s in run.syncs.iter().filter(|s| s.done_at <= at) {
@@ -437,6 +450,50 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
                 "{ctx}: a second recovery differs"
             );
             keeps_working(&image, &state, &ctx);
+            checked += 1;
+        }
+    }
+    checked
+}
+
+/// Crash images per run whose recovery is crashed at every point.
+const RECOVERY_CRASHES: usize = 3;
+
+/// Pages of logged data fsck finds on `dev`.
+fn data_pages(dev: &RamDevice) -> usize {
+    pollfs_core::persist::check(
+        dev,
+        pollfs_core::hosted::monotonic_clock,
+        std::thread::yield_now,
+    )
+    .map_or(0, |r| r.data_pages)
+}
+
+/// Mount writes logged data to its blocks and checkpoints it away: a
+/// crash at any point of that, and a mount of what it left, must give
+/// the same files (replaying logged data is idempotent, and never writes
+/// it over what came after). Returns the states checked.
+fn recovery_survives_crashes(
+    image: &[u8],
+    expect: &BTreeMap<String, Vec<u8>>,
+    rng: &mut Rng,
+    ctx: &str,
+) -> usize {
+    let dev = RecordingDevice::new(device_from(image, FRAMES));
+    drop(Fs::mount(dev.clone(), config(CACHE)).unwrap());
+    let events = dev.events();
+    assert!(
+        events.iter().any(|e| matches!(e, Event::Write { .. })),
+        "{ctx}: recovery of logged data wrote nothing"
+    );
+    let mut checked = 0;
+    for at in 0..=events.len() {
+        for (desc, img) in crash_images(image, &events, at, rng) {
+            let again = read_state(&device_from(&img, FRAMES), ctx);
+            assert_eq!(
+                &again, expect,
+                "{ctx}: a crash during recovery ({desc}) changed the files"
+            );
             checked += 1;
         }
     }
@@ -599,7 +656,8 @@ fn until_full(seed: u64) -> Vec<Op> {
 fn generated_workloads_survive_every_crash_point() {
     let mut total = 0;
     for seed in 0..workloads() {
-        let run = run_workload(&generated(seed, 40));
+        // One seed in three on a device without FUA.
+        let run = run_workload(&generated(seed, 40), seed % 3 != 2);
         total += check_run(&run, seed, &format!("seed {seed}"));
     }
     println!("crash states checked: {total}");
@@ -610,7 +668,7 @@ fn generated_workloads_survive_every_crash_point() {
 fn running_out_of_space_survives_every_crash_point() {
     let mut total = 0;
     for seed in 0..2 {
-        let run = run_workload(&until_full(seed));
+        let run = run_workload(&until_full(seed), seed % 2 == 0);
         assert!(run.refused > 0, "seed {seed}: the device never filled up");
         total += check_run(&run, seed, &format!("until-full seed {seed}"));
     }
@@ -679,11 +737,54 @@ fn known_bug_classes_survive_every_crash_point() {
                 SyncAll(0),
             ],
         ),
+        (
+            "a logged page overwritten in place and synced",
+            vec![
+                Create(0),
+                Write(0, 0, 4096),
+                SyncData(0),
+                Write(0, 0, 40_000),
+                SyncData(0),
+                Write(0, 8192, 100),
+                SyncData(0),
+            ],
+        ),
+        (
+            "a logged page punched, its block reused, then synced",
+            vec![
+                Create(0),
+                Write(0, 0, 40_000),
+                SyncAll(0),
+                Write(0, 4096, 4096),
+                SyncData(0),
+                Punch(0, 4096, 4096),
+                SyncData(0),
+                Write(0, 4096, 4096),
+                SyncData(0),
+                Write(0, 0, 40_000),
+                SyncData(0),
+            ],
+        ),
+        (
+            "logged appends, then a truncate below them and an extend",
+            vec![
+                Create(0),
+                Write(0, 0, 3000),
+                SyncData(0),
+                Write(0, 3000, 3000),
+                SyncAll(0),
+                SetLen(0, 1000),
+                SetLen(0, 9000),
+                SyncData(0),
+            ],
+        ),
     ];
     let mut total = 0;
     for (i, (name, ops)) in cases.iter().enumerate() {
-        let run = run_workload(ops);
-        total += check_run(&run, i as u64, name);
+        for fua in [true, false] {
+            let run = run_workload(ops, fua);
+            total += check_run(&run, i as u64, &format!("{name} (fua {fua})"));
+        }
     }
     println!("crash states checked: {total}");
 }

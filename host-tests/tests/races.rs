@@ -169,6 +169,19 @@ fn sync_seeds_pass() {
 /// Sync-heavy seeds every default run covers.
 const SYNC_SEEDS: u64 = 300;
 
+/// Lists failing sync-heavy seeds (a survey): `POLLFS_SYNC_SURVEY=<n>`.
+#[test]
+fn sync_survey() {
+    let Ok(n) = std::env::var("POLLFS_SYNC_SURVEY") else {
+        return;
+    };
+    for seed in 0..n.parse::<u64>().expect("a number") {
+        if let Err(f) = sched::run_sync_seed(seed, Options::default()) {
+            println!("sync seed {seed}: {}", f.message);
+        }
+    }
+}
+
 /// Namespace seeds: renames, unlinks, creates and lookups of the files'
 /// names racing writes, reads and syncs through open handles.
 #[test]

@@ -26,6 +26,9 @@ pub enum Engine {
     PollfsLocked,
     /// pollfs with readahead off.
     PollfsNoReadahead,
+    /// pollfs writing every synced page to its block before the commit
+    /// (no data in the log): how syncs were made before.
+    PollfsInPlaceSync,
     /// The kernel: pread/pwrite/fsync on files in a directory.
     Kernel,
     /// Copies out of memory: what any cached read must at least do.
@@ -40,6 +43,7 @@ impl Engine {
             Engine::Pollfs => "pollfs",
             Engine::PollfsLocked => "pollfs-locked",
             Engine::PollfsNoReadahead => "pollfs-no-readahead",
+            Engine::PollfsInPlaceSync => "pollfs-in-place-sync",
             Engine::Kernel => "kernel",
             Engine::Memcpy => "memcpy",
         }
@@ -109,6 +113,11 @@ pub fn pollfs<D: BlockDevice>(
             0
         } else {
             hosted.readahead_pages
+        },
+        log_data_pages: if engine == Engine::PollfsInPlaceSync {
+            0
+        } else {
+            hosted.log_data_pages
         },
         ..hosted
     };

@@ -49,8 +49,9 @@ pub struct Fixed {
     /// unless `stonewall`.
     job_file: Option<PathBuf>,
     /// A named preset instead of a job file: default, reads, writes,
-    /// quick, seed-xfs-reads, seed-btrfs-readahead, seed-btrfs-fsync, or
-    /// seeds (the three seed presets).
+    /// quick, syncs (small syncs with their data in the log against
+    /// pollfs-in-place-sync), seed-xfs-reads, seed-btrfs-readahead,
+    /// seed-btrfs-fsync, or seeds (the three seed presets).
     #[arg(long)]
     preset: Option<String>,
     /// Device: `emu` (NVMe controller emulated in memory, driven by the real

@@ -177,6 +177,29 @@ fsync=1
 offset=16m
 ";
 
+/// The fsync workloads of the peer table (`just vm-peers`): 4 KiB, an
+/// overwrite inside EOF with fdatasync, an append with fdatasync, an
+/// append with fsync; pollfs against itself with every synced page
+/// written to its block first.
+const SYNCS: &str = "\
+; Small syncs: the data in the log write, against the data in place first.
+[global]
+stonewall
+bs=4k
+size=16m
+[overwrite-fdatasync]
+rw=randwrite
+fdatasync=1
+[append-fdatasync]
+rw=write
+append=1
+fdatasync=1
+[append-fsync]
+rw=write
+append=1
+fsync=1
+";
+
 /// A preset with no seed and no extra engine.
 const fn plain(name: &'static str, text: &'static str, compare: bool) -> Preset {
     Preset {
@@ -194,6 +217,13 @@ pub const PRESETS: &[Preset] = &[
     plain("reads", READS, false),
     plain("writes", WRITES, false),
     plain("quick", QUICK, false),
+    Preset {
+        name: "syncs",
+        text: SYNCS,
+        compare: false,
+        extra: &[Engine::PollfsInPlaceSync],
+        seed: None,
+    },
     Preset {
         name: "seed-xfs-reads",
         text: SEED_XFS,

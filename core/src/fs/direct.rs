@@ -140,6 +140,10 @@ impl<D: BlockDevice> Session<D> {
         }
         let pages: usize = runs.iter().map(|r| r.pages.len()).sum();
         self.counters.add(Counter::direct_pages, pages as u64);
+        if write {
+            // Even a failed write may have reached some blocks.
+            self.fs.unflushed.fetch_add(1, Ordering::AcqRel);
+        }
         match first_err {
             Some(e) => Err(e.into()),
             None => Ok(()),

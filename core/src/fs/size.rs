@@ -299,6 +299,7 @@ impl<D: BlockDevice> Session<D> {
             self.release_held(inode, page);
             return Err(e.into());
         }
+        let index = cache.index_of(slot);
         let dirtied = match page {
             HeldPage::Pinned(slot) => cache.unpin(slot, true),
             HeldPage::Filling(index, slot) => {
@@ -306,7 +307,9 @@ impl<D: BlockDevice> Session<D> {
             }
         };
         if dirtied {
-            inode.dirty_inc(cache.index_of(slot));
+            inode.dirty_inc(index);
+        } else {
+            inode.changed(index);
         }
         Ok(())
     }

@@ -138,6 +138,10 @@ pub const TAG_RENAME: u8 = 4;
 pub const TAG_FREE: u8 = 5;
 /// See [`TAG_INODE`].
 pub const TAG_IMAGE_END: u8 = 6;
+/// See [`TAG_INODE`].
+pub const TAG_DATA: u8 = 7;
+/// See [`TAG_INODE`].
+pub const TAG_HOME: u8 = 8;
 
 /// Inode kind codes, as [`Record::encode`] writes them.
 pub const KIND_FILE: u8 = 1;
@@ -211,6 +215,12 @@ pub struct Rec {
     pub extents: Vec<[u64; 3]>,
     /// Link target (a symbolic link).
     pub target: Text,
+    /// The page (Data, Home).
+    pub page: u64,
+    /// The page's device block (Data).
+    pub block: u64,
+    /// The page's bytes (Data; 4 KiB in a valid record).
+    pub bytes: Vec<u8>,
 }
 
 fn kind_code(k: Kind) -> u8 {
@@ -285,6 +295,25 @@ impl From<&Record> for Rec {
                 tag: TAG_IMAGE_END,
                 ..Rec::default()
             },
+            Record::Data {
+                ino,
+                page,
+                block,
+                bytes,
+            } => Rec {
+                tag: TAG_DATA,
+                ino: *ino,
+                page: *page,
+                block: *block,
+                bytes: bytes.clone(),
+                ..Rec::default()
+            },
+            Record::Home { ino, page } => Rec {
+                tag: TAG_HOME,
+                ino: *ino,
+                page: *page,
+                ..Rec::default()
+            },
         }
     }
 }
@@ -332,6 +361,16 @@ impl Rec {
                 e.u8(self.flags);
             }
             TAG_IMAGE_END => {}
+            TAG_DATA => {
+                e.u64(self.ino);
+                e.u64(self.page);
+                e.u64(self.block);
+                e.bytes(&self.bytes);
+            }
+            TAG_HOME => {
+                e.u64(self.ino);
+                e.u64(self.page);
+            }
             _ => e.u64(self.ino),
         }
     }
