@@ -22,6 +22,9 @@ pub enum ProtocolError {
     /// What the controller sent could not be read (PCIe: ring memory out
     /// of reach).
     Unreadable,
+    /// An NVMe/TCP connection failed, or its controller broke the
+    /// transport protocol; the connection is closed.
+    Tcp(crate::tcp::TcpError),
 }
 
 impl core::fmt::Display for ProtocolError {
@@ -33,6 +36,7 @@ impl core::fmt::Display for ProtocolError {
             ProtocolError::BadSqHead(h) => write!(f, "completion with an impossible SQ head {h}"),
             ProtocolError::WrongSqId(q) => write!(f, "completion from submission queue {q}"),
             ProtocolError::Unreadable => write!(f, "completion queue memory could not be read"),
+            ProtocolError::Tcp(e) => write!(f, "NVMe/TCP: {e}"),
         }
     }
 }
