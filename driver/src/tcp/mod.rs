@@ -22,8 +22,10 @@
 //!   reset, Keep Alive.
 //! - [`address`]: the `nvme-tcp://HOST:PORT/NQN?hdgst=1&ddgst=1` device
 //!   form.
+//! - `target` (feature `emu`): an NVMe/TCP target on loopback with faults
+//!   on demand, for tests.
 //!
-//! Everything but [`net`] is `no_std`.
+//! Everything but [`net`] and `target` is `no_std`.
 
 pub mod address;
 pub mod digest;
@@ -41,6 +43,8 @@ mod tests;
 
 #[cfg(feature = "std")]
 pub mod net;
+#[cfg(feature = "emu")]
+pub mod target;
 
 pub use address::TcpAddress;
 pub use error::TcpError;
