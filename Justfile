@@ -86,6 +86,14 @@ fuzz-nvme secs="300":
 fuzz-nvme-cmin:
     cd fuzz && cargo +nightly fuzz cmin nvme_completions corpus/nvme_completions && mkdir -p ../host-tests/tests/corpus/nvme_completions && cp corpus/nvme_completions/* ../host-tests/tests/corpus/nvme_completions/
 
+# Hostile byte streams into the NVMe/TCP initiator's receive path.
+fuzz-tcp secs="300":
+    mkdir -p fuzz/corpus/tcp_receive
+    cd fuzz && cargo +nightly fuzz run tcp_receive corpus/tcp_receive ../driver/tests/corpus/tcp_receive -- -max_total_time={{secs}} -timeout=10 -max_len=20000
+fuzz-tcp-cmin:
+    rm -rf fuzz/corpus/tcp_receive.min && mkdir -p fuzz/corpus/tcp_receive.min
+    cd fuzz && cargo +nightly fuzz run tcp_receive corpus/tcp_receive.min corpus/tcp_receive ../driver/tests/corpus/tcp_receive -- -merge=1 && cp corpus/tcp_receive.min/* ../driver/tests/corpus/tcp_receive/
+
 # A fuzz campaign on nightly: `just fuzz races 600`, `just fuzz nvme_completions 300`.
 fuzz TARGET="races" SECONDS="60":
     mkdir -p fuzz/corpus/{{TARGET}}

@@ -4,3 +4,4 @@
 
 pub mod input;
 pub mod nvme;
+pub mod tcp;
