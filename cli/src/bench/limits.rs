@@ -116,7 +116,9 @@ pub fn check(
         Some(limit) if job.numjobs > limit => {
             return Err(too_many_threads(job, limit, &device.to_string()))
         }
-        None if !matches!(device, Device::Vfio(_)) && job.numjobs > MAX_THREADS => {
+        None if !matches!(device, Device::Vfio(_) | Device::Tcp(_))
+            && job.numjobs > MAX_THREADS =>
+        {
             return Err(format!(
                 "{name}: numjobs={} is more than {MAX_THREADS}, the most threads the bench \
                  runs on {device}",

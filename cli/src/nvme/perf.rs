@@ -31,7 +31,8 @@ pub enum Workload {
 /// Arguments of `pollfs perf`.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct Args {
-    /// `emu` or `vfio:<pci-address>`.
+    /// `emu`, `vfio:<pci-address>` or `nvme-tcp://HOST:PORT/NQN`
+    /// (`?hdgst=1&ddgst=1` for digests).
     pub device: Target,
     /// Commands kept in flight per queue.
     #[arg(long, default_value_t = 32)]
@@ -376,6 +377,18 @@ mod tests {
     fn large_commands_beyond_mdts_work() {
         let mut a = args(Workload::Randwrite, 4, 1);
         a.io_size = 1 << 20;
+        let r = measure(&a).unwrap();
+        assert!(r.ios > 0);
+        assert_eq!(r.errors, 0);
+    }
+
+    #[test]
+    fn perf_over_nvme_tcp_completes_commands_without_errors() {
+        use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
+        let t = TestTarget::start(TargetConfig::default()).unwrap();
+        let mut a = args(Workload::Mix, 8, 2);
+        a.device = t.url(false, false).parse().unwrap();
+        a.io_size = 16384;
         let r = measure(&a).unwrap();
         assert!(r.ios > 0);
         assert_eq!(r.errors, 0);
