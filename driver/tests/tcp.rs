@@ -127,7 +127,12 @@ fn bring_up_reads_properties_and_identify_over_tcp() {
     assert_eq!(dev.geometry().block_size, 512);
     let mut q = dev.open_nvme_queue().unwrap();
     write_read_check(&t, &dev, &mut q, 8, 1, 1);
+    // Up to the target's in-capsule size (IOCCSZ, 8 KiB here) a write goes
+    // in the capsule: Linux's nvmet-tcp never sends an R2T for such a
+    // write.
+    write_read_check(&t, &dev, &mut q, 16, 2, 2);
     let s = t.stats();
+    assert_eq!((s.in_capsule_writes, s.r2ts), (2, 0));
     assert_eq!(s.connections, 2, "admin and one I/O queue");
     assert_eq!(s.connects, 2);
 }
@@ -496,4 +501,63 @@ fn a_target_away_for_a_while_is_reconnected_when_it_comes_back() {
     assert_eq!(contents(&dev, &dst), want);
     assert_eq!(dev.controller().resets(), 1);
     assert!(!dev.controller().is_dead());
+}
+
+#[test]
+fn a_queue_id_freed_a_moment_ago_connects_once_the_target_lets_it_go() {
+    // One I/O queue: the next queue gets the id just freed, which the
+    // target holds until it has seen the old connection end.
+    let t = TestTarget::start(TargetConfig {
+        queues: 1,
+        ..TargetConfig::default()
+    })
+    .unwrap();
+    let dev = t.device(t.options(), config(), 16).unwrap();
+    for round in 0..5 {
+        let mut q = dev.open_nvme_queue().unwrap();
+        write_read_check(&t, &dev, &mut q, 8, 1, round);
+        drop(q);
+    }
+    assert_eq!(dev.controller().resets(), 0);
+}
+
+#[test]
+fn queues_on_several_threads_share_the_controller() {
+    let t = TestTarget::start(splitting()).unwrap();
+    let dev = t.device(options(&t, true, true), config(), 256).unwrap();
+    std::thread::scope(|s| {
+        for i in 0..4u64 {
+            let (t, dev) = (&t, &dev);
+            s.spawn(move || {
+                let mut q = dev.open_nvme_queue().unwrap();
+                let base = i * 64;
+                let src: Vec<FrameId> = (base as u32..base as u32 + 16).map(FrameId).collect();
+                let dst: Vec<FrameId> = (base as u32 + 16..base as u32 + 32).map(FrameId).collect();
+                for round in 0..20 {
+                    let lba = (i * 1000 + round) * 8;
+                    let want = pattern(dev, &src, i * 100 + round);
+                    run(
+                        &mut q,
+                        Command::Write {
+                            lba: Lba(lba),
+                            frames: &src,
+                            fua: round % 2 == 0,
+                        },
+                    )
+                    .unwrap();
+                    run(
+                        &mut q,
+                        Command::Read {
+                            lba: Lba(lba),
+                            frames: &dst,
+                        },
+                    )
+                    .unwrap();
+                    assert_eq!(contents(dev, &dst), want);
+                }
+                let _ = t;
+            });
+        }
+    });
+    assert_eq!(t.stats().connects, 5);
 }

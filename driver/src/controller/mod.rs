@@ -279,9 +279,12 @@ impl<T: Transport> Controller<T> {
             .pop()
             .ok_or(DriverError::NoQueues)
     }
-    /// Returns an I/O queue id.
+    /// Returns an I/O queue id. It goes to the back of the line (ids are
+    /// taken from the end): a fabric target tears a queue down after its
+    /// connection closes, asynchronously, and refuses a Connect for an id
+    /// it still holds.
     pub fn free_qid(&self, qid: u16) {
-        self.admin.lock().free_qids.push(qid);
+        self.admin.lock().free_qids.insert(0, qid);
     }
 
     /// Makes the controller serve the I/O queue pair `qp` (at creation and

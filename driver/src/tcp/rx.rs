@@ -501,12 +501,14 @@ impl<S: Stream> TcpQpair<S> {
 
     /// A response capsule: checked against this queue and its command.
     fn on_response(&mut self, mut cqe: CompletionEntry) -> Result<(), TcpError> {
-        if cqe.sq_id() != self.qid {
-            return Err(TcpError::WrongQueue { sqid: cqe.sq_id() });
-        }
         let cid = self
             .lookup(cqe.cid())
             .ok_or(TcpError::UnknownCid { cid: cqe.cid() })?;
+        // A Connect that failed may come back from no queue at all (Linux
+        // answers with SQ id 0 when it did not install the queue).
+        if cqe.sq_id() != self.qid && cid != self.own_cid() {
+            return Err(TcpError::WrongQueue { sqid: cqe.sq_id() });
+        }
         let c = self
             .cmds
             .get(usize::from(cid))

@@ -68,7 +68,10 @@ pub struct TcpOptions {
     /// How long a reset keeps trying to reach the controller again.
     pub reconnect_timeout: u64,
     /// Cap on in-capsule data on I/O queues (the controller's IOCCSZ caps
-    /// it too); larger writes go by R2T.
+    /// it too); larger writes go by R2T. Best left at its default, no cap
+    /// beyond IOCCSZ: Linux's nvmet-tcp (6.1) waits for in-capsule data
+    /// for every write up to its inline size, so a write that size sent
+    /// by R2T instead never gets its R2T there.
     pub max_in_capsule: u32,
     /// Ask I/O queues to run without SQ head updates, so a successful read
     /// needs no response capsule (the C2HData SUCCESS flag).
@@ -81,7 +84,8 @@ const DEFAULT_HOSTID: [u8; 16] = *b"pollfs-host-id01";
 impl TcpOptions {
     /// Defaults for subsystem `subnqn`: no digests, a 30 s Keep Alive
     /// Timeout, 5 s to set up a queue, 30 s to get a controller back after
-    /// a reset, up to 8 KiB of in-capsule data, the SUCCESS flag asked for.
+    /// a reset, as much in-capsule data as IOCCSZ allows, the SUCCESS flag
+    /// asked for.
     pub fn new(subnqn: Nqn) -> TcpOptions {
         // 68 ASCII bytes: always a valid NQN.
         let hostnqn = default_hostnqn(&DEFAULT_HOSTID).unwrap_or_else(|_| subnqn.clone());
@@ -95,7 +99,7 @@ impl TcpOptions {
             kato_ms: 30_000,
             setup_timeout: 5_000_000_000,
             reconnect_timeout: 30_000_000_000,
-            max_in_capsule: 8192,
+            max_in_capsule: u32::MAX,
             success_flag: true,
         }
     }
@@ -140,6 +144,16 @@ impl<C: Connector> core::fmt::Debug for TcpTransport<C> {
             .field("connections", &self.connections())
             .finish_non_exhaustive()
     }
+}
+
+/// A Connect refused for now, not for good: Command Sequence Error
+/// (generic 0Ch) or Connect Controller Busy (command specific 81h).
+fn busy(status: crate::spec::status::Status) -> bool {
+    use crate::spec::status::StatusType;
+    matches!(
+        (status.sct, status.sc),
+        (StatusType::Generic, 0x0c) | (StatusType::CommandSpecific, 0x81)
+    )
 }
 
 fn tcp(e: TcpError) -> DriverError {
@@ -231,6 +245,24 @@ impl<C: Connector> TcpTransport<C> {
             });
         }
         Ok((done.connect_cntlid(), handle))
+    }
+
+    /// [`establish`](Self::establish) for an I/O queue, tried again while
+    /// the controller answers Command Sequence Error or Controller Busy:
+    /// after a queue's connection closes, the target keeps its id until
+    /// it has torn the queue down (Linux: "qid has already been created").
+    fn establish_io(&self, qp: &mut TcpQpair<C::Stream>) -> Result<(u16, C::Handle), DriverError> {
+        let until = self.deadline(self.options.setup_timeout);
+        loop {
+            match self.establish(qp, self.cntlid()) {
+                Err(DriverError::Admin { status, .. })
+                    if busy(status) && self.clock.now() <= until =>
+                {
+                    self.connector.pause();
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Services `qp` until `done` gives a value, a fatal error, or `until`.
@@ -349,7 +381,7 @@ impl<C: Connector> Transport for TcpTransport<C> {
         qp: &mut Self::Qpair,
         _admin: &mut dyn AdminCommands,
     ) -> Result<(), DriverError> {
-        let (_, handle) = self.establish(qp, self.cntlid())?;
+        let (_, handle) = self.establish_io(qp)?;
         if let Some(old) = self.links.lock().insert(qp.qid(), handle) {
             self.connector.shut(&old);
         }

@@ -87,9 +87,18 @@ pub(super) fn serve(sock: TcpStream, shared: Arc<Shared>) {
         next_ttag: 1,
     };
     let _ = c.run();
-    if c.qid == Some(0) {
+    let mut ctrls = c.shared.ctrls.lock();
+    match c.qid {
         // The association ends with its admin connection.
-        c.shared.ctrls.lock().remove(&c.cntlid);
+        Some(0) => {
+            ctrls.remove(&c.cntlid);
+        }
+        Some(q) => {
+            if let Some(ctrl) = ctrls.get_mut(&c.cntlid) {
+                ctrl.qids.remove(&q);
+            }
+        }
+        None => {}
     }
 }
 
@@ -429,14 +438,16 @@ impl Conn {
                     self.shared.ctrls.lock().insert(id, Ctrl::default());
                     id
                 } else {
-                    let ready = self
-                        .shared
-                        .ctrls
-                        .lock()
-                        .get(&d.cntlid)
-                        .is_some_and(|c| c.csts & 1 != 0);
-                    if !ready {
+                    let mut ctrls = self.shared.ctrls.lock();
+                    let Some(ctrl) = ctrls.get_mut(&d.cntlid).filter(|c| c.csts & 1 != 0) else {
+                        drop(ctrls);
                         return self.respond(&sqe, invalid, 0, 0, None);
+                    };
+                    if !ctrl.qids.insert(qid) {
+                        drop(ctrls);
+                        // Still held by a connection being torn down.
+                        let seq = status(StatusType::Generic, 0x0c);
+                        return self.respond(&sqe, seq, 0, 0, None);
                     }
                     d.cntlid
                 };
@@ -450,7 +461,7 @@ impl Conn {
             }
             fctype::PROPERTY_GET if self.qid == Some(0) => {
                 let cfg = &self.shared.config;
-                let ctrl = self.ctrl();
+                let (cc, csts) = self.ctrl();
                 let v: u64 = match sqe.property_offset() {
                     0x00 => {
                         // MQES, CQR, TO = 1 s, the NVM command set,
@@ -458,8 +469,8 @@ impl Conn {
                         Cap::build(cfg.max_entries - 1, 2, 0, 0, 0).0
                     }
                     0x08 => 0x0001_0400,
-                    0x14 => u64::from(ctrl.cc),
-                    0x1c => u64::from(ctrl.csts),
+                    0x14 => u64::from(cc),
+                    0x1c => u64::from(csts),
                     _ => {
                         return self.respond(
                             &sqe,
@@ -495,17 +506,17 @@ impl Conn {
         }
     }
 
-    fn ctrl(&self) -> Ctrl {
+    /// The controller's CC and CSTS.
+    fn ctrl(&self) -> (u32, u32) {
         self.shared
             .ctrls
             .lock()
             .get(&self.cntlid)
-            .copied()
-            .unwrap_or_default()
+            .map_or((0, 0), |c| (c.cc, c.csts))
     }
 
     fn admin(&mut self, sqe: SubmissionEntry, fault: Option<Fault>) -> Result<(), End> {
-        if self.ctrl().cc & 1 == 0 {
+        if self.ctrl().0 & 1 == 0 {
             let st = status(StatusType::Generic, 0x0c); // Command Sequence Error
             return self.respond(&sqe, st, 0, 0, fault);
         }

@@ -139,11 +139,15 @@ pub struct TargetStats {
     pub faults: u64,
 }
 
-/// A controller's property state.
-#[derive(Debug, Default, Clone, Copy)]
+/// A controller's property state and the I/O queues connected to it.
+#[derive(Debug, Default, Clone)]
 struct Ctrl {
     cc: u32,
     csts: u32,
+    /// I/O queue ids held by a connection; an id is released only when
+    /// its connection's thread has seen the connection end (as Linux's
+    /// target releases it asynchronously).
+    qids: alloc::collections::BTreeSet<u16>,
 }
 
 /// What connection threads share.
