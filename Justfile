@@ -48,9 +48,22 @@ vm-test:
 vm-perf:
     bash vm/bench.sh
 
-# The driver's instructions per 4 KiB I/O (submit + reap) under callgrind.
-io-cost:
-    bash vm/io-cost.sh
+# The driver's instructions per 4 KiB I/O (submit + reap) under callgrind:
+# `just io-cost` on the emulated controller, `just io-cost tcp` over
+# NVMe/TCP to the test target on loopback.
+io-cost MODE="emu" IOS="100000" QD="32":
+    bash vm/io-cost.sh {{IOS}} {{QD}} {{MODE}}
+
+# The NVMe/TCP initiator against the Linux kernel's nvmet-tcp in the VM:
+# identify, data at many sizes with and without digests, a reconnect under
+# I/O, mkfs/fsck, a killed writer's synced data after a remount.
+vm-tcp-test:
+    bash vm/tcp-test.sh
+
+# `pollfs perf` over NVMe/TCP against fio on the guest kernel's nvme-tcp
+# initiator (io_uring, psync), same nvmet target, one VM run.
+vm-tcp-perf:
+    bash vm/tcp-bench.sh
 
 # `pollfs bench` inside the VM, through VFIO on QEMU's NVMe controller.
 vm-bench PRESET="quick":
