@@ -60,7 +60,7 @@ cat "$out.stdout"
 # Inclusive instructions of each wrapper.
 incl() {
     callgrind_annotate --inclusive=yes "$out" 2>/dev/null \
-        | awk -v f="$1" 'index($0, f) { gsub(",", "", $1); print $1; exit }'
+        | awk -v f="$1" 'index($0, f) && !seen { gsub(",", "", $1); print $1; seen = 1 }'
 }
 submit="$(incl 'io_cost::driver_submit')"
 poll="$(incl 'io_cost::driver_poll')"

@@ -54,15 +54,20 @@ impl Stream for NetStream {
             };
         }
     }
+    /// Uses the first two buffers at most: the receive path never passes
+    /// more (the data it waits for, and the next PDU's common header).
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError> {
-        let n = bufs.len().min(IOV);
-        let mut io: Vec<IoSliceMut<'_>> = Vec::with_capacity(n);
-        for b in bufs.iter_mut().take(n) {
-            io.push(IoSliceMut::new(b));
-        }
+        let wanted = bufs.iter().take(2).any(|b| !b.is_empty());
         loop {
-            return match self.0.read_vectored(&mut io) {
-                Ok(0) if io.iter().any(|b| !b.is_empty()) => Err(LinkError::Closed),
+            let got = match bufs {
+                [] => return Ok(0),
+                [one] => self.0.read(one),
+                [a, b, ..] => self
+                    .0
+                    .read_vectored(&mut [IoSliceMut::new(a), IoSliceMut::new(b)]),
+            };
+            return match got {
+                Ok(0) if wanted => Err(LinkError::Closed),
                 Ok(k) => Ok(k),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(0),
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,

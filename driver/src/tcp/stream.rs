@@ -47,7 +47,9 @@ pub trait Stream: Send + 'static {
     /// nothing does.
     fn send(&mut self, bufs: &[&[u8]]) -> Result<usize, LinkError>;
     /// Receives into `bufs`, in order, what has arrived; `Ok(0)` when
-    /// nothing has, [`LinkError::Closed`] at the end of the stream.
+    /// nothing has, [`LinkError::Closed`] at the end of the stream. The
+    /// queue passes at most two buffers, and an implementation may fill
+    /// only the first two.
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError>;
 }
 
