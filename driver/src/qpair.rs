@@ -27,6 +27,10 @@ pub enum ProtocolError {
     Tcp(crate::tcp::TcpError),
 }
 
+// Returned by every poll of every queue, PCIe's too: small enough to
+// travel in registers.
+const _: () = assert!(core::mem::size_of::<ProtocolError>() <= 8);
+
 impl core::fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {

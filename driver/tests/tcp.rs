@@ -367,7 +367,7 @@ fn an_unknown_command_id_a_bad_pdu_type_and_a_termreq_are_errors_and_reconnects(
         e == TcpError::HeaderField { pdu: 8, offset: 0 }
     });
     fault_then_recover(Fault::Terminate, false, false, true, 6, |e| {
-        e == TcpError::Terminated { fes: 1, fei: 4 }
+        e == TcpError::Terminated { fes: 1 }
     });
 }
 

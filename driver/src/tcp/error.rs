@@ -54,8 +54,6 @@ pub enum TcpError {
     HeaderDigest {
         /// PDU type.
         pdu: u8,
-        /// The digest received.
-        received: u32,
     },
     /// C2HData or R2T beyond command `cid`'s data.
     OutOfRange {
@@ -93,15 +91,19 @@ pub enum TcpError {
     Terminated {
         /// Its Fatal Error Status.
         fes: u16,
-        /// Its Fatal Error Information.
-        fei: u32,
     },
 }
+
+// Kept small: it travels inside `ProtocolError` on every poll's return
+// path, PCIe's included.
+const _: () = assert!(core::mem::size_of::<TcpError>() <= 4);
 
 impl TcpError {
     /// The H2CTermReq status and information to send for this error, if
     /// the host reports it to the controller (not for a lost link or a
-    /// controller that terminated first).
+    /// controller that terminated first). For a header digest error the
+    /// information is the digest received, which the caller reads from
+    /// the header it holds.
     pub fn term_req(self) -> Option<(u16, u32)> {
         let field = |offset: u8| Some((fes::INVALID_HEADER_FIELD, u32::from(offset)));
         match self {
@@ -113,7 +115,7 @@ impl TcpError {
             TcpError::Sequence { .. } | TcpError::MissingData { .. } => {
                 Some((fes::SEQUENCE_ERROR, 0))
             }
-            TcpError::HeaderDigest { received, .. } => Some((fes::HEADER_DIGEST, received)),
+            TcpError::HeaderDigest { .. } => Some((fes::HEADER_DIGEST, 0)),
             TcpError::OutOfRange { .. } => Some((fes::OUT_OF_RANGE, 0)),
             TcpError::R2tLimit { .. } => Some((fes::LIMIT_EXCEEDED, 0)),
             TcpError::Unsupported { offset } => {
@@ -130,17 +132,24 @@ impl fmt::Display for TcpError {
             TcpError::Link(e) => write!(f, "connection: {e}"),
             TcpError::SetupTimeout => write!(f, "no ICResp or Connect response in time"),
             TcpError::HeaderField { pdu, offset } => {
-                write!(f, "PDU type {pdu:#04x}: invalid header field at byte {offset}")
+                write!(
+                    f,
+                    "PDU type {pdu:#04x}: invalid header field at byte {offset}"
+                )
             }
             TcpError::Sequence { pdu } => write!(f, "PDU type {pdu:#04x} out of sequence"),
-            TcpError::HeaderDigest { pdu, received } => {
-                write!(f, "PDU type {pdu:#04x}: header digest {received:#010x} does not match")
+            TcpError::HeaderDigest { pdu } => {
+                write!(f, "PDU type {pdu:#04x}: header digest does not match")
             }
             TcpError::OutOfRange { cid } => {
                 write!(f, "data transfer beyond command {cid}'s buffer")
             }
-            TcpError::R2tLimit { cid } => write!(f, "more than one R2T outstanding for command {cid}"),
-            TcpError::UnknownCid { cid } => write!(f, "PDU for command {cid}, which is not in flight"),
+            TcpError::R2tLimit { cid } => {
+                write!(f, "more than one R2T outstanding for command {cid}")
+            }
+            TcpError::UnknownCid { cid } => {
+                write!(f, "PDU for command {cid}, which is not in flight")
+            }
             TcpError::WrongQueue { sqid } => write!(f, "response from submission queue {sqid}"),
             TcpError::MissingData { cid } => {
                 write!(f, "command {cid} completed before all its data moved")
@@ -148,9 +157,9 @@ impl fmt::Display for TcpError {
             TcpError::Unsupported { offset } => {
                 write!(f, "ICResp: unsupported value at byte {offset}")
             }
-            TcpError::Terminated { fes, fei } => write!(
+            TcpError::Terminated { fes } => write!(
                 f,
-                "controller terminated the connection (C2HTermReq, status {fes:#x}, information {fei:#x})"
+                "controller terminated the connection (C2HTermReq, fatal error status {fes:#x})"
             ),
         }
     }

@@ -419,8 +419,7 @@ impl CommonHeader {
 }
 
 /// Verifies the header digest of a PDU whose header region is `region`
-/// (header, then the digest). Returns the error naming the received
-/// digest on a mismatch.
+/// (header, then the digest).
 pub fn check_header_digest(t: PduType, region: &[u8]) -> Result<(), TcpError> {
     let hlen = t.header_len();
     let (Some(header), Some(got)) = (region.get(..hlen), region.get(hlen..hlen + DIGEST_LEN))
@@ -430,12 +429,8 @@ pub fn check_header_digest(t: PduType, region: &[u8]) -> Result<(), TcpError> {
             offset: HLEN_AT as u8,
         });
     };
-    let received = le32(got, 0);
-    if crc32c(header) != received {
-        return Err(TcpError::HeaderDigest {
-            pdu: t as u8,
-            received,
-        });
+    if crc32c(header) != le32(got, 0) {
+        return Err(TcpError::HeaderDigest { pdu: t as u8 });
     }
     Ok(())
 }
@@ -795,6 +790,11 @@ impl R2t {
         }
         Ok(r)
     }
+}
+
+/// The header digest a PDU of type `t` carries in `region` (0 if short).
+pub fn received_header_digest(t: PduType, region: &[u8]) -> u32 {
+    le32(region, t.header_len())
 }
 
 /// The first `N` bytes of `b` as an array (`None` if shorter): how the

@@ -320,9 +320,14 @@ impl<S: Stream> TcpQpair<S> {
     /// why when the error is the controller's (best effort: one
     /// non-blocking send).
     pub(super) fn fail(&mut self, e: TcpError) {
-        if let (Some((fes, fei)), Some(stream)) = (e.term_req(), self.stream.as_mut()) {
+        if let (Some((fes, mut fei)), Some(stream)) = (e.term_req(), self.stream.as_mut()) {
             let mut out = [0u8; super::pdu::TERM_MAX_PLEN];
             let culprit = self.rx.culprit();
+            if let TcpError::HeaderDigest { pdu } = e {
+                if let Some(t) = super::pdu::PduType::from_byte(pdu) {
+                    fei = super::pdu::received_header_digest(t, culprit);
+                }
+            }
             let n = super::pdu::TermReq { fes, fei }.encode(
                 super::pdu::PduType::H2cTermReq,
                 culprit,

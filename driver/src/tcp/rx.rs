@@ -258,10 +258,7 @@ impl<S: Stream> TcpQpair<S> {
             }
             PduType::C2hTermReq => {
                 let term = TermReq::parse(prefix(region).ok_or(bad_len)?);
-                return Err(TcpError::Terminated {
-                    fes: term.fes,
-                    fei: term.fei,
-                });
+                return Err(TcpError::Terminated { fes: term.fes });
             }
             PduType::CapsuleResp => {
                 let cqe = parse_capsule_resp(prefix(region).ok_or(bad_len)?);

@@ -217,7 +217,11 @@ fn a_bad_header_digest_is_fatal() {
     // The host told the controller why before closing.
     let term = r.wire.take_sent();
     assert_eq!(term[0], PduType::H2cTermReq as u8);
-    assert_eq!(TermReq::parse(prefix(&term).unwrap()).fes, 3);
+    let t = TermReq::parse(prefix(&term).unwrap());
+    assert_eq!(t.fes, 3);
+    let received = u32::from_le_bytes(hdr[24..28].try_into().unwrap());
+    assert_eq!(t.fei, received, "FEI is the digest received");
+    assert_eq!(&term[24..52], &hdr[..28], "the offending header follows");
 }
 
 #[test]
@@ -407,7 +411,7 @@ fn a_termreq_an_icresp_after_the_handshake_and_bad_types_are_fatal() {
     let mut out = [0u8; TERM_MAX_PLEN];
     let n = TermReq { fes: 2, fei: 0 }.encode(PduType::C2hTermReq, &[1, 2, 3], &mut out);
     r.wire.feed(&out[..n]);
-    assert_eq!(r.error(), TcpError::Terminated { fes: 2, fei: 0 });
+    assert_eq!(r.error(), TcpError::Terminated { fes: 2 });
 
     let mut r = rig();
     let resp = IcResp {

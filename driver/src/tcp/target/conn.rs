@@ -180,9 +180,10 @@ impl Conn {
         self.fill(region.get_mut(CH_LEN..).unwrap_or(&mut []))?;
         let digested = !matches!(ch.pdu_type, PduType::IcReq | PduType::H2cTermReq);
         if self.ready && digested && self.rx.hdgst {
-            if let Err(crate::tcp::TcpError::HeaderDigest { received, .. }) =
+            if let Err(crate::tcp::TcpError::HeaderDigest { .. }) =
                 check_header_digest(ch.pdu_type, &region)
             {
+                let received = crate::tcp::pdu::received_header_digest(ch.pdu_type, &region);
                 return Err(self.terminate(fes::HEADER_DIGEST, received, &region));
             }
         }
