@@ -40,7 +40,8 @@ enum Command {
     /// metadata invariant; exits non-zero if anything is wrong.
     Fsck(tools::FsckArgs),
     /// Controller and namespace facts (model, version, MDTS, LBA format,
-    /// capacity, queues) of `emu` or `vfio:<pci-address>`.
+    /// capacity, queues) of `emu`, `vfio:<pci-address>` or
+    /// `nvme-tcp://HOST:PORT/NQN`.
     Identify(nvme::identify::Args),
     /// spdk_nvme_perf-style load: IOPS, MiB/s and latency percentiles.
     Perf(nvme::perf::Args),

@@ -14,9 +14,10 @@ use crate::{devfile, signature};
 /// Options of `pollfs mkfs`.
 #[derive(clap::Args, Debug)]
 pub struct MkfsArgs {
-    /// The device: `file:PATH` or `vfio:PCI_ADDR`. A file that does not
-    /// exist is created at `--size`; an existing file or block device keeps
-    /// its size. A device that holds anything (a filesystem, a partition
+    /// The device: `file:PATH`, `vfio:PCI_ADDR` or
+    /// `nvme-tcp://HOST:PORT/NQN` (`?hdgst=1&ddgst=1` for digests). A file
+    /// that does not exist is created at `--size`; an existing file or
+    /// block device keeps its size. A device that holds anything (a filesystem, a partition
     /// table, swap, any non-zero byte in its first 68 KiB) is refused
     /// unless `--force` is given.
     device: String,
@@ -32,7 +33,8 @@ pub struct MkfsArgs {
 /// Options of `pollfs fsck`.
 #[derive(clap::Args, Debug)]
 pub struct FsckArgs {
-    /// The device: `file:PATH` or `vfio:PCI_ADDR`.
+    /// The device: `file:PATH`, `vfio:PCI_ADDR` or
+    /// `nvme-tcp://HOST:PORT/NQN`.
     device: String,
     /// Repair what can be repaired: a log with a damaged write in its middle
     /// (what precedes the damage is kept), extents outside the data area or
@@ -143,28 +145,42 @@ fn mkfs_file(path: &Path, args: &MkfsArgs) -> Result<(), String> {
     }
 }
 
+/// `mkfs` on an NVMe device: every check before the first write.
+fn mkfs_nvme<D: BlockDevice>(dev: D, what: &str, args: &MkfsArgs) -> Result<(), String> {
+    if args.size.is_some() {
+        return Err("--size is only for a new device file".into());
+    }
+    let capacity = dev.geometry().capacity_pages();
+    if capacity < Layout::min_blocks() {
+        return Err(too_small(what, capacity * BLOCK));
+    }
+    let head = signature::read_device_head(&dev).map_err(|e| format!("{what}: {e}"))?;
+    signature::refuse_unless_forced(what, &head, args.force)?;
+    mkfs_on(dev, what)
+}
+
+fn tcp_device(name: &str) -> Result<pollfs_driver::tcp::net::TcpDevice, String> {
+    let address = crate::nvme::parse_tcp(name)?;
+    crate::nvme::tcp_device(&address, Default::default(), FRAMES)
+}
+
 /// Writes an empty filesystem.
 pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
         return mkfs_file(Path::new(path), args);
+    }
+    if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
+        return mkfs_nvme(tcp_device(&args.device)?, &args.device, args);
     }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {
         if args.size.is_some() {
             return Err("--size is only for a new device file".into());
         }
-        let what = format!("vfio:{addr}");
-        let dev = vfio_device(addr)?;
-        let capacity = dev.geometry().capacity_pages();
-        if capacity < Layout::min_blocks() {
-            return Err(too_small(&what, capacity * BLOCK));
-        }
-        let head = signature::read_device_head(&dev).map_err(|e| format!("{what}: {e}"))?;
-        signature::refuse_unless_forced(&what, &head, args.force)?;
-        return mkfs_on(dev, &what);
+        return mkfs_nvme(vfio_device(addr)?, &format!("vfio:{addr}"), args);
     }
     Err(format!(
-        "unknown device '{}': use file:PATH or vfio:PCI_ADDR",
+        "unknown device '{}': use file:PATH, vfio:PCI_ADDR or nvme-tcp://HOST:PORT/NQN",
         args.device
     ))
 }
@@ -225,12 +241,51 @@ pub fn fsck(args: &FsckArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
         return fsck_on(&existing_file(Path::new(path))?, path, args.repair);
     }
+    if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
+        return fsck_on(&tcp_device(&args.device)?, &args.device, args.repair);
+    }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {
         return fsck_on(&vfio_device(addr)?, addr, args.repair);
     }
     Err(format!(
-        "unknown device '{}': use file:PATH or vfio:PCI_ADDR",
+        "unknown device '{}': use file:PATH, vfio:PCI_ADDR or nvme-tcp://HOST:PORT/NQN",
         args.device
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
+
+    #[test]
+    fn mkfs_and_fsck_work_over_nvme_tcp_and_refuse_to_overwrite() {
+        let t = TestTarget::start(TargetConfig::default()).unwrap();
+        let device = t.url(true, false);
+        let args = MkfsArgs {
+            device: device.clone(),
+            size: None,
+            force: false,
+        };
+        mkfs(&args).unwrap();
+        fsck(&FsckArgs {
+            device: device.clone(),
+            repair: false,
+        })
+        .unwrap();
+        let again = mkfs(&args).unwrap_err();
+        assert!(again.contains("pollfs"), "{again}");
+        let with_size = mkfs(&MkfsArgs {
+            size: Some("1g".into()),
+            force: true,
+            ..args
+        });
+        assert!(with_size.unwrap_err().contains("--size"));
+        let bad = fsck(&FsckArgs {
+            device: "nvme-tcp://127.0.0.1:1/".into(),
+            repair: false,
+        });
+        assert!(bad.unwrap_err().contains("NQN"));
+    }
 }

@@ -82,6 +82,12 @@ impl<T: Transport> NvmeDevice<T> {
     pub fn controller(&self) -> &Arc<Controller<T>> {
         &self.ctrl
     }
+    /// Passes the caller's time to the controller while no queue is
+    /// polled: a fabric controller needs Keep Alive to keep the
+    /// association (see [`Controller::tick`]).
+    pub fn tick(&self, now: pollfs_core::units::Nanos) {
+        self.ctrl.tick(now);
+    }
     /// Opens a queue, keeping the driver's own type (with stats and
     /// driver errors) rather than the engine's.
     pub fn open_nvme_queue(&self) -> Result<NvmeQueue<T>, DriverError> {

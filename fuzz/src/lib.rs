@@ -6,3 +6,4 @@ pub mod input;
 pub mod log_record;
 pub mod nvme;
 pub mod recovery;
+pub mod tcp;

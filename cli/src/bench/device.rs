@@ -28,6 +28,8 @@ pub enum Device {
     File(PathBuf),
     /// A controller bound to vfio-pci.
     Vfio(String),
+    /// An NVMe/TCP subsystem, by its `nvme-tcp://` name.
+    Tcp(String),
 }
 
 impl fmt::Display for Device {
@@ -37,6 +39,7 @@ impl fmt::Display for Device {
             Device::Ram => write!(f, "ram"),
             Device::File(p) => write!(f, "file:{}", p.display()),
             Device::Vfio(a) => write!(f, "vfio:{a}"),
+            Device::Tcp(name) => write!(f, "{name}"),
         }
     }
 }
@@ -65,8 +68,13 @@ impl Device {
         if let Some(addr) = spec.strip_prefix("vfio:").filter(|a| !a.is_empty()) {
             return Ok(Device::Vfio(addr.to_string()));
         }
+        if pollfs_driver::tcp::TcpAddress::is_tcp(spec) {
+            crate::nvme::parse_tcp(spec)?;
+            return Ok(Device::Tcp(spec.to_string()));
+        }
         Err(format!(
-            "unknown device '{spec}': use emu, ram, file:PATH or vfio:PCI_ADDR"
+            "unknown device '{spec}': use emu, ram, file:PATH, vfio:PCI_ADDR or \
+             nvme-tcp://HOST:PORT/NQN"
         ))
     }
 
@@ -75,7 +83,7 @@ impl Device {
     pub fn queue_limit(&self) -> Option<u32> {
         match self {
             Device::Emu => Some(emu_queues()),
-            Device::Ram | Device::File(_) | Device::Vfio(_) => None,
+            Device::Ram | Device::File(_) | Device::Vfio(_) | Device::Tcp(_) => None,
         }
     }
 
@@ -139,32 +147,43 @@ impl Target {
                 engine::pollfs(phase, dev, engine, progress)
             }
             #[cfg(target_os = "linux")]
-            Device::Vfio(addr) => self.run_vfio(addr, phase, engine, progress),
+            Device::Vfio(addr) => {
+                let what = format!("vfio:{addr}");
+                let config = DriverConfig::default();
+                let dev =
+                    NvmeDevice::vfio(addr, config, frames, pollfs_driver::emu::StdClock::new())
+                        .map_err(|e| {
+                            format!(
+                                "{what}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)"
+                            )
+                        })?;
+                self.run_nvme(&what, dev, phase, engine, progress)
+            }
             #[cfg(not(target_os = "linux"))]
             Device::Vfio(_) => Err("VFIO needs Linux".to_string()),
+            Device::Tcp(name) => {
+                let address = crate::nvme::parse_tcp(name)?;
+                let dev = crate::nvme::tcp_device(&address, DriverConfig::default(), frames)?;
+                self.run_nvme(name, dev, phase, engine, progress)
+            }
         }
     }
 
-    #[cfg(target_os = "linux")]
-    fn run_vfio(
+    /// Runs on a controller the bench does not own: its queue count,
+    /// capacity and contents are checked before the first write.
+    fn run_nvme<T: pollfs_driver::Transport>(
         &self,
-        addr: &str,
+        what: &str,
+        dev: NvmeDevice<T>,
         phase: &Phase<'_>,
         engine: Engine,
         progress: &Progress,
     ) -> Result<Vec<Sample>, String> {
         use crate::units::show_bytes;
-        let what = format!("vfio:{addr}");
-        let frames = engine::frames(phase)?;
-        let config = DriverConfig::default();
-        let dev = NvmeDevice::vfio(addr, config, frames, pollfs_driver::emu::StdClock::new())
-            .map_err(|e| {
-                format!("{what}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)")
-            })?;
         // Everything is checked before the first write.
         let queues = u32::from(dev.controller().info().io_queues);
         if phase.threads() > queues {
-            return Err(limits::too_many_threads(phase, queues, &what));
+            return Err(limits::too_many_threads(phase, queues, what));
         }
         let capacity = dev
             .geometry()
@@ -182,7 +201,7 @@ impl Target {
         if !self.checked.get() {
             let head =
                 crate::signature::read_device_head(&dev).map_err(|e| format!("{what}: {e}"))?;
-            crate::signature::refuse_unless_forced(&what, &head, self.force)?;
+            crate::signature::refuse_unless_forced(what, &head, self.force)?;
             self.checked.set(true);
         }
         engine::pollfs(phase, dev, engine, progress)
@@ -207,6 +226,11 @@ mod tests {
             Ok(Device::File(PathBuf::from("/tmp/x")))
         );
         assert!(Device::parse("file:").is_err());
+        assert_eq!(
+            Device::parse("nvme-tcp://127.0.0.1:4420/testnqn"),
+            Ok(Device::Tcp("nvme-tcp://127.0.0.1:4420/testnqn".into()))
+        );
+        assert!(Device::parse("nvme-tcp://127.0.0.1:4420/").is_err());
         assert!(Device::parse("tape")
             .unwrap_err()
             .contains("unknown device"));

@@ -117,7 +117,9 @@ pub fn check(
         Some(limit) if threads_wanted > limit => {
             return Err(too_many_threads(phase, limit, &device.to_string()))
         }
-        None if !matches!(device, Device::Vfio(_)) && threads_wanted > MAX_THREADS => {
+        None if !matches!(device, Device::Vfio(_) | Device::Tcp(_))
+            && threads_wanted > MAX_THREADS =>
+        {
             return Err(format!(
                 "{name}: numjobs={threads_wanted} is more than {MAX_THREADS}, the most threads \
                  the bench runs on {device}"

@@ -57,7 +57,8 @@ pub struct Fixed {
     /// Device: `emu` (NVMe controller emulated in memory, driven by the real
     /// driver; at most 64 threads, one I/O queue each), `ram` (memory, no
     /// driver), `file:PATH` (created if missing and kept after a successful
-    /// run, grown if smaller than a job needs), `vfio:PCI_ADDR`. The bench
+    /// run, grown if smaller than a job needs), `vfio:PCI_ADDR`,
+    /// `nvme-tcp://HOST:PORT/NQN` (`?hdgst=1&ddgst=1` for digests). The bench
     /// formats the device: a file or controller that holds anything (a
     /// filesystem, a partition table, swap, any non-zero byte in its first
     /// 68 KiB) is refused unless --force is given.
@@ -327,7 +328,7 @@ pub fn run(args: &Args) -> Result<(), String> {
     };
     // emu and ram are new and empty; a file was just checked; a vfio
     // controller is checked once brought up.
-    let checked = !matches!(device, Device::Vfio(_));
+    let checked = !matches!(device, Device::Vfio(_) | Device::Tcp(_));
     let target = Target::new(device, args.fixed.force, checked);
     let progress = Progress::new();
     let mut samples: Vec<Vec<sample::Sample>> = plan.jobs.iter().map(|_| Vec::new()).collect();

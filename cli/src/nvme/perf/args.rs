@@ -51,10 +51,12 @@ impl Pattern {
 are seconds or a number with a unit (500ms, 2m). Latency is always tracked: the table gives \
 average, min and max per queue pair, the summary gives percentiles; -LL adds the histogram.")]
 pub struct Args {
-    /// `emu` or `vfio:<pci-address>` (or give -r).
+    /// `emu`, `vfio:<pci-address>` or `nvme-tcp://HOST:PORT/NQN`
+    /// (`?hdgst=1&ddgst=1` for digests), or give -r.
     pub device: Option<Target>,
     /// The controller as spdk_nvme_perf names it: 'trtype:PCIe
-    /// traddr:0000:01:00.0' (PCIe through VFIO only).
+    /// traddr:0000:01:00.0' or 'trtype:TCP adrfam:IPv4 traddr:HOST
+    /// trsvcid:4420 subnqn:NQN'.
     #[arg(short = 'r', long = "transport")]
     pub transport: Option<String>,
     /// Commands kept in flight per queue pair.
@@ -120,27 +122,50 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
-/// The PCIe address in an SPDK transport ID (`trtype:PCIe traddr:ADDR`).
+/// The controller an SPDK transport ID names: `trtype:PCIe traddr:ADDR`,
+/// or `trtype:TCP adrfam:IPv4 traddr:HOST trsvcid:PORT subnqn:NQN` (the
+/// port defaults to 4420, as in spdk_nvme_perf).
 fn parse_transport(trid: &str) -> Result<Target, String> {
-    let mut trtype = None;
-    let mut traddr = None;
+    let mut fields: [Option<&str>; 5] = [None; 5];
+    const KEYS: [&str; 5] = ["trtype", "traddr", "adrfam", "trsvcid", "subnqn"];
     for pair in trid.split_whitespace() {
-        match pair.split_once(':') {
-            Some((k, v)) if k.eq_ignore_ascii_case("trtype") => trtype = Some(v),
-            Some((k, v)) if k.eq_ignore_ascii_case("traddr") => traddr = Some(v),
-            _ => {
+        let slot = pair.split_once(':').and_then(|(k, v)| {
+            KEYS.iter()
+                .position(|n| k.eq_ignore_ascii_case(n))
+                .map(|i| (i, v))
+        });
+        match slot {
+            Some((i, v)) => fields[i] = Some(v),
+            None => {
                 return Err(format!(
-                    "-r '{trid}': '{pair}' is not a key:value pair pollfs takes (trtype, traddr)"
+                    "-r '{trid}': '{pair}' is not a key:value pair pollfs takes ({})",
+                    KEYS.join(", ")
                 ))
             }
         }
     }
+    let [trtype, traddr, adrfam, trsvcid, subnqn] = fields;
     match (trtype, traddr) {
-        (Some(t), Some(a)) if t.eq_ignore_ascii_case("pcie") => format!("vfio:{a}").parse(),
-        (Some(t), _) if !t.eq_ignore_ascii_case("pcie") => Err(format!(
-            "-r '{trid}': trtype {t}: pollfs perf drives PCIe controllers (through VFIO) only"
+        (Some(t), Some(a)) if t.eq_ignore_ascii_case("pcie") => {
+            if adrfam.or(trsvcid).or(subnqn).is_some() {
+                return Err(format!("-r '{trid}': PCIe takes only trtype and traddr"));
+            }
+            format!("vfio:{a}").parse()
+        }
+        (Some(t), Some(host)) if t.eq_ignore_ascii_case("tcp") => {
+            if let Some(f) = adrfam.filter(|f| !f.eq_ignore_ascii_case("ipv4") && !f.eq_ignore_ascii_case("ipv6")) {
+                return Err(format!("-r '{trid}': adrfam {f}: pollfs takes IPv4 or IPv6"));
+            }
+            let nqn = subnqn.ok_or_else(|| format!("-r '{trid}': give the subsystem as subnqn:NQN"))?;
+            let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
+            format!("nvme-tcp://{host}:{}/{nqn}", trsvcid.unwrap_or("4420")).parse()
+        }
+        (Some(t), _) if !t.eq_ignore_ascii_case("pcie") && !t.eq_ignore_ascii_case("tcp") => Err(format!(
+            "-r '{trid}': trtype {t}: pollfs perf drives PCIe (through VFIO) and TCP controllers"
         )),
-        _ => Err(format!("-r '{trid}': give trtype:PCIe traddr:dddd:bb:dd.f")),
+        _ => Err(format!(
+            "-r '{trid}': give trtype:PCIe traddr:dddd:bb:dd.f or trtype:TCP traddr:HOST trsvcid:PORT subnqn:NQN"
+        )),
     }
 }
 
@@ -280,6 +305,11 @@ mod tests {
         );
         let s = parse("-r trtype:PCIe traddr:0000:01:00.0").unwrap();
         assert_eq!(s.target, Target::Vfio("0000:01:00.0".into()));
+        let s =
+            parse("-r trtype:TCP adrfam:IPv4 traddr:10.0.0.2 trsvcid:4421 subnqn:nqn.x").unwrap();
+        assert_eq!(s.target, "nvme-tcp://10.0.0.2:4421/nqn.x".parse().unwrap());
+        let s = parse("-r trtype:tcp traddr:::1 subnqn:nqn.x").unwrap();
+        assert_eq!(s.target, "nvme-tcp://[::1]:4420/nqn.x".parse().unwrap());
         assert_eq!(parse("emu -LL").map(|s| s.io_depth), Ok(32));
     }
 
@@ -307,12 +337,27 @@ mod tests {
             ("emu -w sideways", "invalid value 'sideways'"),
             ("", "give a DEVICE"),
             ("emu -r trtype:PCIe traddr:0000:01:00.0", "not both"),
-            ("-r trtype:TCP traddr:127.0.0.1", "PCIe controllers"),
+            (
+                "-r trtype:RDMA traddr:10.0.0.1",
+                "PCIe (through VFIO) and TCP",
+            ),
+            (
+                "-r trtype:TCP traddr:127.0.0.1",
+                "give the subsystem as subnqn",
+            ),
+            (
+                "-r trtype:TCP adrfam:AF_UNIX traddr:x subnqn:n",
+                "pollfs takes IPv4 or IPv6",
+            ),
             ("-r traddr:0000:01:00.0", "give trtype:PCIe"),
             ("-r trtype:PCIe traddr:01:00.0", "not a PCI address"),
             (
-                "-r trtype:PCIe subnqn:x",
-                "'subnqn:x' is not a key:value pair pollfs takes",
+                "-r trtype:PCIe traddr:0000:01:00.0 subnqn:x",
+                "PCIe takes only trtype and traddr",
+            ),
+            (
+                "-r trtype:PCIe hostnqn:x",
+                "'hostnqn:x' is not a key:value pair pollfs takes",
             ),
         ] {
             let e = parse(line).unwrap_err();

@@ -85,6 +85,7 @@ impl Report {
         let device = match &self.settings.target {
             Target::Emu => "emu".to_string(),
             Target::Vfio(a) => format!("PCIE ({a})"),
+            Target::Tcp(a) => format!("TCP ({a})"),
         };
         match q.core {
             Some(c) => format!("{device} qpair {} from core {c}", q.queue),
@@ -184,6 +185,7 @@ impl Report {
             "device": match &self.settings.target {
                 Target::Emu => "emu".to_string(),
                 Target::Vfio(a) => format!("vfio:{a}"),
+                Target::Tcp(a) => a.to_string(),
             },
             "settings": self.settings,
             "elapsed_s": self.elapsed.as_secs_f64(),

@@ -98,3 +98,20 @@ fn large_commands_beyond_mdts_work() {
     assert!(r.ios() > 0);
     assert_eq!(r.errors(), 0);
 }
+
+#[test]
+fn perf_over_nvme_tcp_completes_commands_without_errors() {
+    use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
+    let t = TestTarget::start(TargetConfig::default()).unwrap();
+    let mut s = settings(Pattern::Randrw, 50, 8, 2);
+    s.target = t.url(false, false).parse().unwrap();
+    s.io_size = 16384;
+    let r = measure(&s).unwrap();
+    assert!(r.ios() > 0);
+    assert_eq!(r.errors(), 0);
+    assert!(
+        r.render(false).contains("TCP (nvme-tcp://"),
+        "{}",
+        r.render(false)
+    );
+}
