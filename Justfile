@@ -48,9 +48,22 @@ vm-test:
 vm-perf:
     bash vm/bench.sh
 
-# The driver's instructions per 4 KiB I/O (submit + reap) under callgrind.
-io-cost:
-    bash vm/io-cost.sh
+# The driver's instructions per 4 KiB I/O (submit + reap) under callgrind:
+# `just io-cost` on the emulated controller, `just io-cost tcp` over
+# NVMe/TCP to the test target on loopback.
+io-cost MODE="emu" IOS="100000" QD="32":
+    bash vm/io-cost.sh {{IOS}} {{QD}} {{MODE}}
+
+# The NVMe/TCP initiator against the Linux kernel's nvmet-tcp in the VM:
+# identify, data at many sizes with and without digests, a reconnect under
+# I/O, mkfs/fsck, a killed writer's synced data after a remount.
+vm-tcp-test:
+    bash vm/tcp-test.sh
+
+# `pollfs perf` over NVMe/TCP against fio on the guest kernel's nvme-tcp
+# initiator (io_uring, psync), same nvmet target, one VM run.
+vm-tcp-perf:
+    bash vm/tcp-bench.sh
 
 # `pollfs bench` inside the VM, through VFIO on QEMU's NVMe controller.
 vm-bench PRESET="quick":
@@ -92,10 +105,36 @@ fuzz-nvme secs="300":
 fuzz-nvme-cmin:
     cd fuzz && cargo +nightly fuzz cmin nvme_completions corpus/nvme_completions && mkdir -p ../host-tests/tests/corpus/nvme_completions && cp corpus/nvme_completions/* ../host-tests/tests/corpus/nvme_completions/
 
-# A fuzz campaign on nightly: `just fuzz races 600`, `just fuzz nvme_completions 300`.
+# Hostile byte streams into the NVMe/TCP initiator's receive path.
+fuzz-tcp secs="300":
+    mkdir -p fuzz/corpus/tcp_receive
+    cd fuzz && cargo +nightly fuzz run tcp_receive corpus/tcp_receive ../driver/tests/corpus/tcp_receive -- -max_total_time={{secs}} -timeout=10 -max_len=20000
+fuzz-tcp-cmin:
+    rm -rf fuzz/corpus/tcp_receive.min && mkdir -p fuzz/corpus/tcp_receive.min
+    cd fuzz && cargo +nightly fuzz run tcp_receive corpus/tcp_receive.min corpus/tcp_receive ../driver/tests/corpus/tcp_receive -- -merge=1 && cp corpus/tcp_receive.min/* ../driver/tests/corpus/tcp_receive/
+
+# Targets: races, nvme_completions, recovery (damaged and crafted images),
+# log_record (metadata parsers). New inputs go to fuzz/corpus/TARGET, and
+# `just fuzz-cmin TARGET` minimises them into the committed corpus.
+# A fuzz campaign on nightly: `just fuzz races 600`, `just fuzz recovery 600`.
 fuzz TARGET="races" SECONDS="60":
     mkdir -p fuzz/corpus/{{TARGET}}
     cd fuzz && cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}} ../host-tests/tests/corpus/{{TARGET}} -- -max_total_time={{SECONDS}} -timeout=10 -len_control=0 -max_len=1024
+
+# The campaign's corpus and the committed one, reduced to a greedy set
+# cover of their coverage, become the committed corpus `cargo test` replays.
+# Minimise a corpus: `just fuzz-cmin recovery`, `just fuzz-cmin log_record`.
+fuzz-cmin TARGET:
+    rm -rf fuzz/corpus/{{TARGET}}.min
+    mkdir -p fuzz/corpus/{{TARGET}} fuzz/corpus/{{TARGET}}.min host-tests/tests/corpus/{{TARGET}}
+    cd fuzz && cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}}.min corpus/{{TARGET}} ../host-tests/tests/corpus/{{TARGET}} -- -set_cover_merge=1 -use_counters=0 -timeout=10 -max_len=1024
+    rm -rf host-tests/tests/corpus/{{TARGET}} && mv fuzz/corpus/{{TARGET}}.min host-tests/tests/corpus/{{TARGET}}
+
+# Replay one `recovery` or `log_record` input (a crash artifact or a corpus file).
+recovery-replay path:
+    POLLFS_RECOVERY_FILE={{absolute_path(path)}} cargo test -p pollfs-host-tests --test recovery replay -- --nocapture
+log-record-replay path:
+    POLLFS_LOG_RECORD_FILE={{absolute_path(path)}} cargo test -p pollfs-host-tests --test recovery replay -- --nocapture
 
 # loom models of the primitives (range lock, wait queue, write drain, page
 # state word): every interleaving of their atomics and mutexes.

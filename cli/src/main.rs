@@ -4,8 +4,8 @@
 //! before writing they go through `devfile` (what is at a `file:` path),
 //! `signature` (what a device holds) and `host` (what the machine can
 //! give). `units` parses every size and time. `volume` names and opens
-//! mirrors and stripes of other devices. `sys` holds the one system
-//! call the standard library lacks, and is the only unsafe code here.
+//! mirrors and stripes of other devices. `sys` holds the system calls the
+//! standard library lacks, and is the only unsafe code here.
 #![deny(unsafe_code)]
 
 mod bench;
@@ -42,7 +42,8 @@ enum Command {
     /// metadata invariant; exits non-zero if anything is wrong.
     Fsck(tools::FsckArgs),
     /// Controller and namespace facts (model, version, MDTS, LBA format,
-    /// capacity, queues) of `emu` or `vfio:<pci-address>`.
+    /// capacity, queues) of `emu`, `vfio:<pci-address>` or
+    /// `nvme-tcp://HOST:PORT/NQN`.
     Identify(nvme::identify::Args),
     /// spdk_nvme_perf-style load: IOPS, MiB/s and latency percentiles.
     Perf(nvme::perf::Args),

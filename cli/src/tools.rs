@@ -15,7 +15,8 @@ use crate::{devfile, signature};
 /// Options of `pollfs mkfs`.
 #[derive(clap::Args, Debug)]
 pub struct MkfsArgs {
-    /// The device: `file:PATH`, `vfio:PCI_ADDR`, or a volume of them,
+    /// The device: `file:PATH`, `vfio:PCI_ADDR`, `nvme-tcp://HOST:PORT/NQN`
+    /// (`?hdgst=1&ddgst=1` for digests), or a volume of them,
     /// `mirror:(DEV,DEV,...)` or `stripe:CHUNK:(DEV,DEV,...)` (a `,`, `(`,
     /// `)` or `\` in a leg's name is written with a `\` before it). A
     /// file that does not exist is created at `--size` (each new leg of a
@@ -35,9 +36,10 @@ pub struct MkfsArgs {
 /// Options of `pollfs fsck`.
 #[derive(clap::Args, Debug)]
 pub struct FsckArgs {
-    /// The device: `file:PATH`, `vfio:PCI_ADDR`, `mirror:(DEV,DEV,...)`
-    /// or `stripe:CHUNK:(DEV,DEV,...)`. A mirror is read from the legs in
-    /// sync (after an unclean shutdown, from one of them).
+    /// The device: `file:PATH`, `vfio:PCI_ADDR`, `nvme-tcp://HOST:PORT/NQN`,
+    /// `mirror:(DEV,DEV,...)` or `stripe:CHUNK:(DEV,DEV,...)`. A mirror is
+    /// read from the legs in sync (after an unclean shutdown, from one of
+    /// them).
     device: String,
     /// Repair what can be repaired: a log with a damaged write in its middle
     /// (what precedes the damage is kept), extents outside the data area or
@@ -195,6 +197,25 @@ fn mkfs_volume(args: &MkfsArgs) -> Result<(), String> {
     volume::run(&volume, &args.device, &open, MkfsVolume { args })
 }
 
+/// `mkfs` on an NVMe device: every check before the first write.
+fn mkfs_nvme<D: BlockDevice>(dev: D, what: &str, args: &MkfsArgs) -> Result<(), String> {
+    if args.size.is_some() {
+        return Err("--size is only for a new device file".into());
+    }
+    let capacity = dev.geometry().capacity_pages();
+    if capacity < Layout::min_blocks() {
+        return Err(too_small(what, capacity * BLOCK));
+    }
+    let head = signature::read_device_head(&dev).map_err(|e| format!("{what}: {e}"))?;
+    signature::refuse_unless_forced(what, &head, args.force)?;
+    mkfs_on(dev, what)
+}
+
+fn tcp_device(name: &str) -> Result<pollfs_driver::tcp::net::TcpDevice, String> {
+    let address = crate::nvme::parse_tcp(name)?;
+    crate::nvme::tcp_device(&address, Default::default(), FRAMES)
+}
+
 /// Writes an empty filesystem.
 pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
     if volume::is_volume(&args.device) {
@@ -203,24 +224,19 @@ pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
         return mkfs_file(Path::new(path), args);
     }
+    if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
+        return mkfs_nvme(tcp_device(&args.device)?, &args.device, args);
+    }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {
         if args.size.is_some() {
             return Err("--size is only for a new device file".into());
         }
-        let what = format!("vfio:{addr}");
-        let dev = vfio_device(addr)?;
-        let capacity = dev.geometry().capacity_pages();
-        if capacity < Layout::min_blocks() {
-            return Err(too_small(&what, capacity * BLOCK));
-        }
-        let head = signature::read_device_head(&dev).map_err(|e| format!("{what}: {e}"))?;
-        signature::refuse_unless_forced(&what, &head, args.force)?;
-        return mkfs_on(dev, &what);
+        return mkfs_nvme(vfio_device(addr)?, &format!("vfio:{addr}"), args);
     }
     Err(format!(
-        "unknown device '{}': use file:PATH, vfio:PCI_ADDR, mirror:(DEV,DEV,...) or \
-         stripe:CHUNK:(DEV,DEV,...)",
+        "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN, \
+         mirror:(DEV,DEV,...) or stripe:CHUNK:(DEV,DEV,...)",
         args.device
     ))
 }
@@ -233,11 +249,13 @@ fn print_report(what: &str, report: &pollfs_core::persist::CheckReport) {
         println!("{what}: PROBLEM: {p}");
     }
     println!(
-        "{what}: {} files, {} data blocks in use, {} checkpoint blocks, {} log writes replayed, {} problems",
+        "{what}: {} files, {} data blocks in use, {} checkpoint blocks, {} log writes replayed, \
+         {} pages of data in the log, {} problems",
         report.files,
         report.blocks_used,
         report.checkpoint_blocks,
         report.log_writes,
+        report.data_pages,
         report.problems.len()
     );
 }
@@ -305,13 +323,52 @@ pub fn fsck(args: &FsckArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
         return fsck_on(&existing_file(Path::new(path))?, path, args.repair);
     }
+    if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
+        return fsck_on(&tcp_device(&args.device)?, &args.device, args.repair);
+    }
     #[cfg(target_os = "linux")]
     if let Some(addr) = args.device.strip_prefix("vfio:") {
         return fsck_on(&vfio_device(addr)?, addr, args.repair);
     }
     Err(format!(
-        "unknown device '{}': use file:PATH, vfio:PCI_ADDR, mirror:(DEV,DEV,...) or \
-         stripe:CHUNK:(DEV,DEV,...)",
+        "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN, \
+         mirror:(DEV,DEV,...) or stripe:CHUNK:(DEV,DEV,...)",
         args.device
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
+
+    #[test]
+    fn mkfs_and_fsck_work_over_nvme_tcp_and_refuse_to_overwrite() {
+        let t = TestTarget::start(TargetConfig::default()).unwrap();
+        let device = t.url(true, false);
+        let args = MkfsArgs {
+            device: device.clone(),
+            size: None,
+            force: false,
+        };
+        mkfs(&args).unwrap();
+        fsck(&FsckArgs {
+            device: device.clone(),
+            repair: false,
+        })
+        .unwrap();
+        let again = mkfs(&args).unwrap_err();
+        assert!(again.contains("pollfs"), "{again}");
+        let with_size = mkfs(&MkfsArgs {
+            size: Some("1g".into()),
+            force: true,
+            ..args
+        });
+        assert!(with_size.unwrap_err().contains("--size"));
+        let bad = fsck(&FsckArgs {
+            device: "nvme-tcp://127.0.0.1:1/".into(),
+            repair: false,
+        });
+        assert!(bad.unwrap_err().contains("NQN"));
+    }
 }

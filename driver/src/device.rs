@@ -96,6 +96,8 @@ impl<T: Transport> NvmeDevice<T> {
             capacity: ns.nsze,
             max_transfer: max_transfer / MPS as u32 * MPS as u32,
             queue_depth: u32::from(info.io_entries) - 1,
+            // Force Unit Access is part of every NVMe Write command.
+            fua: true,
         };
         geometry
             .validate()
@@ -112,6 +114,12 @@ impl<T: Transport> NvmeDevice<T> {
     /// The controller, for admin work (logs, identify data, resets).
     pub fn controller(&self) -> &Arc<Controller<T>> {
         &self.ctrl
+    }
+    /// Passes the caller's time to the controller while no queue is
+    /// polled: a fabric controller needs Keep Alive to keep the
+    /// association (see [`Controller::tick`]).
+    pub fn tick(&self, now: pollfs_core::units::Nanos) {
+        self.ctrl.tick(now);
     }
     /// Opens a queue, keeping the driver's own type (with stats and
     /// driver errors) rather than the engine's.

@@ -71,8 +71,8 @@ impl fmt::Display for DriverError {
             DriverError::Admin { opcode, status } => {
                 write!(f, "admin opcode {opcode:#04x} failed: {status:?}")
             }
-            DriverError::Protocol(e) => write!(f, "queue protocol violation: {e:?}"),
-            DriverError::Transport(e) => write!(f, "transport: {e:?}"),
+            DriverError::Protocol(e) => write!(f, "queue protocol violation: {e}"),
+            DriverError::Transport(e) => write!(f, "transport: {e}"),
             DriverError::NoQueues => write!(f, "no I/O queues left"),
             DriverError::Dead => write!(f, "controller failed and could not be reset"),
         }

@@ -9,12 +9,15 @@
 //!   what differs: [`Transport`] (properties, creating and connecting
 //!   queue pairs, the page-cache frames) and [`transport::Qpair`] (submit
 //!   a command with its data, poll completions, reset for a reconnect).
-//! - [`pcie`]: NVMe over PCIe, the one transport today: BAR0 registers
-//!   and DMA memory ([`pcie::hal`]), rings with phase tags and doorbells,
-//!   PRP lists, frames in DMA memory, and the two providers of registers
-//!   and DMA memory: an emulated controller (`emu`, feature `emu`, std)
-//!   and a real one through VFIO (`vfio`, feature `vfio`, std, Linux). A
-//!   fabric transport (TCP) is its sibling.
+//! - [`pcie`]: NVMe over PCIe: BAR0 registers and DMA memory
+//!   ([`pcie::hal`]), rings with phase tags and doorbells, PRP lists,
+//!   frames in DMA memory, and the two providers of registers and DMA
+//!   memory: an emulated controller (`emu`, feature `emu`, std) and a real
+//!   one through VFIO (`vfio`, feature `vfio`, std, Linux).
+//! - [`tcp`]: NVMe over TCP, the sibling of `pcie`: PDUs, digests and
+//!   queue logic (`no_std`) over non-blocking sockets (`tcp::net`, std),
+//!   properties by Fabrics Property Get/Set, queues by Fabrics Connect,
+//!   and a test target on loopback (`tcp::target`, feature `emu`).
 //! - [`qpair`]: command ids and queue protocol violations, per queue pair.
 //! - [`controller`]: bring-up through properties, the admin queue, abort,
 //!   reset and shutdown.
@@ -46,6 +49,7 @@ pub mod io_queue;
 pub mod pcie;
 pub mod qpair;
 pub mod spec;
+pub mod tcp;
 pub mod transport;
 
 // The PCIe transport's two providers keep their short paths: the tools and
@@ -61,6 +65,7 @@ pub use device::NvmeDevice;
 pub use error::DriverError;
 pub use io_queue::{NvmeQueue, QueueStats};
 pub use pcie::{NvmeFrames, PcieTransport};
+pub use tcp::{TcpOptions, TcpTransport};
 pub use transport::Transport;
 
 #[cfg(feature = "emu")]

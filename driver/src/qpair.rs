@@ -22,7 +22,14 @@ pub enum ProtocolError {
     /// What the controller sent could not be read (PCIe: ring memory out
     /// of reach).
     Unreadable,
+    /// An NVMe/TCP connection failed, or its controller broke the
+    /// transport protocol; the connection is closed.
+    Tcp(crate::tcp::TcpError),
 }
+
+// Returned by every poll of every queue, PCIe's too: small enough to
+// travel in registers.
+const _: () = assert!(core::mem::size_of::<ProtocolError>() <= 8);
 
 impl core::fmt::Display for ProtocolError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -33,6 +40,7 @@ impl core::fmt::Display for ProtocolError {
             ProtocolError::BadSqHead(h) => write!(f, "completion with an impossible SQ head {h}"),
             ProtocolError::WrongSqId(q) => write!(f, "completion from submission queue {q}"),
             ProtocolError::Unreadable => write!(f, "completion queue memory could not be read"),
+            ProtocolError::Tcp(e) => write!(f, "NVMe/TCP: {e}"),
         }
     }
 }

@@ -193,7 +193,7 @@ fn mirrored_workloads_recover_from_either_leg_at_every_crash_point() {
             ],
         ),
     ];
-    let generated = (0..2).map(|seed| (format!("seed {seed}"), generated(seed, 12)));
+    let generated = (0..4).map(|seed| (format!("seed {seed}"), generated(seed, 12)));
     for (i, (label, ops)) in cases.into_iter().chain(generated).enumerate() {
         let run = run_workload(&ops);
         check_run(&run, i as u64, &label, &mut tally);

@@ -82,25 +82,89 @@ fn many_syncs_fill_the_log_and_checkpoint() {
     assert_eq!(buf, pattern(2999, 2999 * 100, 100));
 }
 
+/// Device writes and flushes of one write and sync on `dev`'s
+/// filesystem `fs` (file `f`).
+fn costs<D: BlockDevice>(
+    fs: &Fs<D>,
+    f: &pollfs_core::File<D>,
+    off: u64,
+    len: usize,
+    all: bool,
+) -> (u64, u64) {
+    let before = fs.stats();
+    f.write_all_at(&pattern(off, off, len), off).unwrap();
+    if all {
+        f.sync_all().unwrap();
+    } else {
+        f.sync_data().unwrap();
+    }
+    let d = fs.stats().since(&before);
+    (d.dev_writes, d.dev_flushes)
+}
+
+/// The commands of a small sync: its data rides in its log write, so on a
+/// device with FUA an overwrite or an append with fdatasync or fsync is
+/// one write; without FUA, one write and one flush. A sync too large for
+/// the log writes the pages to their blocks, flushes, and logs the inode
+/// only if it changed.
 #[test]
 fn sync_costs_match_the_fast_fsync_design() {
-    let dev = device();
-    let fs = Fs::format(dev.clone(), config(64), 9).unwrap();
-    let f = fs.create("f").unwrap();
-    f.write_all_at(&pattern(1, 0, 64 * 1024), 0).unwrap();
-    f.sync_data().unwrap();
-    // Overwrite inside EOF: data writes and one flush, no log write.
-    let before = fs.stats();
-    f.write_all_at(&pattern(2, 4096, 4096), 4096).unwrap();
-    f.sync_data().unwrap();
-    let d = fs.stats().since(&before);
-    assert_eq!((d.dev_writes, d.dev_flushes), (1, 1), "overwrite: {d:?}");
-    // Append: one data write, one flush, one (FUA) log write.
-    let before = fs.stats();
-    f.write_all_at(&pattern(3, 65536, 4096), 65536).unwrap();
-    f.sync_data().unwrap();
-    let d = fs.stats().since(&before);
-    assert_eq!((d.dev_writes, d.dev_flushes), (2, 1), "append: {d:?}");
+    use pollfs_host_tests::crash::RecordingDevice;
+    for fua in [true, false] {
+        let ram = device();
+        drop(Fs::format(ram.clone(), config(64), 9).unwrap());
+        let dev = if fua {
+            RecordingDevice::new(ram.clone())
+        } else {
+            RecordingDevice::without_fua(ram.clone())
+        };
+        let fs = Fs::mount(dev, config(64)).unwrap();
+        let f = fs.create("f").unwrap();
+        f.write_all_at(&pattern(1, 0, 64 * 1024), 0).unwrap();
+        f.sync_data().unwrap();
+        let flush = u64::from(!fua);
+        let one = (1, flush);
+        assert_eq!(
+            costs(&fs, &f, 4096, 4096, false),
+            one,
+            "overwrite, fdatasync"
+        );
+        assert_eq!(costs(&fs, &f, 65536, 4096, false), one, "append, fdatasync");
+        assert_eq!(costs(&fs, &f, 69632, 4096, true), one, "append, fsync");
+        assert_eq!(
+            costs(&fs, &f, 8192, 100, false),
+            one,
+            "100 bytes, fdatasync"
+        );
+        // Four pages still fit one log write.
+        assert_eq!(costs(&fs, &f, 16384, 4 * 4096, false), one, "4 pages");
+        // Eight do not: written in place (the pages logged before too),
+        // a flush, and a log write of home records for the logged ones.
+        let (w, fl) = costs(&fs, &f, 0, 8 * 4096, false);
+        assert!(
+            fl == 1 + flush && (2..=9).contains(&w),
+            "fua {fua}, 8 pages: {w} writes {fl} flushes"
+        );
+        // Nothing new: no command at all.
+        let before = fs.stats();
+        f.sync_data().unwrap();
+        let d = fs.stats().since(&before);
+        assert_eq!((d.dev_writes, d.dev_flushes), (0, 0), "idle sync");
+        // What was logged is on the device after a remount, and the file
+        // reads back whole.
+        let want = {
+            let mut b = vec![0u8; f.len() as usize];
+            f.read_exact_at(&mut b, 0).unwrap();
+            b
+        };
+        drop(f);
+        drop(fs);
+        let fs = mount(&ram);
+        let f = fs.open("f").unwrap();
+        let mut got = vec![0u8; want.len()];
+        f.read_exact_at(&mut got, 0).unwrap();
+        assert!(got == want, "fua {fua}: contents after a remount");
+    }
 }
 
 #[test]
@@ -187,29 +251,37 @@ fn failed_log_writes_and_flushes_are_reported_and_retried() {
     let fs = Fs::format(FaultyDevice::new(ram.clone(), plan.clone()), config(64), 3).unwrap();
     let s = fs.session().unwrap();
     let f = fs.create("f").unwrap();
-    f.write_all_at(&pattern(1, 0, 10_000), 0).unwrap();
+    // Too many pages for the log: written in place, then flushed.
+    f.write_all_at(&pattern(1, 0, 40_000), 0).unwrap();
     // The flush before the log write fails: this sync and the next report
     // it; nothing is lost.
     plan.fail(CommandKind::Flush, 2, DevError::Media);
     assert_eq!(f.sync_data(), Err(Error::Io(DevError::Media)));
     assert_eq!(f.sync_data(), Err(Error::Io(DevError::Media)));
     f.sync_data().unwrap();
-    // Now the log write itself fails (writes: data first, then the log).
-    f.write_all_at(&pattern(2, 10_000, 5000), 10_000).unwrap();
+    // Now the log write itself fails, for a large sync (data first, then
+    // the log) and for a small one (its data in the log write).
+    f.write_all_at(&pattern(2, 10_000, 25_000), 10_000).unwrap();
     plan.fail(CommandKind::Write, u64::MAX, DevError::Media);
     assert!(f.sync_all().is_err());
     plan.heal();
     f.sync_all().unwrap();
+    f.write_all_at(&pattern(3, 36_000, 3000), 36_000).unwrap();
+    plan.fail(CommandKind::Write, 1, DevError::Media);
+    assert_eq!(f.sync_data(), Err(Error::Io(DevError::Media)));
+    f.sync_data().unwrap();
     drop(f);
     drop(s);
     drop(fs);
     let fs = mount(&ram);
     let f = fs.open("f").unwrap();
-    assert_eq!(f.len(), 15_000);
-    let mut buf = vec![0; 15_000];
+    assert_eq!(f.len(), 40_000);
+    let mut buf = vec![0; 40_000];
     f.read_at(&mut buf, 0).unwrap();
-    assert_eq!(&buf[..10_000], &pattern(1, 0, 10_000)[..]);
-    assert_eq!(&buf[10_000..], &pattern(2, 10_000, 5000)[..]);
+    let mut want = pattern(1, 0, 40_000);
+    want[10_000..35_000].copy_from_slice(&pattern(2, 10_000, 25_000));
+    want[36_000..39_000].copy_from_slice(&pattern(3, 36_000, 3000));
+    assert!(buf == want, "contents after the failures and a remount");
     let report = pollfs_core::persist::check(
         &ram,
         pollfs_core::hosted::monotonic_clock,

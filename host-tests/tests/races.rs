@@ -169,6 +169,19 @@ fn sync_seeds_pass() {
 /// Sync-heavy seeds every default run covers.
 const SYNC_SEEDS: u64 = 300;
 
+/// Lists failing sync-heavy seeds (a survey): `POLLFS_SYNC_SURVEY=<n>`.
+#[test]
+fn sync_survey() {
+    let Ok(n) = std::env::var("POLLFS_SYNC_SURVEY") else {
+        return;
+    };
+    for seed in 0..n.parse::<u64>().expect("a number") {
+        if let Err(f) = sched::run_sync_seed(seed, Options::default()) {
+            println!("sync seed {seed}: {}", f.message);
+        }
+    }
+}
+
 /// Namespace seeds: renames, unlinks, creates and lookups of the files'
 /// names racing writes, reads and syncs through open handles.
 #[test]
@@ -176,6 +189,33 @@ fn names_seeds_pass() {
     for seed in 0..NAMES_SEEDS {
         if let Err(f) = sched::run_names_seed(seed, Options::default()) {
             panic!("names seed {seed} failed: {f}");
+        }
+    }
+}
+
+/// Direct I/O seeds: direct writes and reads racing buffered ones,
+/// truncates, punches and syncs of one file on a cache of a few pages.
+#[test]
+fn direct_seeds_pass() {
+    for seed in 0..DIRECT_SEEDS {
+        if let Err(f) = sched::run_direct_seed(seed, Options::default()) {
+            panic!("direct seed {seed} failed: {f}");
+        }
+    }
+}
+
+/// Direct I/O seeds every default run covers.
+const DIRECT_SEEDS: u64 = 300;
+
+/// Lists failing direct I/O seeds (a survey): `POLLFS_DIRECT_SURVEY=<n>`.
+#[test]
+fn direct_survey() {
+    let Ok(n) = std::env::var("POLLFS_DIRECT_SURVEY") else {
+        return;
+    };
+    for seed in 0..n.parse::<u64>().expect("a number") {
+        if let Err(f) = sched::run_direct_seed(seed, Options::default()) {
+            println!("direct seed {seed}: {}", f.message);
         }
     }
 }

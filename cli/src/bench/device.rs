@@ -9,13 +9,15 @@ use std::path::PathBuf;
 use pollfs_core::dev::file::FileDevice;
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::dev::BlockDevice;
+use pollfs_core::volume::mirror::HEADER_PAGES;
 use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice};
 
-use super::job::Job;
+use super::engine::{self, Engine};
+use super::limits;
+use super::plan::Phase;
+use super::run::Progress;
 use super::sample::Sample;
-use super::{engine, limits, Progress};
 use crate::volume::{self, Leaf, Open, Volume, VolumeJob};
-use pollfs_core::volume::mirror::HEADER_PAGES;
 
 /// Where the bench runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +30,8 @@ pub enum Device {
     File(PathBuf),
     /// A controller bound to vfio-pci.
     Vfio(String),
+    /// An NVMe/TCP subsystem, by its `nvme-tcp://` name.
+    Tcp(String),
     /// A stripe or mirror of the above.
     Volume(Volume),
 }
@@ -39,6 +43,7 @@ impl fmt::Display for Device {
             Device::Ram => write!(f, "ram"),
             Device::File(p) => write!(f, "file:{}", p.display()),
             Device::Vfio(a) => write!(f, "vfio:{a}"),
+            Device::Tcp(name) => write!(f, "{name}"),
             Device::Volume(v) => write!(f, "{v}"),
         }
     }
@@ -64,6 +69,7 @@ impl Device {
             Leaf::Ram => Device::Ram,
             Leaf::File(path) => Device::File(path),
             Leaf::Vfio(addr) => Device::Vfio(addr),
+            Leaf::Tcp(address) => Device::Tcp(address.to_string()),
         })
     }
 
@@ -73,7 +79,11 @@ impl Device {
         match self {
             Device::Emu => Some(emu_queues()),
             Device::Volume(v) if v.legs.contains(&Leaf::Emu) => Some(emu_queues()),
-            Device::Ram | Device::File(_) | Device::Vfio(_) | Device::Volume(_) => None,
+            Device::Ram
+            | Device::File(_)
+            | Device::Vfio(_)
+            | Device::Tcp(_)
+            | Device::Volume(_) => None,
         }
     }
 
@@ -107,51 +117,73 @@ impl Target {
         }
     }
 
-    /// Runs `job` on a fresh pollfs on the device.
-    pub fn run(&self, job: &Job, file_lock: bool, progress: &Progress) -> Result<Sample, String> {
-        let bytes = engine::device_bytes(job);
-        let frames = engine::frames(job)?;
+    /// Runs `phase` with a pollfs `engine` on a fresh pollfs on the device.
+    pub fn run(
+        &self,
+        phase: &Phase<'_>,
+        engine: Engine,
+        progress: &Progress,
+    ) -> Result<Vec<Sample>, String> {
+        let bytes = phase.device_bytes();
+        let frames = engine::frames(phase)?;
         match &self.device {
             Device::Emu => {
                 let dev = NvmeDevice::emulated(bytes, 4096, frames)
                     .map_err(|e| format!("emulated NVMe: {e}"))?;
                 let queues = u32::from(dev.controller().info().io_queues);
-                if job.numjobs > queues {
+                if phase.threads() > queues {
                     return Err(limits::too_many_threads(
-                        job,
+                        phase,
                         queues,
                         "the emulated controller",
                     ));
                 }
-                engine::pollfs(job, dev, file_lock, progress)
+                engine::pollfs(phase, dev, engine, progress)
             }
             Device::Ram => {
                 let dev = RamDevice::new(bytes, 4096, frames).map_err(|e| e.to_string())?;
-                engine::pollfs(job, dev, file_lock, progress)
+                engine::pollfs(phase, dev, engine, progress)
             }
             Device::File(path) => {
                 let dev = FileDevice::open(path, bytes, frames)
                     .map_err(|e| format!("file:{}: {e}", path.display()))?;
-                engine::pollfs(job, dev, file_lock, progress)
+                engine::pollfs(phase, dev, engine, progress)
             }
             #[cfg(target_os = "linux")]
-            Device::Vfio(addr) => self.run_vfio(addr, job, file_lock, progress),
+            Device::Vfio(addr) => {
+                let what = format!("vfio:{addr}");
+                let config = DriverConfig::default();
+                let dev =
+                    NvmeDevice::vfio(addr, config, frames, pollfs_driver::emu::StdClock::new())
+                        .map_err(|e| {
+                            format!(
+                                "{what}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)"
+                            )
+                        })?;
+                self.run_nvme(&what, dev, phase, engine, progress)
+            }
             #[cfg(not(target_os = "linux"))]
             Device::Vfio(_) => Err("VFIO needs Linux".to_string()),
-            Device::Volume(v) => self.run_volume(v, job, file_lock, progress),
+            Device::Tcp(name) => {
+                let address = crate::nvme::parse_tcp(name)?;
+                let dev = crate::nvme::tcp_device(&address, DriverConfig::default(), frames)?;
+                self.run_nvme(name, dev, phase, engine, progress)
+            }
+            Device::Volume(v) => self.run_volume(v, phase, engine, progress),
         }
     }
 
-    /// Runs on a new volume: legs sized for the job (`file:` legs made if
-    /// missing, and looked at before the first run), a mirror made anew.
+    /// Runs on a new volume: legs sized for the phase (`file:` legs made
+    /// if missing, and every leg looked at before the first run), a mirror
+    /// made anew.
     fn run_volume(
         &self,
         v: &Volume,
-        job: &Job,
-        file_lock: bool,
+        phase: &Phase<'_>,
+        engine: Engine,
         progress: &Progress,
-    ) -> Result<Sample, String> {
-        let needed = engine::device_bytes(job);
+    ) -> Result<Vec<Sample>, String> {
+        let needed = phase.device_bytes();
         let legs = v.legs.len() as u64;
         let page = pollfs_core::units::PAGE_SIZE as u64;
         let bytes = match v.chunk {
@@ -163,50 +195,45 @@ impl Target {
             create: true,
             make: v.chunk.is_none().then_some(0x5eed_0001),
             writable: true,
-            ..Open::existing(engine::frames(job)?)
+            ..Open::existing(engine::frames(phase)?)
         };
         let run = BenchRun {
-            job,
-            file_lock,
+            phase,
+            engine,
             progress,
             check: !self.checked.get(),
             force: self.force,
         };
-        let sample = crate::volume::run(v, &v.to_string(), &open, run)?;
+        let samples = volume::run(v, &v.to_string(), &open, run)?;
         self.checked.set(true);
-        Ok(sample)
+        Ok(samples)
     }
 
-    #[cfg(target_os = "linux")]
-    fn run_vfio(
+    /// Runs on a controller the bench does not own: its queue count,
+    /// capacity and contents are checked before the first write.
+    fn run_nvme<T: pollfs_driver::Transport>(
         &self,
-        addr: &str,
-        job: &Job,
-        file_lock: bool,
+        what: &str,
+        dev: NvmeDevice<T>,
+        phase: &Phase<'_>,
+        engine: Engine,
         progress: &Progress,
-    ) -> Result<Sample, String> {
+    ) -> Result<Vec<Sample>, String> {
         use crate::units::show_bytes;
-        let what = format!("vfio:{addr}");
-        let frames = engine::frames(job)?;
-        let config = DriverConfig::default();
-        let dev = NvmeDevice::vfio(addr, config, frames, pollfs_driver::emu::StdClock::new())
-            .map_err(|e| {
-                format!("{what}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)")
-            })?;
         // Everything is checked before the first write.
         let queues = u32::from(dev.controller().info().io_queues);
-        if job.numjobs > queues {
-            return Err(limits::too_many_threads(job, queues, &what));
+        if phase.threads() > queues {
+            return Err(limits::too_many_threads(phase, queues, what));
         }
         let capacity = dev
             .geometry()
             .capacity_pages()
             .saturating_mul(pollfs_core::units::PAGE_SIZE as u64);
-        let needed = engine::device_bytes(job);
+        let needed = phase.device_bytes();
         if needed > capacity {
             return Err(format!(
                 "{}: needs {} of device, and {what} holds {}",
-                job.name,
+                phase.label(),
                 show_bytes(needed),
                 show_bytes(capacity)
             ));
@@ -214,25 +241,25 @@ impl Target {
         if !self.checked.get() {
             let head =
                 crate::signature::read_device_head(&dev).map_err(|e| format!("{what}: {e}"))?;
-            crate::signature::refuse_unless_forced(&what, &head, self.force)?;
+            crate::signature::refuse_unless_forced(what, &head, self.force)?;
             self.checked.set(true);
         }
-        engine::pollfs(job, dev, file_lock, progress)
+        engine::pollfs(phase, dev, engine, progress)
     }
 }
 
 /// One bench run on a volume.
-struct BenchRun<'a> {
-    job: &'a Job,
-    file_lock: bool,
+struct BenchRun<'a, 'p> {
+    phase: &'a Phase<'p>,
+    engine: Engine,
     progress: &'a Progress,
     /// Refuse legs that hold anything (before the first run).
     check: bool,
     force: bool,
 }
 
-impl VolumeJob for BenchRun<'_> {
-    type Output = Sample;
+impl VolumeJob for BenchRun<'_, '_> {
+    type Output = Vec<Sample>;
     fn check_leg<D: BlockDevice>(&mut self, leg: &D, what: &str) -> Result<(), String> {
         if self.check {
             let head =
@@ -241,8 +268,8 @@ impl VolumeJob for BenchRun<'_> {
         }
         Ok(())
     }
-    fn run<D: BlockDevice>(self, dev: D, _what: &str) -> Result<Sample, String> {
-        engine::pollfs(self.job, dev, self.file_lock, self.progress)
+    fn run<D: BlockDevice>(self, dev: D, _what: &str) -> Result<Vec<Sample>, String> {
+        engine::pollfs(self.phase, dev, self.engine, self.progress)
     }
 }
 
@@ -264,6 +291,15 @@ mod tests {
             Ok(Device::File(PathBuf::from("/tmp/x")))
         );
         assert!(Device::parse("file:").is_err());
+        assert_eq!(
+            Device::parse("nvme-tcp://127.0.0.1:4420/testnqn"),
+            Ok(Device::Tcp("nvme-tcp://127.0.0.1:4420/testnqn".into()))
+        );
+        assert!(Device::parse("nvme-tcp://127.0.0.1:4420/").is_err());
+        assert!(matches!(
+            Device::parse("mirror:(emu,nvme-tcp://127.0.0.1:4420/testnqn)"),
+            Ok(Device::Volume(_))
+        ));
         assert!(Device::parse("tape")
             .unwrap_err()
             .contains("unknown device"));

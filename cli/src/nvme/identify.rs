@@ -17,7 +17,8 @@ use pollfs_core::volume::Mirror;
 /// Arguments of `pollfs identify`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// `emu`, `vfio:<pci-address>`, or a volume of them
+    /// `emu`, `vfio:<pci-address>`, `nvme-tcp://HOST:PORT/NQN`
+    /// (`?hdgst=1&ddgst=1` for digests), or a volume of them
     /// (`stripe:CHUNK:(DEV,DEV,...)`, or `mirror:(DEV,DEV,...)` over legs
     /// that hold a mirror).
     pub device: Target,
@@ -209,6 +210,16 @@ mod tests {
         assert!(text.contains(&cap), "{text}");
         assert!(text.contains("version:"), "{text}");
         assert!(text.contains("io queues:"), "{text}");
+    }
+
+    #[test]
+    fn identify_over_nvme_tcp_reports_the_target() {
+        use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
+        let t = TestTarget::start(TargetConfig::default()).unwrap();
+        let target: Target = t.url(false, true).parse().unwrap();
+        let text = with_device(&target, DriverConfig::default(), 1, Identify).unwrap();
+        assert!(text.contains("pollfs test target"), "{text}");
+        assert!(text.contains("512 bytes, no metadata"), "{text}");
     }
 
     #[test]

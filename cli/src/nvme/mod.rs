@@ -2,10 +2,13 @@
 //!
 //! `identify` and `perf` take a DEVICE: `emu` for the emulated controller
 //! (no hardware needed, useful to check the tools and the driver's own CPU
-//! cost) or `vfio:<pci-address>` for a controller bound to vfio-pci (see
-//! `setup`). Both run the same generic code over [`NvmeDevice`], so what
-//! is tested on `emu` is what runs on hardware. `perf` and `identify` also
-//! take a stripe or mirror of such devices (`crate::volume`).
+//! cost), `vfio:<pci-address>` for a controller bound to vfio-pci (see
+//! `setup`), or `nvme-tcp://HOST:PORT/NQN` for an NVMe/TCP subsystem
+//! (`?hdgst=1&ddgst=1` asks for header and data digests, `&kato=MS` sets
+//! the Keep Alive Timeout). All run the same generic code over
+//! [`NvmeDevice`], so what is tested on `emu` is what runs on hardware.
+//! `perf` and `identify` also take a stripe or mirror of such devices
+//! (`crate::volume`).
 
 pub mod identify;
 pub mod perf;
@@ -17,6 +20,8 @@ mod sysfs;
 use std::sync::Arc;
 
 use pollfs_driver::emu::StdClock;
+use pollfs_driver::tcp::net::TcpDevice;
+use pollfs_driver::tcp::TcpAddress;
 use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice, Transport};
 
 /// Where the driver finds its controller.
@@ -26,7 +31,9 @@ pub enum Target {
     Emu,
     /// A controller bound to vfio-pci, by PCI address.
     Vfio(String),
-    /// A stripe or mirror of `emu`, `ram` or `vfio:` legs.
+    /// An NVMe/TCP subsystem.
+    Tcp(Box<TcpAddress>),
+    /// A stripe or mirror of `emu`, `ram`, `vfio:` or `nvme-tcp://` legs.
     Volume(crate::volume::Volume),
 }
 
@@ -35,6 +42,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::Emu => write!(f, "emu"),
             Target::Vfio(a) => write!(f, "vfio:{a}"),
+            Target::Tcp(a) => write!(f, "{a}"),
             Target::Volume(v) => write!(f, "{v}"),
         }
     }
@@ -51,18 +59,38 @@ impl std::str::FromStr for Target {
                 .find(|l| matches!(l, crate::volume::Leaf::File(_)))
             {
                 return Err(format!(
-                    "{s}: leg {l}: the NVMe tools take emu, ram and vfio: legs"
+                    "{s}: leg {l}: the NVMe tools take emu, ram, vfio: and nvme-tcp:// legs"
                 ));
             }
             return Ok(Target::Volume(volume));
+        }
+        if TcpAddress::is_tcp(s) {
+            return parse_tcp(s).map(|a| Target::Tcp(Box::new(a)));
         }
         match s.strip_prefix("vfio:") {
             _ if s == "emu" => Ok(Target::Emu),
             Some(addr) if sysfs::valid_pci_address(addr) => Ok(Target::Vfio(addr.to_string())),
             Some(addr) => Err(format!("{addr}: not a PCI address (dddd:bb:dd.f)")),
-            None => Err(format!("{s}: expected `emu` or `vfio:dddd:bb:dd.f`")),
+            None => Err(format!(
+                "{s}: expected `emu`, `vfio:dddd:bb:dd.f` or `nvme-tcp://HOST:PORT/NQN`"
+            )),
         }
     }
+}
+
+/// Parses an `nvme-tcp://HOST:PORT/NQN?hdgst=1&ddgst=1` device name.
+pub fn parse_tcp(s: &str) -> Result<TcpAddress, String> {
+    TcpAddress::parse(s).map_err(|e| format!("{s}: {e}"))
+}
+
+/// Connects to an NVMe/TCP subsystem with `frames` page frames.
+pub fn tcp_device(
+    address: &TcpAddress,
+    config: DriverConfig,
+    frames: u32,
+) -> Result<TcpDevice, String> {
+    NvmeDevice::tcp_with(address, address.options(), config, frames)
+        .map_err(|e| format!("{address}: {e}"))
 }
 
 /// Namespace size of the `emu` target.
@@ -105,6 +133,7 @@ pub fn with_device<J: DeviceJob>(
         }
         #[cfg(not(target_os = "linux"))]
         Target::Vfio(_) => Err("VFIO needs Linux".to_string()),
+        Target::Tcp(address) => job.run(&tcp_device(address, config, frames)?),
         Target::Volume(v) => Err(format!("{v}: a volume, not one controller")),
     }
 }
@@ -122,5 +151,15 @@ mod tests {
         );
         assert!("vfio:01:00.0".parse::<Target>().is_err());
         assert!("/dev/nvme0n1".parse::<Target>().is_err());
+        let Ok(Target::Tcp(a)) = "nvme-tcp://127.0.0.1:4420/testnqn?hdgst=1".parse::<Target>()
+        else {
+            panic!("an nvme-tcp device");
+        };
+        assert_eq!(
+            (a.port, a.subnqn.as_str(), a.header_digest),
+            (4420, "testnqn", true)
+        );
+        let e = "nvme-tcp://127.0.0.1:4420".parse::<Target>().unwrap_err();
+        assert!(e.contains("NQN"), "{e}");
     }
 }

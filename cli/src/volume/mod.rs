@@ -5,11 +5,14 @@
 //! The legs of a volume share one frame arena (`pollfs_core::volume`), so
 //! opening one decides the arena from the legs: the DMA memory of the
 //! emulated controllers (all `emu` legs are controllers on one emulated
-//! memory), the DMA memory of the one `vfio` leg, or plain memory when
-//! every leg is `ram` or `file:`. RAM and file legs move data through
-//! whichever it is. Two `vfio` legs would need one IOMMU container for
-//! both controllers, which the driver does not set up yet, and `emu` and
-//! `vfio` legs are in different DMA memories: both are refused.
+//! memory), the DMA memory of the one `vfio` leg, the plain frames every
+//! `nvme-tcp://` leg copies through (a TCP controller reaches any frame,
+//! so any number of them share one arena), or plain memory when every leg
+//! is `ram` or `file:`. RAM and file legs move data through whichever it
+//! is. Two `vfio` legs would need one IOMMU container for both
+//! controllers, which the driver does not set up yet, and legs of two of
+//! the kinds `emu`, `vfio` and `nvme-tcp` have frames of different kinds:
+//! both are refused.
 
 pub mod admin;
 pub mod spec;
@@ -25,6 +28,7 @@ use pollfs_core::hosted::monotonic_clock;
 use pollfs_core::volume::mirror::WINDOW_FRAMES;
 use pollfs_core::volume::{Mirror, MirrorEvent, OpenOptions, Stripe};
 use pollfs_driver::emu::{EmuConfig, EmuFrames, EmuMemory, StdClock};
+use pollfs_driver::tcp::{TcpAddress, TcpFrames};
 use pollfs_driver::{DriverConfig, NvmeDevice};
 
 use crate::devfile;
@@ -41,6 +45,8 @@ pub enum Leaf {
     File(PathBuf),
     /// A controller bound to vfio-pci.
     Vfio(String),
+    /// An NVMe/TCP subsystem.
+    Tcp(Box<TcpAddress>),
 }
 
 impl Leaf {
@@ -56,9 +62,13 @@ impl Leaf {
                 if let Some(addr) = s.strip_prefix("vfio:").filter(|a| !a.is_empty()) {
                     return Ok(Leaf::Vfio(addr.to_string()));
                 }
+                if TcpAddress::is_tcp(s) {
+                    return crate::nvme::parse_tcp(s).map(|a| Leaf::Tcp(Box::new(a)));
+                }
                 Err(format!(
                     "unknown device '{s}': use emu, ram, file:PATH, vfio:PCI_ADDR, \
-                     mirror:(DEV,DEV,...) or stripe:CHUNK:(DEV,DEV,...)"
+                     nvme-tcp://HOST:PORT/NQN, mirror:(DEV,DEV,...) or \
+                     stripe:CHUNK:(DEV,DEV,...)"
                 ))
             }
         }
@@ -76,6 +86,7 @@ impl std::fmt::Display for Leaf {
             Leaf::Ram => write!(f, "ram"),
             Leaf::File(p) => write!(f, "file:{}", p.display()),
             Leaf::Vfio(a) => write!(f, "vfio:{a}"),
+            Leaf::Tcp(a) => write!(f, "{a}"),
         }
     }
 }
@@ -233,7 +244,7 @@ fn host_leg<A: FrameArena + 'static>(
                 .map(Either::Right)
                 .map_err(|e| format!("{leaf}: {e}"))
         }
-        Leaf::Emu | Leaf::Vfio(_) => Err(format!("{leaf}: not a host device")),
+        Leaf::Emu | Leaf::Vfio(_) | Leaf::Tcp(_) => Err(format!("{leaf}: not a host device")),
     }
 }
 
@@ -254,8 +265,33 @@ pub fn run<J: VolumeJob>(
             _ => None,
         })
         .collect();
+    let tcp = volume
+        .legs
+        .iter()
+        .filter(|l| matches!(l, Leaf::Tcp(_)))
+        .count();
     let mut made = Vec::new();
     let out = match (emu, vfio.as_slice()) {
+        _ if tcp > 0 && (emu > 0 || !vfio.is_empty()) => Err(format!(
+            "{what}: nvme-tcp legs copy through plain frames, emu and vfio legs need their DMA \
+             memory: they cannot share a page cache"
+        )),
+        (0, []) if tcp > 0 => {
+            let arena = Arc::new(TcpFrames::new(frames));
+            let legs: Vec<Leg<pollfs_driver::tcp::net::TcpDevice>> = volume
+                .legs
+                .iter()
+                .map(|l| match l {
+                    Leaf::Tcp(address) => {
+                        NvmeDevice::tcp_on(address, address.options(), open.driver, arena.clone())
+                            .map(Either::Right)
+                            .map_err(|e| format!("{address}: {e}"))
+                    }
+                    host => host_leg(host, &arena, open, &mut made).map(Either::Left),
+                })
+                .collect::<Result<_, _>>()?;
+            finish(volume, legs, what, open, job)
+        }
         (0, []) => {
             let arena = Arc::new(RamFrames::new(frames));
             let legs: Vec<Leg<RamDevice>> = volume

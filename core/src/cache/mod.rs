@@ -299,6 +299,31 @@ impl PageCache {
         n
     }
 
+    /// Takes `n` slots for a caller's own transfers (direct I/O): each comes
+    /// back locked and holding no page, so nothing else touches its frame
+    /// until [`give_back`](Self::give_back). All or none: `None` if `n`
+    /// could not be taken now (the caller waits for room holding none).
+    pub fn borrow(&self, n: usize) -> Option<Vec<u32>> {
+        let mut slots = Vec::with_capacity(n);
+        while slots.len() < n {
+            match self.take_slot() {
+                Some((s, _)) => slots.push(s),
+                None => {
+                    self.give_back(&slots);
+                    return None;
+                }
+            }
+        }
+        Some(slots)
+    }
+
+    /// Returns slots taken by [`borrow`](Self::borrow).
+    pub fn give_back(&self, slots: &[u32]) {
+        for &s in slots {
+            self.release_slot(s);
+        }
+    }
+
     /// Returns a locked slot that holds nothing to the free list.
     fn release_slot(&self, s: u32) {
         if let Some(slot) = self.slot(s) {
@@ -413,7 +438,13 @@ impl PageCache {
         };
         let mut newly_dirty = false;
         if dirty {
-            let prev = slot.state.fetch_or(DIRTY, Ordering::AcqRel);
+            // New bytes: no data record holds them.
+            let prev = slot
+                .state
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |st| {
+                    Some((st | DIRTY) & !LOGGED)
+                })
+                .unwrap_or_else(|st| st);
             newly_dirty = prev & DIRTY == 0;
             if newly_dirty {
                 self.dirty.fetch_add(1, Ordering::Relaxed);
@@ -428,13 +459,60 @@ impl PageCache {
     /// `Busy` if the page is dirty but locked or still under an earlier
     /// writeback; `Miss` if it is not cached or not dirty.
     pub fn begin_writeback(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {
+        self.claim_dirty(map, ino, index, false)
+    }
+
+    /// Claims a dirty page whose bytes no data record holds yet, for a
+    /// sync to log them (as [`begin_writeback`](Self::begin_writeback);
+    /// `Miss` also for a logged page). End with
+    /// [`end_logged`](Self::end_logged).
+    pub fn begin_log(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {
+        self.claim_dirty(map, ino, index, true)
+    }
+
+    /// Ends a claim of [`begin_log`](Self::begin_log) once the page's
+    /// data record is staged: the page stays dirty (its block is not
+    /// written), logged unless a writer changed it meanwhile, and in the
+    /// log. Returns true if the page became dirty again (as counted).
+    pub fn end_logged(&self, s: u32) -> bool {
+        let Some(prev) = self.update(s, |st| {
+            let logged = if st & DIRTY == 0 { LOGGED } else { 0 };
+            Some((st & !WRITEBACK & !WAITERS) | DIRTY | INLOG | logged)
+        }) else {
+            return false;
+        };
+        let newly = prev & DIRTY == 0;
+        if newly {
+            self.dirty.fetch_add(1, Ordering::Relaxed);
+        }
+        self.wake_if_waiting(s, prev);
+        newly
+    }
+
+    /// True if the bytes of the page in slot `s` are in a data record.
+    pub fn logged(&self, s: u32) -> bool {
+        self.slot(s)
+            .is_some_and(|slot| slot.state.load(Ordering::Acquire) & LOGGED != 0)
+    }
+
+    /// True if a data record for the page in slot `s` is staged or live
+    /// (the caller holds the page under writeback).
+    pub fn in_log(&self, s: u32) -> bool {
+        self.slot(s)
+            .is_some_and(|slot| slot.state.load(Ordering::Acquire) & INLOG != 0)
+    }
+
+    fn claim_dirty(&self, map: &Radix, ino: InodeId, index: PageIndex, unlogged: bool) -> Claim {
         let Some((s, _, seen)) = self.find(map, ino, index) else {
             return Claim::Miss;
         };
         let mut busy = false;
         let claimed = self.update(s, |st| {
             busy = false;
-            if version(st) != version(seen) || st & (DIRTY | UPTODATE) != DIRTY | UPTODATE {
+            if version(st) != version(seen)
+                || st & (DIRTY | UPTODATE) != DIRTY | UPTODATE
+                || (unlogged && st & LOGGED != 0)
+            {
                 return None;
             }
             if st & (LOCKED | WRITEBACK) != 0 {
@@ -454,11 +532,18 @@ impl PageCache {
     }
 
     /// Ends writeback of slot `s`. On failure the page is dirty again (and
-    /// true is returned), so the data is never dropped.
+    /// true is returned), so the data is never dropped. On success its
+    /// block holds its bytes: it is no longer logged or in the log (the
+    /// caller logged a home record if it was).
     pub fn end_writeback(&self, s: u32, ok: bool) -> bool {
         let redirty = !ok;
         if let Some(prev) = self.update(s, |st| {
-            Some((st & !WRITEBACK & !WAITERS) | if redirty { DIRTY } else { 0 })
+            let st = st & !WRITEBACK & !WAITERS;
+            Some(if redirty {
+                st | DIRTY
+            } else {
+                st & !LOGGED & !INLOG
+            })
         }) {
             if redirty && prev & DIRTY == 0 {
                 self.dirty.fetch_add(1, Ordering::Relaxed);
@@ -475,7 +560,9 @@ impl PageCache {
     /// writeback of the page (dirtied again meanwhile) start at once: two
     /// syncs of one file never wait for each other's pages.
     pub fn end_writeback_kept(&self, s: u32) {
-        if let Some(prev) = self.update(s, |st| Some((st & !WRITEBACK & !WAITERS) + PIN)) {
+        if let Some(prev) = self.update(s, |st| {
+            Some((st & !WRITEBACK & !WAITERS & !LOGGED & !INLOG) + PIN)
+        }) {
             self.wake_if_waiting(s, prev);
         }
     }

@@ -1,10 +1,10 @@
 //! The page state word: one `AtomicU64` per cache slot.
 //!
 //! ```text
-//!  63            32 31      24 23        8  7   6   5   4   3   2   1   0
-//! +----------------+----------+-----------+---+---+---+---+---+---+---+---+
-//! |    version     |  unused  |   pins    | - | M | W |REF| WB| D | U | L |
-//! +----------------+----------+-----------+---+---+---+---+---+---+---+---+
+//!  63            32 31    25 24 23        8  7   6   5   4   3   2   1   0
+//! +----------------+--------+--+-----------+---+---+---+---+---+---+---+---+
+//! |    version     | unused |IL|   pins    |LG | M | W |REF| WB| D | U | L |
+//! +----------------+--------+--+-----------+---+---+---+---+---+---+---+---+
 //! ```
 //!
 //! - `L` locked: the slot is being filled, evicted or invalidated; its bytes
@@ -16,6 +16,12 @@
 //! - `REF` referenced: CLOCK's second-chance bit.
 //! - `W` waiters: someone waits on the slot's wait queue (see the cache).
 //! - `M` mapped: the page has a device block.
+//! - `LG` logged: the frame's bytes are durable in a data record (staged
+//!   or written); the page is dirty only because its block is not written
+//!   yet, and a sync need not log it again. A writer's change clears it.
+//! - `IL` in log: a data record for the page is staged or live, so the
+//!   writeback that writes the page to its block logs a home record (or a
+//!   replay could write the older logged bytes over the newer ones).
 //! - pins: writers copying into the page, truncate and punch-hole holding an
 //!   edge page, and syncs keeping the pages they wrote until their flush; a
 //!   pinned page cannot be evicted or dropped.
@@ -37,6 +43,10 @@ pub const REFERENCED: u64 = 1 << 4;
 /// never outlive their blocks: truncate and punch-hole drop the pages before
 /// freeing the blocks under them.
 pub const MAPPED: u64 = 1 << 6;
+/// The frame's bytes are durable in a data record.
+pub const LOGGED: u64 = 1 << 7;
+/// A data record for the page is staged or live.
+pub const INLOG: u64 = 1 << 24;
 /// One pin.
 pub const PIN: u64 = 1 << 8;
 /// All pin bits.

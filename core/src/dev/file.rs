@@ -65,6 +65,8 @@ impl<A: FrameArena> FileDevice<A> {
             capacity: bytes / PAGE_SIZE as u64,
             max_transfer: 128 * 1024,
             queue_depth: 256,
+            // A write with FUA syncs the file's data before it completes.
+            fua: true,
         };
         Ok(FileDevice {
             inner: Arc::new(Inner {

@@ -35,6 +35,9 @@ pub struct Geometry {
     pub max_transfer: u32,
     /// Commands one queue can have in flight.
     pub queue_depth: u32,
+    /// A write with `fua` set is durable when it completes. Without it
+    /// the engine follows each write that must be durable with a flush.
+    pub fua: bool,
 }
 
 impl Geometry {

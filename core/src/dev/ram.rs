@@ -180,6 +180,7 @@ impl<A: FrameArena> RamDevice<A> {
             capacity: pages * (PAGE_SIZE as u64 / u64::from(block_size.max(1))),
             max_transfer: 128 * 1024,
             queue_depth: 256,
+            fua: true,
         };
         geometry.validate()?;
         let chunks = (0..total.div_ceil(CHUNK))

@@ -15,13 +15,14 @@ use core::sync::atomic::Ordering;
 
 use super::inode::Inode;
 use super::Session;
+use crate::cache::Claim;
 use crate::dev::{BlockDevice, Command, FrameArena};
 use crate::error::Result;
 use crate::lock::{Held, Mode};
 use crate::persist::record::Record;
 use crate::persist::{chunks, CommitEnv, Journal, MetaIo, PendingFree};
 use crate::stats::Counter;
-use crate::units::{BlockNo, FrameId, InodeId, Lba, PAGE_SIZE};
+use crate::units::{BlockNo, FrameId, InodeId, Lba, PageIndex, PAGE_SIZE};
 
 /// Pages a sync wrote and keeps pinned until its commit ends.
 type Kept = (Arc<Inode>, Vec<u32>);
@@ -37,8 +38,12 @@ impl<D: BlockDevice> Session<D> {
 
     /// Writes back `inode`'s dirty pages (kept pinned, returned) and, if
     /// its metadata changed since it was last logged, stages its record
-    /// with writers held off. Returns the ticket to commit for.
+    /// with writers held off; or, for a small sync, puts the pages' bytes
+    /// in data records instead. Returns the ticket to commit for.
     async fn capture(&self, inode: &Inode, j: &Journal) -> Result<(Vec<u32>, u64)> {
+        if let Some(ticket) = self.capture_logged(inode, j).await? {
+            return Ok((Vec::new(), ticket));
+        }
         if !inode.meta_dirty() {
             let kept = self.writeback(inode, true).await?;
             return Ok((kept, j.ticket()));
@@ -59,6 +64,161 @@ impl<D: BlockDevice> Session<D> {
             j.stage(record, Some(seq))
         };
         Ok((kept, ticket))
+    }
+
+    /// The pages of `inode` a sync must make durable and no data record
+    /// holds: dirty and not logged, among those in `range` (see
+    /// [`Inode::log_range`]).
+    fn unlogged_pages(&self, inode: &Inode, (lo, hi): (u64, u64)) -> Vec<PageIndex> {
+        let cache = &self.fs.cache;
+        let mut out = Vec::new();
+        cache.scan(
+            &inode.pages,
+            inode.id,
+            PageIndex(lo),
+            PageIndex(hi),
+            |i, s, dirty| {
+                if dirty && !cache.logged(s) {
+                    out.push(i);
+                }
+            },
+        );
+        out
+    }
+
+    /// A small sync: stages the bytes of every dirty page no data record
+    /// holds as data records, after the inode's record if its metadata
+    /// changed, all together (a record mapping a new block never becomes
+    /// durable without the block's bytes). The pages stay dirty, marked
+    /// logged; writeback writes them to their blocks later and logs a home
+    /// record then. With writers held off, so no page changes or gets a
+    /// block meanwhile. `None` if the sync has more pages than
+    /// `Config::log_data_pages` or the log has no room for their data.
+    async fn capture_logged(&self, inode: &Inode, j: &Journal) -> Result<Option<u64>> {
+        let limit = self.fs.config.log_data_pages as usize;
+        let fits = |n: usize| n <= limit && j.data_room(n);
+        if limit == 0 {
+            return Ok(None);
+        }
+        let n = self.unlogged_pages(inode, inode.log_range(true)).len();
+        if !fits(n) {
+            return Ok(None);
+        }
+        if n == 0 && !inode.meta_dirty() {
+            // Nothing to log: what others' writebacks are writing, then a
+            // commit of everything staged (data records of logged pages
+            // among it).
+            self.wait_writebacks(inode).await;
+            return Ok(Some(j.ticket()));
+        }
+        let held = Held::new();
+        let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
+        let _unblock = self.drain_writers(inode).await;
+        let io = inode.begin_io();
+        let staged = self.log_pages(inode, j, fits).await;
+        inode.end_io(io);
+        if staged? {
+            // As `writeback` does for a sync; the ticket, taken after, also
+            // covers the home records those writebacks logged.
+            self.wait_writebacks(inode).await;
+            Ok(Some(j.ticket()))
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// [`Session::capture_logged`]'s work under its locks, registered as
+    /// a writeback: false if the pages do not fit after all.
+    async fn log_pages(
+        &self,
+        inode: &Inode,
+        j: &Journal,
+        fits: impl Fn(usize) -> bool,
+    ) -> Result<bool> {
+        let cache = &self.fs.cache;
+        let mut claimed: Vec<(PageIndex, u32)> = Vec::new();
+        // Taken: pages given new bytes from now on widen it again.
+        let range = inode.log_range(false);
+        let mut want = self.unlogged_pages(inode, range);
+        if !fits(want.len()) {
+            inode.restore_log_range(range);
+            return Ok(false);
+        }
+        // Claim them all. A page that is busy is being read in or written
+        // by another writeback, which ends without waiting for anything
+        // held here.
+        while !want.is_empty() {
+            let mut busy = Vec::new();
+            for index in want.drain(..) {
+                match cache.begin_log(&inode.pages, inode.id, index) {
+                    Claim::Done(slot, _) => {
+                        inode.dirty_dec();
+                        claimed.push((index, slot));
+                    }
+                    Claim::Busy(slot) => busy.push((index, slot)),
+                    Claim::Miss => {}
+                }
+            }
+            for &(index, slot) in &busy {
+                cache
+                    .wait_clear(
+                        slot,
+                        crate::cache::state::LOCKED | crate::cache::state::WRITEBACK,
+                    )
+                    .await;
+                want.push(index);
+            }
+        }
+        let records = self.data_records(inode, &claimed);
+        let staged = match records {
+            Ok(data) => {
+                let head = inode.meta_dirty().then(|| {
+                    let seq = inode.meta_seq.load(Ordering::Acquire);
+                    (
+                        Record::Inode {
+                            ino: inode.id.0,
+                            meta: inode.meta(),
+                        },
+                        Some(seq),
+                    )
+                });
+                // Under the namespace lock, as `capture` stages its record.
+                let _tree = self.fs.tree.read();
+                j.stage_all(head.into_iter().chain(data.into_iter().map(|r| (r, None))));
+                Ok(true)
+            }
+            Err(e) => Err(e),
+        };
+        for &(index, slot) in &claimed {
+            match staged {
+                Ok(_) if cache.end_logged(slot) => inode.dirty_inc_logged(index),
+                Ok(_) => {}
+                Err(_) if cache.end_writeback(slot, false) => inode.dirty_inc(index),
+                Err(_) => inode.changed(index),
+            }
+        }
+        staged
+    }
+
+    /// A data record of each claimed page: its block and its bytes.
+    fn data_records(&self, inode: &Inode, claimed: &[(PageIndex, u32)]) -> Result<Vec<Record>> {
+        let arena = self.fs.frames();
+        let extents = inode.extents.read();
+        let mut out = Vec::with_capacity(claimed.len());
+        for &(index, slot) in claimed {
+            let (block, _) = extents
+                .lookup(index.0)
+                .ok_or(crate::dev::DevError::InvalidRequest)?;
+            let mut bytes = alloc::vec![0u8; PAGE_SIZE];
+            arena.read(FrameId(slot), 0, &mut bytes)?;
+            out.push(Record::Data {
+                ino: inode.id.0,
+                page: index.0,
+                block: block.0,
+                bytes,
+            });
+        }
+        Ok(out)
     }
 
     /// Makes every file's written data, and every change to sizes, extents,
@@ -119,6 +279,22 @@ impl<D: BlockDevice> Session<D> {
             }
             None => Ok(()),
         }
+    }
+
+    /// Writes every dirty page to its block, logged pages included, so
+    /// the next checkpoint carries no data (for unmount).
+    pub(crate) async fn write_home(&self) -> Result<()> {
+        let inodes = self.fs.open_inodes();
+        let mut result = Ok(());
+        for inode in &inodes {
+            if result.is_ok() && inode.dirty.load(Ordering::Acquire) > 0 {
+                result = self.writeback(inode, false).await.map(|_| ());
+            }
+        }
+        for inode in &inodes {
+            self.fs.close(inode);
+        }
+        result
     }
 
     /// Synchronous [`Session::sync_dir_async`].
@@ -188,6 +364,8 @@ impl<D: BlockDevice> MetaIo for SessionEnv<'_, D> {
     }
 
     async fn write(&self, block: u64, bytes: &[u8], fua: bool) -> Result<()> {
+        // A device without FUA: the same writes, then a flush.
+        let native = fua && self.session.fs.geometry.fua;
         let arena = self.session.fs.frames();
         for (at, k, done) in chunks(block, bytes.len() / PAGE_SIZE, self.per_command()) {
             let frames: Vec<FrameId> = (0..k as u32)
@@ -201,9 +379,12 @@ impl<D: BlockDevice> MetaIo for SessionEnv<'_, D> {
                 .run(&Command::Write {
                     lba: self.lba(at),
                     frames: &frames,
-                    fua,
+                    fua: native,
                 })
                 .await?;
+        }
+        if fua && !native {
+            self.session.run(&Command::Flush).await?;
         }
         Ok(())
     }
@@ -254,6 +435,14 @@ impl<D: BlockDevice> CommitEnv for SessionEnv<'_, D> {
         if let Some(inode) = self.session.fs.inode(InodeId(ino)) {
             inode.logged_seq.fetch_max(seq, Ordering::AcqRel);
         }
+    }
+
+    fn take_unflushed(&self) -> bool {
+        self.session.fs.unflushed.swap(0, Ordering::AcqRel) > 0
+    }
+
+    fn unflushed_again(&self) {
+        self.session.fs.unflushed.fetch_add(1, Ordering::AcqRel);
     }
 
     fn counted(&self, checkpoint: bool) {

@@ -34,6 +34,11 @@ pub struct Config {
     pub wall_clock: fn() -> u64,
     /// Owner of the root directory a new filesystem is made with.
     pub root_owner: (u32, u32),
+    /// A sync with at most this many dirty pages to make durable puts
+    /// their bytes in its log write (one device command) instead of
+    /// writing them to their blocks first; the blocks are written later,
+    /// off the sync path. 0 turns it off.
+    pub log_data_pages: u32,
 }
 
 fn no_clock() -> Nanos {
@@ -60,6 +65,7 @@ impl Default for Config {
             park: wake_now,
             wall_clock: no_wall_clock,
             root_owner: (0, 0),
+            log_data_pages: 4,
         }
     }
 }

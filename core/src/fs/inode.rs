@@ -176,6 +176,11 @@ pub(crate) struct Inode {
     /// [`DirtyRange`] word: writeback scans only this range (an
     /// append-and-sync of a large file must not walk its whole page index).
     dirty_range: AtomicU64,
+    /// The pages given new bytes since the last small sync looked, as a
+    /// [`DirtyRange`] word: a small sync logs the dirty pages no data
+    /// record holds, and those are in this range (logged pages stay dirty,
+    /// in `dirty_range`, until written to their blocks).
+    log_range: AtomicU64,
     /// Open handles plus writebacks in progress.
     pub(crate) open: AtomicU32,
     /// The name is gone; free everything when `open` drops to zero.
@@ -189,6 +194,16 @@ pub(crate) struct Inode {
     /// This inode's record's share of the filesystem's metadata size
     /// estimate.
     pub(crate) meta_len: AtomicU64,
+    /// Writebacks of this inode's pages with writes in flight, so a sync
+    /// can wait for the writes others started on pages it found clean.
+    writing: Mutex<InFlight>,
+}
+
+/// Writebacks in flight: ids are handed out in order.
+#[derive(Debug, Default)]
+struct InFlight {
+    next: u64,
+    running: alloc::vec::Vec<u64>,
 }
 
 impl Inode {
@@ -223,13 +238,40 @@ impl Inode {
             writers: WriteDrain::default(),
             dirty: AtomicU64::new(0),
             dirty_range: AtomicU64::new(DirtyRange::EMPTY),
+            log_range: AtomicU64::new(DirtyRange::EMPTY),
             open: AtomicU32::new(0),
             unlinked: AtomicBool::new(false),
             reclaimed: AtomicBool::new(false),
             meta_seq: AtomicU64::new(0),
             logged_seq: AtomicU64::new(0),
             meta_len: AtomicU64::new(0),
+            writing: Mutex::new(InFlight::default()),
         }
+    }
+
+    /// A writeback's writes are about to be submitted; returns its id.
+    pub(crate) fn begin_io(&self) -> u64 {
+        let mut w = self.writing.lock();
+        let id = w.next;
+        w.next += 1;
+        w.running.push(id);
+        id
+    }
+
+    /// Writeback `id`'s writes have completed (and its pages are ended).
+    pub(crate) fn end_io(&self, id: u64) {
+        self.writing.lock().running.retain(|&r| r != id);
+    }
+
+    /// The id the next writeback will get: every writeback started so far
+    /// has a lower one.
+    pub(crate) fn io_horizon(&self) -> u64 {
+        self.writing.lock().next
+    }
+
+    /// True if every writeback with an id below `horizon` has completed.
+    pub(crate) fn io_done_before(&self, horizon: u64) -> bool {
+        self.writing.lock().running.iter().all(|&id| id >= horizon)
     }
 
     /// This inode as a record: attributes, size, and extents or target.
@@ -286,14 +328,39 @@ impl Inode {
         self.meta_seq.load(Ordering::Acquire) > self.logged_seq.load(Ordering::Acquire)
     }
 
-    /// Page `index` became dirty.
+    /// Page `index` became dirty with new bytes.
     pub(crate) fn dirty_inc(&self, index: crate::units::PageIndex) {
+        self.dirty_inc_logged(index);
+        self.changed(index);
+    }
+
+    /// Page `index` became dirty, its bytes in a data record already.
+    pub(crate) fn dirty_inc_logged(&self, index: crate::units::PageIndex) {
         self.dirty.fetch_add(1, Ordering::Relaxed);
-        let _ = self
-            .dirty_range
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
-                Some(DirtyRange::with(r, index.0))
-            });
+        widen(&self.dirty_range, index.0);
+    }
+
+    /// Page `index`, dirty already, got new bytes.
+    pub(crate) fn changed(&self, index: crate::units::PageIndex) {
+        widen(&self.log_range, index.0);
+    }
+
+    /// Takes the range of pages given new bytes since the last call, as
+    /// `[start, end)`; with `keep`, leaves it in place.
+    pub(crate) fn log_range(&self, keep: bool) -> (u64, u64) {
+        DirtyRange::bounds(if keep {
+            self.log_range.load(Ordering::Acquire)
+        } else {
+            self.log_range.swap(DirtyRange::EMPTY, Ordering::AcqRel)
+        })
+    }
+
+    /// Puts back a range [`Inode::log_range`] took.
+    pub(crate) fn restore_log_range(&self, (lo, hi): (u64, u64)) {
+        if lo < hi {
+            widen(&self.log_range, lo);
+            widen(&self.log_range, hi - 1);
+        }
     }
 
     /// Takes the range of pages made dirty since the last call, as
@@ -310,6 +377,13 @@ impl Inode {
                 Some(n.saturating_sub(1))
             });
     }
+}
+
+/// Widens the [`DirtyRange`] word `range` to include page `index`.
+fn widen(range: &AtomicU64, index: u64) {
+    let _ = range.fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+        Some(DirtyRange::with(r, index))
+    });
 }
 
 /// Pages needed to hold `size` bytes.

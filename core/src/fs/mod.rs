@@ -23,6 +23,7 @@ mod commit;
 mod config;
 #[cfg(feature = "std")]
 mod cursor;
+mod direct;
 mod file;
 pub(crate) mod inode;
 mod io;
@@ -140,6 +141,7 @@ impl<D: BlockDevice> Fs<D> {
     /// keep working; what they change afterwards needs another sync.
     pub fn unmount(self) -> Result<()> {
         let session = self.session()?;
+        session.block_on(session.write_home())?;
         session.sync_all_files()?;
         session.checkpoint()
     }

@@ -96,6 +96,7 @@ impl<D: BlockDevice> Fs<D> {
             journal,
             meta_frames,
             meta_bytes: AtomicU64::new(0),
+            unflushed: AtomicU64::new(0),
         });
         Ok(Fs {
             _handles: Arc::new(Handles(shared.clone())),

@@ -332,13 +332,33 @@ impl<D: BlockDevice> Fs<D> {
     /// Creates the regular file `name` in directory `parent`, which must not
     /// have it, and opens it.
     pub fn create_in(&self, parent: u64, name: &str, who: NewInode) -> Result<File<D>> {
-        let inode = self.shared.make(parent, name, Kind::File, who, "")?;
+        let inode = self.make(parent, name, Kind::File, who, "")?;
         Ok(File::new(self.clone(), inode))
+    }
+
+    /// Makes an inode and its entry; if the device is full while blocks
+    /// freed by remove, truncate or punch-hole wait for a commit, commits
+    /// and tries again (as writes do).
+    fn make(
+        &self,
+        parent: u64,
+        name: &str,
+        kind: Kind,
+        who: NewInode,
+        target: &str,
+    ) -> Result<Arc<Inode>> {
+        match self.shared.make(parent, name, kind, who, target) {
+            Err(Error::Space(SpaceError::DeviceFull)) if self.shared.frees_held() => {
+                self.sync()?;
+                self.shared.make(parent, name, kind, who, target)
+            }
+            other => other,
+        }
     }
 
     /// Creates the directory `name` in `parent`; returns its inode number.
     pub fn mkdir_in(&self, parent: u64, name: &str, who: NewInode) -> Result<u64> {
-        Ok(self.shared.make(parent, name, Kind::Dir, who, "")?.id.0)
+        Ok(self.make(parent, name, Kind::Dir, who, "")?.id.0)
     }
 
     /// Creates the symbolic link `name` in `parent`, pointing at `target`
@@ -351,11 +371,7 @@ impl<D: BlockDevice> Fs<D> {
         if target.len() > MAX_SYMLINK_LEN {
             return Err(NameError::TooLong.into());
         }
-        Ok(self
-            .shared
-            .make(parent, name, Kind::Symlink, who, target)?
-            .id
-            .0)
+        Ok(self.make(parent, name, Kind::Symlink, who, target)?.id.0)
     }
 
     /// A symbolic link's target.

@@ -59,6 +59,10 @@ pub(crate) struct Shared<D: BlockDevice> {
     /// every live inode's `meta_len`): blocks for it are held back from
     /// data, so a checkpoint always finds room.
     pub(crate) meta_bytes: AtomicU64,
+    /// Data writes completed since the last flush was issued: a commit
+    /// flushes before its log write only if some were (a commit whose
+    /// data is all in its log write needs no flush on a device with FUA).
+    pub(crate) unflushed: AtomicU64,
 }
 
 impl<D: BlockDevice> core::fmt::Debug for Shared<D> {

@@ -200,7 +200,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Drops every cached page of `inode` in `[start, end)`, waiting for
     /// pages under I/O. The caller holds the gate exclusively over the range.
-    async fn drop_pages(&self, inode: &Inode, start: u64, end: u64) {
+    pub(super) async fn drop_pages(&self, inode: &Inode, start: u64, end: u64) {
         let cache = &self.fs.cache;
         loop {
             let mut cached = Vec::new();
@@ -299,6 +299,7 @@ impl<D: BlockDevice> Session<D> {
             self.release_held(inode, page);
             return Err(e.into());
         }
+        let index = cache.index_of(slot);
         let dirtied = match page {
             HeldPage::Pinned(slot) => cache.unpin(slot, true),
             HeldPage::Filling(index, slot) => {
@@ -306,7 +307,9 @@ impl<D: BlockDevice> Session<D> {
             }
         };
         if dirtied {
-            inode.dirty_inc(cache.index_of(slot));
+            inode.dirty_inc(index);
+        } else {
+            inode.changed(index);
         }
         Ok(())
     }

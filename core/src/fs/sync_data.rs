@@ -5,12 +5,14 @@
 //! the next sync tries again (and reports the error again if it fails).
 
 use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
 
 use super::inode::Inode;
 use super::Session;
 use crate::cache::{Claim, PageCache};
 use crate::dev::{BlockDevice, Command, DevError};
 use crate::error::Result;
+use crate::persist::record::Record;
 use crate::units::{FrameId, Lba, PageIndex};
 
 /// A run of pages claimed for writeback.
@@ -28,7 +30,26 @@ impl<D: BlockDevice> Session<D> {
     /// pages whose device write is in flight or which are being filled,
     /// never for pages another sync keeps: two syncs of one file cannot
     /// wait for each other.
+    ///
+    /// Each writeback is registered with the inode from before it looks
+    /// for dirty pages until its writes complete; a sync (`keep`) then
+    /// waits for every writeback registered before it ended: a page it
+    /// found clean (or never saw, its dirty range taken) may be under
+    /// such a writeback's write, which its flush must follow. A
+    /// registered writeback never waits for another's registration, and
+    /// ends its own before waiting, so two syncs cannot wait for each
+    /// other.
     pub(crate) async fn writeback(&self, inode: &Inode, keep: bool) -> Result<Vec<u32>> {
+        let io = inode.begin_io();
+        let written = self.writeback_pages(inode, keep).await;
+        inode.end_io(io);
+        if keep {
+            self.wait_writebacks(inode).await;
+        }
+        written
+    }
+
+    async fn writeback_pages(&self, inode: &Inode, keep: bool) -> Result<Vec<u32>> {
         let cache = &self.fs.cache;
         let mut dirty = Vec::new();
         let (lo, hi) = inode.take_dirty_range();
@@ -88,6 +109,16 @@ impl<D: BlockDevice> Session<D> {
         }
     }
 
+    /// Waits until every writeback of `inode` started so far has
+    /// completed its writes (they complete without waiting for anything
+    /// the caller holds).
+    pub(crate) async fn wait_writebacks(&self, inode: &Inode) {
+        let horizon = inode.io_horizon();
+        while !inode.io_done_before(horizon) {
+            crate::sync::yield_now().await;
+        }
+    }
+
     /// Releases pages kept by [`Session::writeback`]; if their flush failed
     /// (`durable` false) they are dirty again, so the data is written again.
     pub(crate) fn release_kept(&self, inode: &Inode, kept: &[u32], durable: bool) {
@@ -142,6 +173,10 @@ impl<D: BlockDevice> Session<D> {
             if let Err(e) = result {
                 first_err.get_or_insert(e);
             }
+            if result.is_ok() {
+                self.fs.unflushed.fetch_add(1, Ordering::AcqRel);
+                self.log_home(inode, &run.frames);
+            }
             for f in &run.frames {
                 if keep && result.is_ok() {
                     #[cfg(feature = "mutants")]
@@ -157,6 +192,27 @@ impl<D: BlockDevice> Session<D> {
                     self.end(inode, cache, f.0, result.is_ok());
                 }
             }
+        }
+    }
+
+    /// Logs a home record for each page of `frames` (just written to its
+    /// block, still under writeback) that a data record holds: staged
+    /// while the page is claimed, so it lands in the log after that data
+    /// record and before any later one.
+    fn log_home(&self, inode: &Inode, frames: &[FrameId]) {
+        let Some(j) = &self.fs.journal else {
+            return;
+        };
+        let cache = &self.fs.cache;
+        for f in frames.iter().filter(|f| cache.in_log(f.0)) {
+            let page = cache.index_of(f.0).0;
+            j.stage(
+                Record::Home {
+                    ino: inode.id.0,
+                    page,
+                },
+                None,
+            );
         }
     }
 

@@ -146,6 +146,8 @@ impl<D: BlockDevice> Session<D> {
                     }
                     if cache.unpin(slot, true) {
                         inode.dirty_inc(index);
+                    } else {
+                        inode.changed(index);
                     }
                     return Ok(());
                 }

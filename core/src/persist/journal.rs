@@ -61,6 +61,12 @@ pub(crate) trait CommitEnv: MetaIo {
     fn logged(&self, ino: u64, seq: u64);
     /// A log write (false) or a checkpoint (true) was written.
     fn counted(&self, checkpoint: bool);
+    /// True if data was written since the last flush was issued (and
+    /// forgets it: the caller flushes now). A commit whose data is all in
+    /// its records needs no flush before its log write.
+    fn take_unflushed(&self) -> bool;
+    /// The flush [`CommitEnv::take_unflushed`] called for failed.
+    fn unflushed_again(&self);
 }
 
 /// The checkpoint the superblock names.
@@ -89,6 +95,8 @@ struct State {
     durable_ticket: u64,
     /// Records staged and not yet durable, in staging order.
     pending: Vec<Staged>,
+    /// Data records among them.
+    pending_data: usize,
     pending_frees: Vec<PendingFree>,
     /// Per inode: the metadata sequence of its newest durable state.
     durable_seq: BTreeMap<u64, u64>,
@@ -143,6 +151,7 @@ impl Journal {
                 next_ticket: 1,
                 durable_ticket: 0,
                 pending: Vec::new(),
+                pending_data: 0,
                 pending_frees: Vec::new(),
                 durable_seq,
                 removed: BTreeSet::new(),
@@ -160,11 +169,35 @@ impl Journal {
     /// before; returns its ticket (see [`Journal::commit`]). `seq` is given
     /// for an inode record a sync captured: its inode's metadata sequence.
     pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> u64 {
+        self.stage_all([(record, seq)])
+    }
+
+    /// Stages `records` together (no other record comes between them, and
+    /// one commit makes all of them durable or none); returns the ticket.
+    pub(crate) fn stage_all(
+        &self,
+        records: impl IntoIterator<Item = (Record, Option<u64>)>,
+    ) -> u64 {
         let mut st = self.st.lock();
         let ticket = st.next_ticket;
         st.next_ticket += 1;
-        st.pending.push(Staged { record, seq });
+        for (record, seq) in records {
+            if let Record::Data { .. } = record {
+                st.pending_data += 1;
+            }
+            st.pending.push(Staged { record, seq });
+        }
         ticket
+    }
+
+    /// True if `n` more pages of data fit the log's share for them: live
+    /// data is carried by every checkpoint and kept in memory, so it is
+    /// bounded (a quarter of the log, at most 256 pages); past that, syncs
+    /// write pages to their blocks, which retires their data records.
+    pub(crate) fn data_room(&self, n: usize) -> bool {
+        let cap = (self.layout.log_blocks / 4).min(256) as usize;
+        let st = self.st.lock();
+        st.shadow.data_pages() + st.pending_data + n <= cap
     }
 
     /// A ticket for a sync with no record to stage: the commit that covers
@@ -221,6 +254,7 @@ impl Journal {
         }
         let (batch, last) = {
             let mut st = self.st.lock();
+            st.pending_data = 0;
             (core::mem::take(&mut st.pending), st.next_ticket - 1)
         };
         match self.write_records(env, &batch).await {
@@ -236,6 +270,10 @@ impl Journal {
                 // Nothing of this batch is durable: put it back, in order,
                 // ahead of what was staged meanwhile, for the next leader.
                 let mut st = self.st.lock();
+                st.pending_data += batch
+                    .iter()
+                    .filter(|s| matches!(s.record, Record::Data { .. }))
+                    .count();
                 let mut pending = batch;
                 pending.append(&mut st.pending);
                 st.pending = pending;
@@ -244,12 +282,20 @@ impl Journal {
         }
     }
 
-    /// Flushes, then makes `records` durable: one log write if they fit
-    /// one, else a checkpoint with them folded in.
+    /// Flushes if data was written since the last flush, then makes
+    /// `records` durable: one log write if they fit one, else a
+    /// checkpoint with them folded in.
     async fn write_records<E: CommitEnv>(&self, env: &E, records: &[Staged]) -> Result<()> {
         // One flush makes every queued syncer's data durable: each queued
-        // after its writeback completed.
-        env.flush().await?;
+        // after its writeback completed. A batch whose data is all in its
+        // records (data records, and pages written and flushed before)
+        // needs none: its FUA log write is its only command.
+        if env.take_unflushed() {
+            if let Err(e) = env.flush().await {
+                env.unflushed_again();
+                return Err(e);
+            }
+        }
         if records.is_empty() {
             return Ok(());
         }

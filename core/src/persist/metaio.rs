@@ -152,6 +152,8 @@ impl<'a, D: BlockDevice> BlockIo<'a, D> {
     }
 
     fn write_sync(&self, block: u64, data: &[u8], fua: bool) -> Result<()> {
+        // A device without FUA: the same write, then a flush.
+        let native = fua && self.dev.geometry().fua;
         let n = data.len().div_ceil(PAGE_SIZE);
         for (at, k, done) in chunks(block, n, self.per_command()) {
             let frames = self.frames(k);
@@ -164,8 +166,11 @@ impl<'a, D: BlockDevice> BlockIo<'a, D> {
             self.run(&Command::Write {
                 lba: self.lba(at)?,
                 frames: &frames,
-                fua,
+                fua: native,
             })?;
+        }
+        if fua && !native {
+            self.run(&Command::Flush)?;
         }
         Ok(())
     }

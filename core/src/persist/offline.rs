@@ -93,6 +93,9 @@ pub struct CheckReport {
     pub checkpoint_blocks: u64,
     /// Log writes replayed.
     pub log_writes: u64,
+    /// Pages whose synced bytes are in data records, not yet in their
+    /// blocks (the next mount writes them there).
+    pub data_pages: usize,
     /// Notes that are not problems (a damaged superblock copy while the
     /// other is good).
     pub notes: Vec<String>,
@@ -117,6 +120,7 @@ impl CheckReport {
                 .fold(0u64, |n, x| n.saturating_add(x.len)),
             checkpoint_blocks: r.chain.iter().map(|c| c.1).sum(),
             log_writes: r.log_writes,
+            data_pages: r.shadow.data_pages(),
             notes: r.notes.clone(),
         }
     }
@@ -362,10 +366,17 @@ impl<D: BlockDevice> CommitEnv for OfflineEnv<'_, '_, D> {
     async fn release(&self, _frees: Vec<PendingFree>) {}
     fn logged(&self, _ino: u64, _seq: u64) {}
     fn counted(&self, _checkpoint: bool) {}
+    fn take_unflushed(&self) -> bool {
+        true
+    }
+    fn unflushed_again(&self) {}
 }
 
 /// Recovers the durable metadata of `dev` for mounting: any damage or
-/// broken invariant is an error.
+/// broken invariant is an error. Live data (small syncs' pages, durable
+/// in log records) is written to its blocks and flushed, then a
+/// checkpoint without it replaces the log, so no later replay can write
+/// those bytes over newer ones; the result is what the device holds then.
 pub(crate) fn recover_for_mount<D: BlockDevice>(
     dev: &D,
     frames: core::ops::Range<u32>,
@@ -373,10 +384,30 @@ pub(crate) fn recover_for_mount<D: BlockDevice>(
     idle: fn(),
 ) -> Result<Recovered> {
     let io = BlockIo::new(dev, frames, clock, idle)?;
+    let recover_now = || {
+        block_on(
+            recover(&io, io.capacity_blocks(), io.lba_size(), Mode::Mount),
+            idle,
+        )
+    };
+    let mut rec = recover_now()?;
+    if rec.shadow.data_pages() == 0 {
+        return Ok(rec);
+    }
     block_on(
-        recover(&io, io.capacity_blocks(), io.lba_size(), Mode::Mount),
+        async {
+            for (_, (block, bytes)) in rec.shadow.data() {
+                io.write(*block, bytes, false).await?;
+            }
+            io.flush().await
+        },
         idle,
-    )
+    )?;
+    rec.shadow.clear_data();
+    let env = OfflineEnv::new(&io, &rec)?;
+    block_on(Journal::open(&rec).checkpoint_now(&env), idle)?;
+    drop(env);
+    recover_now()
 }
 
 /// Formats `dev` (see [`format`]) through `frames`.

@@ -11,9 +11,16 @@
 //! "everything in the data area that no extent and no checkpoint frame
 //! uses".
 //!
+//! Small syncs put file data in the log too: a [`Record::Data`] carries
+//! one page's bytes and the block they belong in, so a sync costs one log
+//! write; the page is written to its block later, off the sync path, and
+//! a [`Record::Home`] logged after that write says the block holds the
+//! page now. Data that no later record supersedes is *live*: replay
+//! collects it, and mount writes it to its blocks before anything else.
+//!
 //! A checkpoint's stream is an image (every inode, then every entry, taken
-//! as they are), an [`Record::ImageEnd`] marker, then any records the
-//! checkpoint folded in (replayed like the log).
+//! as they are), an [`Record::ImageEnd`] marker, the live data, then any
+//! records the checkpoint folded in (replayed like the log).
 //!
 //! Decoding checks every value against the engine's limits (inode numbers,
 //! sizes, extent ranges, names, link targets), so nothing read from disk
@@ -39,6 +46,11 @@ const TAG_UNLINK: u8 = 3;
 const TAG_RENAME: u8 = 4;
 const TAG_FREE: u8 = 5;
 const TAG_IMAGE_END: u8 = 6;
+const TAG_DATA: u8 = 7;
+const TAG_HOME: u8 = 8;
+
+/// Bytes of an encoded data record: tag, inode, page, block, the page.
+pub const DATA_RECORD_LEN: u64 = 1 + 8 + 8 + 8 + PAGE_SIZE_U64;
 
 /// Bytes of an encoded extent.
 const EXTENT_LEN: u64 = 24;
@@ -193,6 +205,26 @@ pub enum Record {
     },
     /// Ends a checkpoint's image: what follows is replayed like the log.
     ImageEnd,
+    /// Page `page` of file `ino`, mapped to device block `block`, holds
+    /// `bytes` (4 KiB), whatever the block holds.
+    Data {
+        /// The file.
+        ino: u64,
+        /// The page (file block) index.
+        page: u64,
+        /// The device block the page maps to.
+        block: u64,
+        /// The page's bytes.
+        bytes: Vec<u8>,
+    },
+    /// The page's block holds its bytes now: earlier data records for it
+    /// are superseded.
+    Home {
+        /// The file.
+        ino: u64,
+        /// The page index.
+        page: u64,
+    },
 }
 
 fn short(_: Short) -> Damage {
@@ -205,6 +237,14 @@ fn ino(d: &mut Dec<'_>) -> Result<u64, Damage> {
         return Err(Damage::Record("inode number out of range"));
     }
     Ok(ino)
+}
+
+fn page(d: &mut Dec<'_>) -> Result<u64, Damage> {
+    let page = d.u64().map_err(short)?;
+    if page >= MAX_FILE_PAGES {
+        return Err(Damage::Record("page index past the largest file"));
+    }
+    Ok(page)
 }
 
 fn name(d: &mut Dec<'_>) -> Result<String, Damage> {
@@ -344,6 +384,23 @@ impl Record {
                 e.u64(*ino);
             }
             Record::ImageEnd => e.u8(TAG_IMAGE_END),
+            Record::Data {
+                ino,
+                page,
+                block,
+                bytes,
+            } => {
+                e.u8(TAG_DATA);
+                e.u64(*ino);
+                e.u64(*page);
+                e.u64(*block);
+                e.bytes(bytes);
+            }
+            Record::Home { ino, page } => {
+                e.u8(TAG_HOME);
+                e.u64(*ino);
+                e.u64(*page);
+            }
         }
     }
 
@@ -380,6 +437,16 @@ impl Record {
             },
             TAG_FREE => Record::Free { ino: ino(d)? },
             TAG_IMAGE_END => Record::ImageEnd,
+            TAG_DATA => Record::Data {
+                ino: ino(d)?,
+                page: page(d)?,
+                block: d.u64().map_err(short)?,
+                bytes: d.bytes(PAGE_SIZE_U64 as usize).map_err(short)?.to_vec(),
+            },
+            TAG_HOME => Record::Home {
+                ino: ino(d)?,
+                page: page(d)?,
+            },
             _ => return Err(Damage::Record("unknown record type")),
         })
     }
@@ -567,8 +634,19 @@ pub struct Shadow {
     pub inodes: BTreeMap<u64, InodeMeta>,
     /// (directory, name) -> inode.
     pub entries: BTreeMap<(u64, String), u64>,
+    /// Live data: (inode, page) -> (its block, its bytes), for pages whose
+    /// durable bytes are in a data record rather than in their block.
+    data: BTreeMap<(u64, u64), (u64, Vec<u8>)>,
     /// Bytes of this state's checkpoint image.
     image_len: u64,
+}
+
+/// The device block `m` maps page `page` to, if any.
+fn block_of(m: &InodeMeta, page: u64) -> Option<u64> {
+    m.extents
+        .iter()
+        .find(|x| x.file_block <= page && page - x.file_block < x.len)
+        .map(|x| x.dev.0 + (page - x.file_block))
 }
 
 impl Shadow {
@@ -587,6 +665,48 @@ impl Shadow {
         if let Some(old) = self.inodes.insert(ino, meta) {
             self.image_len -= old.record_len();
         }
+        self.prune_data(ino);
+    }
+
+    /// Drops live data of `ino` that its state no longer maps where the
+    /// data says (truncated, punched or remapped since), or all of it if
+    /// the inode is gone or not a file.
+    fn prune_data(&mut self, ino: u64) {
+        let pages: Vec<u64> = self
+            .data
+            .range((ino, 0)..=(ino, u64::MAX))
+            .filter(|(&(_, page), &(block, _))| {
+                self.inodes
+                    .get(&ino)
+                    .is_none_or(|m| block_of(m, page) != Some(block))
+            })
+            .map(|(&(_, page), _)| page)
+            .collect();
+        for page in pages {
+            self.drop_data(ino, page);
+        }
+    }
+
+    fn drop_data(&mut self, ino: u64, page: u64) {
+        if self.data.remove(&(ino, page)).is_some() {
+            self.image_len -= DATA_RECORD_LEN;
+        }
+    }
+
+    /// Live data: `((ino, page), (block, bytes))` in inode and page order.
+    pub fn data(&self) -> impl Iterator<Item = (&(u64, u64), &(u64, Vec<u8>))> {
+        self.data.iter()
+    }
+
+    /// Pages of live data.
+    pub fn data_pages(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Forgets all live data (once it is written to its blocks).
+    pub fn clear_data(&mut self) {
+        self.image_len -= DATA_RECORD_LEN * self.data.len() as u64;
+        self.data.clear();
     }
 
     fn put_entry(&mut self, parent: u64, name: String, ino: u64) {
@@ -658,11 +778,30 @@ impl Shadow {
                 if *ino == ROOT_INO || self.inodes.get(ino).is_some_and(|m| m.nlink != 0) {
                     return Err(Damage::Replay("a free of an inode that still has links"));
                 }
-                if let Some(old) = self.inodes.remove(ino) {
-                    self.image_len -= old.record_len();
-                }
+                self.reclaim(*ino);
             }
             Record::ImageEnd => return Err(Damage::Replay("an image end outside an image")),
+            Record::Data {
+                ino,
+                page,
+                block,
+                bytes,
+            } => {
+                let m = self.meta(*ino)?;
+                if m.kind != Kind::File || block_of(m, *page) != Some(*block) {
+                    return Err(Damage::Replay(
+                        "data for a page its file does not map to that block",
+                    ));
+                }
+                if self
+                    .data
+                    .insert((*ino, *page), (*block, bytes.clone()))
+                    .is_none()
+                {
+                    self.image_len += DATA_RECORD_LEN;
+                }
+            }
+            Record::Home { ino, page } => self.drop_data(*ino, *page),
         }
         Ok(())
     }
@@ -761,6 +900,7 @@ impl Shadow {
         if let Some(old) = self.inodes.remove(&ino) {
             self.image_len -= old.record_len();
         }
+        self.prune_data(ino);
     }
 
     /// Bytes of this state's checkpoint image ([`Shadow::image`] encoded).
@@ -769,7 +909,7 @@ impl Shadow {
     }
 
     /// This state as a checkpoint image, encoded: every inode, every
-    /// entry, and the [`Record::ImageEnd`] marker.
+    /// entry, the [`Record::ImageEnd`] marker, and the live data.
     pub fn image(&self) -> Vec<u8> {
         let mut e = Enc(Vec::with_capacity(self.image_len() as usize));
         for (&ino, m) in &self.inodes {
@@ -784,6 +924,15 @@ impl Shadow {
             .encode(&mut e);
         }
         Record::ImageEnd.encode(&mut e);
+        for (&(ino, page), (block, bytes)) in &self.data {
+            Record::Data {
+                ino,
+                page,
+                block: *block,
+                bytes: bytes.clone(),
+            }
+            .encode(&mut e);
+        }
         debug_assert_eq!(e.0.len() as u64, self.image_len());
         e.0
     }
@@ -795,6 +944,7 @@ impl Shadow {
             m.extents.retain(|x| keep(x));
             self.image_len += m.record_len();
         }
+        self.prune_data(ino);
     }
 
     /// Removes the entry `(parent, name)` as it is, counting nothing (for

@@ -65,6 +65,12 @@ pub enum VolumeError {
     /// The legs' arena has too few frames for the mirror's own I/O and a
     /// page cache.
     TooFewFrames,
+    /// A mirror leg does not offer Force Unit Access: the headers' commit
+    /// rule relies on a header write being durable when it completes.
+    NoFua {
+        /// The leg, by position.
+        leg: usize,
+    },
     /// A leg refused a command or failed one the volume needed.
     Leg {
         /// The leg, by position.
@@ -116,6 +122,10 @@ impl fmt::Display for VolumeError {
             VolumeError::TooFewFrames => write!(
                 f,
                 "the legs' frame arena is too small for the mirror's own I/O and a page cache"
+            ),
+            VolumeError::NoFua { leg } => write!(
+                f,
+                "leg {leg} offers no Force Unit Access, which a mirror's headers need"
             ),
             VolumeError::Leg { leg, error } => write!(f, "leg {leg}: {error}"),
             VolumeError::NotAMirror { leg } => write!(f, "leg {leg} holds no mirror header"),

@@ -45,6 +45,9 @@ impl<D: BlockDevice> Stripe<D> {
             max_transfer: leg_max.unwrap_or(0).saturating_mul(legs.len() as u32) / PAGE_SIZE as u32
                 * PAGE_SIZE as u32,
             queue_depth: depth.unwrap_or(0),
+            // A FUA write goes to its legs as FUA writes: only if all take
+            // them.
+            fua: legs.iter().all(|l| l.geometry().fua),
         };
         geometry.validate().map_err(|_| VolumeError::Leg {
             leg: 0,

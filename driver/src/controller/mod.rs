@@ -32,6 +32,7 @@ use crate::spec::completion::CompletionEntry;
 use crate::spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
 use crate::spec::regs::{Cap, Csts};
 use crate::transport::{Payload, Property, Qpair, Transport};
+use pollfs_core::units::Nanos;
 
 /// Memory page size the driver uses (CC.MPS = 0).
 pub const MPS_SHIFT: u32 = 12;
@@ -69,6 +70,10 @@ pub struct Controller<T: Transport> {
     resets_in_a_row: AtomicU32,
     resets: AtomicU32,
     dead: AtomicBool,
+    /// Keep Alive period, if the transport needs one, and when the next
+    /// Keep Alive is due (caller's time).
+    keep_alive: Option<u64>,
+    next_keep_alive: AtomicU64,
 }
 
 impl<T: Transport> core::fmt::Debug for Controller<T> {
@@ -127,6 +132,7 @@ impl<T: Transport> Controller<T> {
                 return Err(e);
             }
         };
+        transport.identified(&identify);
         let version = ctx.get32(&mut admin, Property::Vs).unwrap_or(0);
         admin.free_qids = (1..=granted).rev().collect();
         // "No limit" (MDTS 0) and huge limits are capped at what the engine
@@ -149,6 +155,7 @@ impl<T: Transport> Controller<T> {
             io_queues: granted,
             io_entries: config.io_entries.clamp(2, max_entries),
         };
+        let keep_alive = transport.keep_alive_interval();
         Ok(Controller {
             transport,
             clock,
@@ -159,6 +166,8 @@ impl<T: Transport> Controller<T> {
             resets_in_a_row: AtomicU32::new(0),
             resets: AtomicU32::new(0),
             dead: AtomicBool::new(false),
+            keep_alive,
+            next_keep_alive: AtomicU64::new(0),
         })
     }
 
@@ -270,9 +279,12 @@ impl<T: Transport> Controller<T> {
             .pop()
             .ok_or(DriverError::NoQueues)
     }
-    /// Returns an I/O queue id.
+    /// Returns an I/O queue id. It goes to the back of the line (ids are
+    /// taken from the end): a fabric target tears a queue down after its
+    /// connection closes, asynchronously, and refuses a Connect for an id
+    /// it still holds.
     pub fn free_qid(&self, qid: u16) {
-        self.admin.lock().free_qids.push(qid);
+        self.admin.lock().free_qids.insert(0, qid);
     }
 
     /// Makes the controller serve the I/O queue pair `qp` (at creation and
@@ -299,10 +311,55 @@ impl<T: Transport> Controller<T> {
         }
         let mut admin = self.admin.lock();
         let _ = self.ctx().reap_discarded(&mut admin);
+        Self::fire(&mut admin, SubmissionEntry::abort(sqid, cid))
+    }
+
+    /// Passes the caller's time on: to the transport, and, on a transport
+    /// that needs Keep Alive, sends one when it is due (fire and forget,
+    /// skipped while another thread holds the admin queue). Every I/O
+    /// queue's `poll` calls this; an idle device needs
+    /// [`NvmeDevice::tick`](crate::NvmeDevice::tick) now and then. A
+    /// broken admin queue found here resets the controller.
+    // Inlined into every I/O queue's poll: PCIe pays one branch.
+    #[inline]
+    pub fn tick(&self, now: Nanos) {
+        self.transport.tick(now);
+        if let Some(every) = self.keep_alive {
+            if now.0 >= self.next_keep_alive.load(Ordering::Relaxed) {
+                self.keep_alive(now, every);
+            }
+        }
+    }
+
+    #[cold]
+    fn keep_alive(&self, now: Nanos, every: u64) {
+        if self.is_dead() {
+            return;
+        }
+        let seen = self.generation();
+        let broken = {
+            let Some(mut admin) = self.admin.try_lock() else {
+                return;
+            };
+            self.next_keep_alive
+                .store(now.0.saturating_add(every), Ordering::Relaxed);
+            let reaped = self.ctx().reap_discarded(&mut admin);
+            // With every admin id taken (discarded Aborts pile up) the
+            // next tick tries again.
+            reaped.is_err()
+                || (admin.cids.available() > 0
+                    && !Self::fire(&mut admin, SubmissionEntry::keep_alive()))
+        };
+        if broken {
+            let _ = self.reset(seen);
+        }
+    }
+
+    /// Submits `sqe` on the admin queue with its result to be discarded.
+    fn fire(admin: &mut Admin<T::Qpair>, mut sqe: SubmissionEntry) -> bool {
         let Some(acid) = admin.cids.alloc() else {
             return false;
         };
-        let mut sqe = SubmissionEntry::abort(sqid, cid);
         sqe.set_cid(acid);
         if let Some(d) = admin.discard.get_mut(usize::from(acid)) {
             *d = true;

@@ -51,6 +51,7 @@ impl<T: Transport> Controller<T> {
     fn reinit(&self, ctx: &Ctx<'_, T>, admin: &mut Admin<T::Qpair>) -> Result<(), DriverError> {
         self.drop_live_queues(ctx, admin);
         admin.forget()?;
+        ctx.transport.reconnect_admin(&mut admin.qp)?;
         // CC.EN 1 -> 0 resets the controller (7.3.2).
         ctx.set(admin, Property::Cc, 0)?;
         ctx.enable(admin, self.info.cap)?;

@@ -180,6 +180,10 @@ impl<T: Transport> NvmeQueue<T> {
     pub fn stats(&self) -> QueueStats {
         self.stats
     }
+    /// The transport's queue pair, for its own counters and state.
+    pub fn qpair(&self) -> &T::Qpair {
+        &self.qp
+    }
     /// Most 4 KiB frames one NVMe command carries on this queue.
     pub fn frames_per_command(&self) -> usize {
         self.chunk_frames
@@ -265,7 +269,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
     }
 
     fn poll(&mut self, now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
-        self.ctrl.transport().tick(now);
+        self.ctrl.tick(now);
         if self.ctrl.is_dead() {
             self.fail_all(DevError::ControllerFailed);
         } else {

@@ -37,6 +37,7 @@ fn queue(fake: &FakeTransport) -> NvmeQueue<FakeTransport> {
         capacity: blocks,
         max_transfer: 64 << 10,
         queue_depth: 3,
+        fua: true,
     };
     let q = NvmeQueue::open(
         alloc::sync::Arc::new(ctrl),

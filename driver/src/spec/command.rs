@@ -27,6 +27,8 @@ pub mod admin_opcode {
     pub const SET_FEATURES: u8 = 0x09;
     /// Get Features (5.13).
     pub const GET_FEATURES: u8 = 0x0a;
+    /// Keep Alive (5.16).
+    pub const KEEP_ALIVE: u8 = 0x18;
 }
 
 /// NVM command set opcodes (NVMe 1.4, 6 "NVM Command Set"; the commands
@@ -208,6 +210,12 @@ impl SubmissionEntry {
         e.dw[10] = u32::from(lid) | ((numd & 0xffff) << 16);
         e.dw[11] = numd >> 16;
         e
+    }
+    /// Keep Alive (5.16): restarts the controller's Keep Alive timer
+    /// (7.12); a fabric controller tears the association down when it
+    /// expires.
+    pub fn keep_alive() -> SubmissionEntry {
+        SubmissionEntry::new(admin_opcode::KEEP_ALIVE, 0)
     }
     /// Abort (5.1) the command `cid` on submission queue `sqid`.
     pub fn abort(sqid: u16, cid: u16) -> SubmissionEntry {

@@ -87,6 +87,10 @@ pub struct IdentifyController {
     pub oncs: u16,
     /// Volatile Write Cache present.
     pub vwc: bool,
+    /// I/O Queue Command Capsule Supported Size, in 16-byte units (bytes
+    /// 1795:1792, fabrics only; 0 on PCIe): the largest command capsule,
+    /// 64-byte entry plus in-capsule data, an I/O queue accepts.
+    pub ioccsz: u32,
 }
 
 impl IdentifyController {
@@ -143,6 +147,7 @@ impl IdentifyController {
             nn,
             oncs: u16_at(b, 520),
             vwc: byte_at(b, 525) & 1 != 0,
+            ioccsz: u32_at(b, 1792),
         })
     }
     /// Encodes the fields back into a 4096-byte structure (for the emulated
@@ -161,6 +166,7 @@ impl IdentifyController {
         out[516..520].copy_from_slice(&self.nn.to_le_bytes());
         out[520..522].copy_from_slice(&self.oncs.to_le_bytes());
         out[525] = u8::from(self.vwc);
+        out[1792..1796].copy_from_slice(&self.ioccsz.to_le_bytes());
     }
 }
 
@@ -240,6 +246,7 @@ mod tests {
             nn: 1,
             oncs: 0b1100,
             vwc: true,
+            ioccsz: 1028,
         }
     }
 

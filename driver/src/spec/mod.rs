@@ -1,9 +1,12 @@
 //! NVMe 1.4 wire formats: registers, queue entries, status and identify
-//! data. Pure data and encoding, no I/O, so every layout is unit-tested in
-//! isolation.
+//! data, and the NVMe over Fabrics 1.1 commands and SGL descriptors a
+//! fabric transport sends in place of PRPs. Pure data and encoding, no
+//! I/O, so every layout is unit-tested in isolation.
 
 pub mod command;
 pub mod completion;
+pub mod fabrics;
 pub mod identify;
 pub mod regs;
+pub mod sgl;
 pub mod status;

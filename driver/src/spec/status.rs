@@ -68,6 +68,9 @@ pub mod generic {
     pub const ABORTED_SQ_DELETION: u8 = 0x08;
     /// Invalid Namespace or Format.
     pub const INVALID_NAMESPACE: u8 = 0x0b;
+    /// Transient Transport Error: a fabric lost or damaged the command's
+    /// data (a data digest mismatch); a retry is likely to succeed.
+    pub const TRANSIENT_TRANSPORT_ERROR: u8 = 0x22;
     /// LBA Out of Range.
     pub const LBA_OUT_OF_RANGE: u8 = 0x80;
     /// Namespace Not Ready.

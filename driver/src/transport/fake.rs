@@ -113,6 +113,7 @@ impl FakeTransport {
             nn: 1,
             oncs: (1 << 2) | (1 << 3),
             vwc: true,
+            ioccsz: 0,
         };
         let blocks = (1 << 30) / 512;
         FakeTransport {

@@ -19,6 +19,11 @@
 //!   neutral layer hands the transport [`Payload`]s (page-cache frames, a
 //!   few bytes out, a buffer in) and never sees an address.
 //!
+//! - **Liveness.** A fabric association ends when its Keep Alive Timeout
+//!   passes without a command and when its admin connection drops, so
+//!   the transport asks for Keep Alive and reconnects the admin queue
+//!   after a reset; PCIe needs neither.
+//!
 //! Everything is generic over one [`Transport`] type, so the hot path
 //! (`Qpair::submit`, `Qpair::poll`) is statically dispatched and inlined;
 //! see `docs/design.md` for why this is a type parameter rather than an
@@ -31,6 +36,7 @@ use crate::error::DriverError;
 use crate::qpair::ProtocolError;
 use crate::spec::command::SubmissionEntry;
 use crate::spec::completion::CompletionEntry;
+use crate::spec::identify::IdentifyController;
 
 /// The controller properties the neutral layer uses (NVMe 1.4, 3.1;
 /// NVMe-oF 1.1, 3.5 gives the same offsets and sizes).
@@ -220,6 +226,25 @@ pub trait Transport: Send + Sync + 'static {
     /// tells the controller where the admin rings are (AQA, ASQ, ACQ); a
     /// fabric has nothing left to do.
     fn enable_admin(&self, admin: &mut Self::Qpair) -> Result<(), DriverError>;
+
+    /// After a reset has forgotten the admin queue (`Qpair::reset`) and
+    /// before properties are written again: a fabric opens a new
+    /// connection and association (Fabrics Connect with QID 0; the old
+    /// controller is gone with its connection), trying for a while if the
+    /// controller cannot be reached. PCIe has nothing to do: its rings are
+    /// attached again by [`enable_admin`](Self::enable_admin).
+    fn reconnect_admin(&self, _admin: &mut Self::Qpair) -> Result<(), DriverError> {
+        Ok(())
+    }
+    /// What Identify Controller reported, once, at bring-up: a fabric
+    /// reads the in-capsule data size of its I/O queues (IOCCSZ) there.
+    fn identified(&self, _identify: &IdentifyController) {}
+    /// How often the controller must hear from the host, in the clock's
+    /// units: a fabric controller ends an association whose Keep Alive
+    /// Timeout passes without a command (NVMe 1.4, 7.12). `None`: never.
+    fn keep_alive_interval(&self) -> Option<u64> {
+        None
+    }
 
     /// Allocates the page-cache frames, `count` 4 KiB frames.
     fn alloc_frames(&self, count: u32) -> Result<Self::Frames, DriverError>;

@@ -43,6 +43,8 @@ pub struct RecordingDevice {
     events: Arc<Mutex<Vec<Event>>>,
     /// Where to note each event, and as which device.
     order: Option<(Order, usize)>,
+    /// Whether the device offers FUA (see [`RecordingDevice::without_fua`]).
+    fua: bool,
 }
 
 impl RecordingDevice {
@@ -52,6 +54,15 @@ impl RecordingDevice {
             inner,
             events: Arc::default(),
             order: None,
+            fua: true,
+        }
+    }
+    /// Records on top of `inner`, reporting no FUA: a write asking for it
+    /// is refused, so the engine must follow durable writes with flushes.
+    pub fn without_fua(inner: RamDevice) -> RecordingDevice {
+        RecordingDevice {
+            fua: false,
+            ..RecordingDevice::new(inner)
         }
     }
     /// As [`new`](Self::new), also noting each event in `order` as device
@@ -87,12 +98,16 @@ pub struct RecordingQueue {
     dev: RamDevice,
     events: Arc<Mutex<Vec<Event>>>,
     order: Option<(Order, usize)>,
+    fua: bool,
 }
 
 impl DeviceQueue for RecordingQueue {
     fn submit(&mut self, cmd: &Command<'_>) -> Result<Tag, DevError> {
         let g = self.dev.geometry();
         let bs = u64::from(g.block_size);
+        if matches!(*cmd, Command::Write { fua: true, .. }) && !self.fua {
+            return Err(DevError::InvalidRequest);
+        }
         let event = match *cmd {
             Command::Write { lba, frames, fua } if cmd.validate(&g).is_ok() => {
                 let mut data = vec![0u8; frames.len() * PAGE_SIZE];
@@ -141,7 +156,10 @@ impl BlockDevice for RecordingDevice {
     type Queue = RecordingQueue;
     type Frames = RamFrames;
     fn geometry(&self) -> Geometry {
-        self.inner.geometry()
+        Geometry {
+            fua: self.fua,
+            ..self.inner.geometry()
+        }
     }
     fn frames(&self) -> &RamFrames {
         self.inner.frames()
@@ -152,6 +170,7 @@ impl BlockDevice for RecordingDevice {
             dev: self.inner.clone(),
             events: self.events.clone(),
             order: self.order.clone(),
+            fua: self.fua,
         })
     }
 }

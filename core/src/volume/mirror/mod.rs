@@ -165,6 +165,9 @@ fn shape<D: BlockDevice>(legs: &[D]) -> Result<Shape, VolumeError> {
     if leg_pages.iter().any(|&p| p <= header::PAGES) {
         return Err(VolumeError::TooSmall);
     }
+    if let Some(leg) = legs.iter().position(|l| !l.geometry().fua) {
+        return Err(VolumeError::NoFua { leg });
+    }
     let count = legs[0].frames().frame_count();
     let keep = (legs.len() as u32) + WINDOW_FRAMES;
     if count <= keep {
@@ -324,6 +327,9 @@ impl<D: BlockDevice> Mirror<D> {
             capacity: a.data_blocks,
             max_transfer: max_transfer.unwrap_or(0),
             queue_depth: depth.unwrap_or(0),
+            // Every leg offers FUA (checked in `shape`), and a FUA write is
+            // sent as one to each leg.
+            fua: true,
         };
         let count = shape.reserved.start;
         let shared = Arc::new(Shared {

@@ -82,6 +82,7 @@ impl State {
                     nn: 1,
                     oncs: (1 << 2) | (1 << 3),
                     vwc: true,
+                    ioccsz: 0,
                 }
                 .encode(&mut page);
             }

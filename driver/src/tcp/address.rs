@@ -1,0 +1,225 @@
+//! The device form of an NVMe/TCP subsystem:
+//! `nvme-tcp://HOST:PORT/NQN?hdgst=1&ddgst=1&kato=MS`.
+//!
+//! HOST is a name, an IPv4 address or a bracketed IPv6 address; PORT
+//! defaults to 4420 (NVMe/TCP 1.0, 3.1.2); NQN is the subsystem's name as
+//! it is, up to the `?`. Options: `hdgst` and `ddgst` (0 or 1) ask for
+//! header and data digests, `kato` sets the Keep Alive Timeout in
+//! milliseconds (0: none).
+
+use alloc::string::{String, ToString};
+use core::fmt;
+
+use super::transport::TcpOptions;
+use crate::spec::fabrics::Nqn;
+
+/// The scheme every NVMe/TCP device name starts with.
+pub const SCHEME: &str = "nvme-tcp://";
+/// TCP port 4420, assigned to NVMe over Fabrics.
+pub const DEFAULT_PORT: u16 = 4420;
+
+/// A parsed `nvme-tcp://` device name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpAddress {
+    /// Host name or address (IPv6 without brackets).
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Subsystem NQN.
+    pub subnqn: Nqn,
+    /// Header digests asked for.
+    pub header_digest: bool,
+    /// Data digests asked for.
+    pub data_digest: bool,
+    /// Keep Alive Timeout, if given.
+    pub kato_ms: Option<u32>,
+}
+
+/// Why a device name is not an NVMe/TCP address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AddressError {
+    /// It does not start with `nvme-tcp://`.
+    Scheme,
+    /// No host, or an unclosed `[`.
+    Host,
+    /// The port is not a number from 1 to 65535.
+    Port,
+    /// No NQN after the host, or one that is not a valid NQN.
+    Nqn,
+    /// An option that is unknown or has a bad value.
+    Option(String),
+}
+
+impl fmt::Display for AddressError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AddressError::Scheme => write!(f, "an NVMe/TCP device starts with {SCHEME}"),
+            AddressError::Host => write!(f, "missing or malformed host"),
+            AddressError::Port => write!(f, "the port must be a number from 1 to 65535"),
+            AddressError::Nqn => write!(f, "missing or invalid subsystem NQN after the host"),
+            AddressError::Option(o) => {
+                write!(
+                    f,
+                    "unknown option or bad value '{o}' (hdgst=0|1, ddgst=0|1, kato=MS)"
+                )
+            }
+        }
+    }
+}
+
+impl core::error::Error for AddressError {}
+
+fn flag(v: &str, whole: &str) -> Result<bool, AddressError> {
+    match v {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(AddressError::Option(whole.to_string())),
+    }
+}
+
+impl TcpAddress {
+    /// True if `s` is meant as an NVMe/TCP device name.
+    pub fn is_tcp(s: &str) -> bool {
+        s.starts_with(SCHEME)
+    }
+
+    /// Parses `nvme-tcp://HOST[:PORT]/NQN[?OPTIONS]`.
+    pub fn parse(s: &str) -> Result<TcpAddress, AddressError> {
+        let rest = s.strip_prefix(SCHEME).ok_or(AddressError::Scheme)?;
+        let (authority, path) = rest.split_once('/').ok_or(AddressError::Nqn)?;
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (h, after) = v6.split_once(']').ok_or(AddressError::Host)?;
+            match after {
+                "" => (h, None),
+                p => (h, Some(p.strip_prefix(':').ok_or(AddressError::Port)?)),
+            }
+        } else {
+            match authority.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        if host.is_empty() {
+            return Err(AddressError::Host);
+        }
+        let port = match port {
+            None => DEFAULT_PORT,
+            Some(p) => p
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p != 0)
+                .ok_or(AddressError::Port)?,
+        };
+        let (nqn, query) = match path.split_once('?') {
+            Some((n, q)) => (n, Some(q)),
+            None => (path, None),
+        };
+        let subnqn = Nqn::new(nqn).map_err(|_| AddressError::Nqn)?;
+        let mut a = TcpAddress {
+            host: host.to_string(),
+            port,
+            subnqn,
+            header_digest: false,
+            data_digest: false,
+            kato_ms: None,
+        };
+        for opt in query.unwrap_or("").split('&').filter(|o| !o.is_empty()) {
+            let (k, v) = opt
+                .split_once('=')
+                .ok_or_else(|| AddressError::Option(opt.to_string()))?;
+            match k {
+                "hdgst" => a.header_digest = flag(v, opt)?,
+                "ddgst" => a.data_digest = flag(v, opt)?,
+                "kato" => {
+                    a.kato_ms = Some(
+                        v.parse()
+                            .map_err(|_| AddressError::Option(opt.to_string()))?,
+                    )
+                }
+                _ => return Err(AddressError::Option(opt.to_string())),
+            }
+        }
+        Ok(a)
+    }
+
+    /// Transport options for this address: the defaults of
+    /// [`TcpOptions::new`] with the address's digests and Keep Alive.
+    pub fn options(&self) -> TcpOptions {
+        let mut o = TcpOptions::new(self.subnqn.clone());
+        o.header_digest = self.header_digest;
+        o.data_digest = self.data_digest;
+        if let Some(k) = self.kato_ms {
+            o.kato_ms = k;
+        }
+        o
+    }
+}
+
+impl fmt::Display for TcpAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = &self.host;
+        if host.contains(':') {
+            write!(f, "{SCHEME}[{host}]:{}/{}", self.port, self.subnqn)?;
+        } else {
+            write!(f, "{SCHEME}{host}:{}/{}", self.port, self.subnqn)?;
+        }
+        let mut sep = '?';
+        for (k, on) in [("hdgst", self.header_digest), ("ddgst", self.data_digest)] {
+            if on {
+                write!(f, "{sep}{k}=1")?;
+                sep = '&';
+            }
+        }
+        if let Some(k) = self.kato_ms {
+            write!(f, "{sep}kato={k}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_names_parse_and_print_back() {
+        let a = TcpAddress::parse("nvme-tcp://127.0.0.1:4420/testnqn").unwrap();
+        assert_eq!((a.host.as_str(), a.port), ("127.0.0.1", 4420));
+        assert_eq!(a.subnqn.as_str(), "testnqn");
+        assert!(!a.header_digest && !a.data_digest);
+        let s =
+            "nvme-tcp://[::1]:9000/nqn.2014-08.org.nvmexpress:uuid:abc?hdgst=1&ddgst=1&kato=5000";
+        let a = TcpAddress::parse(s).unwrap();
+        assert_eq!((a.host.as_str(), a.port), ("::1", 9000));
+        assert!(a.header_digest && a.data_digest);
+        assert_eq!(a.kato_ms, Some(5000));
+        assert_eq!(a.to_string(), s);
+        let o = a.options();
+        assert!(o.header_digest && o.data_digest);
+        assert_eq!(o.kato_ms, 5000);
+        let a = TcpAddress::parse("nvme-tcp://target/sub").unwrap();
+        assert_eq!(a.port, DEFAULT_PORT);
+    }
+
+    #[test]
+    fn bad_names_say_what_is_wrong() {
+        let e = |s| TcpAddress::parse(s).unwrap_err();
+        assert_eq!(e("tcp://h/n"), AddressError::Scheme);
+        assert_eq!(e("nvme-tcp://h:4420"), AddressError::Nqn);
+        assert_eq!(e("nvme-tcp://h:4420/"), AddressError::Nqn);
+        assert_eq!(e("nvme-tcp://:4420/n"), AddressError::Host);
+        assert_eq!(e("nvme-tcp://[::1/n"), AddressError::Host);
+        assert_eq!(e("nvme-tcp://h:0/n"), AddressError::Port);
+        assert_eq!(e("nvme-tcp://h:x/n"), AddressError::Port);
+        assert_eq!(
+            e("nvme-tcp://h/n?hdgst=2"),
+            AddressError::Option("hdgst=2".into())
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?tls=1"),
+            AddressError::Option("tls=1".into())
+        );
+        assert!(TcpAddress::is_tcp("nvme-tcp://x/y") && !TcpAddress::is_tcp("vfio:0000:00:04.0"));
+    }
+}

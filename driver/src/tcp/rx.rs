@@ -1,0 +1,576 @@
+//! The receive side of a [`TcpQpair`]: PDUs from the controller are read
+//! in exact pieces (common header, rest of the header region, data,
+//! digest), each checked before the next is read, so data lands straight
+//! in the frame or buffer it belongs to and nothing is read past the PDU
+//! except the next PDU's common header (read ahead with the tail of the
+//! current PDU, saving a system call per PDU).
+//!
+//! Checks, in order: the common header (type, HLEN, flags, PDO, PLEN
+//! against what was negotiated, [`CommonHeader::check`]); the header
+//! digest; the PDU-specific header (ICResp against ICReq; C2HData and R2T
+//! against the command they name: in flight, direction, in order, inside
+//! its buffer, one R2T at a time; a response capsule against this queue
+//! and the command's data); the data digest. Anything else is a fatal
+//! [`TcpError`]; a data digest mismatch fails only its command.
+
+use super::digest::{Running, DIGEST_LEN};
+use super::error::TcpError;
+use super::pdu::{
+    parse_capsule_resp, prefix, CommonHeader, DataHeader, Extent, Framing, IcResp, PduType, R2t,
+    TermReq, CH_LEN, MAX_HEADER_REGION,
+};
+use super::qpair::{Dir, Phase, Source, TcpQpair};
+use super::stream::{LinkError, Stream};
+use super::tx::TxItem;
+use crate::spec::completion::CompletionEntry;
+use crate::spec::status::{generic, Status, StatusType};
+
+/// Where the receiver is within the current PDU.
+#[derive(Debug, Default)]
+enum Stage {
+    /// Reading a common header.
+    #[default]
+    Common,
+    /// Reading the rest of the header region.
+    Header(CommonHeader, Extent),
+    /// Reading C2HData data for command `cid`, `left` bytes to go, the
+    /// next at byte `at` of its buffer.
+    Data {
+        cid: u16,
+        at: u32,
+        left: u32,
+        flags: u8,
+        digest: Option<Running>,
+    },
+    /// Reading the data digest of a C2HData PDU.
+    Digest {
+        cid: u16,
+        flags: u8,
+        expect: u32,
+        have: usize,
+    },
+}
+
+/// Receive state.
+#[derive(Debug)]
+pub(super) struct Rx {
+    stage: Stage,
+    /// The header region of the current PDU.
+    hdr: [u8; MAX_HEADER_REGION + 1],
+    have: usize,
+    /// The next PDU's common header, read with the end of this one.
+    ahead: [u8; CH_LEN],
+    ahead_len: usize,
+    digest: [u8; DIGEST_LEN],
+}
+
+impl Default for Rx {
+    fn default() -> Self {
+        Rx {
+            stage: Stage::Common,
+            hdr: [0; MAX_HEADER_REGION + 1],
+            have: 0,
+            ahead: [0; CH_LEN],
+            ahead_len: 0,
+            digest: [0; DIGEST_LEN],
+        }
+    }
+}
+
+impl Rx {
+    /// The header being processed, for an H2CTermReq.
+    pub fn culprit(&self) -> &[u8] {
+        self.hdr.get(..self.have.min(128)).unwrap_or(&[])
+    }
+    /// Starts the next PDU with whatever was read ahead.
+    fn next_pdu(&mut self) {
+        self.stage = Stage::Common;
+        let n = self.ahead_len.min(CH_LEN);
+        if let (Some(d), Some(s)) = (self.hdr.get_mut(..n), self.ahead.get(..n)) {
+            d.copy_from_slice(s);
+        }
+        self.have = n;
+        self.ahead_len = 0;
+    }
+}
+
+/// A transient transport error status, for a command whose data digest
+/// failed.
+fn transient() -> Status {
+    Status::new(
+        StatusType::Generic,
+        generic::TRANSIENT_TRANSPORT_ERROR,
+        false,
+    )
+}
+
+impl<S: Stream> TcpQpair<S> {
+    /// Processes arriving PDUs until the socket has nothing more or `max`
+    /// completions are ready.
+    pub(super) fn receive(&mut self, max: usize) -> Result<(), TcpError> {
+        while self.ready.len() < max {
+            let progressed = match self.rx.stage {
+                Stage::Common => self.read_common()?,
+                Stage::Header(ch, ext) => self.read_header(ch, ext)?,
+                Stage::Data { .. } => self.read_data()?,
+                Stage::Digest { .. } => self.read_digest()?,
+            };
+            if !progressed {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives into `main`, and into the read-ahead buffer too when
+    /// `main` ends the PDU. Returns the bytes that went into `main`.
+    fn recv_into(
+        stream: &mut S,
+        main: &mut [u8],
+        ahead: Option<(&mut [u8; CH_LEN], &mut usize)>,
+    ) -> Result<usize, TcpError> {
+        let want = main.len();
+        let n = match ahead {
+            Some((buf, len)) if *len < CH_LEN => {
+                let tail = buf.get_mut(*len..).unwrap_or(&mut []);
+                let n = stream.recv(&mut [main, tail])?;
+                *len += n.saturating_sub(want);
+                n
+            }
+            _ => stream.recv(&mut [main])?,
+        };
+        Ok(n.min(want))
+    }
+
+    fn read_common(&mut self) -> Result<bool, TcpError> {
+        if self.rx.have < CH_LEN {
+            let have = self.rx.have;
+            let stream = self
+                .stream
+                .as_mut()
+                .ok_or(TcpError::Link(LinkError::Closed))?;
+            let dst = self.rx.hdr.get_mut(have..CH_LEN).unwrap_or(&mut []);
+            let n = Self::recv_into(stream, dst, None)?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.rx.have += n;
+            if self.rx.have < CH_LEN {
+                return Ok(true);
+            }
+        }
+        let ch_bytes = prefix::<CH_LEN>(&self.rx.hdr).ok_or(TcpError::Link(LinkError::Other))?;
+        let ch = CommonHeader::parse(ch_bytes)?;
+        let t = ch.pdu_type;
+        let allowed = match self.phase {
+            Phase::Handshake => matches!(t, PduType::IcResp | PduType::C2hTermReq),
+            _ => t.from_controller() && t != PduType::IcResp,
+        };
+        if !allowed {
+            return Err(if t.from_controller() {
+                TcpError::Sequence { pdu: t as u8 }
+            } else {
+                TcpError::HeaderField {
+                    pdu: t as u8,
+                    offset: 0,
+                }
+            });
+        }
+        let framing = if self.phase == Phase::Ready {
+            self.rx_framing
+        } else {
+            Framing::default()
+        };
+        let ext = ch.check(&framing, self.max_len())?;
+        self.rx.stage = Stage::Header(ch, ext);
+        Ok(true)
+    }
+
+    fn read_header(&mut self, ch: CommonHeader, ext: Extent) -> Result<bool, TcpError> {
+        if self.rx.have < ext.header {
+            let have = self.rx.have;
+            let Rx {
+                hdr,
+                ahead,
+                ahead_len,
+                ..
+            } = &mut self.rx;
+            let stream = self
+                .stream
+                .as_mut()
+                .ok_or(TcpError::Link(LinkError::Closed))?;
+            let dst = hdr.get_mut(have..ext.header).unwrap_or(&mut []);
+            // A PDU without data ends with its header region.
+            let ahead = (ext.data == 0).then_some((ahead, ahead_len));
+            let n = Self::recv_into(stream, dst, ahead)?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.rx.have += n;
+            if self.rx.have < ext.header {
+                return Ok(true);
+            }
+        }
+        self.stats.pdus_in += 1;
+        self.on_header(ch, ext)?;
+        Ok(true)
+    }
+
+    /// A complete header region has arrived: check its digest and act on
+    /// it.
+    fn on_header(&mut self, ch: CommonHeader, ext: Extent) -> Result<(), TcpError> {
+        let t = ch.pdu_type;
+        let region = self.rx.hdr.get(..ext.header).unwrap_or(&[]);
+        let digested = !matches!(t, PduType::IcResp | PduType::C2hTermReq);
+        if digested && self.rx_framing.hdgst {
+            super::pdu::check_header_digest(t, region)?;
+        }
+        let bad_len = TcpError::HeaderField {
+            pdu: t as u8,
+            offset: 2,
+        };
+        match t {
+            PduType::IcResp => {
+                let resp = IcResp::parse(prefix(region).ok_or(bad_len)?, &self.icreq)?;
+                self.rx_framing = Framing {
+                    hdgst: resp.hdgst,
+                    ddgst: resp.ddgst,
+                    pda: self.icreq.hpda,
+                };
+                self.tx_framing = Framing {
+                    hdgst: resp.hdgst,
+                    ddgst: resp.ddgst,
+                    pda: resp.cpda,
+                };
+                self.maxh2cdata = resp.maxh2cdata;
+                self.phase = Phase::Ready;
+                // Commands submitted while connecting go out now.
+                for cid in 0..self.cmds.len() as u16 {
+                    let live = self.cmds.get(usize::from(cid)).is_some_and(|c| c.live);
+                    if live {
+                        if let Some(c) = self.cmds.get_mut(usize::from(cid)) {
+                            c.tx_busy = 1;
+                        }
+                        self.tx.queue.push_back(TxItem::Capsule(cid));
+                    }
+                }
+                self.rx.next_pdu();
+            }
+            PduType::C2hTermReq => {
+                let term = TermReq::parse(prefix(region).ok_or(bad_len)?);
+                return Err(TcpError::Terminated { fes: term.fes });
+            }
+            PduType::CapsuleResp => {
+                let cqe = parse_capsule_resp(prefix(region).ok_or(bad_len)?);
+                self.on_response(cqe)?;
+                self.rx.next_pdu();
+            }
+            PduType::R2t => {
+                let r2t = R2t::parse(prefix(region).ok_or(bad_len)?)?;
+                self.on_r2t(r2t)?;
+                self.rx.next_pdu();
+            }
+            PduType::C2hData => {
+                let h = DataHeader::parse(prefix(region).ok_or(bad_len)?, t, ext.data)?;
+                self.on_c2h(ch.flags, h)?;
+            }
+            _ => {
+                return Err(TcpError::HeaderField {
+                    pdu: t as u8,
+                    offset: 0,
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a C2HData header against its command (3.3.2.1) and starts
+    /// receiving its data.
+    fn on_c2h(&mut self, flags: u8, h: DataHeader) -> Result<(), TcpError> {
+        use super::pdu::flags::{LAST_PDU, SUCCESS};
+        let pdu = PduType::C2hData as u8;
+        let cid = self
+            .lookup(h.cccid)
+            .ok_or(TcpError::UnknownCid { cid: h.cccid })?;
+        let c = self
+            .cmds
+            .get(usize::from(cid))
+            .ok_or(TcpError::UnknownCid { cid })?;
+        if c.dir != Dir::In || c.last_seen {
+            return Err(TcpError::Sequence { pdu });
+        }
+        if h.datao != c.moved {
+            return Err(TcpError::Sequence { pdu });
+        }
+        if h.datao.checked_add(h.datal).is_none_or(|end| end > c.len) {
+            return Err(TcpError::OutOfRange { cid });
+        }
+        if flags & SUCCESS != 0 && flags & LAST_PDU == 0 {
+            return Err(TcpError::HeaderField { pdu, offset: 1 });
+        }
+        self.rx.stage = Stage::Data {
+            cid,
+            at: h.datao,
+            left: h.datal,
+            flags,
+            digest: self.rx_framing.ddgst.then(Running::new),
+        };
+        Ok(())
+    }
+
+    fn read_data(&mut self) -> Result<bool, TcpError> {
+        let (cid, at, left, flags, mut digest) = match &mut self.rx.stage {
+            Stage::Data {
+                cid,
+                at,
+                left,
+                flags,
+                digest,
+            } => (*cid, *at, *left, *flags, digest.take()),
+            _ => return Ok(false),
+        };
+        let n = self.recv_data(cid, at, left, digest.as_mut())?;
+        let left = left - n;
+        if left > 0 || n == 0 {
+            self.rx.stage = Stage::Data {
+                cid,
+                at: at + n,
+                left,
+                flags,
+                digest,
+            };
+            return Ok(n > 0);
+        }
+        match digest {
+            Some(d) => {
+                self.rx.stage = Stage::Digest {
+                    cid,
+                    flags,
+                    expect: d.finish(),
+                    have: 0,
+                };
+            }
+            None => self.end_c2h(cid, flags, true)?,
+        }
+        Ok(true)
+    }
+
+    /// Receives up to `left` bytes of command `cid`'s data at byte `at` of
+    /// its buffer, straight into the frame or buffer, adding them to
+    /// `digest`. Returns the count (0: nothing has arrived).
+    fn recv_data(
+        &mut self,
+        cid: u16,
+        at: u32,
+        left: u32,
+        digest: Option<&mut Running>,
+    ) -> Result<u32, TcpError> {
+        let page = pollfs_core::units::PAGE_SIZE;
+        let ends_pdu = !self.rx_framing.ddgst;
+        let TcpQpair {
+            stream,
+            rx,
+            cmds,
+            frames,
+            frame_ids,
+            max_frames,
+            ..
+        } = self;
+        let Rx {
+            ahead, ahead_len, ..
+        } = rx;
+        let stream = stream.as_mut().ok_or(TcpError::Link(LinkError::Closed))?;
+        let cmd = cmds
+            .get_mut(usize::from(cid))
+            .ok_or(TcpError::UnknownCid { cid })?;
+        let mut digest = digest;
+        let mut take = |dst: &mut [u8], ahead| -> Result<usize, TcpError> {
+            let n = Self::recv_into(stream, dst, ahead)?;
+            if let (Some(d), Some(got)) = (digest.as_deref_mut(), dst.get(..n)) {
+                d.update(got);
+            }
+            Ok(n)
+        };
+        let n = match cmd.src {
+            Source::Buffer => {
+                let dst = cmd
+                    .buf
+                    .get_mut(at as usize..(at + left) as usize)
+                    .ok_or(TcpError::OutOfRange { cid })?;
+                take(dst, ends_pdu.then_some((ahead, ahead_len)))?
+            }
+            Source::Frames(_) => {
+                let within = at as usize % page;
+                let frame = frame_ids
+                    .get(usize::from(cid) * *max_frames + at as usize / page)
+                    .copied()
+                    .ok_or(TcpError::OutOfRange { cid })?;
+                let chunk = (page - within).min(left as usize);
+                let frames = frames.as_ref().ok_or(TcpError::OutOfRange { cid })?;
+                let ahead = (ends_pdu && chunk == left as usize).then_some((ahead, ahead_len));
+                frames
+                    .with_mut(frame, within, chunk, |dst| take(dst, ahead))
+                    .map_err(|_| TcpError::OutOfRange { cid })??
+            }
+            Source::None => {
+                return Err(TcpError::Sequence {
+                    pdu: PduType::C2hData as u8,
+                })
+            }
+        };
+        cmd.moved += n as u32;
+        Ok(n as u32)
+    }
+
+    fn read_digest(&mut self) -> Result<bool, TcpError> {
+        let Stage::Digest {
+            cid,
+            flags,
+            expect,
+            have,
+        } = self.rx.stage
+        else {
+            return Ok(false);
+        };
+        let Rx {
+            digest,
+            ahead,
+            ahead_len,
+            ..
+        } = &mut self.rx;
+        let stream = self
+            .stream
+            .as_mut()
+            .ok_or(TcpError::Link(LinkError::Closed))?;
+        let dst = digest.get_mut(have..).unwrap_or(&mut []);
+        let n = Self::recv_into(stream, dst, Some((ahead, ahead_len)))?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let have = have + n;
+        if have < DIGEST_LEN {
+            self.rx.stage = Stage::Digest {
+                cid,
+                flags,
+                expect,
+                have,
+            };
+            return Ok(true);
+        }
+        let ok = u32::from_le_bytes(self.rx.digest) == expect;
+        self.end_c2h(cid, flags, ok)?;
+        Ok(true)
+    }
+
+    /// The data of a C2HData PDU has all arrived (its digest matching or
+    /// not).
+    fn end_c2h(&mut self, cid: u16, flags: u8, digest_ok: bool) -> Result<(), TcpError> {
+        use super::pdu::flags::{LAST_PDU, SUCCESS};
+        self.rx.next_pdu();
+        if !digest_ok {
+            self.stats.data_digest_errors += 1;
+        }
+        let qid = self.qid;
+        let c = self
+            .cmds
+            .get_mut(usize::from(cid))
+            .ok_or(TcpError::UnknownCid { cid })?;
+        c.bad_digest |= !digest_ok;
+        if flags & LAST_PDU != 0 {
+            c.last_seen = true;
+        }
+        if flags & SUCCESS != 0 {
+            if c.moved != c.len {
+                return Err(TcpError::MissingData { cid });
+            }
+            // 3.3.2.1: the host synthesizes a completion with the Command
+            // Specific and Status fields cleared.
+            let status = if c.bad_digest {
+                transient()
+            } else {
+                Status::SUCCESS
+            };
+            let cqe = CompletionEntry::new(0, 0, qid, cid, false, status);
+            self.complete(cid, cqe);
+        }
+        Ok(())
+    }
+
+    /// A response capsule: checked against this queue and its command.
+    fn on_response(&mut self, mut cqe: CompletionEntry) -> Result<(), TcpError> {
+        let cid = self
+            .lookup(cqe.cid())
+            .ok_or(TcpError::UnknownCid { cid: cqe.cid() })?;
+        // A Connect that failed may come back from no queue at all (Linux
+        // answers with SQ id 0 when it did not install the queue).
+        if cqe.sq_id() != self.qid && cid != self.own_cid() {
+            return Err(TcpError::WrongQueue { sqid: cqe.sq_id() });
+        }
+        let c = self
+            .cmds
+            .get(usize::from(cid))
+            .ok_or(TcpError::UnknownCid { cid })?;
+        let status = cqe.status();
+        if status.is_success() {
+            let data_done = match c.dir {
+                Dir::None => true,
+                Dir::In => c.moved == c.len,
+                Dir::Out => c.in_capsule || (c.moved == c.len && !c.r2t_open),
+            };
+            if !data_done {
+                return Err(TcpError::MissingData { cid });
+            }
+            if c.bad_digest {
+                let (dw0, sq_head, qid, phase) = (cqe.dw0, cqe.sq_head(), cqe.sq_id(), cqe.phase());
+                cqe = CompletionEntry::new(dw0, sq_head, qid, cid, phase, transient());
+            }
+        }
+        self.complete(cid, cqe);
+        Ok(())
+    }
+
+    /// An R2T (3.3.2.2): the next range of the command's data, inside its
+    /// buffer, while no other R2T of it is being served; answered with
+    /// H2CData PDUs of at most MAXH2CDATA bytes.
+    fn on_r2t(&mut self, r: R2t) -> Result<(), TcpError> {
+        let pdu = PduType::R2t as u8;
+        let cid = self
+            .lookup(r.cccid)
+            .ok_or(TcpError::UnknownCid { cid: r.cccid })?;
+        let max = self.maxh2cdata.max(super::pdu::MIN_MAXH2CDATA);
+        let c = self
+            .cmds
+            .get_mut(usize::from(cid))
+            .ok_or(TcpError::UnknownCid { cid })?;
+        if c.dir != Dir::Out || c.in_capsule {
+            return Err(TcpError::Sequence { pdu });
+        }
+        if c.r2t_open {
+            return Err(TcpError::R2tLimit { cid });
+        }
+        if r.r2to != c.moved {
+            return Err(TcpError::Sequence { pdu });
+        }
+        let end = r
+            .r2to
+            .checked_add(r.r2tl)
+            .filter(|&e| e <= c.len)
+            .ok_or(TcpError::OutOfRange { cid })?;
+        c.moved = end;
+        c.r2t_open = true;
+        let mut at = r.r2to;
+        while at < end {
+            let len = (end - at).min(max);
+            c.tx_busy += 1;
+            self.tx.queue.push_back(TxItem::H2c {
+                cid,
+                ttag: r.ttag,
+                offset: at,
+                len,
+                last: at + len == end,
+            });
+            at += len;
+        }
+        Ok(())
+    }
+}

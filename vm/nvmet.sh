@@ -1,0 +1,67 @@
+# Sourced by the guest's /init (busybox sh) after guest-common.sh: the
+# Linux kernel's NVMe/TCP target (nvmet-tcp) on 127.0.0.1:4420 exporting
+# the QEMU NVMe namespace as subsystem "testnqn", and the kernel's own
+# NVMe/TCP initiator for comparisons. See /work/shared/DESIGN.md section 9
+# for where the recipe was verified.
+
+NQN=testnqn
+SUBSYS=/sys/kernel/config/nvmet/subsystems/$NQN
+PORT=/sys/kernel/config/nvmet/ports/1
+TCP_URL=nvme-tcp://127.0.0.1:4420/$NQN
+
+# Loopback, configfs, the subsystem with namespace 1 on /dev/nvme0n1, the
+# port, and the link that makes the port serve the subsystem.
+nvmet_up() {
+    i=0
+    # The PCI probe is asynchronous: wait for the namespace.
+    while [ ! -b /dev/nvme0n1 ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+    [ -b /dev/nvme0n1 ] || { echo "no /dev/nvme0n1"; return 1; }
+    ip link set lo up || return 1
+    mount -t configfs none /sys/kernel/config || return 1
+    mkdir "$SUBSYS" && echo 1 > "$SUBSYS/attr_allow_any_host" || return 1
+    mkdir "$SUBSYS/namespaces/1" || return 1
+    echo -n /dev/nvme0n1 > "$SUBSYS/namespaces/1/device_path" || return 1
+    echo 1 > "$SUBSYS/namespaces/1/enable" || return 1
+    mkdir "$PORT" || return 1
+    echo tcp > "$PORT/addr_trtype"
+    echo ipv4 > "$PORT/addr_adrfam"
+    echo 127.0.0.1 > "$PORT/addr_traddr"
+    echo 4420 > "$PORT/addr_trsvcid"
+    nvmet_link
+}
+
+# The port stops serving the subsystem (its controllers are torn down).
+nvmet_unlink() {
+    rm "$PORT/subsystems/$NQN"
+}
+
+# ...and serves it again.
+nvmet_link() {
+    ln -s "$SUBSYS" "$PORT/subsystems/$NQN"
+}
+
+# Connects the kernel's initiator and prints its namespace's block device:
+# the one whose subsystem NQN is ours (multipath is built in, so the node
+# is named after the subsystem, and the per-path nvmeXcYnZ is hidden).
+kernel_connect() {
+    exec 3<>/dev/nvme-fabrics
+    echo "transport=tcp,traddr=127.0.0.1,trsvcid=4420,nqn=$NQN" >&3
+    reply="$(head -n1 <&3)"
+    exec 3<&-
+    case "$reply" in *instance=*) ;; *) echo "connect failed: $reply" >&2; return 1 ;; esac
+    i=0
+    while [ $i -lt 100 ]; do
+        for b in /sys/block/nvme*n*; do
+            n="$(basename "$b")"
+            case "$n" in nvme*c*n*) continue ;; esac
+            if [ "$(cat "$b/device/subsysnqn" 2>/dev/null)" = "$NQN" ] && [ -b "/dev/$n" ]; then
+                echo "/dev/$n"
+                return 0
+            fi
+        done
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "no namespace of $NQN from the kernel initiator" >&2
+    return 1
+}

@@ -1,0 +1,94 @@
+#!/bin/bash
+# NVMe/TCP in one VM run against one target, the Linux kernel's nvmet-tcp
+# on 127.0.0.1:4420 exporting QEMU's NVMe namespace (vm/nvmet.sh):
+# 4 KiB random reads at queue depth 1 and 32 with
+#   - fio on the guest kernel's own NVMe/TCP initiator (nvme-tcp), io_uring
+#     (--iodepth) and psync (QD32 is 32 jobs of one read each),
+#   - `pollfs perf nvme-tcp://127.0.0.1:4420/testnqn`.
+# The kernel runs before and after pollfs (the host is shared: drift shows
+# as a difference between them); the kernel's controller is disconnected
+# while pollfs runs. Under TCG absolute numbers are noise; the ratios are
+# the result.
+#
+# Usage: bash vm/tcp-bench.sh   (POLLFS_BENCH_SECONDS per run, default 5)
+source "$(dirname "$0")/lib.sh"
+
+seconds="${POLLFS_BENCH_SECONDS:-5}"
+ensure_packages fio
+ensure_kernel
+build_static -p pollfs-cli --bin pollfs
+
+modules="nvme configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp crc32c_generic"
+extra="$bin_dir/pollfs:bin/pollfs $vm_dir/guest-common.sh:guest-common.sh $vm_dir/nvmet.sh:nvmet.sh"
+extra="$extra $(with_libraries "$(command -v fio)" | tr '\n' ' ')"
+compress=cat make_initramfs "$cache/tcp-bench-initrd.cpio" <<INIT
+#!/bin/busybox sh
+export LD_LIBRARY_PATH=/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu
+. /guest-common.sh
+. /nvmet.sh
+secs=$seconds
+INIT
+# The rest of the init script does not expand host variables.
+cat >> "$cache/initramfs/init" <<'INIT'
+run_fio() { # name qd device extra-args
+    out="$(fio --name=bench --filename="$3" --direct=1 --rw=randread --bs=4k \
+        --runtime="$secs" --time_based --norandommap --randrepeat=0 \
+        --group_reporting --minimal $4 2>&1)"
+    iops="$(echo "$out" | awk -F';' 'NF > 8 {print $8; exit}')"
+    [ -n "$iops" ] || { echo "fio $1 qd$2 failed: $out"; iops=FAILED; }
+    echo "RESULT $1 $2 $iops"
+}
+kernel_runs() {
+    dev="$(kernel_connect)" || { echo "kernel initiator did not connect"; return; }
+    ctrl="$(ls -d /sys/class/nvme-fabrics/ctl/nvme* 2>/dev/null | head -n1)"
+    echo "kernel initiator: $dev ($(cat /sys/block/$(basename "$dev")/device/model 2>/dev/null))"
+    run_fio io_uring 1 "$dev" "--ioengine=io_uring --iodepth=1"
+    run_fio io_uring 32 "$dev" "--ioengine=io_uring --iodepth=32"
+    run_fio psync 1 "$dev" "--ioengine=psync"
+    run_fio psync 32 "$dev" "--ioengine=psync --numjobs=32"
+    for c in /sys/class/nvme/nvme*; do
+        [ "$(cat "$c/transport" 2>/dev/null)" = tcp ] && echo 1 > "$c/delete_controller"
+    done
+}
+if nvmet_up; then
+    kernel_runs
+    for qd in 1 32; do
+        iops="$(/bin/pollfs perf "$TCP_URL" --workload randread --qd "$qd" --seconds "$secs" | awk '/^IOPS:/{print $2}')"
+        echo "RESULT pollfs $qd ${iops:-FAILED}"
+    done
+    kernel_runs
+else
+    echo "nvmet setup failed"
+fi
+echo "VM-BENCH-DONE"
+poweroff -f
+INIT
+(cd "$cache/initramfs" && find . | cpio -o -H newc 2>/dev/null) > "$cache/tcp-bench-initrd.cpio"
+
+img="$cache/nvme-tcp-bench.img"
+rm -f "$img"
+truncate -s 1G "$img"
+out="$cache/console-tcp-bench.log"
+log "booting the NVMe/TCP bench VM ($seconds s per run; console: $out)"
+# no_timer_check: under TCG on a busy host the IO-APIC timer check can
+# fail and panic the guest at boot.
+boot "$cache/tcp-bench-initrd.cpio" "$img" "$out" "" "no_timer_check"
+grep -v '^\[' "$out" | grep -v '^$' | sed 's/^/    /' >&2 || true
+grep -q "VM-BENCH-DONE" "$out" || die "bench did not finish"
+for name in pollfs io_uring psync; do
+    for qd in 1 32; do
+        want=2
+        [ $name = pollfs ] && want=1
+        [ "$(grep -Ec "^RESULT $name $qd [0-9]" "$out")" -eq $want ] || die "missing results for $name at QD$qd"
+    done
+done
+awk '/^RESULT/ {k = $2 " " $3; sum[k] += $4; n[k]++; runs[k] = runs[k] " " $4}
+END {
+    for (k in sum) iops[k] = sum[k] / n[k]
+    printf "%-22s %12s %12s   %s\n", "4 KiB randread, TCP", "QD1 IOPS", "QD32 IOPS", "(each run, QD1 then QD32)"
+    m = split("pollfs io_uring psync", names, " ")
+    for (i = 1; i <= m; i++)
+        printf "%-22s %12d %12d   %s /%s\n", names[i], iops[names[i] " 1"], iops[names[i] " 32"], runs[names[i] " 1"], runs[names[i] " 32"]
+    for (i = 2; i <= m; i++)
+        printf "pollfs/%-15s %11.2fx %11.2fx\n", names[i], iops["pollfs 1"] / iops[names[i] " 1"], iops["pollfs 32"] / iops[names[i] " 32"]
+}' "$out"
