@@ -276,7 +276,7 @@ impl<D: BlockDevice> Server<D> {
         let what = Fallocate::from_mode(mode)?;
         let f = self.file(fh)?;
         let _gate = self.gates.exclusive(f.ino());
-        space::fallocate(&f, what, off, len)
+        space::fallocate(&f, what, off, len, self.fs.free_blocks())
     }
 
     /// `unlink`: open handles keep the file until they close.

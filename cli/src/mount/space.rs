@@ -58,13 +58,19 @@ impl Fallocate {
     }
 }
 
-/// Runs `what` on `[off, off + len)` of `file`. The caller holds the
-/// file's gate exclusively.
+/// Runs `what` on `[off, off + len)` of `file`, on a filesystem with
+/// `free_blocks` free. The caller holds the file's gate exclusively.
+///
+/// A request that cannot fit (more pages in the range than the file has
+/// blocks plus the free blocks) fails with ENOSPC before anything
+/// changes; one that fails part-way (space taken meanwhile) keeps what it
+/// allocated, as ext4 does.
 pub fn fallocate<D: BlockDevice>(
     file: &File<D>,
     what: Fallocate,
     off: u64,
     len: u64,
+    free_blocks: u64,
 ) -> Result<(), Errno> {
     if len == 0 {
         return Err(Errno::EINVAL);
@@ -72,6 +78,11 @@ pub fn fallocate<D: BlockDevice>(
     let end = off.checked_add(len).ok_or(Errno::EFBIG)?;
     if end > pollfs_core::MAX_FILE_SIZE {
         return Err(Errno::EFBIG);
+    }
+    let pages = end.div_ceil(PAGE) - off / PAGE;
+    let allocates = !matches!(what, Fallocate::PunchHole);
+    if allocates && pages.saturating_sub(file.metadata().blocks) > free_blocks {
+        return Err(Errno::ENOSPC);
     }
     let size = file.len();
     match what {
@@ -165,6 +176,9 @@ mod tests {
     use pollfs_core::dev::ram::RamDevice;
     use pollfs_core::Fs;
 
+    /// More free blocks than any test needs.
+    const FREE: u64 = 1 << 20;
+
     fn fs() -> Fs<RamDevice> {
         let dev = RamDevice::new(64 << 20, 4096, 256).unwrap();
         let cfg = pollfs_core::Config {
@@ -200,7 +214,14 @@ mod tests {
         f.write_all_at(&[7u8; 4096], 3 * 4096).unwrap();
         assert_eq!(f.metadata().blocks, 1);
         let before = fs.free_blocks();
-        fallocate(&f, Fallocate::Allocate { keep_size: false }, 100, 10 * 4096).unwrap();
+        fallocate(
+            &f,
+            Fallocate::Allocate { keep_size: false },
+            100,
+            10 * 4096,
+            FREE,
+        )
+        .unwrap();
         assert_eq!(f.len(), 100 + 10 * 4096);
         // Pages 0..=10 are all mapped now (page 10 holds the range's tail).
         assert_eq!(f.metadata().blocks, 11);
@@ -216,9 +237,12 @@ mod tests {
         let f = fs.create("a").unwrap();
         f.set_len(8 * 4096).unwrap();
         let keep = Fallocate::Allocate { keep_size: true };
-        assert_eq!(fallocate(&f, keep, 0, 9 * 4096), Err(Errno::EOPNOTSUPP));
+        assert_eq!(
+            fallocate(&f, keep, 0, 9 * 4096, FREE),
+            Err(Errno::EOPNOTSUPP)
+        );
         assert_eq!(f.metadata().blocks, 0, "a refused request changes nothing");
-        fallocate(&f, keep, 0, 8 * 4096).unwrap();
+        fallocate(&f, keep, 0, 8 * 4096, FREE).unwrap();
         assert_eq!((f.len(), f.metadata().blocks), (8 * 4096, 8));
     }
 
@@ -227,8 +251,15 @@ mod tests {
         let fs = fs();
         let f = fs.create("a").unwrap();
         f.write_all_at(&[9u8; 16384], 0).unwrap();
-        fallocate(&f, Fallocate::PunchHole, 100, 5000).unwrap();
-        fallocate(&f, Fallocate::ZeroRange { keep_size: true }, 12000, 10000).unwrap();
+        fallocate(&f, Fallocate::PunchHole, 100, 5000, FREE).unwrap();
+        fallocate(
+            &f,
+            Fallocate::ZeroRange { keep_size: true },
+            12000,
+            10000,
+            FREE,
+        )
+        .unwrap();
         let mut all = [0u8; 16384];
         f.read_exact_at(&mut all, 0).unwrap();
         for (i, &b) in all.iter().enumerate() {
@@ -236,11 +267,31 @@ mod tests {
             assert_eq!(b, if zero { 0 } else { 9 }, "byte {i}");
         }
         assert_eq!(f.len(), 16384, "KEEP_SIZE kept the size");
-        fallocate(&f, Fallocate::ZeroRange { keep_size: false }, 16000, 1000).unwrap();
+        fallocate(
+            &f,
+            Fallocate::ZeroRange { keep_size: false },
+            16000,
+            1000,
+            FREE,
+        )
+        .unwrap();
         assert_eq!(f.len(), 17000);
         assert_eq!(
-            fallocate(&f, Fallocate::PunchHole, 0, 0),
+            fallocate(&f, Fallocate::PunchHole, 0, 0, FREE),
             Err(Errno::EINVAL)
         );
+    }
+
+    #[test]
+    fn a_request_that_cannot_fit_changes_nothing() {
+        let fs = fs();
+        let f = fs.create("a").unwrap();
+        f.write_all_at(&[1u8; 8192], 0).unwrap();
+        let alloc = Fallocate::Allocate { keep_size: false };
+        // 10 pages, 2 already the file's: 8 more needed, 7 free.
+        assert_eq!(fallocate(&f, alloc, 0, 10 * 4096, 7), Err(Errno::ENOSPC));
+        assert_eq!((f.len(), f.metadata().blocks), (8192, 2));
+        fallocate(&f, alloc, 0, 10 * 4096, 8).unwrap();
+        assert_eq!((f.len(), f.metadata().blocks), (10 * 4096, 10));
     }
 }
