@@ -348,7 +348,13 @@ fn serve_fs<D: BlockDevice + Send + Sync + 'static>(
         .name("pollfs-signals".into())
         .spawn(move || unmount_on_signal(&signals, &mountpoint))
         .map_err(|e| format!("cannot start the signal thread: {e}"))?;
-    let served = session.run();
+    let served = match session.run() {
+        // A serving thread whose read of /dev/fuse raced the unmount's
+        // abort of the connection gets ECONNABORTED instead of ENODEV:
+        // the session ended either way.
+        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(()),
+        other => other,
+    };
     // Every handle is closed now; sync everything and checkpoint, so the
     // next mount replays nothing.
     let unmounted = fs.unmount();
