@@ -29,6 +29,9 @@ check() {
     if "$@"; then ok "$what"; else fail "$what"; fi
 }
 
+# jq_true FILE EXPR: the JSON in FILE makes EXPR true.
+jq_true() { jq -e "$2" "$1" >/dev/null; }
+
 img() { echo "$WORK/$1.img"; }
 mnt() { echo "$WORK/$1.mnt"; }
 

@@ -21,10 +21,9 @@ check "the truncation checker saw every byte as modelled" wait "$trunc_pid"
 if [ -s "$WORK/fio.json" ]; then
     jq -r '.jobs[] | "  \(.jobname): error \(.error), wrote \(.write.io_bytes) bytes, read (verified) \(.read.io_bytes) bytes, \(.elapsed) s"' "$WORK/fio.json"
     check "every fio job finished without error (verify=crc32c, verify_fatal)" \
-        jq -e 'all(.jobs[]; .error == 0)' "$WORK/fio.json" >/dev/null
+        jq_true "$WORK/fio.json" 'all(.jobs[]; .error == 0)'
     check "every fio job read back and verified what it wrote" \
-        jq -e 'all(.jobs[]; .read.io_bytes >= .write.io_bytes and .write.io_bytes > 0)' \
-        "$WORK/fio.json" >/dev/null
+        jq_true "$WORK/fio.json" 'all(.jobs[]; .read.io_bytes >= .write.io_bytes and .write.io_bytes > 0)'
 else
     fail "fio wrote no JSON"
 fi
