@@ -384,6 +384,15 @@ fn in_the_background_mount_returns_once_mounted_and_umount_ends_it() {
     let dir = fx.dir.to_str().unwrap();
     let (ok, out, err) = pollfs(&["mount", "--cache", "32m", &spec(&fx.image), dir]);
     assert!(ok, "{out}{err}");
+    // If the test fails, the background server still ends: detached, with
+    // nothing open, its session ends.
+    struct Detach<'a>(&'a Path);
+    impl Drop for Detach<'_> {
+        fn drop(&mut self) {
+            lazy_unmount(self.0);
+        }
+    }
+    let _detach = Detach(&fx.dir);
     assert!(is_mounted(&fx.dir), "mounted when the command returned");
     std::fs::write(fx.path("f"), b"in the background").unwrap();
     let c = c_path(&fx.dir);
