@@ -47,7 +47,7 @@ crash-soak:
 
 # The crash tests as CI runs them: `n` generated workloads, release build.
 crash n="200":
-    POLLFS_CRASH_WORKLOADS={{n}} cargo test --release -p pollfs-host-tests --test crash -- --nocapture
+    POLLFS_CRASH_WORKLOADS={{n}} cargo test --release -p pollfs-host-tests --test crash --test crash_tree -- --nocapture
 
 # Criterion micro-benchmarks of the hot paths.
 criterion *ARGS="":
@@ -117,3 +117,19 @@ miri:
     rustup component add miri rust-src --toolchain nightly
     cargo +nightly miri test -p pollfs-core --lib
     MIRIFLAGS=-Zmiri-disable-isolation cargo +nightly miri test -p pollfs-driver --lib --no-default-features --features emu -- --skip random_host_commands
+
+# ---- redb on pollfs ----
+# redb on pollfs (emulated NVMe) against redb's file backend on tmpfs and on
+# ext4 (an image on a loop device: needs root). ARGS go to the example:
+# --commit-secs S, --bulk KEYS, --bulk-txns N, --reads N, --redb-cache BYTES,
+# --spin (pollfs waits for the device by spinning instead of yielding).
+redb-bench *ARGS="":
+    bash redb-backend/bench.sh {{ARGS}}
+
+# The redb workload against its model with many more transactions, release build.
+redb-soak txns="100000":
+    POLLFS_REDB_TXNS={{txns}} cargo test --release -p pollfs-redb --test workload -- --nocapture
+
+# redb's crash states with longer workloads (write transactions each), release build.
+redb-crash txns="200":
+    POLLFS_REDB_CRASH_TXNS={{txns}} cargo test --release -p pollfs-redb --test crash -- --nocapture

@@ -14,6 +14,8 @@ pub enum NameError {
     TooLong,
     /// The name contains a NUL byte or `/`.
     BadByte,
+    /// The name is `.` or `..`.
+    Dots,
 }
 
 /// Errors of the namespace operations (`create`, `open`, `remove`, `rename`).
@@ -26,6 +28,24 @@ pub enum NamespaceError {
     Exists,
     /// The name is not valid.
     Name(NameError),
+    /// A directory was needed (a path component, a parent, `rmdir`'s
+    /// target, a rename over a directory by a non-directory's name).
+    NotADirectory,
+    /// A directory where a file was needed (`unlink`, `open`, a rename of
+    /// a file over a directory).
+    IsADirectory,
+    /// The directory is not empty.
+    NotEmpty,
+    /// A rename would move a directory under itself.
+    InvalidMove,
+    /// The inode has the most links it may have.
+    TooManyLinks,
+    /// Not allowed: a hard link to a directory, removing or renaming the
+    /// root.
+    NotPermitted,
+    /// Not a symbolic link (`readlink`), or a symbolic link where a file or
+    /// directory was needed (paths are not followed through links).
+    NotASymlink,
 }
 
 /// Errors of data and size operations (`read_at`, `write_at`, `set_len`,
@@ -51,6 +71,10 @@ pub enum SpaceError {
     MetadataFull,
     /// Every inode number has been used.
     InodeNumbers,
+    /// The log's sequence numbers or the superblock's generations have
+    /// reached their limit (2^62; only a crafted image gets there): nothing
+    /// more is written, so the image stays as it is.
+    SequenceExhausted,
 }
 
 /// Any pollfs error.
@@ -208,6 +232,7 @@ impl fmt::Display for NameError {
                 crate::units::MAX_NAME_LEN
             ),
             NameError::BadByte => write!(f, "file name contains NUL or '/'"),
+            NameError::Dots => write!(f, "file name is '.' or '..'"),
         }
     }
 }
@@ -218,6 +243,15 @@ impl fmt::Display for NamespaceError {
             NamespaceError::NotFound => write!(f, "no such file"),
             NamespaceError::Exists => write!(f, "file exists"),
             NamespaceError::Name(e) => e.fmt(f),
+            NamespaceError::NotADirectory => write!(f, "not a directory"),
+            NamespaceError::IsADirectory => write!(f, "is a directory"),
+            NamespaceError::NotEmpty => write!(f, "directory not empty"),
+            NamespaceError::InvalidMove => {
+                write!(f, "cannot move a directory under itself")
+            }
+            NamespaceError::TooManyLinks => write!(f, "too many links"),
+            NamespaceError::NotPermitted => write!(f, "operation not permitted"),
+            NamespaceError::NotASymlink => write!(f, "not a symbolic link"),
         }
     }
 }
@@ -242,6 +276,12 @@ impl fmt::Display for SpaceError {
             SpaceError::DeviceFull => write!(f, "no space left on device"),
             SpaceError::MetadataFull => write!(f, "no free space left for the metadata"),
             SpaceError::InodeNumbers => write!(f, "inode numbers exhausted"),
+            SpaceError::SequenceExhausted => {
+                write!(
+                    f,
+                    "log sequence numbers or superblock generations exhausted"
+                )
+            }
         }
     }
 }
@@ -293,9 +333,14 @@ impl Error {
     /// `ErrorKind::UnexpectedEof` with no code).
     pub fn errno(&self) -> Option<i32> {
         // Linux values, written out so that the `no_std` build has them.
+        const EPERM: i32 = 1;
         const ENOENT: i32 = 2;
         const EIO: i32 = 5;
         const EEXIST: i32 = 17;
+        const ENOTDIR: i32 = 20;
+        const EISDIR: i32 = 21;
+        const EMLINK: i32 = 31;
+        const ENOTEMPTY: i32 = 39;
         const EINVAL: i32 = 22;
         const EFBIG: i32 = 27;
         const ENOSPC: i32 = 28;
@@ -306,6 +351,13 @@ impl Error {
             Error::Namespace(NamespaceError::Exists) => EEXIST,
             Error::Namespace(NamespaceError::Name(NameError::TooLong)) => ENAMETOOLONG,
             Error::Namespace(NamespaceError::Name(_)) => EINVAL,
+            Error::Namespace(NamespaceError::NotADirectory) => ENOTDIR,
+            Error::Namespace(NamespaceError::IsADirectory) => EISDIR,
+            Error::Namespace(NamespaceError::NotEmpty) => ENOTEMPTY,
+            Error::Namespace(NamespaceError::InvalidMove) => EINVAL,
+            Error::Namespace(NamespaceError::TooManyLinks) => EMLINK,
+            Error::Namespace(NamespaceError::NotPermitted) => EPERM,
+            Error::Namespace(NamespaceError::NotASymlink) => EINVAL,
             Error::Range(RangeError::Overflow) => EINVAL,
             Error::Range(RangeError::TooLarge) => EFBIG,
             Error::Range(RangeError::EndOfFile) => return None,

@@ -17,6 +17,13 @@ pub fn monotonic_clock() -> Nanos {
     Nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX))
 }
 
+/// Nanoseconds since the Unix epoch, from the system clock (0 before it).
+pub fn wall_clock() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// The default configuration for threads under an OS: a real clock for
 /// device timeouts, waiting threads yield their CPU (there may be more
 /// threads than cores), and futures waiting for the device under an async
@@ -26,6 +33,7 @@ pub fn config() -> Config {
         clock: monotonic_clock,
         idle: std::thread::yield_now,
         park: hybrid_park,
+        wall_clock,
         ..Config::default()
     }
 }

@@ -50,5 +50,8 @@ pub mod units;
 pub use error::{Error, Result};
 #[cfg(feature = "std")]
 pub use fs::FileCursor;
-pub use fs::{Config, File, Fs, InvariantError, Metadata, Session, MAX_FILE_SIZE, MAX_NAME_LEN};
+pub use fs::{
+    Config, DirEntry, File, Fs, InvariantError, Kind, Metadata, NewInode, RenameFlags, Session,
+    SetAttr, MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO,
+};
 pub use stats::Stats;

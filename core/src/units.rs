@@ -20,6 +20,12 @@ pub const MAX_FILE_SIZE: u64 = MAX_FILE_PAGES * PAGE_SIZE_U64;
 /// Largest inode number: 2^48 - 1, so that numbering can never wrap and a
 /// number read from disk leaves room for arithmetic.
 pub const MAX_INODE: u64 = (1 << 48) - 1;
+/// The root directory's inode number.
+pub const ROOT_INO: u64 = 1;
+/// Longest symbolic link target, in bytes (Linux's `PATH_MAX` less its NUL).
+pub const MAX_SYMLINK_LEN: usize = 4095;
+/// Most links an inode may have.
+pub const MAX_LINKS: u32 = 65_000;
 
 /// A device logical block address (in units of the device's block size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

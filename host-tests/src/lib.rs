@@ -6,16 +6,26 @@
 //! - [`deadline`]: the same for one test: worker threads under a deadline,
 //!   cancelled and reported if they stall;
 //! - [`image`]: reads and crafts on-disk images (superblocks, log writes);
-//! - [`setup`]: filesystems on RAM devices with test-friendly configs.
+//! - [`setup`]: filesystems on RAM devices with test-friendly configs;
+//! - [`delayed`]: a device that answers after a delay of wall-clock time;
+//! - [`crash`], [`sched`]: crash images and the deterministic race harness.
 
 // A test harness: a failed setup step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+/// The README's Rust example, compiled and run as a doctest so it stays
+/// true as written.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExample;
+
 pub mod crash;
 pub mod deadline;
+pub mod delayed;
 pub mod image;
 pub mod model;
 pub mod rng;
 pub mod sched;
 pub mod setup;
+pub mod tree;
 pub mod watchdog;

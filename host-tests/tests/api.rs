@@ -15,8 +15,22 @@ fn names_are_checked() {
         fs.create(&"x".repeat(MAX_NAME_LEN + 1)).unwrap_err(),
         bad(NameError::TooLong)
     );
-    assert_eq!(fs.create("a/b").unwrap_err(), bad(NameError::BadByte));
+    // A path names a file through its directories; `a` does not exist.
+    assert_eq!(
+        fs.create("a/b").unwrap_err(),
+        Error::Namespace(NamespaceError::NotFound)
+    );
+    let who = pollfs_core::NewInode::new(0o644, 0, 0);
+    let root = pollfs_core::ROOT_INO;
+    assert_eq!(
+        fs.create_in(root, "a/b", who).unwrap_err(),
+        bad(NameError::BadByte)
+    );
     assert_eq!(fs.create("a\0b").unwrap_err(), bad(NameError::BadByte));
+    assert_eq!(
+        fs.create_in(root, "..", who).unwrap_err(),
+        bad(NameError::Dots)
+    );
     let long = "y".repeat(MAX_NAME_LEN);
     drop(fs.create(&long).unwrap());
     drop(fs.create("b").unwrap());

@@ -522,8 +522,8 @@ fn corrupt_mid_log() -> RamDevice {
     let frames = image::live_frames(&dev);
     assert_eq!(frames.len(), 8, "setup: 8 live log writes: {frames:?}");
     for (i, fr) in frames.iter().enumerate() {
-        let size = fr.records.iter().find_map(|r| match r {
-            Record::State { size, .. } => Some(*size),
+        let size = fr.records.iter().rev().find_map(|r| match r {
+            Record::Inode { meta, .. } => Some(meta.size),
             _ => None,
         });
         let want = ((i + 1) * APPEND) as u64;
@@ -611,15 +611,8 @@ fn oversized_file_image() -> RamDevice {
     image::append_frame(
         &dev,
         &[
-            Record::Create {
-                ino: 1,
-                name: "big".into(),
-            },
-            Record::State {
-                ino: 1,
-                size: MAX_FILE_SIZE + 2 * PAGE_SIZE as u64,
-                extents: Vec::new(),
-            },
+            file_inode(7, MAX_FILE_SIZE + 2 * PAGE_SIZE as u64, Vec::new()),
+            link("big", 7),
         ],
     );
     dev
@@ -794,10 +787,7 @@ fn defect_8_create_record_with_inode_u64_max_does_not_panic() {
     drop(Fs::format(dev.clone(), cfg(64), 0x1E).unwrap());
     image::append_frame(
         &dev,
-        &[Record::Create {
-            ino: u64::MAX,
-            name: "x".into(),
-        }],
+        &[file_inode(u64::MAX, 0, Vec::new()), link("x", u64::MAX)],
     );
     guarded("mount, create and sync", move || {
         if let Ok(fs) = Fs::mount(dev, cfg(64)) {
@@ -817,14 +807,10 @@ fn defect_8_fsck_of_an_extent_of_length_u64_max_reports_it() {
     image::append_frame(
         &dev,
         &[
-            Record::Create {
-                ino: 1,
-                name: "f".into(),
-            },
-            Record::State {
-                ino: 1,
-                size: 2 * PAGE_SIZE as u64,
-                extents: vec![
+            file_inode(
+                7,
+                2 * PAGE_SIZE as u64,
+                vec![
                     Extent {
                         file_block: 0,
                         dev: BlockNo(data),
@@ -836,7 +822,8 @@ fn defect_8_fsck_of_an_extent_of_length_u64_max_reports_it() {
                         len: u64::MAX,
                     },
                 ],
-            },
+            ),
+            link("f", 7),
         ],
     );
     let d = dev.clone();
@@ -916,4 +903,27 @@ fn defect_9_space_freed_by_truncate_is_reusable_without_sync() {
 #[test]
 fn defect_9_space_freed_by_punch_hole_is_reusable_without_sync() {
     reuse_freed_space_without_sync(Free::Punch);
+}
+
+/// A checksum-valid inode record of a regular file, for crafted images.
+fn file_inode(ino: u64, size: u64, extents: Vec<Extent>) -> Record {
+    let mut meta = pollfs_core::persist::record::InodeMeta::new(
+        pollfs_core::persist::record::Kind::File,
+        0o644,
+        0,
+        0,
+        0,
+    );
+    meta.size = size;
+    meta.extents = extents;
+    Record::Inode { ino, meta }
+}
+
+/// A link of `ino` into the root as `name`.
+fn link(name: &str, ino: u64) -> Record {
+    Record::Link {
+        parent: pollfs_core::ROOT_INO,
+        name: name.into(),
+        ino,
+    }
 }

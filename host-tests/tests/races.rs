@@ -168,3 +168,30 @@ fn sync_seeds_pass() {
 
 /// Sync-heavy seeds every default run covers.
 const SYNC_SEEDS: u64 = 300;
+
+/// Namespace seeds: renames, unlinks, creates and lookups of the files'
+/// names racing writes, reads and syncs through open handles.
+#[test]
+fn names_seeds_pass() {
+    for seed in 0..NAMES_SEEDS {
+        if let Err(f) = sched::run_names_seed(seed, Options::default()) {
+            panic!("names seed {seed} failed: {f}");
+        }
+    }
+}
+
+/// Namespace seeds every default run covers.
+const NAMES_SEEDS: u64 = 300;
+
+/// Lists failing namespace seeds (a survey): `POLLFS_NAMES_SURVEY=<n>`.
+#[test]
+fn names_survey() {
+    let Ok(n) = std::env::var("POLLFS_NAMES_SURVEY") else {
+        return;
+    };
+    for seed in 0..n.parse::<u64>().expect("a number") {
+        if let Err(f) = sched::run_names_seed(seed, Options::default()) {
+            println!("names seed {seed}: {}", f.message);
+        }
+    }
+}

@@ -1,9 +1,7 @@
 //! Inode numbers and attributes as the kernel sees them.
 //!
-//! FUSE's root directory is inode 1, and pollfs numbers its files from 1:
-//! pollfs inode `n` is FUSE inode `n + 1` ([`FuseIno`]). When directories
-//! arrive they become pollfs inodes like files, so the mapping stays one
-//! addition.
+//! FUSE's root directory is inode 1, and so is pollfs's ([`ROOT_INO`]):
+//! a FUSE inode number is the pollfs inode number ([`FuseIno`]).
 //!
 //! pollfs keeps no owner, mode or times, so what `stat` shows is fixed
 //! (see docs/design.md, "FUSE"): files are 0644 and the root 0755, owned by
@@ -14,7 +12,7 @@
 use std::time::{Duration, SystemTime};
 
 use fuser::{FileAttr, FileType, INodeNo};
-use pollfs_core::Metadata;
+use pollfs_core::{Metadata, ROOT_INO};
 
 /// A FUSE inode number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,18 +20,17 @@ pub struct FuseIno(pub u64);
 
 impl FuseIno {
     /// The root directory.
-    pub const ROOT: FuseIno = FuseIno(1);
+    pub const ROOT: FuseIno = FuseIno(ROOT_INO);
 
-    /// The FUSE number of pollfs inode `ino` (pollfs numbers are at most
-    /// 2^48 - 1, so this cannot overflow).
+    /// The FUSE number of pollfs inode `ino`: the same number.
     pub fn from_engine(ino: u64) -> FuseIno {
-        FuseIno(ino.saturating_add(1))
+        FuseIno(ino)
     }
 
     /// The pollfs inode this number names, or `None` for the root (and
     /// for 0, which FUSE never uses).
     pub fn engine(self) -> Option<u64> {
-        self.0.checked_sub(1).filter(|&n| n > 0)
+        Some(self.0).filter(|&n| n > ROOT_INO)
     }
 }
 
@@ -135,9 +132,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pollfs_inodes_sit_one_above_their_number_and_the_root_is_1() {
-        assert_eq!(FuseIno::from_engine(1), FuseIno(2));
-        assert_eq!(FuseIno(2).engine(), Some(1));
+    fn fuse_and_pollfs_number_inodes_alike_and_the_root_is_1() {
+        assert_eq!(FuseIno::ROOT, FuseIno(1));
+        assert_eq!(FuseIno::from_engine(2), FuseIno(2));
+        assert_eq!(FuseIno(2).engine(), Some(2));
         assert_eq!(FuseIno::ROOT.engine(), None);
         assert_eq!(FuseIno(0).engine(), None);
         let max = pollfs_core::units::MAX_INODE;

@@ -48,7 +48,11 @@ fn create_write_read_and_stat_through_handles() {
         (attr.size, attr.perm, attr.uid, attr.gid),
         (0, 0o644, 1000, 100)
     );
-    assert_eq!(attr.ino, INodeNo(2), "pollfs inode 1 is FUSE inode 2");
+    assert_eq!(
+        attr.ino,
+        INodeNo(2),
+        "the first file is pollfs inode 2, after the root"
+    );
     assert_eq!(s.write(fh, 4096, b"hello").unwrap(), 5);
     s.fsync(fh, true).unwrap();
     assert_eq!(s.read(fh, 4096, 100).unwrap(), b"hello");

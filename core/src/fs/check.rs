@@ -54,9 +54,24 @@ pub enum InvariantError {
         /// The file.
         ino: InodeId,
     },
+    /// An entry names an inode that is not live.
+    DanglingEntry {
+        /// The inode named.
+        ino: InodeId,
+    },
+    /// An inode's link count differs from the links its entries make.
+    LinkCount {
+        /// The inode.
+        ino: InodeId,
+        /// Its link count.
+        nlink: u32,
+        /// Links counted from the namespace.
+        counted: u32,
+    },
 }
 
 pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> {
+    links(fs)?;
     let inodes: Vec<_> = fs.inodes.read().values().cloned().collect();
     let space = fs.space.lock();
     // Collect every mapped block as (start, len) runs, then sort and look
@@ -144,6 +159,39 @@ pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> 
             counted,
             found: dirty_found,
         });
+    }
+    Ok(())
+}
+
+/// Every entry names a live inode, and every inode's link count is the
+/// links the namespace makes (a directory: its entry, `.`, and each
+/// subdirectory's `..`).
+fn links<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> {
+    let tree = fs.tree.read();
+    let inodes = fs.inodes.read();
+    let mut counted: BTreeMap<u64, u32> = BTreeMap::new();
+    *counted.entry(crate::units::ROOT_INO).or_default() += 2;
+    for (dir, _, ino) in tree.all() {
+        let inode = inodes
+            .get(&InodeId(ino))
+            .ok_or(InvariantError::DanglingEntry { ino: InodeId(ino) })?;
+        if inode.kind == crate::persist::record::Kind::Dir {
+            *counted.entry(ino).or_default() += 2;
+            *counted.entry(dir).or_default() += 1;
+        } else {
+            *counted.entry(ino).or_default() += 1;
+        }
+    }
+    for (id, inode) in inodes.iter() {
+        let nlink = inode.nlink.load(Ordering::Acquire);
+        let c = counted.get(&id.0).copied().unwrap_or(0);
+        if nlink != c {
+            return Err(InvariantError::LinkCount {
+                ino: *id,
+                nlink,
+                counted: c,
+            });
+        }
     }
     Ok(())
 }

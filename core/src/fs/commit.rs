@@ -19,7 +19,7 @@ use crate::dev::{BlockDevice, Command, FrameArena};
 use crate::error::Result;
 use crate::lock::{Held, Mode};
 use crate::persist::record::Record;
-use crate::persist::{chunks, Captured, CommitEnv, Journal, MetaIo, PendingFree};
+use crate::persist::{chunks, CommitEnv, Journal, MetaIo, PendingFree};
 use crate::stats::Counter;
 use crate::units::{BlockNo, FrameId, InodeId, Lba, PAGE_SIZE};
 
@@ -29,41 +29,45 @@ type Kept = (Arc<Inode>, Vec<u32>);
 impl<D: BlockDevice> Session<D> {
     /// `sync_data`/`sync_all` with a log.
     pub(crate) async fn sync_logged(&self, inode: &Inode, j: &Journal) -> Result<()> {
-        let (kept, captured) = self.capture(inode).await?;
-        let committed = j
-            .commit(&self.meta_env(), captured.into_iter().collect())
-            .await;
+        let (kept, ticket) = self.capture(inode, j).await?;
+        let committed = j.commit(&self.meta_env(), ticket).await;
         self.release_kept(inode, &kept, committed.is_ok());
         committed
     }
 
     /// Writes back `inode`'s dirty pages (kept pinned, returned) and, if
-    /// its size or extents changed since they were last logged, captures
-    /// its state with writers held off.
-    async fn capture(&self, inode: &Inode) -> Result<(Vec<u32>, Option<Captured>)> {
+    /// its metadata changed since it was last logged, stages its record
+    /// with writers held off. Returns the ticket to commit for.
+    async fn capture(&self, inode: &Inode, j: &Journal) -> Result<(Vec<u32>, u64)> {
         if !inode.meta_dirty() {
-            return Ok((self.writeback(inode, true).await?, None));
+            let kept = self.writeback(inode, true).await?;
+            return Ok((kept, j.ticket()));
         }
         let held = Held::new();
         let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
         let _unblock = self.drain_writers(inode).await;
         let kept = self.writeback(inode, true).await?;
         let seq = inode.meta_seq.load(Ordering::Acquire);
-        let record = Record::State {
-            ino: inode.id.0,
-            size: inode.size(),
-            extents: inode.extents.read().extents().collect(),
+        // Under the namespace lock, so the link count and parent it carries
+        // agree with the namespace records staged before it.
+        let ticket = {
+            let _tree = self.fs.tree.read();
+            let record = Record::Inode {
+                ino: inode.id.0,
+                meta: inode.meta(),
+            };
+            j.stage(record, Some(seq))
         };
-        Ok((kept, Some(Captured { seq, record })))
+        Ok((kept, ticket))
     }
 
-    /// Makes every file's written data, and every change to sizes, extents
-    /// and names, durable: each file with dirty pages or changed metadata
-    /// is written back and captured, and one commit covers them all.
+    /// Makes every file's written data, and every change to sizes, extents,
+    /// attributes and names, durable: each inode with dirty pages or
+    /// changed metadata is written back and captured, and one commit covers
+    /// them all.
     pub async fn sync_all_files_async(&self) -> Result<()> {
         let inodes = self.fs.open_inodes();
         let mut kept: Vec<Kept> = Vec::new();
-        let mut captured = Vec::new();
         let mut first_err = None;
         for inode in &inodes {
             // The dirty count never undercounts: zero means no dirty page.
@@ -71,21 +75,18 @@ impl<D: BlockDevice> Session<D> {
                 continue;
             }
             let c = match &self.fs.journal {
-                Some(_) => self.capture(inode).await,
-                None => self.writeback(inode, true).await.map(|k| (k, None)),
+                Some(j) => self.capture(inode, j).await.map(|(k, _)| k),
+                None => self.writeback(inode, true).await,
             };
             match c {
-                Ok((k, c)) => {
-                    kept.push((inode.clone(), k));
-                    captured.extend(c);
-                }
+                Ok(k) => kept.push((inode.clone(), k)),
                 Err(e) => {
                     first_err.get_or_insert(e);
                 }
             }
         }
         let committed = match &self.fs.journal {
-            Some(j) => j.commit(&self.meta_env(), captured).await,
+            Some(j) => j.commit(&self.meta_env(), j.ticket()).await,
             None => self.run(&Command::Flush).await.map_err(Into::into),
         };
         for (inode, k) in &kept {
@@ -98,6 +99,31 @@ impl<D: BlockDevice> Session<D> {
             Some(e) => Err(e),
             None => committed,
         }
+    }
+
+    /// Makes directory `dir`'s entries durable: a commit of every record
+    /// staged so far (namespace changes are staged as they are made), with
+    /// the directory's own record if its attributes changed.
+    pub async fn sync_dir_async(&self, dir: u64) -> Result<()> {
+        let inode = self
+            .fs
+            .inode(crate::units::InodeId(dir))
+            .ok_or(crate::error::NamespaceError::NotFound)?;
+        if inode.kind != crate::persist::record::Kind::Dir {
+            return Err(crate::error::NamespaceError::NotADirectory.into());
+        }
+        match &self.fs.journal {
+            Some(j) => {
+                let (_, ticket) = self.capture(&inode, j).await?;
+                j.commit(&self.meta_env(), ticket).await
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Synchronous [`Session::sync_dir_async`].
+    pub fn sync_dir(&self, dir: u64) -> Result<()> {
+        self.block_on(self.sync_dir_async(dir))
     }
 
     /// Synchronous [`Session::sync_all_files_async`].

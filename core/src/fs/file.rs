@@ -11,11 +11,13 @@
 //! while they wait.
 
 use alloc::sync::Arc;
+use core::sync::atomic::Ordering;
 
 use super::inode::Inode;
 use super::read::Readahead;
 use super::Fs;
 use crate::dev::BlockDevice;
+use crate::persist::record::Kind;
 
 /// An open file. Clones share the file; each keeps it open.
 pub struct File<D: BlockDevice> {
@@ -36,9 +38,7 @@ impl<D: BlockDevice> Clone for File<D> {
     fn clone(&self) -> Self {
         // The file is open (this handle holds it), so it cannot be
         // reclaimed meanwhile: a plain increment is enough.
-        self.inode
-            .open
-            .fetch_add(1, core::sync::atomic::Ordering::AcqRel);
+        self.inode.open.fetch_add(1, Ordering::AcqRel);
         File::new(self.fs.clone(), self.inode.clone())
     }
 }
@@ -49,16 +49,54 @@ impl<D: BlockDevice> Drop for File<D> {
     }
 }
 
-/// What [`File::metadata`] reports.
+/// An inode's attributes, as [`File::metadata`] and
+/// [`Fs::attr`](super::Fs::attr) report them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Metadata {
     /// Inode number.
     pub ino: u64,
-    /// Size in bytes.
+    /// File, directory or symbolic link.
+    pub kind: Kind,
+    /// Permission bits.
+    pub perm: u16,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Links.
+    pub nlink: u32,
+    /// Size in bytes (a symbolic link: its target's length; a directory:
+    /// 0).
     pub len: u64,
     /// Device blocks (4 KiB) mapped to the file.
     pub blocks: u64,
+    /// Last access (nanoseconds since the Unix epoch; pollfs does not
+    /// update it on reads: noatime).
+    pub atime: u64,
+    /// Last modification of the contents.
+    pub mtime: u64,
+    /// Last change of the contents or attributes.
+    pub ctime: u64,
+}
+
+impl Metadata {
+    pub(crate) fn of(inode: &Inode) -> Metadata {
+        let owner = *inode.owner.lock();
+        Metadata {
+            ino: inode.id.0,
+            kind: inode.kind,
+            perm: owner.perm,
+            uid: owner.uid,
+            gid: owner.gid,
+            nlink: inode.nlink.load(Ordering::Acquire),
+            len: inode.size(),
+            blocks: inode.extents.read().mapped_blocks(),
+            atime: inode.atime.load(Ordering::Relaxed),
+            mtime: inode.mtime.load(Ordering::Relaxed),
+            ctime: inode.ctime.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl<D: BlockDevice> File<D> {
@@ -86,13 +124,9 @@ impl<D: BlockDevice> File<D> {
         self.inode.id.0
     }
 
-    /// Size, inode number and blocks in use.
+    /// The file's attributes.
     pub fn metadata(&self) -> Metadata {
-        Metadata {
-            ino: self.inode.id.0,
-            len: self.inode.size(),
-            blocks: self.inode.extents.read().mapped_blocks(),
-        }
+        Metadata::of(&self.inode)
     }
 
     /// The filesystem the file is on.

@@ -1,11 +1,14 @@
-//! In-memory inodes: size, page index, extent map and the per-file locks.
+//! In-memory inodes: attributes, size, page index, extent map and the
+//! per-file locks.
 
+use alloc::string::String;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::cache::Radix;
 use crate::lock::{Level, RangeLock, StripedLock};
+use crate::persist::record::{InodeMeta, Kind};
 use crate::space::ExtentMap;
-use crate::sync::{RwLock, WaitQueue};
+use crate::sync::{Mutex, RwLock, WaitQueue};
 use crate::units::{InodeId, PAGE_SIZE_U64};
 
 /// Counts writers that hold no inode lock, and lets truncate and
@@ -118,10 +121,35 @@ impl DirtyRange {
     }
 }
 
-/// A file.
+/// Owner and permission bits, changed together by `set_attr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub(crate) perm: u16,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+}
+
+/// A file, directory or symbolic link.
 #[derive(Debug)]
 pub(crate) struct Inode {
     pub(crate) id: InodeId,
+    pub(crate) kind: Kind,
+    /// Permission bits and owner. A leaf lock.
+    pub(crate) owner: Mutex<Owner>,
+    /// Links (entries, and for a directory its `.` and its subdirectories'
+    /// `..`). Changed only under the namespace lock. Zero: unlinked, its
+    /// data kept until the last open handle closes.
+    pub(crate) nlink: AtomicU32,
+    /// A directory's parent; changed only under the namespace lock.
+    pub(crate) parent: AtomicU64,
+    /// Times in nanoseconds since the Unix epoch. A write sets `mtime` and
+    /// `ctime` without marking the inode for logging (lazytime): they reach
+    /// the log with the inode's next record, or a checkpoint.
+    pub(crate) atime: AtomicU64,
+    pub(crate) mtime: AtomicU64,
+    pub(crate) ctime: AtomicU64,
+    /// A symbolic link's target.
+    pub(crate) target: String,
     /// Size in bytes. Stored with Release after the data it covers is in the
     /// cache; readers load it with Acquire.
     pub(crate) size: AtomicU64,
@@ -158,17 +186,35 @@ pub(crate) struct Inode {
     pub(crate) meta_seq: AtomicU64,
     /// `meta_seq` of the newest state made durable.
     pub(crate) logged_seq: AtomicU64,
-    /// Length of the file's name (for the metadata size estimate).
-    pub(crate) name_len: AtomicU32,
-    /// This file's share of the filesystem's metadata size estimate.
+    /// This inode's record's share of the filesystem's metadata size
+    /// estimate.
     pub(crate) meta_len: AtomicU64,
 }
 
 impl Inode {
+    /// A regular file with no attributes to speak of (tests of primitives).
+    #[cfg(all(test, loom))]
     pub(crate) fn new(id: InodeId) -> Inode {
+        Inode::from_meta(id, &InodeMeta::new(Kind::File, 0o644, 0, 0, 0))
+    }
+
+    /// An inode with `meta`'s kind, attributes and size (not its extents).
+    pub(crate) fn from_meta(id: InodeId, m: &InodeMeta) -> Inode {
         Inode {
             id,
-            size: AtomicU64::new(0),
+            kind: m.kind,
+            owner: Mutex::new(Owner {
+                perm: m.perm,
+                uid: m.uid,
+                gid: m.gid,
+            }),
+            nlink: AtomicU32::new(m.nlink),
+            parent: AtomicU64::new(m.parent),
+            atime: AtomicU64::new(m.atime),
+            mtime: AtomicU64::new(m.mtime),
+            ctime: AtomicU64::new(m.ctime),
+            target: m.target.clone(),
+            size: AtomicU64::new(m.size),
             pages: Radix::new(),
             extents: RwLock::new(ExtentMap::new()),
             inode_lock: RangeLock::new(Level::Inode),
@@ -182,9 +228,38 @@ impl Inode {
             reclaimed: AtomicBool::new(false),
             meta_seq: AtomicU64::new(0),
             logged_seq: AtomicU64::new(0),
-            name_len: AtomicU32::new(0),
             meta_len: AtomicU64::new(0),
         }
+    }
+
+    /// This inode as a record: attributes, size, and extents or target.
+    /// The caller holds the namespace lock (link count and parent are
+    /// consistent with the records staged before).
+    pub(crate) fn meta(&self) -> InodeMeta {
+        let owner = *self.owner.lock();
+        InodeMeta {
+            kind: self.kind,
+            perm: owner.perm,
+            uid: owner.uid,
+            gid: owner.gid,
+            nlink: self.nlink.load(Ordering::Acquire),
+            parent: self.parent.load(Ordering::Acquire),
+            size: self.size(),
+            atime: self.atime.load(Ordering::Relaxed),
+            mtime: self.mtime.load(Ordering::Relaxed),
+            ctime: self.ctime.load(Ordering::Relaxed),
+            extents: match self.kind {
+                Kind::File => self.extents.read().extents().collect(),
+                _ => alloc::vec::Vec::new(),
+            },
+            target: self.target.clone(),
+        }
+    }
+
+    /// Records a change of contents at `now`: mtime and ctime.
+    pub(crate) fn touch(&self, now: u64) {
+        self.mtime.store(now, Ordering::Relaxed);
+        self.ctime.store(now, Ordering::Relaxed);
     }
 
     pub(crate) fn size(&self) -> u64 {

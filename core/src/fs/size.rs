@@ -14,7 +14,6 @@ use crate::cache::{Claim, Insert};
 use crate::dev::{BlockDevice, Command, FrameArena};
 use crate::error::{RangeError, Result};
 use crate::lock::{Held, Mode};
-use crate::space::MetaChange;
 use crate::units::{ByteRange, FrameId, Lba, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
 use core::sync::atomic::Ordering;
 
@@ -48,6 +47,14 @@ enum HeldPage {
 impl<D: BlockDevice> Session<D> {
     /// Truncates or extends the file to `new` bytes.
     pub(crate) async fn resize_inode(&self, inode: &Inode, new: u64) -> Result<()> {
+        let resized = self.resize(inode, new).await;
+        if resized.is_ok() {
+            inode.touch((self.fs.config.wall_clock)());
+        }
+        resized
+    }
+
+    async fn resize(&self, inode: &Inode, new: u64) -> Result<()> {
         if new > MAX_FILE_SIZE {
             return Err(RangeError::TooLarge.into());
         }
@@ -62,13 +69,7 @@ impl<D: BlockDevice> Session<D> {
                 self.zero_past_eof(inode, old).await?;
             }
             inode.size.store(new, Ordering::Release);
-            self.fs.record(
-                Some(inode),
-                MetaChange::SetSize {
-                    ino: inode.id,
-                    size: new,
-                },
-            );
+            inode.meta_changed();
             return Ok(());
         }
         inode.writers.block();
@@ -98,13 +99,7 @@ impl<D: BlockDevice> Session<D> {
             _ => self.hold_page(inode, tail, true).await?.held(),
         };
         inode.size.store(new, Ordering::Release);
-        self.fs.record(
-            Some(inode),
-            MetaChange::SetSize {
-                ino: inode.id,
-                size: new,
-            },
-        );
+        inode.meta_changed();
         self.drop_pages(inode, keep, u64::MAX).await;
         let zeroed = match edge {
             Some(edge) => self.zero_held(inode, edge, in_tail, PAGE_SIZE),
@@ -117,6 +112,14 @@ impl<D: BlockDevice> Session<D> {
     /// Makes `[off, off + len)` read as zeros and frees the whole blocks in
     /// it. The size does not change; the part past EOF is ignored.
     pub(crate) async fn punch_inode(&self, inode: &Inode, off: u64, len: u64) -> Result<()> {
+        let punched = self.punch(inode, off, len).await;
+        if punched.is_ok() {
+            inode.touch((self.fs.config.wall_clock)());
+        }
+        punched
+    }
+
+    async fn punch(&self, inode: &Inode, off: u64, len: u64) -> Result<()> {
         let range = ByteRange::at(off, len).ok_or(RangeError::Overflow)?;
         if range.end > MAX_FILE_SIZE {
             return Err(RangeError::TooLarge.into());
@@ -338,14 +341,7 @@ impl<D: BlockDevice> Session<D> {
         let bpp = self.fs.geometry.blocks_per_page();
         let trim = self.fs.journal.is_none();
         for e in &freed {
-            self.fs.record(
-                Some(inode),
-                MetaChange::Unmap {
-                    ino: inode.id,
-                    file_block: e.file_block,
-                    len: e.len,
-                },
-            );
+            inode.meta_changed();
             let cmd = Command::Deallocate {
                 lba: Lba(e.dev.0 * bpp),
                 blocks: e.len * bpp,

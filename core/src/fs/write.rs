@@ -9,7 +9,6 @@ use crate::cache::{Claim, Insert};
 use crate::dev::{BlockDevice, FrameArena};
 use crate::error::{Error, RangeError, Result, SpaceError};
 use crate::lock::{Held, Mode};
-use crate::space::MetaChange;
 use crate::stats::Counter;
 use crate::units::{ByteRange, FrameId, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
 
@@ -21,13 +20,18 @@ impl<D: BlockDevice> Session<D> {
     /// for a commit, commits (as [`Session::sync_all_files`]) and tries
     /// again: freed space is reusable without the caller syncing.
     pub(crate) async fn write_inode(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
-        match self.write_once(inode, buf, off).await {
+        let written = match self.write_once(inode, buf, off).await {
             Err(Error::Space(SpaceError::DeviceFull)) if self.fs.frees_held() => {
                 self.sync_all_files_async().await?;
                 self.write_once(inode, buf, off).await
             }
             other => other,
+        };
+        if written.as_ref().is_ok_and(|&n| n > 0) {
+            // Lazily logged (see `Inode::mtime`): no record for this alone.
+            inode.touch((self.fs.config.wall_clock)());
         }
+        written
     }
 
     async fn write_once(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
@@ -71,13 +75,7 @@ impl<D: BlockDevice> Session<D> {
             // Publish the size only after the data is in the cache, so a
             // reader that sees the new size sees the bytes.
             inode.size.store(new_end, Ordering::Release);
-            self.fs.record(
-                Some(inode),
-                MetaChange::SetSize {
-                    ino: inode.id,
-                    size: new_end,
-                },
-            );
+            inode.meta_changed();
         }
         Ok(n)
     }
@@ -209,15 +207,7 @@ impl<D: BlockDevice> Session<D> {
         let block = self.fs.alloc_data(hint).ok_or(SpaceError::DeviceFull)?;
         extents.insert(index.0, block, 1);
         self.fs.meta_len_changed(inode, extents.len(), false);
-        self.fs.record(
-            Some(inode),
-            crate::space::MetaChange::Map {
-                ino: inode.id,
-                file_block: index.0,
-                dev: block,
-                len: 1,
-            },
-        );
+        inode.meta_changed();
         Ok(())
     }
 

@@ -23,8 +23,10 @@ pub fn crc32c(parts: &[&[u8]]) -> u32 {
 /// frame, whatever the format version.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"POLLFSv1");
 /// Format version written by this code. Version 1 kept checkpoints in two
-/// fixed slots; version 2 keeps them in the data area, as long as needed.
-pub const VERSION: u32 = 2;
+/// fixed slots; version 2 keeps them in the data area, as long as needed;
+/// version 3 has directories, links and attributes (inode, link, unlink,
+/// rename and free records).
+pub const VERSION: u32 = 3;
 /// Feature flags this code understands (none yet).
 pub const FEATURES: u32 = 0;
 

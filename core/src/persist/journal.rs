@@ -17,7 +17,9 @@ use alloc::vec::Vec;
 use core::future::Future;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use super::format::{Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT};
+use super::format::{
+    Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, MAX_SEQUENCE,
+};
 use super::metaio::MetaIo;
 use super::record::{Record, Shadow};
 use super::recover::{first_location, Recovered};
@@ -37,11 +39,13 @@ pub(crate) struct PendingFree {
     pub(crate) seq: u64,
 }
 
-/// An inode state captured by a sync, waiting to be logged.
+/// A record waiting for a commit, in the order the engine made the
+/// change: `seq` is the inode's metadata sequence for an inode record
+/// captured by a sync (the record makes the inode durable up to it).
 #[derive(Clone, Debug)]
-pub(crate) struct Captured {
-    pub(crate) seq: u64,
-    pub(crate) record: Record,
+struct Staged {
+    record: Record,
+    seq: Option<u64>,
 }
 
 /// What a commit needs from the session running it.
@@ -83,8 +87,8 @@ struct State {
     skip_lsn: bool,
     next_ticket: u64,
     durable_ticket: u64,
-    queue: Vec<(u64, Vec<Captured>)>,
-    pending_ns: Vec<Record>,
+    /// Records staged and not yet durable, in staging order.
+    pending: Vec<Staged>,
     pending_frees: Vec<PendingFree>,
     /// Per inode: the metadata sequence of its newest durable state.
     durable_seq: BTreeMap<u64, u64>,
@@ -119,7 +123,7 @@ impl Journal {
     /// repair starts a fresh checkpoint past them).
     pub(crate) fn open(rec: &Recovered) -> Journal {
         let sb = rec.superblock;
-        let durable_seq = rec.shadow.files.keys().map(|&ino| (ino, 0)).collect();
+        let durable_seq = rec.shadow.inodes.keys().map(|&ino| (ino, 0)).collect();
         Journal {
             layout: sb.layout,
             uuid: sb.uuid,
@@ -138,8 +142,7 @@ impl Journal {
                 skip_lsn: rec.newest_lsn != rec.last_lsn,
                 next_ticket: 1,
                 durable_ticket: 0,
-                queue: Vec::new(),
-                pending_ns: Vec::new(),
+                pending: Vec::new(),
                 pending_frees: Vec::new(),
                 durable_seq,
                 removed: BTreeSet::new(),
@@ -153,9 +156,24 @@ impl Journal {
         self.layout
     }
 
-    /// Queues a namespace record for the next commit.
-    pub(crate) fn stage(&self, r: Record) {
-        self.st.lock().pending_ns.push(r);
+    /// Queues `record` for the next commit, after everything staged
+    /// before; returns its ticket (see [`Journal::commit`]). `seq` is given
+    /// for an inode record a sync captured: its inode's metadata sequence.
+    pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> u64 {
+        let mut st = self.st.lock();
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        st.pending.push(Staged { record, seq });
+        ticket
+    }
+
+    /// A ticket for a sync with no record to stage: the commit that covers
+    /// it flushes everything written before this call.
+    pub(crate) fn ticket(&self) -> u64 {
+        let mut st = self.st.lock();
+        let ticket = st.next_ticket;
+        st.next_ticket += 1;
+        ticket
     }
 
     /// Holds `f` until no durable record references its blocks; false if
@@ -185,23 +203,13 @@ impl Journal {
         self.durable_image.load(Ordering::Relaxed)
     }
 
-    /// Joins a group commit with `captured` states; returns when a flush
-    /// (and a log write or checkpoint, if any record is queued) covering
-    /// this call is durable.
-    pub(crate) async fn commit<E: CommitEnv>(
-        &self,
-        env: &E,
-        captured: Vec<Captured>,
-    ) -> Result<()> {
-        let ticket = {
-            let mut st = self.st.lock();
-            let t = st.next_ticket;
-            st.next_ticket += 1;
-            st.queue.push((t, captured));
-            t
-        };
-        // Let other syncers that are ready reach the queue before a leader
-        // takes it: then one flush and one log write serve them all.
+    /// Joins a group commit; returns when a flush after `ticket` was taken,
+    /// and every record staged up to it, are durable. The first syncer to
+    /// take the commit lock leads: one flush and one log write (or
+    /// checkpoint) for everything staged so far.
+    pub(crate) async fn commit<E: CommitEnv>(&self, env: &E, ticket: u64) -> Result<()> {
+        // Let other syncers that are ready stage before a leader takes the
+        // batch: then one flush and one log write serve them all.
         crate::sync::yield_now().await;
         let held = Held::new();
         let _leader = self
@@ -211,23 +219,11 @@ impl Journal {
         if self.st.lock().durable_ticket >= ticket {
             return Ok(());
         }
-        let (batch, records, last) = {
+        let (batch, last) = {
             let mut st = self.st.lock();
-            let batch = core::mem::take(&mut st.queue);
-            let last = batch.iter().map(|(t, _)| *t).max().unwrap_or(ticket);
-            let mut records: Vec<(Record, Option<u64>)> = core::mem::take(&mut st.pending_ns)
-                .into_iter()
-                .map(|r| (r, None))
-                .collect();
-            records.extend(
-                batch
-                    .iter()
-                    .flat_map(|(_, c)| c.iter())
-                    .map(|c| (c.record.clone(), Some(c.seq))),
-            );
-            (batch, records, last)
+            (core::mem::take(&mut st.pending), st.next_ticket - 1)
         };
-        match self.write_records(env, &records).await {
+        match self.write_records(env, &batch).await {
             Ok(()) => {
                 self.st.lock().durable_ticket = last;
                 self.release_frees(env).await;
@@ -238,18 +234,11 @@ impl Journal {
             }
             Err(e) => {
                 // Nothing of this batch is durable: put it back, in order,
-                // ahead of what arrived meanwhile, for the next leader.
+                // ahead of what was staged meanwhile, for the next leader.
                 let mut st = self.st.lock();
-                let mut ns: Vec<Record> = records
-                    .into_iter()
-                    .filter(|(_, s)| s.is_none())
-                    .map(|(r, _)| r)
-                    .collect();
-                ns.append(&mut st.pending_ns);
-                st.pending_ns = ns;
-                let mut queue = batch;
-                queue.append(&mut st.queue);
-                st.queue = queue;
+                let mut pending = batch;
+                pending.append(&mut st.pending);
+                st.pending = pending;
                 Err(e)
             }
         }
@@ -257,11 +246,7 @@ impl Journal {
 
     /// Flushes, then makes `records` durable: one log write if they fit
     /// one, else a checkpoint with them folded in.
-    async fn write_records<E: CommitEnv>(
-        &self,
-        env: &E,
-        records: &[(Record, Option<u64>)],
-    ) -> Result<()> {
+    async fn write_records<E: CommitEnv>(&self, env: &E, records: &[Staged]) -> Result<()> {
         // One flush makes every queued syncer's data durable: each queued
         // after its writeback completed.
         env.flush().await?;
@@ -269,8 +254,8 @@ impl Journal {
             return Ok(());
         }
         let mut payload = super::format::Enc::default();
-        for (r, _) in records {
-            r.encode(&mut payload);
+        for s in records {
+            s.record.encode(&mut payload);
         }
         if Frame::blocks_for(payload.0.len()) <= self.layout.log_frame_max() {
             self.log_write(env, &payload.0).await?;
@@ -315,6 +300,9 @@ impl Journal {
             }
         };
         let lsn = self.st.lock().next_lsn;
+        if lsn > MAX_SEQUENCE {
+            return Err(SpaceError::SequenceExhausted.into());
+        }
         let bytes = Frame::log(self.uuid, lsn).encode(payload);
         if let Err(e) = env.write(self.layout.log_start + at, &bytes, true).await {
             self.st.lock().skip_lsn = true;
@@ -329,19 +317,19 @@ impl Journal {
 
     /// Records that `records` are durable: the durable view, the inodes'
     /// logged sequences, durable removals.
-    fn apply_durable<E: CommitEnv>(&self, env: &E, records: &[(Record, Option<u64>)]) {
+    fn apply_durable<E: CommitEnv>(&self, env: &E, records: &[Staged]) {
         let mut st = self.st.lock();
-        for (r, seq) in records {
+        for s in records {
             // The durable view was built by these same rules; a record that
             // does not apply is dropped rather than poisoning the view.
-            let _ = st.shadow.apply(r);
-            match (r, seq) {
-                (Record::State { ino, .. }, Some(seq)) => {
+            let _ = st.shadow.apply(&s.record);
+            match (&s.record, s.seq) {
+                (Record::Inode { ino, .. }, Some(seq)) => {
                     let e = st.durable_seq.entry(*ino).or_insert(0);
-                    *e = (*e).max(*seq);
-                    env.logged(*ino, *seq);
+                    *e = (*e).max(seq);
+                    env.logged(*ino, seq);
                 }
-                (Record::Remove { ino }, _) => {
+                (Record::Free { ino }, _) => {
                     st.removed.insert(*ino);
                 }
                 _ => {}
@@ -399,6 +387,8 @@ impl Journal {
     async fn checkpoint<E: CommitEnv>(&self, env: &E, extra: &[u8]) -> Result<()> {
         let (stream, lsn, pos, generation, skip) = {
             let st = self.st.lock();
+            // The image, then what this checkpoint makes durable besides
+            // (replayed like the log, after the image's end marker).
             let mut stream = st.shadow.image();
             stream.extend_from_slice(extra);
             // After a failed log write, the checkpoint covers its sequence
@@ -410,6 +400,10 @@ impl Journal {
             };
             (stream, lsn, st.pos, st.generation + 1, st.skip_lsn)
         };
+        // A superblock the decoder would refuse is never written.
+        if lsn > MAX_SEQUENCE || generation > MAX_SEQUENCE {
+            return Err(SpaceError::SequenceExhausted.into());
+        }
         let runs = self.alloc_chain(env, stream.len())?;
         let written = self.write_chain(env, &runs, &stream, lsn).await;
         if let Err(e) = written {

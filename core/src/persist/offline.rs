@@ -16,6 +16,7 @@ use crate::dev::{BlockDevice, FrameArena};
 use crate::error::{Error, Result};
 use crate::space::Allocator;
 use crate::sync::block_on;
+use crate::units::ROOT_INO;
 use crate::units::{BlockNo, Nanos, PAGE_SIZE, PAGE_SIZE_U64};
 
 /// Metadata I/O through the last [`META_FRAMES`] frames of `dev`'s arena.
@@ -28,12 +29,21 @@ fn block_io<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Result
     Ok(BlockIo::new(dev, first..frames, clock, idle)?)
 }
 
-/// Writes an empty filesystem: an empty checkpoint in the first data
-/// block, and both superblock copies naming it.
-pub(crate) fn format<M: MetaIo>(io: &M, layout: Layout, uuid: u64, lba_size: u32) -> Result<()> {
+/// Writes an empty filesystem: a checkpoint of just a root directory
+/// (owned by `owner`, stamped `now`) in the first data block, and both
+/// superblock copies naming it.
+pub(crate) fn format<M: MetaIo>(
+    io: &M,
+    layout: Layout,
+    uuid: u64,
+    lba_size: u32,
+    owner: (u32, u32),
+    now: u64,
+) -> Result<()> {
+    let image = Shadow::empty(owner.0, owner.1, now).image();
     let ckpt = Location {
         block: layout.data_start,
-        blocks: 1,
+        blocks: Frame::blocks_for(image.len()) as u32,
     };
     let frame = Frame {
         kind: FRAME_CKPT,
@@ -46,7 +56,7 @@ pub(crate) fn format<M: MetaIo>(io: &M, layout: Layout, uuid: u64, lba_size: u32
     };
     block_on(
         async {
-            io.write(ckpt.block, &frame.encode(&[]), false).await?;
+            io.write(ckpt.block, &frame.encode(&image), false).await?;
             // No frame of an earlier filesystem at the log's start.
             io.write(layout.log_start, &[0u8; PAGE_SIZE], false).await?;
             io.flush().await?;
@@ -57,7 +67,7 @@ pub(crate) fn format<M: MetaIo>(io: &M, layout: Layout, uuid: u64, lba_size: u32
                     lba_size,
                     layout,
                     ckpt,
-                    ckpt_total: 1,
+                    ckpt_total: u64::from(ckpt.blocks),
                     ckpt_lsn: 0,
                     log_head: 0,
                 };
@@ -74,7 +84,8 @@ pub(crate) fn format<M: MetaIo>(io: &M, layout: Layout, uuid: u64, lba_size: u32
 pub struct CheckReport {
     /// Every problem found; empty means clean.
     pub problems: Vec<String>,
-    /// Files in the durable metadata.
+    /// Inodes in the durable metadata (files, directories and links,
+    /// the root included).
     pub files: usize,
     /// Data blocks in use by files.
     pub blocks_used: u64,
@@ -97,10 +108,10 @@ impl CheckReport {
         problems.extend(r.problems.iter().map(|p| describe(&r.shadow, p)));
         CheckReport {
             problems,
-            files: r.shadow.files.len(),
+            files: r.shadow.inodes.len(),
             blocks_used: r
                 .shadow
-                .files
+                .inodes
                 .values()
                 .flat_map(|f| f.extents.iter())
                 .fold(0u64, |n, x| n.saturating_add(x.len)),
@@ -111,14 +122,16 @@ impl CheckReport {
     }
 }
 
-/// A problem, with the file's name where it has one.
+/// A problem, with the inode's path where it has one.
 fn describe(shadow: &Shadow, p: &Problem) -> String {
     let ino = match p {
-        Problem::OutsideData { ino, .. } | Problem::PastEof { ino, .. } => Some(*ino),
+        Problem::OutsideData { ino, .. }
+        | Problem::PastEof { ino, .. }
+        | Problem::LinkCount { ino, .. } => Some(*ino),
         _ => None,
     };
-    match ino.and_then(|i| shadow.files.get(&i)) {
-        Some(f) => alloc::format!("{p} (file '{}')", f.name),
+    match ino.and_then(|i| shadow.paths().remove(&i)) {
+        Some(path) => alloc::format!("{p} ('{path}')"),
         None => p.to_string(),
     }
 }
@@ -179,18 +192,23 @@ pub fn repair<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Resu
             .map(|n| alloc::format!("{n}: rewritten")),
     );
     let layout = rec.superblock.layout;
-    // Dropping one extent can only remove problems; bound the rounds anyway.
-    for _ in 0..=rec.shadow.files.len() + rec.chain.len() {
+    // Each round fixes what it finds; structural fixes first, link counts
+    // once nothing else is wrong. Bound the rounds anyway.
+    let rounds = rec.shadow.inodes.len() + rec.shadow.entries.len() + rec.chain.len() + 2;
+    for _ in 0..rounds {
         let problems = rec.shadow.problems(&layout, &rec.chain);
         if problems.is_empty() {
             break;
         }
+        let structural = problems
+            .iter()
+            .any(|p| !matches!(p, Problem::LinkCount { .. }));
         for p in &problems {
-            repaired.push(alloc::format!(
-                "{}: dropped the extent",
-                describe(&rec.shadow, p)
-            ));
-            fix(&mut rec.shadow, p);
+            if structural && matches!(p, Problem::LinkCount { .. }) {
+                continue;
+            }
+            let done = fix(&mut rec.shadow, p);
+            repaired.push(alloc::format!("{}: {done}", describe(&rec.shadow, p)));
         }
     }
     rec.problems.clear();
@@ -207,15 +225,17 @@ pub fn repair<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Resu
     })
 }
 
-/// Drops the extent a problem names.
-fn fix(shadow: &mut Shadow, p: &Problem) {
-    match *p {
+/// Fixes one problem; says how.
+fn fix(shadow: &mut Shadow, p: &Problem) -> &'static str {
+    match p {
         Problem::OutsideData { ino, block, len } => {
-            shadow.retain_extents(ino, |x| !(x.dev.0 == block && x.len == len));
+            shadow.retain_extents(*ino, |x| !(x.dev.0 == *block && x.len == *len));
+            "dropped the extent"
         }
         Problem::PastEof { ino, size, .. } => {
             let eof = size.div_ceil(PAGE_SIZE_U64);
-            shadow.retain_extents(ino, |x| x.file_block + x.len <= eof);
+            shadow.retain_extents(*ino, |x| x.file_block + x.len <= eof);
+            "dropped the extents past EOF"
         }
         Problem::OwnedTwice {
             block,
@@ -223,10 +243,63 @@ fn fix(shadow: &mut Shadow, p: &Problem) {
             second,
         } => {
             let loser = match (first, second) {
-                (_, Owner::Inode(i)) | (Owner::Inode(i), Owner::Checkpoint) => i,
-                (Owner::Checkpoint, Owner::Checkpoint) => return,
+                (_, Owner::Inode(i)) | (Owner::Inode(i), Owner::Checkpoint) => *i,
+                (Owner::Checkpoint, Owner::Checkpoint) => return "left as it is",
             };
-            shadow.retain_extents(loser, |x| !(x.dev.0 <= block && block < x.dev.0 + x.len));
+            shadow.retain_extents(loser, |x| !(x.dev.0 <= *block && *block < x.dev.0 + x.len));
+            "the later owner lost the block"
+        }
+        Problem::NoRoot => {
+            shadow.make_root();
+            "made a new, empty root"
+        }
+        Problem::DanglingEntry { parent, name } => {
+            shadow.drop_entry(*parent, name);
+            "dropped the entry"
+        }
+        Problem::BadDirLinks { ino } if *ino == ROOT_INO => {
+            // No entry may name the root (such entries dangle and are
+            // dropped); its `..` is itself.
+            shadow.set_parent(ROOT_INO, ROOT_INO);
+            "made the root's '..' the root"
+        }
+        Problem::BadDirLinks { ino } => {
+            // Keep the entry that agrees with the directory's `..` (or the
+            // first); drop the others.
+            let parent = shadow.inodes.get(ino).map_or(0, |m| m.parent);
+            let naming: Vec<(u64, String)> = shadow
+                .entries
+                .iter()
+                .filter(|(_, &i)| i == *ino)
+                .map(|(k, _)| k.clone())
+                .collect();
+            let keep = naming.iter().position(|(p, _)| *p == parent).unwrap_or(0);
+            for (i, (p, n)) in naming.iter().enumerate() {
+                if i != keep {
+                    shadow.drop_entry(*p, n);
+                }
+            }
+            if let (Some((p, _)), Some(m)) = (naming.get(keep), shadow.inodes.get_mut(ino)) {
+                m.parent = *p;
+            }
+            "kept one entry and made '..' agree"
+        }
+        Problem::Unreachable { ino } => {
+            let naming: Vec<(u64, String)> = shadow
+                .entries
+                .iter()
+                .filter(|(_, &i)| i == *ino)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for (p, n) in &naming {
+                shadow.drop_entry(*p, n);
+            }
+            shadow.attach_to_root(*ino);
+            "linked into the root as #<inode>"
+        }
+        Problem::LinkCount { ino, counted, .. } => {
+            shadow.set_nlink(*ino, *counted);
+            "set the link count to the links counted"
         }
     }
 }
@@ -245,7 +318,7 @@ impl<'a, 'd, D: BlockDevice> OfflineEnv<'a, 'd, D> {
         let mut space = Allocator::new(BlockNo(layout.data_start), BlockNo(layout.blocks));
         let used = rec
             .shadow
-            .files
+            .inodes
             .values()
             .flat_map(|f| f.extents.iter().map(|x| (x.dev.0, x.len)))
             .chain(rec.chain.iter().copied());
@@ -310,12 +383,12 @@ pub(crate) fn recover_for_mount<D: BlockDevice>(
 pub(crate) fn format_device<D: BlockDevice>(
     dev: &D,
     frames: core::ops::Range<u32>,
-    clock: fn() -> Nanos,
-    idle: fn(),
+    config: &crate::Config,
     uuid: u64,
 ) -> Result<()> {
-    let io = BlockIo::new(dev, frames, clock, idle)?;
+    let io = BlockIo::new(dev, frames, config.clock, config.idle)?;
     let layout = Layout::for_blocks(io.capacity_blocks())
         .ok_or(Error::Config("the device is too small for a filesystem"))?;
-    format(&io, layout, uuid, io.lba_size())
+    let now = (config.wall_clock)();
+    format(&io, layout, uuid, io.lba_size(), config.root_owner, now)
 }

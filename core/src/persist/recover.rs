@@ -196,6 +196,7 @@ async fn log_frame<M: MetaIo>(
     if f.kind != FRAME_LOG
         || f.uuid != uuid
         || f.lsn != lsn
+        || lsn > MAX_SEQUENCE
         || n > layout.log_frame_max()
         || at + n > layout.log_blocks
     {
@@ -261,8 +262,25 @@ pub(crate) async fn recover<M: MetaIo>(
     let (stream, chain) = checkpoint(io, &sb).await?;
     let mut shadow = Shadow::default();
     let at = sb.ckpt.block;
+    // The image is taken as it is, up to its end marker; records the
+    // checkpoint folded in after it replay like the log.
+    let mut in_image = true;
     for r in Record::decode_all(&stream).map_err(|d| corrupt(at, d))? {
-        shadow.apply(&r).map_err(|d| corrupt(at, d))?;
+        let applied = match (&r, in_image) {
+            (Record::ImageEnd, true) => {
+                in_image = false;
+                Ok(())
+            }
+            (_, true) => shadow.load(&r),
+            (_, false) => shadow.apply(&r),
+        };
+        applied.map_err(|d| corrupt(at, d))?;
+    }
+    if in_image {
+        return Err(corrupt(
+            at,
+            Damage::Checkpoint("the image has no end marker"),
+        ));
     }
     let mut out = Recovered {
         shadow,

@@ -73,6 +73,14 @@ pub fn run_sync_seed(seed: u64, opts: Options) -> Result<(), Failure> {
     run(&s, c, opts)
 }
 
+/// Runs the namespace scenario drawn from `seed` (see
+/// [`Scenario::generate_names`]), scheduled by the same generator.
+pub fn run_names_seed(seed: u64, opts: Options) -> Result<(), Failure> {
+    let mut c = Choices::from_seed(seed);
+    let s = Scenario::generate_names(&mut c);
+    run(&s, c, opts)
+}
+
 /// Runs the scenario drawn from `bytes`, scheduled by the rest of them.
 pub fn run_bytes(bytes: &[u8], opts: Options) -> Result<(), Failure> {
     let mut c = Choices::from_bytes(bytes);
@@ -110,6 +118,13 @@ pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), F
         .map(|i| format!("f{i}"))
         .collect();
     let mut records = setup(&fs, scenario, &names).map_err(|e| fail(e, String::new()))?;
+    // Handles on the initial files, opened before any task runs: renames
+    // and unlinks of their names leave them working.
+    let files = names
+        .iter()
+        .map(|n| fs.open(n))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| fail(format!("open: {e:?}"), String::new()))?;
 
     ctl.set_pass_through(false);
     let clock = Clock::default();
@@ -123,7 +138,7 @@ pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), F
                 .filter(|(_, tt, _)| *tt == t)
                 .map(|&(id, _, op)| (id, op))
                 .collect();
-            task::spawn(&fs, &names, t, ops, &log, &clock)
+            task::spawn(&fs, &files, t, ops, &log, &clock)
         })
         .collect();
     let exec = Exec::new(
@@ -147,7 +162,12 @@ pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), F
         return Err(fail(format!("{what}; stuck: {stuck_ops}"), trace()));
     }
     records.extend(log.borrow().records.iter().cloned());
-    if let Some(r) = records.iter().find(|r| r.result.is_err()) {
+    // A namespace operation may fail (a name taken, or gone): the
+    // namespace oracle judges those.
+    if let Some(r) = records
+        .iter()
+        .find(|r| r.result.is_err() && !r.op.is_namespace())
+    {
         return Err(fail(
             format!("op #{} {} failed: {:?}", r.id, r.op, r.result),
             trace(),
@@ -164,9 +184,10 @@ pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), F
     }
 
     ctl.set_pass_through(true);
-    records.extend(final_reads(&fs, &names, &clock).map_err(|e| fail(e, trace()))?);
+    records.extend(final_reads(&files, &clock).map_err(|e| fail(e, trace()))?);
     fs.check_invariants()
         .map_err(|e| fail(format!("invariant: {e:?}"), trace()))?;
+    oracle::check_names(&records, &fs, &files).map_err(|e| fail(e, trace()))?;
     for (file, &initial) in scenario.initial.iter().enumerate() {
         oracle::check_file(&records, file, initial, opts.strict_length)
             .map_err(|e| fail(e, trace()))?;
@@ -211,14 +232,18 @@ fn setup(fs: &Fs<HeldDevice>, s: &Scenario, names: &[String]) -> Result<Vec<Reco
 /// end first (a stale page left in the cache is read before the reads of
 /// lower pages can evict it), then whole.
 fn final_reads(
-    fs: &Fs<HeldDevice>,
-    names: &[String],
+    files: &[pollfs_core::File<HeldDevice>],
     clock: &Clock,
 ) -> Result<Vec<Record>, String> {
-    let session = fs.session().map_err(|e| format!("session: {e:?}"))?;
+    let Some(first) = files.first() else {
+        return Ok(Vec::new());
+    };
+    let session = first
+        .fs()
+        .session()
+        .map_err(|e| format!("session: {e:?}"))?;
     let mut out = Vec::new();
-    for (file, name) in names.iter().enumerate() {
-        let f = fs.open(name).map_err(|e| format!("open: {e:?}"))?;
+    for (file, f) in files.iter().enumerate() {
         let pages = SPAN.div_ceil(PAGE) + 1;
         let reads = (0..pages)
             .rev()
@@ -227,7 +252,7 @@ fn final_reads(
         for (off, len) in reads {
             let mut data = vec![0u8; len as usize];
             let n = session
-                .read_at(&f, &mut data, off)
+                .read_at(f, &mut data, off)
                 .map_err(|e| format!("final read: {e:?}"))?;
             let t = clock.tick();
             out.push(Record {

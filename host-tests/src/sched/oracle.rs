@@ -304,3 +304,74 @@ fn check_read_order(mine: &[&Record], reads: &[&Record]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The namespace operations against a model of the root directory, in the
+/// order they ran (each runs whole between two scheduling points, so start
+/// times order them): each must succeed or fail as the model says, a
+/// lookup must find the inode the model names, and the root must end as
+/// the model's. `files` are the initial files (`f0`, `f1`, ...).
+pub fn check_names<D: pollfs_core::dev::BlockDevice>(
+    records: &[Record],
+    fs: &pollfs_core::Fs<D>,
+    files: &[pollfs_core::File<D>],
+) -> Result<(), String> {
+    use super::scenario::NAMES;
+    use std::collections::BTreeMap;
+    let mut names: BTreeMap<&str, u64> = BTreeMap::new();
+    for (i, f) in files.iter().enumerate() {
+        names.insert(NAMES[i], f.ino());
+    }
+    let mut ns: Vec<&Record> = records.iter().filter(|r| r.op.is_namespace()).collect();
+    ns.sort_by_key(|r| r.start);
+    for r in ns {
+        let ok = r.result.is_ok();
+        let want_ok = match r.op {
+            Op::Rename { from, to } => {
+                let w = names.contains_key(NAMES[from]);
+                if w && from != to {
+                    let ino = names.remove(NAMES[from]).unwrap_or(0);
+                    names.insert(NAMES[to], ino);
+                }
+                w
+            }
+            Op::Unlink { name } => names.remove(NAMES[name]).is_some(),
+            Op::Create { name } => {
+                let free = !names.contains_key(NAMES[name]);
+                if free {
+                    if let Ok(ino) = r.result {
+                        names.insert(NAMES[name], ino as u64);
+                    }
+                }
+                free
+            }
+            Op::Lookup { name } => {
+                let want = names.get(NAMES[name]).copied();
+                if let (Some(w), Ok(got)) = (want, &r.result) {
+                    if w != *got as u64 {
+                        return Err(format!(
+                            "op #{} {}: found inode {got}, the model says {w}",
+                            r.id, r.op
+                        ));
+                    }
+                }
+                want.is_some()
+            }
+            _ => continue,
+        };
+        if ok != want_ok {
+            return Err(format!(
+                "op #{} {}: returned {:?}, the model says it should {}",
+                r.id,
+                r.op,
+                r.result,
+                if want_ok { "succeed" } else { "fail" }
+            ));
+        }
+    }
+    let got: BTreeMap<String, u64> = fs.entries().into_iter().collect();
+    let want: BTreeMap<String, u64> = names.into_iter().map(|(n, i)| (n.to_string(), i)).collect();
+    if got != want {
+        return Err(format!("the root holds {got:?}; the model says {want:?}"));
+    }
+    Ok(())
+}

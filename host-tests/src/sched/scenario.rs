@@ -55,7 +55,35 @@ pub enum Op {
         /// File index.
         file: usize,
     },
+    /// `rename` of `NAMES[from]` to `NAMES[to]` (replacing it).
+    Rename {
+        /// Index into [`NAMES`].
+        from: usize,
+        /// Index into [`NAMES`].
+        to: usize,
+    },
+    /// `remove` (unlink) of `NAMES[name]`.
+    Unlink {
+        /// Index into [`NAMES`].
+        name: usize,
+    },
+    /// `create` of `NAMES[name]`.
+    Create {
+        /// Index into [`NAMES`].
+        name: usize,
+    },
+    /// `lookup` of `NAMES[name]`.
+    Lookup {
+        /// Index into [`NAMES`].
+        name: usize,
+    },
 }
+
+/// Names the namespace operations use; the initial files are `f0`, `f1`.
+pub const NAMES: [&str; 4] = ["f0", "f1", "g0", "g1"];
+
+/// No data file: what [`Op::file`] says for a namespace operation.
+pub const NO_FILE: usize = usize::MAX;
 
 impl Op {
     /// The file the operation works on.
@@ -66,7 +94,15 @@ impl Op {
             | Op::SetLen { file, .. }
             | Op::Punch { file, .. }
             | Op::Sync { file } => file,
+            Op::Rename { .. } | Op::Unlink { .. } | Op::Create { .. } | Op::Lookup { .. } => {
+                NO_FILE
+            }
         }
+    }
+
+    /// True for a namespace operation.
+    pub fn is_namespace(&self) -> bool {
+        self.file() == NO_FILE
     }
 }
 
@@ -78,6 +114,10 @@ impl fmt::Display for Op {
             Op::SetLen { file, size } => write!(f, "set_len f{file} {size}"),
             Op::Punch { file, off, len } => write!(f, "punch f{file} [{off}, +{len})"),
             Op::Sync { file } => write!(f, "sync f{file}"),
+            Op::Rename { from, to } => write!(f, "rename {} -> {}", NAMES[from], NAMES[to]),
+            Op::Unlink { name } => write!(f, "unlink {}", NAMES[name]),
+            Op::Create { name } => write!(f, "create {}", NAMES[name]),
+            Op::Lookup { name } => write!(f, "lookup {}", NAMES[name]),
         }
     }
 }
@@ -236,6 +276,51 @@ fn offset(c: &mut Choices, hot: Option<u64>) -> u64 {
         0 => page * PAGE,
         1 => (page * PAGE + PAGE - WORD * (1 + c.below(4))).min(SPAN),
         _ => c.below(SPAN / WORD) * WORD,
+    }
+}
+
+impl Scenario {
+    /// Draws a scenario of namespace operations (rename, unlink, create,
+    /// lookup over a few names, the initial files among them) racing
+    /// writes, reads and syncs of the initial files through handles opened
+    /// before the run, so a file renamed or unlinked under a writer keeps
+    /// its data.
+    pub fn generate_names(c: &mut Choices) -> Scenario {
+        let files = 1 + c.below(2) as usize;
+        let initial = (0..files).map(|_| offset(c, None)).collect();
+        let ntasks = 2 + c.below(3) as usize;
+        let tasks = (0..ntasks)
+            .map(|_| {
+                (0..1 + c.below(4))
+                    .map(|_| {
+                        let name = c.below(NAMES.len() as u64) as usize;
+                        match c.below(10) {
+                            0 | 1 => Op::Rename {
+                                from: name,
+                                to: c.below(NAMES.len() as u64) as usize,
+                            },
+                            2 => Op::Unlink { name },
+                            3 => Op::Create { name },
+                            4 => Op::Lookup { name },
+                            5 => Op::Sync {
+                                file: c.below(files as u64) as usize,
+                            },
+                            _ => op(c, files, &MIXES[2], None),
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        Scenario {
+            initial,
+            cache_pages: 4 + c.below(5) as u32,
+            readahead_pages: [0, 4][c.below(2) as usize],
+            block_size: 4096,
+            preempt_percent: [0, 20, 50][c.below(3) as usize],
+            dirty_start: c.chance(50),
+            journal: c.chance(50),
+            tasks,
+        }
     }
 }
 

@@ -4,12 +4,12 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use pollfs_core::Fs;
+use pollfs_core::{File, Fs};
 
 use super::device::HeldDevice;
 use super::exec::{Clock, Task};
 use super::oracle::Record;
-use super::scenario::{stamped, Op};
+use super::scenario::{stamped, Op, NAMES};
 
 /// What the tasks did, and what each is doing now.
 #[derive(Debug, Default)]
@@ -42,45 +42,48 @@ impl Log {
     }
 }
 
-/// The future of task `t`, running `ops` (with their ids) in order.
+/// The future of task `t`, running `ops` (with their ids) in order on
+/// `files` (handles opened before the run, so renames and unlinks of their
+/// names do not take them away).
 pub fn spawn(
     fs: &Fs<HeldDevice>,
-    names: &[String],
+    files: &[File<HeldDevice>],
     t: usize,
     ops: Vec<(usize, Op)>,
     log: &Rc<RefCell<Log>>,
     clock: &Clock,
 ) -> Task {
-    let (fs, names, log, clock) = (fs.clone(), names.to_vec(), log.clone(), clock.clone());
+    let (fs, files, log, clock) = (fs.clone(), files.to_vec(), log.clone(), clock.clone());
     Box::pin(async move {
         let Ok(session) = fs.session() else {
             return;
         };
-        let mut files = Vec::new();
-        for name in &names {
-            match fs.open(name) {
-                Ok(f) => files.push(f),
-                Err(_) => return,
-            }
-        }
         for (id, op) in ops {
             let start = clock.tick();
             log.borrow_mut().running[t] = Some((id, op, start));
-            let f = &files[op.file()];
             let mut data = Vec::new();
-            let result = match op {
-                Op::Write { off, len, .. } => {
-                    session.write_at_async(f, &stamped(id, off, len), off).await
-                }
-                Op::Read { off, len, .. } => {
-                    data = vec![0u8; len as usize];
-                    session.read_at_async(f, &mut data, off).await
-                }
-                Op::SetLen { size, .. } => session.set_len_async(f, size).await.map(|()| 0),
-                Op::Punch { off, len, .. } => {
-                    session.punch_hole_async(f, off, len).await.map(|()| 0)
-                }
-                Op::Sync { .. } => session.sync_data_async(f).await.map(|()| 0),
+            let f = files.get(op.file());
+            let result = match (op, f) {
+                (Op::Rename { from, to }, _) => fs.rename(NAMES[from], NAMES[to]).map(|()| 0),
+                (Op::Unlink { name }, _) => fs.remove(NAMES[name]).map(|()| 0),
+                (Op::Create { name }, _) => fs.create(NAMES[name]).map(|f| f.ino() as usize),
+                (Op::Lookup { name }, _) => fs.lookup(NAMES[name]).map(|i| i as usize),
+                (_, None) => Ok(0),
+                (op, Some(f)) => match op {
+                    Op::Write { off, len, .. } => {
+                        session.write_at_async(f, &stamped(id, off, len), off).await
+                    }
+                    Op::Read { off, len, .. } => {
+                        data = vec![0u8; len as usize];
+                        session.read_at_async(f, &mut data, off).await
+                    }
+                    Op::SetLen { size, .. } => session.set_len_async(f, size).await.map(|()| 0),
+                    Op::Punch { off, len, .. } => {
+                        session.punch_hole_async(f, off, len).await.map(|()| 0)
+                    }
+                    Op::Sync { .. } => session.sync_data_async(f).await.map(|()| 0),
+                    _ => Ok(0),
+                },
             };
             let end = clock.tick();
             let mut l = log.borrow_mut();

@@ -1,0 +1,196 @@
+//! Putting a filesystem together: in memory (`Fs::new`), on a freshly
+//! formatted device (`Fs::format`), or from what recovery read back
+//! (`Fs::mount`).
+
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use super::inode::Inode;
+use super::namespace::Tree;
+#[cfg(feature = "std")]
+use super::shared::NEXT_FS_ID;
+use super::{Config, Fs, Handles, Shared};
+use crate::cache::PageCache;
+use crate::dev::{BlockDevice, FrameArena};
+use crate::error::{Damage, Error, Result};
+use crate::persist::record::{Kind, Shadow};
+use crate::persist::Journal;
+use crate::space::Allocator;
+use crate::stats::Stats;
+use crate::sync::{Mutex, RwLock};
+use crate::units::{BlockNo, InodeId, ROOT_INO};
+
+/// The frames kept for metadata I/O: the last `META_FRAMES` of the arena.
+fn meta_frames<D: BlockDevice>(dev: &D) -> Result<core::ops::Range<u32>> {
+    let frames = dev.frames().frame_count();
+    let meta = frames
+        .checked_sub(crate::persist::META_FRAMES)
+        .filter(|&m| m >= 4)
+        .ok_or(Error::Config(
+            "the device needs more DMA frames (metadata I/O keeps 32)",
+        ))?;
+    Ok(meta..frames)
+}
+
+impl<D: BlockDevice> Fs<D> {
+    /// Starts an empty in-memory filesystem on `dev` (nothing is written to
+    /// it but file data; nothing survives a restart).
+    pub fn new(dev: D, config: Config) -> Result<Fs<D>> {
+        let frames = dev.frames().frame_count();
+        let blocks = dev.geometry().capacity_pages();
+        let (uid, gid) = config.root_owner;
+        let now = (config.wall_clock)();
+        let fs = Fs::build(dev, config, frames, (0, blocks), None)?;
+        fs.load(&Shadow::empty(uid, gid, now), &[])?;
+        Ok(fs)
+    }
+
+    /// The shared constructor: `usable_frames` frames are the cache's to
+    /// take, blocks `[data.0, data.1)` the allocator's.
+    fn build(
+        dev: D,
+        config: Config,
+        usable_frames: u32,
+        data: (u64, u64),
+        journal: Option<Journal>,
+    ) -> Result<Fs<D>> {
+        let frames = dev.frames().frame_count();
+        let meta_frames = usable_frames.min(frames)..frames;
+        let geometry = dev.geometry();
+        geometry.validate()?;
+        let cache_pages = if config.cache_pages == 0 {
+            usable_frames
+        } else {
+            config.cache_pages
+        };
+        if cache_pages > usable_frames {
+            return Err(Error::Config(
+                "cache_pages exceeds the device's DMA frames (less those kept for metadata)",
+            ));
+        }
+        if cache_pages < 4 {
+            return Err(Error::Config("the page cache needs at least 4 pages"));
+        }
+        let dirty_limit = match config.dirty_limit_pages {
+            0 => cache_pages / 2,
+            n => n.min(cache_pages.saturating_sub(2)).max(1),
+        };
+        let shared = Arc::new(Shared {
+            #[cfg(feature = "std")]
+            id: NEXT_FS_ID.fetch_add(1, Ordering::Relaxed),
+            closed: core::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "std")]
+            pool: Mutex::new(Vec::new()),
+            dev,
+            geometry,
+            config,
+            dirty_limit: u64::from(dirty_limit),
+            cache: PageCache::new(cache_pages),
+            space: Mutex::new(Allocator::new(BlockNo(data.0), BlockNo(data.1))),
+            tree: RwLock::new(Tree::default()),
+            inodes: RwLock::new(BTreeMap::new()),
+            next_ino: AtomicU64::new(ROOT_INO + 1),
+            counters: Mutex::new((Vec::new(), Stats::default())),
+            journal,
+            meta_frames,
+            meta_bytes: AtomicU64::new(0),
+        });
+        Ok(Fs {
+            _handles: Arc::new(Handles(shared.clone())),
+            shared,
+        })
+    }
+
+    /// Writes an empty filesystem on `dev` and mounts it. `uuid` tells this
+    /// filesystem's log records from any an earlier one left on the device.
+    pub fn format(dev: D, config: Config, uuid: u64) -> Result<Fs<D>> {
+        let frames = meta_frames(&dev)?;
+        crate::persist::format_device(&dev, frames, &config, uuid)?;
+        Fs::mount(dev, config)
+    }
+
+    /// Mounts the filesystem on `dev`, recovering it from its checkpoint and
+    /// log. Recovery writes nothing; a damaged image is an error naming the
+    /// block and the damage. Inodes that were unlinked while open when the
+    /// filesystem stopped are reclaimed (their removal is logged with the
+    /// next commit).
+    pub fn mount(dev: D, config: Config) -> Result<Fs<D>> {
+        let frames = meta_frames(&dev)?;
+        let rec =
+            crate::persist::recover_for_mount(&dev, frames.clone(), config.clock, config.idle)?;
+        let journal = Journal::open(&rec);
+        let layout = journal.layout();
+        let fs = Fs::build(
+            dev,
+            config,
+            frames.start,
+            (layout.data_start, layout.blocks),
+            Some(journal),
+        )?;
+        fs.load(&rec.shadow, &rec.chain)?;
+        Ok(fs)
+    }
+
+    /// Builds inodes, the tree and the allocator's state from `shadow`
+    /// (which recovery checked: inode numbers in range, extents in the data
+    /// area and disjoint, a connected tree), with `chain`'s blocks taken by
+    /// the checkpoint; then reclaims orphans.
+    fn load(&self, shadow: &Shadow, chain: &[(u64, u64)]) -> Result<()> {
+        let shared = &self.shared;
+        let overlap = |block| Error::Corrupt {
+            block,
+            damage: Damage::Inconsistent { problems: 1 },
+        };
+        let mut orphans = Vec::new();
+        {
+            let mut tree = shared.tree.write();
+            let mut inodes = shared.inodes.write();
+            let mut space = shared.space.lock();
+            for &(block, len) in chain {
+                space
+                    .reserve(BlockNo(block), len)
+                    .map_err(|_| overlap(block))?;
+            }
+            let mut next = ROOT_INO + 1;
+            for (&ino, m) in &shadow.inodes {
+                let inode = Inode::from_meta(InodeId(ino), m);
+                {
+                    let mut ext = inode.extents.write();
+                    for x in &m.extents {
+                        if !ext.insert(x.file_block, x.dev, x.len)
+                            || space.reserve(x.dev, x.len).is_err()
+                        {
+                            return Err(overlap(x.dev.0));
+                        }
+                    }
+                    shared.meta_len_changed(&inode, ext.len(), false);
+                }
+                if m.kind == Kind::Dir {
+                    tree.add_dir(ino);
+                }
+                if ino != ROOT_INO && m.nlink == 0 {
+                    orphans.push(ino);
+                }
+                inodes.insert(InodeId(ino), Arc::new(inode));
+                next = next.max(ino + 1);
+            }
+            for ((parent, name), &ino) in &shadow.entries {
+                tree.insert(*parent, name, ino);
+                shared
+                    .meta_bytes
+                    .fetch_add(1 + 8 + 8 + 2 + name.len() as u64, Ordering::AcqRel);
+            }
+            shared.next_ino.store(next, Ordering::Relaxed);
+        }
+        for ino in orphans {
+            if let Some(inode) = shared.inode(InodeId(ino)) {
+                inode.unlinked.store(true, Ordering::Release);
+                inode.open.fetch_add(1, Ordering::AcqRel);
+                shared.close(&inode);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,232 @@
+//! State shared by every session of one mounted filesystem: the device,
+//! the cache, the allocator, the inodes and the namespace, the journal, and
+//! the bookkeeping of metadata size and counters.
+
+use alloc::collections::BTreeMap;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use super::inode::Inode;
+use super::namespace::Tree;
+use super::Config;
+#[cfg(feature = "std")]
+use super::Session;
+use crate::cache::PageCache;
+use crate::dev::{BlockDevice, Geometry};
+use crate::persist::record::{inode_record_len, Record};
+use crate::persist::{Journal, PendingFree};
+use crate::space::Allocator;
+use crate::stats::{Counters, Stats};
+use crate::sync::{Mutex, RwLock};
+use crate::units::{BlockNo, InodeId};
+
+/// Numbers mounted filesystems, so lent sessions know whose they are.
+#[cfg(feature = "std")]
+pub(crate) static NEXT_FS_ID: AtomicU64 = AtomicU64::new(1);
+
+/// State shared by every session of one mounted filesystem.
+pub(crate) struct Shared<D: BlockDevice> {
+    /// This mount's number (lent sessions are filed by it).
+    #[cfg(feature = "std")]
+    pub(crate) id: u64,
+    /// Every handle on the mount is gone: lent sessions are dropped.
+    pub(crate) closed: core::sync::atomic::AtomicBool,
+    /// Sessions given back by operations that ended on a thread that
+    /// already had one (hosted builds).
+    #[cfg(feature = "std")]
+    pub(crate) pool: Mutex<Vec<Session<D>>>,
+    pub(crate) dev: D,
+    pub(crate) geometry: Geometry,
+    pub(crate) config: Config,
+    pub(crate) dirty_limit: u64,
+    pub(crate) cache: PageCache,
+    /// Leaf lock, taken after an inode's extent lock when both are needed.
+    pub(crate) space: Mutex<Allocator>,
+    /// The namespace lock: directories' entries; link counts and
+    /// directories' parents change only under it (see `namespace`).
+    pub(crate) tree: RwLock<Tree>,
+    /// Every live inode: linked, or unlinked but still open.
+    pub(crate) inodes: RwLock<BTreeMap<InodeId, Arc<Inode>>>,
+    pub(crate) next_ino: AtomicU64,
+    /// Live sessions' counters, and the sum of closed sessions'.
+    pub(crate) counters: Mutex<(Vec<Arc<Counters>>, Stats)>,
+    /// The metadata log, for a filesystem on disk (`Fs::format`/`mount`).
+    pub(crate) journal: Option<Journal>,
+    /// Frames kept out of the cache for metadata I/O.
+    pub(crate) meta_frames: core::ops::Range<u32>,
+    /// Bytes a checkpoint of the in-memory metadata would take (the sum of
+    /// every live inode's `meta_len`): blocks for it are held back from
+    /// data, so a checkpoint always finds room.
+    pub(crate) meta_bytes: AtomicU64,
+}
+
+impl<D: BlockDevice> core::fmt::Debug for Shared<D> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Fs")
+            .field("geometry", &self.geometry)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: BlockDevice> Shared<D> {
+    pub(crate) fn frames(&self) -> &D::Frames {
+        self.dev.frames()
+    }
+
+    /// Recomputes `inode`'s share of [`Shared::meta_bytes`] after its
+    /// extent count changed (or it was reclaimed: `gone`). Entries count
+    /// apart, as the namespace adds and removes them.
+    pub(crate) fn meta_len_changed(&self, inode: &Inode, extents: usize, gone: bool) {
+        let len = if gone {
+            0
+        } else {
+            inode_record_len(inode.kind, extents, inode.target.len())
+        };
+        let old = inode.meta_len.swap(len, Ordering::AcqRel);
+        if len >= old {
+            self.meta_bytes.fetch_add(len - old, Ordering::AcqRel);
+        } else {
+            self.meta_bytes.fetch_sub(old - len, Ordering::AcqRel);
+        }
+    }
+
+    /// Free blocks data may not take: room for a checkpoint of everything
+    /// durable plus everything that may become so (with a journal).
+    pub(crate) fn meta_reserve(&self, extra_bytes: u64) -> u64 {
+        self.journal.as_ref().map_or(0, |j| {
+            let bytes =
+                self.meta_bytes.load(Ordering::Acquire) + j.durable_image_len() + extra_bytes;
+            // Worst case: free space so fragmented that every frame is one
+            // block.
+            let per_block = crate::persist::format::Frame::capacity(1) as u64;
+            bytes.div_ceil(per_block) + 2
+        })
+    }
+
+    /// One block for file data near `hint`, unless only the blocks held
+    /// back for metadata are left.
+    pub(crate) fn alloc_data(&self, hint: BlockNo) -> Option<BlockNo> {
+        let reserve = self.meta_reserve(0);
+        let mut space = self.space.lock();
+        if space.free_blocks() <= reserve {
+            return None;
+        }
+        space.alloc(hint, 1).map(|(b, _)| b)
+    }
+
+    /// True if blocks freed by remove, truncate or punch-hole wait for a
+    /// commit before they can be reused.
+    pub(crate) fn frees_held(&self) -> bool {
+        self.journal.as_ref().is_some_and(|j| j.held_blocks() > 0)
+    }
+
+    /// Returns blocks to the allocator, or, with a journal, holds them
+    /// until no durable record references them.
+    pub(crate) fn free_extents(&self, inode: &Inode, freed: &[crate::space::Extent]) {
+        let seq = inode.meta_seq.load(Ordering::Acquire);
+        for e in freed {
+            let pf = PendingFree {
+                ino: inode.id.0,
+                dev: e.dev,
+                len: e.len,
+                seq,
+            };
+            if !self.journal.as_ref().is_some_and(|j| j.hold_free(pf)) {
+                // A failure means the maps disagree; the invariant checker
+                // reports it.
+                let _ = self.space.lock().free(e.dev, e.len);
+            }
+        }
+    }
+
+    /// Adds a new session's counters; returns a number for the session.
+    pub(crate) fn register_counters(&self, counters: &Arc<Counters>) -> usize {
+        let mut all = self.counters.lock();
+        all.0.push(counters.clone());
+        all.0.len()
+    }
+
+    /// Folds a closing session's counters into the closed sessions' sum,
+    /// so that opening sessions over and over does not grow a list.
+    pub(crate) fn retire_counters(&self, counters: &Arc<Counters>) {
+        let mut all = self.counters.lock();
+        if let Some(i) = all.0.iter().position(|c| Arc::ptr_eq(c, counters)) {
+            all.0.swap_remove(i);
+            counters.add_to(&mut all.1);
+        }
+    }
+
+    /// The live inode `ino`.
+    pub(crate) fn inode(&self, ino: InodeId) -> Option<Arc<Inode>> {
+        self.inodes.read().get(&ino).cloned()
+    }
+
+    /// Every live inode that can be opened, each with an open reference
+    /// taken (release with [`Shared::close`]).
+    pub(crate) fn open_inodes(&self) -> Vec<Arc<Inode>> {
+        self.inodes
+            .read()
+            .values()
+            .filter(|i| i.try_open())
+            .cloned()
+            .collect()
+    }
+
+    /// Live inodes with dirty pages, most dirty first, each with an open
+    /// reference taken (release with [`Shared::close`]).
+    pub(crate) fn dirty_inodes(&self) -> Vec<Arc<Inode>> {
+        let mut v: Vec<Arc<Inode>> = self
+            .inodes
+            .read()
+            .values()
+            .filter(|i| i.dirty.load(Ordering::Relaxed) > 0 && i.try_open())
+            .cloned()
+            .collect();
+        v.sort_by_key(|i| core::cmp::Reverse(i.dirty.load(Ordering::Relaxed)));
+        v
+    }
+
+    /// Drops an open reference; the last one on an unlinked file frees its
+    /// pages and blocks. Nothing can be in flight on the file then: every
+    /// operation and every writeback holds an open reference.
+    pub(crate) fn close(&self, inode: &Inode) {
+        let prev = inode.open.fetch_sub(1, Ordering::AcqRel);
+        if prev == 1 && inode.unlinked.load(Ordering::Acquire) {
+            self.reclaim(inode);
+        }
+    }
+
+    fn reclaim(&self, inode: &Inode) {
+        if inode.reclaimed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        loop {
+            let mut cached = Vec::new();
+            self.cache.scan(
+                &inode.pages,
+                inode.id,
+                crate::units::PageIndex(0),
+                crate::units::PageIndex(u64::MAX),
+                |i, _, _| cached.push(i),
+            );
+            if cached.is_empty() {
+                break;
+            }
+            for index in cached {
+                // Only an evictor's momentary claim can make a page busy
+                // here; retry until it lets go.
+                let _ = self.cache.invalidate(&inode.pages, inode.id, index);
+            }
+        }
+        let freed = inode.extents.write().remove(0, u64::MAX);
+        inode.meta_changed();
+        self.meta_len_changed(inode, 0, true);
+        // The inode is gone from the durable view once this is logged; its
+        // blocks are held until then.
+        self.stage(Record::Free { ino: inode.id.0 }, None);
+        self.free_extents(inode, &freed);
+        self.inodes.write().remove(&inode.id);
+    }
+}

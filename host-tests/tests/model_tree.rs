@@ -1,0 +1,162 @@
+//! The namespace against its reference model: random sequences of mkdir,
+//! create, link, symlink, unlink, rmdir and rename (with NOREPLACE and
+//! EXCHANGE) must succeed or fail as the model says, leave the same tree,
+//! and survive a remount; listings stay whole while entries come and go.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use pollfs_core::dev::ram::RamDevice;
+use pollfs_core::{Fs, NewInode, RenameFlags, ROOT_INO};
+use pollfs_host_tests::rng::Rng;
+use pollfs_host_tests::setup::config;
+use pollfs_host_tests::tree::{MErr, Snapshot, TreeModel, ROOT};
+
+const NAMES: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+fn run(seed: u64, steps: usize) {
+    let ram = RamDevice::new(16 << 20, 4096, 96).unwrap();
+    let fs = Fs::format(ram.clone(), config(64), seed).unwrap();
+    let who = NewInode::new(0o640, 7, 8);
+    let mut m = TreeModel::default();
+    let mut ino = std::collections::BTreeMap::from([(ROOT, ROOT_INO)]);
+    let mut r = Rng::new(seed);
+    for step in 0..steps {
+        let dirs = m.dirs();
+        let d = dirs[r.below(dirs.len() as u64) as usize];
+        let name = NAMES[r.below(5) as usize];
+        let mut next = m.clone();
+        let (want, got): (Result<Option<u64>, MErr>, pollfs_core::Result<Option<u64>>) =
+            match r.below(8) {
+                0 => (
+                    next.mkdir(d, name).map(Some),
+                    fs.mkdir_in(ino[&d], name, who).map(Some),
+                ),
+                1 | 2 => (
+                    next.create(d, name).map(Some),
+                    fs.create_in(ino[&d], name, who).map(|f| Some(f.ino())),
+                ),
+                3 => (
+                    next.symlink(d, name, "t").map(Some),
+                    fs.symlink_in(ino[&d], name, "t", who).map(Some),
+                ),
+                4 => {
+                    let files = m.files();
+                    if files.is_empty() {
+                        continue;
+                    }
+                    let f = files[r.below(files.len() as u64) as usize];
+                    (
+                        next.link(f, d, name).map(|()| None),
+                        fs.link_in(ino[&f], ino[&d], name).map(|()| None),
+                    )
+                }
+                5 => (
+                    next.unlink(d, name).map(|_| None),
+                    fs.unlink_in(ino[&d], name).map(|()| None),
+                ),
+                6 => (
+                    next.rmdir(d, name).map(|()| None),
+                    fs.rmdir_in(ino[&d], name).map(|()| None),
+                ),
+                _ => {
+                    let to = dirs[r.below(dirs.len() as u64) as usize];
+                    let tname = NAMES[r.below(5) as usize];
+                    let flags = match r.below(4) {
+                        0 => RenameFlags {
+                            noreplace: true,
+                            ..RenameFlags::default()
+                        },
+                        1 => RenameFlags {
+                            exchange: true,
+                            ..RenameFlags::default()
+                        },
+                        _ => RenameFlags::default(),
+                    };
+                    (
+                        next.rename(d, name, to, tname, flags.noreplace, flags.exchange)
+                            .map(|_| None),
+                        fs.rename_in(ino[&d], name, ino[&to], tname, flags)
+                            .map(|()| None),
+                    )
+                }
+            };
+        match (want, got) {
+            (Ok(new), Ok(i)) => {
+                if let (Some(id), Some(i)) = (new, i) {
+                    ino.insert(id, i);
+                }
+                m = next;
+            }
+            (Err(w), Err(g)) => assert!(w.matches(&g), "seed {seed} step {step}: {w:?} vs {g}"),
+            (w, g) => panic!("seed {seed} step {step}: model {w:?}, engine {g:?}"),
+        }
+        if step % 25 == 0 {
+            fs.check_invariants().unwrap();
+            assert_eq!(
+                Snapshot::of(&fs).unwrap().0,
+                m.snapshot(),
+                "seed {seed} step {step}"
+            );
+        }
+    }
+    let want = m.snapshot();
+    assert_eq!(Snapshot::of(&fs).unwrap().0, want);
+    // Attributes came through: owner and permission bits.
+    if let Some((_, &id)) = m.paths().iter().next() {
+        let a = fs.attr(ino[&id]).unwrap();
+        assert_eq!((a.uid, a.gid), (7, 8));
+    }
+    fs.unmount().unwrap();
+    let fs = Fs::mount(ram, config(64)).unwrap();
+    fs.check_invariants().unwrap();
+    assert_eq!(
+        Snapshot::of(&fs).unwrap().0,
+        want,
+        "seed {seed}: after a remount"
+    );
+}
+
+#[test]
+fn namespace_follows_the_model() {
+    for seed in 0..40 {
+        run(seed, 300);
+    }
+}
+
+/// A listing in small batches while entries are added and removed between
+/// them: no entry twice, none missing that existed throughout.
+#[test]
+fn a_listing_stays_whole_while_entries_come_and_go() {
+    let fs = pollfs_host_tests::setup::ram_fs(16 << 20, 64);
+    let who = NewInode::new(0o644, 0, 0);
+    let d = fs.mkdir("d").unwrap();
+    for i in 0..40 {
+        fs.create_in(d, &format!("keep{i}"), who).unwrap();
+        fs.create_in(d, &format!("gone{i}"), who).unwrap();
+    }
+    let mut seen = BTreeSet::new();
+    let mut after = 0;
+    let mut round = 0;
+    loop {
+        let batch = fs.read_dir(d, after, 3).unwrap();
+        let Some(last) = batch.last() else { break };
+        after = last.cookie;
+        for e in &batch {
+            assert!(seen.insert(e.name.clone()), "{} listed twice", e.name);
+        }
+        // Between batches: remove one of the temporary entries, add one
+        // (for a while: entries added keep the listing going).
+        if round < 40 {
+            let _ = fs.unlink_in(d, &format!("gone{round}"));
+            fs.create_in(d, &format!("new{round}"), who).unwrap();
+        }
+        round += 1;
+    }
+    for i in 0..40 {
+        assert!(seen.contains(&format!("keep{i}")), "keep{i} was skipped");
+        // Entries added during the listing come after it started: all
+        // are listed.
+        assert!(seen.contains(&format!("new{i}")), "new{i} was skipped");
+    }
+}
