@@ -34,6 +34,7 @@ mod ops;
 mod read;
 mod shared;
 mod size;
+mod statfs;
 mod sync_data;
 mod write;
 
@@ -50,6 +51,7 @@ use inode::Inode;
 pub use io::Session;
 pub use namespace::{DirEntry, NewInode, RenameFlags, SetAttr};
 pub(crate) use shared::Shared;
+pub use statfs::StatFs;
 
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena, Geometry};
