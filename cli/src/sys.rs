@@ -152,12 +152,6 @@ pub fn setsid() -> io::Result<()> {
     }
 }
 
-/// The effective user and group ids of this process.
-pub fn effective_ids() -> (u32, u32) {
-    // SAFETY: geteuid and getegid cannot fail and touch no memory.
-    unsafe { (libc::geteuid(), libc::getegid()) }
-}
-
 /// Points standard input, output and error at /dev/null (a background
 /// process, once nobody reads what it prints).
 pub fn detach_stdio() -> io::Result<()> {

@@ -1,5 +1,6 @@
-//! `pollfs mount` through the kernel: the errno of every operation a flat
-//! filesystem lacks, files removed while open, what survives SIGKILL and
+//! `pollfs mount` through the kernel: directories, links, modes, owners
+//! and times as `stat` shows them, the errno of each refusal, files
+//! removed while open, what survives SIGKILL and
 //! what SIGTERM saves, one process per device, and the background mode.
 //! Each test mounts a fresh image. They need root and /dev/fuse, and say
 //! they were skipped (and pass) without them.
@@ -184,28 +185,36 @@ fn fallocate(f: &File, mode: i32, off: i64, len: i64) -> std::io::Result<()> {
 }
 
 #[test]
-fn every_operation_a_flat_filesystem_lacks_has_its_errno() {
+fn the_namespace_and_attributes_through_the_kernel_and_each_refusals_errno() {
     if !can_mount() {
         return;
     }
-    let fx = Fixture::new("errnos");
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let fx = Fixture::new("namespace");
     let server = fx.mount();
-    let a = fx.path("a");
+    let d = fx.path("d");
+    std::fs::create_dir(&d).unwrap();
+    let a = d.join("a");
     std::fs::write(&a, b"data").unwrap();
     std::fs::write(fx.path("b"), b"other").unwrap();
-
-    assert_eq!(errno(std::fs::create_dir(fx.path("d"))), Some(libc::ENOSYS));
+    assert_eq!(errno(std::fs::remove_dir(&d)), Some(libc::ENOTEMPTY));
     assert_eq!(errno(std::fs::remove_dir(&a)), Some(libc::ENOTDIR));
+    assert_eq!(errno(std::fs::remove_file(&d)), Some(libc::EISDIR));
     assert_eq!(
         errno(std::fs::remove_dir(fx.path("none"))),
         Some(libc::ENOENT)
     );
+    assert_eq!(std::fs::metadata(&d).unwrap().nlink(), 2);
+    assert_eq!(std::fs::metadata(&fx.dir).unwrap().nlink(), 3);
+
+    // Links: symbolic ones are followed by the kernel, hard ones counted.
+    std::os::unix::fs::symlink("d/a", fx.path("s")).unwrap();
+    assert_eq!(std::fs::read_link(fx.path("s")).unwrap(), Path::new("d/a"));
+    assert_eq!(std::fs::read(fx.path("s")).unwrap(), b"data");
+    std::fs::hard_link(&a, fx.path("h")).unwrap();
+    assert_eq!(std::fs::metadata(&a).unwrap().nlink(), 2);
     assert_eq!(
-        errno(std::os::unix::fs::symlink("a", fx.path("s"))),
-        Some(libc::EPERM)
-    );
-    assert_eq!(
-        errno(std::fs::hard_link(&a, fx.path("h"))),
+        errno(std::fs::hard_link(&d, fx.path("dh"))),
         Some(libc::EPERM)
     );
     let fifo = c_path(&fx.path("p"));
@@ -216,36 +225,34 @@ fn every_operation_a_flat_filesystem_lacks_has_its_errno() {
         Some(libc::EPERM)
     );
 
-    // Mode and owner: only what stat shows; times are accepted, not kept.
-    use std::os::unix::fs::PermissionsExt;
-    let perm = |m| std::fs::Permissions::from_mode(m);
-    assert_eq!(
-        errno(std::fs::set_permissions(&a, perm(0o600))),
-        Some(libc::EPERM)
-    );
-    std::fs::set_permissions(&a, perm(0o644)).unwrap();
-    assert_eq!(
-        errno(std::os::unix::fs::chown(&a, Some(4242), None)),
-        Some(libc::EPERM)
-    );
-    std::os::unix::fs::chown(&a, Some(0), Some(0)).unwrap();
+    // Mode, owner and times are kept and shown.
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&a, Some(4242), Some(4343)).unwrap();
     let f = File::options().write(true).open(&a).unwrap();
-    f.set_modified(std::time::SystemTime::UNIX_EPOCH).unwrap();
+    let then = std::time::SystemTime::UNIX_EPOCH + Duration::new(1_000_000_000, 123);
+    f.set_modified(then).unwrap();
     drop(f);
+    let m = std::fs::metadata(fx.path("h")).unwrap();
+    assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o600, 4242, 4343));
+    assert_eq!(m.modified().unwrap(), then);
 
-    // Renames: NOREPLACE refuses an existing target, EXCHANGE is EINVAL.
+    // Renames: across directories; NOREPLACE refuses an existing target;
+    // EXCHANGE swaps two names.
     let b = fx.path("b");
     assert_eq!(
         errno(renameat2(&a, &b, libc::RENAME_NOREPLACE)),
         Some(libc::EEXIST)
     );
-    assert_eq!(
-        errno(renameat2(&a, &b, libc::RENAME_EXCHANGE)),
-        Some(libc::EINVAL)
-    );
+    renameat2(&a, &b, libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(std::fs::read(&b).unwrap(), b"data");
+    assert_eq!(std::fs::read(&a).unwrap(), b"other");
     renameat2(&a, &fx.path("c"), libc::RENAME_NOREPLACE).unwrap();
     std::fs::rename(fx.path("c"), &b).unwrap();
-    assert_eq!(std::fs::read(&b).unwrap(), b"data");
+    assert_eq!(std::fs::read(&b).unwrap(), b"other");
+    assert_eq!(
+        errno(std::fs::rename(&d, d.join("under"))),
+        Some(libc::EINVAL)
+    );
 
     // Names and opens.
     let long = fx.path(&"n".repeat(256));
@@ -279,6 +286,9 @@ fn every_operation_a_flat_filesystem_lacks_has_its_errno() {
     let st = unsafe { st.assume_init() };
     assert_eq!((st.f_namemax, st.f_bsize), (255, 4096));
     assert!(st.f_bfree > 0 && st.f_bfree < st.f_blocks);
+    assert!(st.f_bavail < st.f_bfree, "blocks held back for checkpoints");
+    // Inodes: the root, d, s, the file named b and the one named h.
+    assert_eq!(st.f_files - st.f_ffree, 5);
 
     assert!(server.stop().success());
     fx.fsck();
@@ -302,6 +312,8 @@ fn a_removed_file_stays_readable_until_closed() {
     f.write_all(&[7u8; 100_000]).unwrap();
     std::fs::remove_file(&p).unwrap();
     assert!(!p.exists());
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(f.metadata().unwrap().nlink(), 0, "fstat of a removed file");
     let mut back = vec![0u8; 100_000];
     f.read_exact_at(&mut back, 0).unwrap();
     assert!(back.iter().all(|&b| b == 7));

@@ -1,18 +1,15 @@
 //! Inode numbers and attributes as the kernel sees them.
 //!
 //! FUSE's root directory is inode 1, and so is pollfs's ([`ROOT_INO`]):
-//! a FUSE inode number is the pollfs inode number ([`FuseIno`]).
-//!
-//! pollfs keeps no owner, mode or times, so what `stat` shows is fixed
-//! (see docs/design.md, "FUSE"): files are 0644 and the root 0755, owned by
-//! the user who mounted; every time is the moment the mount started. Only
-//! the mount's owner can reach it (no `allow_other`), so the fixed modes
-//! grant nobody else anything.
+//! a FUSE inode number is the pollfs inode number ([`FuseIno`]). What
+//! `stat` shows is the engine's [`Metadata`]: kind, permission bits,
+//! owner, link count (0 for a removed file still open), size, blocks and
+//! the three times.
 
 use std::time::{Duration, SystemTime};
 
 use fuser::{FileAttr, FileType, INodeNo};
-use pollfs_core::{Metadata, ROOT_INO};
+use pollfs_core::{Kind, Metadata, ROOT_INO};
 
 /// A FUSE inode number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -22,15 +19,9 @@ impl FuseIno {
     /// The root directory.
     pub const ROOT: FuseIno = FuseIno(ROOT_INO);
 
-    /// The FUSE number of pollfs inode `ino`: the same number.
-    pub fn from_engine(ino: u64) -> FuseIno {
-        FuseIno(ino)
-    }
-
-    /// The pollfs inode this number names, or `None` for the root (and
-    /// for 0, which FUSE never uses).
-    pub fn engine(self) -> Option<u64> {
-        Some(self.0).filter(|&n| n > ROOT_INO)
+    /// The pollfs inode this number names (the same number).
+    pub fn engine(self) -> u64 {
+        self.0
     }
 }
 
@@ -46,84 +37,68 @@ impl From<FuseIno> for INodeNo {
     }
 }
 
-/// Mode bits of every file.
-pub const FILE_PERM: u16 = 0o644;
-/// Mode bits of the root directory.
-pub const ROOT_PERM: u16 = 0o755;
 /// How long the kernel may keep names and attributes without asking. The
 /// mount is the only way to change the filesystem, so the kernel's copies
-/// of names and sizes are kept right by the kernel itself (it updates the
-/// size on writes and forgets attributes on truncate, fallocate, unlink
-/// and rename); what it cannot know is the block count, which this bounds.
+/// are kept right by the kernel itself (it updates the size on writes and
+/// forgets attributes after every request that changes them); what it
+/// cannot know is the block count and the times a write sets, which this
+/// bounds.
 pub const TTL: Duration = Duration::from_secs(1);
 
-/// What every attribute reply shares: the owner and the time.
-#[derive(Clone, Copy, Debug)]
-pub struct Owner {
-    /// The user and group who mounted.
+/// Who makes a new inode: the caller of the request, whose ids the kernel
+/// sends with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The caller's file-system user id.
     pub uid: u32,
-    /// See `uid`.
+    /// The caller's file-system group id.
     pub gid: u32,
-    /// When the mount started: every inode's atime, mtime and ctime.
-    pub started: SystemTime,
 }
 
-impl Owner {
-    fn attr(&self, ino: FuseIno, kind: FileType, perm: u16) -> FileAttr {
-        FileAttr {
-            ino: ino.into(),
-            size: 0,
-            blocks: 0,
-            atime: self.started,
-            mtime: self.started,
-            ctime: self.started,
-            crtime: self.started,
-            kind,
-            perm,
-            nlink: 1,
-            uid: self.uid,
-            gid: self.gid,
-            rdev: 0,
-            blksize: pollfs_core::units::PAGE_SIZE as u32,
-            flags: 0,
-        }
+/// The FUSE kind of a pollfs inode kind.
+pub fn file_type(kind: Kind) -> FileType {
+    match kind {
+        Kind::File => FileType::RegularFile,
+        Kind::Dir => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
     }
+}
 
-    /// The root directory's attributes.
-    pub fn root(&self) -> FileAttr {
-        FileAttr {
-            nlink: 2,
-            ..self.attr(FuseIno::ROOT, FileType::Directory, ROOT_PERM)
-        }
+/// A time from the engine (nanoseconds since the Unix epoch).
+pub fn time(nanos: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos)
+}
+
+/// A time for the engine: nanoseconds since the epoch, clamped to what a
+/// `u64` holds (1970 to 2554), as the VFS clamps a time to the range a
+/// filesystem can store.
+pub fn nanos(t: SystemTime) -> u64 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+        Err(_) => 0,
     }
+}
 
-    /// A file's attributes. `nlink` is 1 even for a file that was removed
-    /// but is still open: the engine does not say whether a file is named.
-    pub fn file(&self, m: &Metadata) -> FileAttr {
-        FileAttr {
-            size: m.len,
-            // st_blocks counts 512-byte units; pollfs blocks are 4 KiB.
-            blocks: m.blocks.saturating_mul(8),
-            ..self.attr(
-                FuseIno::from_engine(m.ino),
-                FileType::RegularFile,
-                FILE_PERM,
-            )
-        }
-    }
-
-    /// True if a chmod/chown to these values would change nothing that
-    /// `stat` shows (so it can succeed without storing anything).
-    pub fn unchanged(
-        &self,
-        perm: u16,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-    ) -> bool {
-        mode.is_none_or(|m| m & 0o7777 == u32::from(perm))
-            && uid.is_none_or(|u| u == self.uid)
-            && gid.is_none_or(|g| g == self.gid)
+/// What `stat` shows for an inode.
+pub fn attr(m: &Metadata) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(m.ino),
+        size: m.len,
+        // st_blocks counts 512-byte units; pollfs blocks are 4 KiB.
+        blocks: m.blocks.saturating_mul(8),
+        atime: time(m.atime),
+        mtime: time(m.mtime),
+        ctime: time(m.ctime),
+        // Linux has no creation time in stat (statx's btime stays unset).
+        crtime: time(m.ctime),
+        kind: file_type(m.kind),
+        perm: m.perm,
+        nlink: m.nlink,
+        uid: m.uid,
+        gid: m.gid,
+        rdev: 0,
+        blksize: pollfs_core::units::PAGE_SIZE as u32,
+        flags: 0,
     }
 }
 
@@ -134,25 +109,18 @@ mod tests {
     #[test]
     fn fuse_and_pollfs_number_inodes_alike_and_the_root_is_1() {
         assert_eq!(FuseIno::ROOT, FuseIno(1));
-        assert_eq!(FuseIno::from_engine(2), FuseIno(2));
-        assert_eq!(FuseIno(2).engine(), Some(2));
-        assert_eq!(FuseIno::ROOT.engine(), None);
-        assert_eq!(FuseIno(0).engine(), None);
-        let max = pollfs_core::units::MAX_INODE;
-        assert_eq!(FuseIno::from_engine(max).engine(), Some(max));
+        assert_eq!(FuseIno(7).engine(), 7);
+        assert_eq!(FuseIno::from(INodeNo(9)), FuseIno(9));
     }
 
     #[test]
-    fn only_the_shown_mode_and_owner_count_as_unchanged() {
-        let o = Owner {
-            uid: 7,
-            gid: 8,
-            started: SystemTime::UNIX_EPOCH,
-        };
-        assert!(o.unchanged(FILE_PERM, Some(0o100644), Some(7), None));
-        assert!(o.unchanged(FILE_PERM, None, None, None));
-        assert!(!o.unchanged(FILE_PERM, Some(0o100600), None, None));
-        assert!(!o.unchanged(FILE_PERM, None, Some(0), None));
-        assert!(!o.unchanged(ROOT_PERM, None, None, Some(9)));
+    fn times_round_trip_to_the_nanosecond_and_clamp_outside_the_range() {
+        let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+        assert_eq!(nanos(t), 1_700_000_000_123_456_789);
+        assert_eq!(time(nanos(t)), t);
+        let before = SystemTime::UNIX_EPOCH - Duration::from_secs(10);
+        assert_eq!(nanos(before), 0);
+        let far = SystemTime::UNIX_EPOCH + Duration::from_secs(600 * 365 * 86_400);
+        assert_eq!(nanos(far), u64::MAX);
     }
 }

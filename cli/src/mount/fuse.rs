@@ -10,11 +10,12 @@ use std::time::SystemTime;
 use fuser::{
     Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    TimeOrNow, WriteFlags,
 };
 use pollfs_core::dev::BlockDevice;
 
-use super::attr::TTL;
+use super::attr::{Caller, FuseIno, TTL};
 use super::server::{Server, SetAttr};
 
 /// How every file is opened: every read and write goes to pollfs (no
@@ -23,8 +24,8 @@ use super::server::{Server, SetAttr};
 const OPEN_FLAGS: FopenFlags =
     FopenFlags::FOPEN_DIRECT_IO.union(FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
 
-/// Inode numbers are never reused within a mount (pollfs hands them out in
-/// order), so one generation serves.
+/// Inode numbers are never reused (pollfs hands them out in order and
+/// records the next one), so one generation serves.
 const GENERATION: Generation = Generation(0);
 
 /// The largest read or write one request carries.
@@ -50,6 +51,13 @@ fn entry(reply: ReplyEntry, r: Result<FileAttr, Errno>) {
     }
 }
 
+fn caller(req: &Request) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+    }
+}
+
 fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
     match r {
         Ok(()) => reply.ok(),
@@ -62,7 +70,12 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         // Shared mmap of a direct-I/O file goes through the kernel's page
         // cache for that file only while it is mapped (kernels from 6.6);
         // older kernels refuse it (ENODEV).
-        let wanted = InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP | InitFlags::FUSE_PARALLEL_DIROPS;
+        // readdirplus answers a listing's lookups with it (`ls -l`, `find`);
+        // AUTO lets the kernel use it only when lookups follow a listing.
+        let wanted = InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO;
         let _ = config.add_capabilities(wanted & config.capabilities());
         let _ = config.set_max_write(MAX_IO);
         Ok(())
@@ -73,7 +86,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        entry(reply, self.server.lookup(parent, name));
+        entry(reply, self.server.lookup(parent.into(), name));
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -91,8 +104,8 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         uid: Option<u32>,
         gid: Option<u32>,
         size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
@@ -101,12 +114,15 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // Times are accepted and not kept (docs/design.md, "FUSE").
+        // ctime is sent only with writeback_cache, which is off; crtime,
+        // chgtime, bkuptime and flags are macOS's.
         let set = SetAttr {
             mode,
             uid,
             gid,
             size,
+            atime,
+            mtime,
         };
         match self.server.setattr(ino.into(), fh.map(|f| f.0), set) {
             Ok(attr) => reply.attr(&TTL, &attr),
@@ -114,9 +130,16 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         }
     }
 
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.server.readlink(ino.into()) {
+            Ok(target) => reply.data(target.as_bytes()),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn mknod(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -124,39 +147,47 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
-        entry(reply, self.server.mknod(parent, name, mode));
+        entry(
+            reply,
+            self.server.mknod(parent.into(), name, mode, caller(req)),
+        );
     }
 
     fn mkdir(
         &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _name: &OsStr,
-        _mode: u32,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        // Directories are not implemented yet (docs/design.md, "FUSE").
-        reply.error(Errno::ENOSYS);
+        entry(
+            reply,
+            self.server.mkdir(parent.into(), name, mode, caller(req)),
+        );
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        empty(reply, self.server.unlink(parent, name));
+        empty(reply, self.server.unlink(parent.into(), name));
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        empty(reply, self.server.rmdir(parent, name));
+        empty(reply, self.server.rmdir(parent.into(), name));
     }
 
     fn symlink(
         &self,
-        _req: &Request,
-        _parent: INodeNo,
-        _link_name: &OsStr,
-        _target: &Path,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
         reply: ReplyEntry,
     ) {
-        reply.error(Errno::EPERM);
+        let made = self
+            .server
+            .symlink(parent.into(), link_name, target.as_os_str(), caller(req));
+        entry(reply, made);
     }
 
     fn rename(
@@ -171,19 +202,23 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         empty(
             reply,
-            self.server.rename(parent, name, newparent, newname, flags),
+            self.server
+                .rename(parent.into(), name, newparent.into(), newname, flags),
         );
     }
 
     fn link(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        reply.error(Errno::EPERM);
+        entry(
+            reply,
+            self.server.link(ino.into(), newparent.into(), newname),
+        );
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -267,7 +302,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.server.opendir(ino.into()) {
+        match self.server.opendir(FuseIno::from(ino)) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
         }
@@ -276,13 +311,13 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     fn readdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
+        ino: INodeNo,
+        _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let r = self.server.readdir(fh.0, offset, |ino, next, kind, name| {
-            reply.add(INodeNo::from(ino), next, kind, name)
+        let r = self.server.readdir(ino.into(), offset, false, |e| {
+            reply.add(e.ino.into(), e.next, e.kind, e.name)
         });
         match r {
             Ok(()) => reply.ok(),
@@ -290,27 +325,35 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         }
     }
 
-    fn releasedir(
+    fn readdirplus(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        _flags: OpenFlags,
-        reply: ReplyEmpty,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
     ) {
-        self.server.releasedir(fh.0);
-        reply.ok();
+        let r = self
+            .server
+            .readdir(ino.into(), offset, true, |e| match &e.attr {
+                Some(attr) => reply.add(e.ino.into(), e.next, e.name, &TTL, attr, GENERATION),
+                None => false,
+            });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.server.fsyncdir());
+        empty(reply, self.server.fsyncdir(ino.into()));
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -320,7 +363,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         reply.statfs(
             s.blocks,
             s.free,
-            s.free,
+            s.available,
             s.files,
             s.files_free,
             page,
@@ -331,15 +374,19 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
+        mode: u32,
         _umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match self.server.create(parent, name, flags) {
+        // The kernel applied the umask to `mode` (no FUSE_DONT_MASK).
+        match self
+            .server
+            .create(parent.into(), name, mode, flags, caller(req))
+        {
             Ok((attr, fh)) => reply.created(&TTL, &attr, GENERATION, FileHandle(fh), OPEN_FLAGS),
             Err(e) => reply.error(e),
         }

@@ -3,10 +3,11 @@
 //! mount(2) directly).
 //!
 //! - [`attr`]: FUSE inode numbers and what `stat` shows.
-//! - [`handles`]: open files and directories by FUSE handle.
+//! - [`handles`]: open files by FUSE handle.
 //! - [`space`]: `fallocate` modes from writes and punch-hole.
-//! - [`server`]: one method per request, on the engine, returning an
-//!   errno on failure (tested without a kernel).
+//! - [`server`] and [`names`]: one method per request, on the engine,
+//!   returning an errno on failure (tested without a kernel): inodes and
+//!   open files; directories and their entries.
 //! - [`fuse`]: the `fuser::Filesystem` glue.
 //! - this file: the device, its lock, running in the background, and the
 //!   signals that end a mount (SIGINT, SIGTERM, SIGHUP: unmount, then the
@@ -15,6 +16,7 @@
 mod attr;
 mod fuse;
 mod handles;
+mod names;
 mod server;
 mod space;
 
@@ -315,13 +317,7 @@ fn serve_fs<D: BlockDevice + Send + Sync + 'static>(
     ready: &mut Ready,
     signals: EndSignals,
 ) -> Result<(), String> {
-    let (uid, gid) = sys::effective_ids();
-    let owner = attr::Owner {
-        uid,
-        gid,
-        started: SystemTime::now(),
-    };
-    let filesystem = fuse::PollFs::new(server::Server::new(fs.clone(), owner));
+    let filesystem = fuse::PollFs::new(server::Server::new(fs.clone()));
     let mut cfg = fuser::Config::default();
     // The source shown in /proc/mounts; mount(2) options are
     // comma-separated, so a device name with a comma or a space is not

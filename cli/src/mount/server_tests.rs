@@ -1,12 +1,18 @@
 use std::ffi::OsStr;
+use std::time::{Duration, SystemTime};
 
-use fuser::{Errno, FileType, INodeNo, RenameFlags};
+use fuser::{Errno, FileAttr, FileType, RenameFlags, TimeOrNow};
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::Fs;
 
 use super::*;
+use crate::mount::attr::Caller;
 
-const ROOT: INodeNo = INodeNo(1);
+const ROOT: FuseIno = FuseIno::ROOT;
+const ME: Caller = Caller {
+    uid: 1000,
+    gid: 100,
+};
 
 fn server() -> Server<RamDevice> {
     let dev = RamDevice::new(64 << 20, 4096, 256).unwrap();
@@ -14,44 +20,71 @@ fn server() -> Server<RamDevice> {
         cache_pages: 128,
         ..pollfs_core::hosted::config()
     };
-    let fs = Fs::format(dev, cfg, 1).unwrap();
-    let owner = Owner {
-        uid: 1000,
-        gid: 100,
-        started: std::time::SystemTime::UNIX_EPOCH,
-    };
-    Server::new(fs, owner)
+    Server::new(Fs::format(dev, cfg, 1).unwrap())
 }
 
 fn name(s: &str) -> &OsStr {
     OsStr::new(s)
 }
 
-fn listing(s: &Server<RamDevice>, fh: u64, off: u64, room: usize) -> Vec<(String, u64)> {
+fn ino(a: &FileAttr) -> FuseIno {
+    FuseIno::from(a.ino)
+}
+
+/// Makes an empty file `n` in `dir` and closes it.
+fn touch(s: &Server<RamDevice>, dir: FuseIno, n: &str) -> FileAttr {
+    let (attr, fh) = s.create(dir, name(n), 0o644, 0, ME).unwrap();
+    s.release(fh);
+    attr
+}
+
+fn mkdir(s: &Server<RamDevice>, dir: FuseIno, n: &str) -> FuseIno {
+    ino(&s.mkdir(dir, name(n), 0o755, ME).unwrap())
+}
+
+/// Names listed from offset `off` while `room` entries fit, with each
+/// entry's resume offset.
+fn listing(s: &Server<RamDevice>, dir: FuseIno, off: u64, room: usize) -> Vec<(String, u64)> {
     let mut out = Vec::new();
-    s.readdir(fh, off, |_, next, _, n| {
+    s.readdir(dir, off, false, |e| {
         if out.len() == room {
             return true;
         }
-        out.push((n.to_string(), next));
+        out.push((e.name.to_string(), e.next));
         false
     })
     .unwrap();
     out
 }
 
+/// Every name in `dir`, read `room` entries per call.
+fn all_names(s: &Server<RamDevice>, dir: FuseIno, room: usize) -> Vec<String> {
+    let (mut names, mut off) = (Vec::new(), 0);
+    loop {
+        let got = listing(s, dir, off, room);
+        let Some((_, next)) = got.last() else {
+            return names;
+        };
+        off = *next;
+        names.extend(got.into_iter().map(|(n, _)| n));
+    }
+}
+
 #[test]
 fn create_write_read_and_stat_through_handles() {
     let s = server();
-    let (attr, fh) = s.create(ROOT, name("a"), libc::O_WRONLY).unwrap();
+    let (attr, fh) = s
+        .create(ROOT, name("a"), 0o640, libc::O_WRONLY, ME)
+        .unwrap();
     assert_eq!(
-        (attr.size, attr.perm, attr.uid, attr.gid),
-        (0, 0o644, 1000, 100)
+        (attr.size, attr.perm, attr.uid, attr.gid, attr.nlink),
+        (0, 0o640, 1000, 100, 1)
     );
+    assert_eq!(attr.kind, FileType::RegularFile);
     assert_eq!(
         attr.ino,
-        INodeNo(2),
-        "the first file is pollfs inode 2, after the root"
+        fuser::INodeNo(2),
+        "the first inode after the root"
     );
     assert_eq!(s.write(fh, 4096, b"hello").unwrap(), 5);
     s.fsync(fh, true).unwrap();
@@ -63,10 +96,9 @@ fn create_write_read_and_stat_through_handles() {
         (looked.ino, looked.size, looked.blocks),
         (attr.ino, 4101, 8)
     );
-    assert_eq!(
-        s.getattr(FuseIno::ROOT, None).unwrap().kind,
-        FileType::Directory
-    );
+    assert!(looked.mtime >= attr.mtime);
+    let root = s.getattr(ROOT, None).unwrap();
+    assert_eq!((root.kind, root.nlink), (FileType::Directory, 2));
     s.release(fh);
     assert_eq!(s.read(fh, 0, 1), Err(Errno::EBADF));
 }
@@ -74,179 +106,294 @@ fn create_write_read_and_stat_through_handles() {
 #[test]
 fn create_without_excl_opens_an_existing_file_and_o_trunc_empties_it() {
     let s = server();
-    let (_, a) = s.create(ROOT, name("f"), 0).unwrap();
+    let (_, a) = s.create(ROOT, name("f"), 0o644, 0, ME).unwrap();
     s.write(a, 0, b"data").unwrap();
-    let (attr, b) = s.create(ROOT, name("f"), 0).unwrap();
-    assert_eq!(attr.size, 4);
+    let (attr, b) = s.create(ROOT, name("f"), 0o600, 0, ME).unwrap();
+    assert_eq!((attr.size, attr.perm), (4, 0o644), "opened, not made");
     assert_eq!(
-        s.create(ROOT, name("f"), libc::O_EXCL).map(|_| ()),
+        s.create(ROOT, name("f"), 0o644, libc::O_EXCL, ME)
+            .map(|_| ()),
         Err(Errno::EEXIST)
     );
-    let (attr, c) = s.create(ROOT, name("f"), libc::O_TRUNC).unwrap();
+    let (attr, c) = s.create(ROOT, name("f"), 0o644, libc::O_TRUNC, ME).unwrap();
     assert_eq!(attr.size, 0);
     for fh in [a, b, c] {
         s.release(fh);
     }
+    mkdir(&s, ROOT, "d");
+    assert_eq!(
+        s.create(ROOT, name("d"), 0o644, 0, ME).map(|_| ()),
+        Err(Errno::EISDIR)
+    );
 }
 
 #[test]
-fn a_removed_file_keeps_its_data_until_its_last_handle_closes() {
+fn a_removed_file_shows_no_link_and_keeps_its_data_until_its_last_close() {
     let s = server();
-    let (attr, fh) = s.create(ROOT, name("gone"), 0).unwrap();
+    let (attr, fh) = s.create(ROOT, name("gone"), 0o644, 0, ME).unwrap();
     s.write(fh, 0, &[5u8; 8192]).unwrap();
     let free = s.statfs().free;
     s.unlink(ROOT, name("gone")).unwrap();
     assert_eq!(s.lookup(ROOT, name("gone")), Err(Errno::ENOENT));
     assert_eq!(s.read(fh, 0, 8192).unwrap(), vec![5u8; 8192]);
-    assert_eq!(s.getattr(FuseIno::from(attr.ino), None).unwrap().size, 8192);
+    let open = s.getattr(ino(&attr), Some(fh)).unwrap();
+    assert_eq!((open.size, open.nlink), (8192, 0));
+    assert_eq!(s.getattr(ino(&attr), None).unwrap().nlink, 0);
+    assert_eq!(s.statfs().free, free, "the blocks stay the file's");
     s.release(fh);
-    assert_eq!(s.getattr(FuseIno::from(attr.ino), None), Err(Errno::ENOENT));
-    // The blocks come back (after the commit that makes the removal
-    // durable, which a sync forces).
-    s.fsyncdir().unwrap();
+    assert_eq!(s.getattr(ino(&attr), None), Err(Errno::ENOENT));
     assert_eq!(s.statfs().free, free + 2);
 }
 
 #[test]
-fn readdir_resumes_after_the_last_name_whatever_changed_meanwhile() {
+fn directories_nest_count_links_and_refuse_what_posix_refuses() {
     let s = server();
-    for n in ["b", "d", "f", "h"] {
-        let (_, fh) = s.create(ROOT, name(n), 0).unwrap();
-        s.release(fh);
-    }
-    let dir = s.opendir(FuseIno::ROOT).unwrap();
-    let first = listing(&s, dir, 0, 4);
-    let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, [".", "..", "b", "d"]);
-    // "d" goes, "c" and "e" come, before the next call.
-    s.unlink(ROOT, name("d")).unwrap();
-    for n in ["c", "e"] {
-        let (_, fh) = s.create(ROOT, name(n), 0).unwrap();
-        s.release(fh);
-    }
-    let rest = listing(&s, dir, first[3].1, 10);
-    let names: Vec<&str> = rest.iter().map(|(n, _)| n.as_str()).collect();
+    let a = mkdir(&s, ROOT, "a");
+    let b = mkdir(&s, a, "b");
+    let f = touch(&s, b, "f");
+    assert_eq!(s.lookup(b, name("f")).unwrap().ino, f.ino);
+    assert_eq!(s.lookup(ROOT, name("f")), Err(Errno::ENOENT));
+    assert_eq!(s.getattr(ROOT, None).unwrap().nlink, 3, "root: ., .., a/..");
+    let da = s.getattr(a, None).unwrap();
     assert_eq!(
-        names,
-        ["e", "f", "h"],
-        "after d: nothing twice, nothing skipped"
+        (da.kind, da.nlink, da.perm),
+        (FileType::Directory, 3, 0o755)
     );
-    // An offset handed out earlier still works (seekdir).
-    let again = listing(&s, dir, first[2].1, 1);
-    assert_eq!(again[0].0, "c");
-    assert_eq!(s.readdir(dir, 999, |_, _, _, _| false), Err(Errno::EINVAL));
-    s.releasedir(dir);
-    assert_eq!(s.readdir(dir, 0, |_, _, _, _| false), Err(Errno::EBADF));
-    assert_eq!(s.opendir(FuseIno(2)), Err(Errno::ENOTDIR));
+    assert_eq!(
+        s.mkdir(a, name("b"), 0o755, ME).map(|_| ()),
+        Err(Errno::EEXIST)
+    );
+    assert_eq!(s.rmdir(a, name("b")), Err(Errno::ENOTEMPTY));
+    assert_eq!(s.rmdir(b, name("f")), Err(Errno::ENOTDIR));
+    assert_eq!(s.unlink(a, name("b")), Err(Errno::EISDIR));
+    assert_eq!(s.rmdir(a, name("none")), Err(Errno::ENOENT));
+    assert_eq!(s.opendir(ino(&f)), Err(Errno::ENOTDIR));
+    assert_eq!(s.open(a), Err(Errno::EISDIR));
+    assert_eq!(s.lookup(ino(&f), name("x")), Err(Errno::ENOTDIR));
+    s.unlink(b, name("f")).unwrap();
+    s.rmdir(a, name("b")).unwrap();
+    assert_eq!(s.getattr(a, None).unwrap().nlink, 2);
+    s.fsyncdir(a).unwrap();
 }
 
 #[test]
-fn rename_replaces_refuses_with_noreplace_and_never_exchanges() {
+fn a_set_group_id_directory_gives_its_group_and_the_bit_to_new_directories() {
     let s = server();
-    for n in ["x", "y"] {
-        let (_, fh) = s.create(ROOT, name(n), 0).unwrap();
-        s.write(fh, 0, n.as_bytes()).unwrap();
-        s.release(fh);
-    }
-    let noreplace = RenameFlags::RENAME_NOREPLACE;
+    let d = mkdir(&s, ROOT, "shared");
+    let chgrp = SetAttr {
+        mode: Some(0o2775),
+        gid: Some(50),
+        ..SetAttr::default()
+    };
+    s.setattr(d, None, chgrp).unwrap();
+    let f = touch(&s, d, "f");
+    assert_eq!((f.uid, f.gid, f.perm), (1000, 50, 0o644));
+    let sub = s.getattr(mkdir(&s, d, "sub"), None).unwrap();
+    assert_eq!((sub.gid, sub.perm), (50, 0o2755));
+    let plain = touch(&s, ROOT, "plain");
+    assert_eq!(plain.gid, 100, "the caller's group elsewhere");
+}
+
+#[test]
+fn symlinks_and_hard_links() {
+    let s = server();
+    let f = touch(&s, ROOT, "f");
+    let l = s
+        .symlink(ROOT, name("l"), name("../some/where"), ME)
+        .unwrap();
+    assert_eq!((l.kind, l.perm, l.size), (FileType::Symlink, 0o777, 13));
+    assert_eq!(s.readlink(ino(&l)).unwrap(), "../some/where");
+    assert_eq!(s.readlink(ino(&f)), Err(Errno::EINVAL));
+    let d = mkdir(&s, ROOT, "d");
+    let linked = s.link(ino(&f), d, name("again")).unwrap();
+    assert_eq!((linked.ino, linked.nlink), (f.ino, 2));
+    assert_eq!(s.link(d, ROOT, name("dirlink")), Err(Errno::EPERM));
     assert_eq!(
-        s.rename(ROOT, name("x"), ROOT, name("y"), noreplace),
+        s.link(ino(&f), ROOT, name("l")).map(|_| ()),
         Err(Errno::EEXIST)
     );
+    s.unlink(ROOT, name("f")).unwrap();
+    assert_eq!(s.lookup(d, name("again")).unwrap().nlink, 1);
+    s.link(ino(&l), d, name("l2")).unwrap();
+    assert_eq!(s.getattr(ino(&l), None).unwrap().nlink, 2);
+}
+
+#[test]
+fn rename_moves_replaces_exchanges_and_refuses_as_posix_says() {
+    let s = server();
+    let (a, b) = (mkdir(&s, ROOT, "a"), mkdir(&s, ROOT, "b"));
+    let x = touch(&s, a, "x");
+    let y = touch(&s, b, "y");
+    let none = RenameFlags::empty();
+    let noreplace = RenameFlags::RENAME_NOREPLACE;
+    let exchange = RenameFlags::RENAME_EXCHANGE;
     assert_eq!(
-        s.rename(
-            ROOT,
-            name("x"),
-            ROOT,
-            name("y"),
-            RenameFlags::RENAME_EXCHANGE
-        ),
-        Err(Errno::EINVAL)
+        s.rename(a, name("x"), b, name("y"), noreplace),
+        Err(Errno::EEXIST)
     );
+    s.rename(a, name("x"), b, name("y"), exchange).unwrap();
+    assert_eq!(s.lookup(b, name("y")).unwrap().ino, x.ino);
+    assert_eq!(s.lookup(a, name("x")).unwrap().ino, y.ino);
     assert_eq!(
-        s.rename(
-            ROOT,
-            name("x"),
-            ROOT,
-            name("y"),
-            RenameFlags::RENAME_WHITEOUT
-        ),
-        Err(Errno::EINVAL)
-    );
-    s.rename(ROOT, name("x"), ROOT, name("z"), noreplace)
-        .unwrap();
-    s.rename(ROOT, name("z"), ROOT, name("y"), RenameFlags::empty())
-        .unwrap();
-    let attr = s.lookup(ROOT, name("y")).unwrap();
-    let fh = s.open(FuseIno::from(attr.ino)).unwrap();
-    assert_eq!(s.read(fh, 0, 10).unwrap(), b"x");
-    assert_eq!(
-        s.rename(ROOT, name("nope"), ROOT, name("q"), RenameFlags::empty()),
+        s.rename(a, name("x"), b, name("nothing"), exchange),
         Err(Errno::ENOENT)
     );
+    for bad in [
+        noreplace | exchange,
+        RenameFlags::RENAME_WHITEOUT,
+        noreplace | RenameFlags::RENAME_WHITEOUT,
+    ] {
+        assert_eq!(
+            s.rename(a, name("x"), b, name("z"), bad),
+            Err(Errno::EINVAL)
+        );
+    }
+    // A file replaces a file; the one replaced is gone.
+    s.rename(a, name("x"), b, name("y"), none).unwrap();
+    assert_eq!(s.lookup(b, name("y")).unwrap().ino, y.ino);
+    assert_eq!(s.getattr(ino(&x), None), Err(Errno::ENOENT));
+    // Directories: across directories, never under themselves, never
+    // over a directory that has entries or over a file.
+    s.rename(ROOT, name("a"), b, name("a"), none).unwrap();
+    assert_eq!(s.getattr(b, None).unwrap().nlink, 3);
+    assert_eq!(s.getattr(ROOT, None).unwrap().nlink, 3);
     assert_eq!(
-        s.rename(
-            ROOT,
-            name("y"),
-            FuseIno(2).into(),
-            name("q"),
-            RenameFlags::empty()
-        ),
+        s.rename(ROOT, name("b"), a, name("inside"), none),
+        Err(Errno::EINVAL)
+    );
+    let c = mkdir(&s, ROOT, "c");
+    touch(&s, c, "keep");
+    assert_eq!(
+        s.rename(b, name("a"), ROOT, name("c"), none),
+        Err(Errno::ENOTEMPTY)
+    );
+    assert_eq!(
+        s.rename(b, name("a"), b, name("y"), none),
+        Err(Errno::ENOTDIR)
+    );
+    assert_eq!(
+        s.rename(b, name("y"), ROOT, name("c"), none),
+        Err(Errno::EISDIR)
+    );
+}
+
+#[test]
+fn readdir_resumes_by_cookie_whatever_changed_meanwhile() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    for n in ["h", "b", "f", "d"] {
+        touch(&s, d, n);
+    }
+    let first = listing(&s, d, 0, 4);
+    let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, [".", "..", "h", "b"], "in the order they were made");
+    // "b" (the last listed) and "f" go, "a" comes, before the next call.
+    s.unlink(d, name("b")).unwrap();
+    s.unlink(d, name("f")).unwrap();
+    touch(&s, d, "a");
+    let rest = listing(&s, d, first[3].1, 10);
+    let names: Vec<&str> = rest.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["d", "a"], "after b: nothing twice, nothing skipped");
+    // An offset handed out earlier still works (seekdir).
+    assert_eq!(listing(&s, d, first[1].1, 1)[0].0, "h");
+    assert_eq!(
+        s.readdir(ino(&touch(&s, ROOT, "file")), 0, false, |_| false),
         Err(Errno::ENOTDIR)
     );
 }
 
 #[test]
-fn setattr_truncates_and_refuses_what_it_cannot_keep() {
+fn a_long_listing_in_small_replies_returns_every_name_once() {
     let s = server();
-    let (attr, fh) = s.create(ROOT, name("t"), 0).unwrap();
-    let ino = FuseIno::from(attr.ino);
+    let d = mkdir(&s, ROOT, "many");
+    let made: Vec<String> = (0..300).map(|i| format!("n{i:03}")).collect();
+    for n in &made {
+        touch(&s, d, n);
+    }
+    for room in [1, 7, 64, 65, 1000] {
+        let mut got = all_names(&s, d, room);
+        assert_eq!(got.drain(..2).collect::<Vec<_>>(), [".", ".."]);
+        assert_eq!(got, made, "{room} entries per reply");
+    }
+}
+
+#[test]
+fn readdirplus_carries_each_entrys_attributes() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    let (_, fh) = s.create(d, name("f"), 0o600, 0, ME).unwrap();
+    s.write(fh, 0, &[1; 5000]).unwrap();
+    s.symlink(d, name("l"), name("f"), ME).unwrap();
+    let mut seen = Vec::new();
+    s.readdir(d, 0, true, |e| {
+        let a = e.attr.unwrap();
+        assert_eq!(a.ino, e.ino.into());
+        seen.push((e.name.to_string(), a.kind, a.size, a.perm));
+        false
+    })
+    .unwrap();
+    assert_eq!(
+        seen[2..],
+        [
+            ("f".to_string(), FileType::RegularFile, 5000, 0o600),
+            ("l".to_string(), FileType::Symlink, 1, 0o777)
+        ]
+    );
+    assert_eq!(seen[0].1, FileType::Directory);
+    s.release(fh);
+}
+
+#[test]
+fn setattr_changes_size_mode_owner_and_times() {
+    let s = server();
+    let (attr, fh) = s.create(ROOT, name("t"), 0o644, 0, ME).unwrap();
+    let i = ino(&attr);
     s.write(fh, 0, &[1u8; 10_000]).unwrap();
     let size = |n| SetAttr {
         size: Some(n),
         ..SetAttr::default()
     };
-    assert_eq!(s.setattr(ino, Some(fh), size(100)).unwrap().size, 100);
-    assert_eq!(s.setattr(ino, None, size(5000)).unwrap().size, 5000);
+    assert_eq!(s.setattr(i, Some(fh), size(100)).unwrap().size, 100);
+    assert_eq!(s.setattr(i, None, size(5000)).unwrap().size, 5000);
     assert_eq!(s.read(fh, 0, 5000).unwrap()[99..101], [1, 0]);
-    let chmod = |m| SetAttr {
-        mode: Some(m),
+    let before = s.getattr(i, None).unwrap().ctime;
+    let change = SetAttr {
+        mode: Some(0o104750),
+        uid: Some(7),
+        gid: Some(8),
         ..SetAttr::default()
     };
-    assert_eq!(s.setattr(ino, None, chmod(0o100600)), Err(Errno::EPERM));
-    assert!(s.setattr(ino, None, chmod(0o100644)).is_ok());
-    let chown = SetAttr {
-        uid: Some(0),
+    let a = s.setattr(i, None, change).unwrap();
+    assert_eq!((a.perm, a.uid, a.gid), (0o4750, 7, 8));
+    assert!(a.ctime >= before);
+    let then = SystemTime::UNIX_EPOCH + Duration::new(1_000_000_000, 5);
+    let times = SetAttr {
+        atime: Some(TimeOrNow::SpecificTime(then)),
+        mtime: Some(TimeOrNow::Now),
         ..SetAttr::default()
     };
-    assert_eq!(s.setattr(ino, None, chown), Err(Errno::EPERM));
-    assert_eq!(s.setattr(FuseIno::ROOT, None, size(0)), Err(Errno::EISDIR));
-    assert!(s.setattr(FuseIno::ROOT, None, chmod(0o40755)).is_ok());
-    assert_eq!(
-        s.setattr(FuseIno::ROOT, None, chmod(0o40700)),
-        Err(Errno::EPERM)
-    );
+    let start = SystemTime::now();
+    let a = s.setattr(i, None, times).unwrap();
+    assert_eq!(a.atime, then, "to the nanosecond");
+    assert!(a.mtime >= start && a.mtime <= SystemTime::now());
+    assert_eq!(s.lookup(ROOT, name("t")).unwrap().atime, then);
+    assert_eq!(s.setattr(ROOT, None, size(0)), Err(Errno::EISDIR));
+    s.release(fh);
 }
 
 #[test]
-fn node_kinds_a_flat_filesystem_lacks_are_refused() {
+fn node_kinds_other_than_files_are_refused() {
     let s = server();
-    assert_eq!(
-        s.mknod(ROOT, name("fifo"), libc::S_IFIFO | 0o644),
-        Err(Errno::EPERM)
-    );
-    assert_eq!(
-        s.mknod(ROOT, name("dev"), libc::S_IFCHR | 0o644),
-        Err(Errno::EPERM)
-    );
-    assert_eq!(
-        s.mknod(ROOT, name("reg"), libc::S_IFREG | 0o644)
-            .unwrap()
-            .size,
-        0
-    );
-    assert_eq!(s.rmdir(ROOT, name("reg")), Err(Errno::ENOTDIR));
-    assert_eq!(s.rmdir(ROOT, name("none")), Err(Errno::ENOENT));
+    for kind in [libc::S_IFIFO, libc::S_IFCHR, libc::S_IFBLK, libc::S_IFSOCK] {
+        assert_eq!(
+            s.mknod(ROOT, name("node"), kind | 0o644, ME),
+            Err(Errno::EPERM)
+        );
+    }
+    let reg = s
+        .mknod(ROOT, name("reg"), libc::S_IFREG | 0o604, ME)
+        .unwrap();
+    assert_eq!((reg.size, reg.perm, reg.uid), (0, 0o604, 1000));
 }
 
 #[test]
@@ -254,22 +401,24 @@ fn names_the_engine_refuses_get_its_errno() {
     let s = server();
     let long = "n".repeat(256);
     assert_eq!(
-        s.create(ROOT, name(&long), 0).map(|_| ()),
+        s.create(ROOT, name(&long), 0o644, 0, ME).map(|_| ()),
         Err(Errno::ENAMETOOLONG)
     );
     use std::os::unix::ffi::OsStrExt;
     let bad = OsStr::from_bytes(b"\xff");
-    assert_eq!(s.create(ROOT, bad, 0).map(|_| ()), Err(Errno::EINVAL));
+    assert_eq!(
+        s.create(ROOT, bad, 0o644, 0, ME).map(|_| ()),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(s.mkdir(ROOT, bad, 0o755, ME), Err(Errno::EINVAL));
     assert_eq!(s.lookup(ROOT, bad), Err(Errno::ENOENT));
-    assert_eq!(s.lookup(INodeNo(2), name("x")), Err(Errno::ENOTDIR));
-    assert_eq!(s.open(FuseIno::ROOT), Err(Errno::EISDIR));
     assert_eq!(s.open(FuseIno(99)), Err(Errno::ENOENT));
 }
 
 #[test]
 fn fallocate_goes_through_the_gate_and_reports_its_errno() {
     let s = server();
-    let (_, fh) = s.create(ROOT, name("f"), 0).unwrap();
+    let (_, fh) = s.create(ROOT, name("f"), 0o644, 0, ME).unwrap();
     s.fallocate(fh, 0, 1 << 20, 0).unwrap();
     let attr = s.lookup(ROOT, name("f")).unwrap();
     assert_eq!((attr.size, attr.blocks), (1 << 20, 2048));
@@ -281,21 +430,27 @@ fn fallocate_goes_through_the_gate_and_reports_its_errno() {
 }
 
 #[test]
-fn statfs_counts_blocks_and_files() {
+fn statfs_counts_the_data_area_and_inodes() {
     let s = server();
     let before = s.statfs();
-    assert_eq!(before.blocks, (64 << 20) / 4096);
-    let (_, fh) = s.create(ROOT, name("a"), 0).unwrap();
+    assert!(
+        before.blocks < (64 << 20) / 4096,
+        "superblocks and log are not data"
+    );
+    assert!(before.available < before.free);
+    let (_, fh) = s.create(ROOT, name("a"), 0o644, 0, ME).unwrap();
     s.write(fh, 0, &[1; 4096]).unwrap();
+    mkdir(&s, ROOT, "d");
     let after = s.statfs();
     assert_eq!(after.free, before.free - 1);
-    assert_eq!(after.files_free, before.files_free - 1);
+    assert_eq!(after.files_free, before.files_free - 2);
+    assert_eq!(after.files, before.files);
 }
 
 #[test]
 fn handles_serve_many_threads_at_once() {
     let s = std::sync::Arc::new(server());
-    let (_, fh) = s.create(ROOT, name("shared"), 0).unwrap();
+    let (_, fh) = s.create(ROOT, name("shared"), 0o644, 0, ME).unwrap();
     std::thread::scope(|scope| {
         for t in 0..4u8 {
             let s = s.clone();
