@@ -23,9 +23,12 @@ bench DEVICE="emu" *ARGS="":
     cargo run --release -p pollfs-cli -- bench --device {{DEVICE}} {{ARGS}}
 
 # Real programs on `pollfs mount` (root, /dev/fuse; fio, sqlite3,
-# util-linux, python3, jq): fio with crc32c verification beside a
-# truncation checker, sqlite3 across a remount, kill -9 under fsyncs,
-# fallocate(1) and truncate(1). About a minute after the build.
+# util-linux, python3, jq, tar, gzip, git, make): fio with crc32c
+# verification beside a truncation checker, sqlite3 across a remount,
+# kill -9 under fsyncs, fallocate(1) and truncate(1), and a source tree
+# (libc's .crate from cargo's cache) unpacked, compared with tmpfs, put
+# under git and make, linked, moved and remounted. About a minute after
+# the build.
 mount-test:
     cargo build --release -p pollfs-cli
     bash tests/mount/run.sh target/release/pollfs

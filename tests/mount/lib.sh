@@ -13,7 +13,7 @@ cleanup() {
     for name in "${!SERVER[@]}"; do
         kill -9 "${SERVER[$name]}" 2>/dev/null || true
     done
-    for m in "$WORK"/*.mnt; do
+    for m in "$WORK"/*.mnt "$WORK"/*.tmpfs; do
         [ -d "$m" ] && umount -l "$m" 2>/dev/null || true
     done
     rm -rf "$WORK"
@@ -31,6 +31,17 @@ check() {
 
 # jq_true FILE EXPR: the JSON in FILE makes EXPR true.
 jq_true() { jq -e "$2" "$1" >/dev/null; }
+
+# crate_tarball NAME: the .crate (a gzip'd tar) of crate NAME at the
+# version Cargo.lock pins, from cargo's download cache (a build of the
+# workspace fetched it); nothing if it is not there.
+crate_tarball() {
+    local ver
+    ver=$(awk -v want="name = \"$1\"" '$0 == want { getline; gsub(/version = |"/, ""); print; exit }' \
+        "$HERE/../../Cargo.lock")
+    [ -n "$ver" ] || return 0
+    find "${CARGO_HOME:-$HOME/.cargo}/registry/cache" -name "$1-$ver.crate" 2>/dev/null | head -1
+}
 
 img() { echo "$WORK/$1.img"; }
 mnt() { echo "$WORK/$1.mnt"; }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Real programs on `pollfs mount`, each on a fresh file: image: fio with
 # verification, a concurrent truncation checker, sqlite3 across a remount,
-# SIGKILL in the middle of a sync-heavy load, fallocate(1) and truncate(1).
-# Needs root, /dev/fuse, fio, sqlite3, util-linux, python3, jq.
+# SIGKILL in the middle of a sync-heavy load, fallocate(1) and truncate(1),
+# and a source tree (tar, diff, git, make, links, renames; tree.sh).
+# Needs root, /dev/fuse, fio, sqlite3, util-linux, python3, jq, tar, gzip,
+# git, make.
 # Usage: tests/mount/run.sh [POLLFS_BINARY]   (`just mount-test`)
 set -uo pipefail
 POLLFS=${1:-target/release/pollfs}
@@ -123,6 +125,8 @@ check "holes: the last state survives a remount" \
     "$(mnt holes)/holes"
 check "holes: unmounted cleanly again" stop holes
 check "holes: fsck is clean" fsck_clean holes
+
+source "$HERE/tree.sh"
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
