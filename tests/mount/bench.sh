@@ -18,19 +18,7 @@ SIZE=${SIZE:-128m}
 THREADS=${THREADS:-4}
 TICK=$(getconf CLK_TCK)
 
-SHM=$(mktemp -d /dev/shm/pollfs-bench.XXXXXX)
-trap 'cleanup; rm -rf "$SHM"' EXIT
-IMG="$SHM/img"
-MNT="$WORK/bench.mnt"
-TMPFS="$SHM/tmpfs"
-mkdir -p "$MNT" "$TMPFS"
-"$POLLFS" mkfs "file:$IMG" --size 2g >/dev/null
-"$POLLFS" mount --foreground --threads "$THREADS" --cache 1g "file:$IMG" "$MNT" \
-    2>"$WORK/bench.log" &
-SERVER[bench]=$!
-for _ in $(seq 600); do mountpoint -q "$MNT" && break; sleep 0.05; done
-mountpoint -q "$MNT"
-PID=${SERVER[bench]}
+bench_mount
 echo "pollfs mount --threads $THREADS --cache 1g file:/dev/shm/... ; fio --ioengine=psync --bs=4k --size=$SIZE --time_based --runtime=$RUNTIME; median of $REPS; $(nproc) CPUs"
 echo
 

@@ -101,3 +101,23 @@ fsck_clean() {
     echo "  $out"
     grep -q " 0 problems" <<<"$out"
 }
+
+# bench_mount: for the benchmarks, a 2 GiB image on /dev/shm served by
+# `pollfs mount --threads $THREADS --cache 1g` on $MNT (server $PID), and
+# a directory $TMPFS on /dev/shm beside it, so both sides run from
+# memory; $SHM goes at exit.
+bench_mount() {
+    SHM=$(mktemp -d /dev/shm/pollfs-bench.XXXXXX)
+    trap 'cleanup; rm -rf "$SHM"' EXIT
+    IMG="$SHM/img"
+    MNT="$WORK/bench.mnt"
+    TMPFS="$SHM/tmpfs"
+    mkdir -p "$MNT" "$TMPFS"
+    "$POLLFS" mkfs "file:$IMG" --size 2g >/dev/null
+    "$POLLFS" mount --foreground --threads "$THREADS" --cache 1g "file:$IMG" "$MNT" \
+        2>"$WORK/bench.log" &
+    SERVER[bench]=$!
+    for _ in $(seq 600); do mountpoint -q "$MNT" && break; sleep 0.05; done
+    mountpoint -q "$MNT"
+    PID=${SERVER[bench]}
+}
