@@ -20,7 +20,7 @@ use super::server::{Server, SetAttr};
 
 /// How every file is opened: every read and write goes to pollfs (no
 /// kernel page cache), and writes inside EOF run in parallel (pollfs
-/// takes byte-range locks). See docs/design.md, "FUSE".
+/// takes byte-range locks). See docs/design.md, "Serving the kernel".
 const OPEN_FLAGS: FopenFlags =
     FopenFlags::FOPEN_DIRECT_IO.union(FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
 
