@@ -40,7 +40,8 @@ impl From<FuseIno> for INodeNo {
 /// How long the kernel may keep names and attributes without asking. The
 /// mount is the only way to change the filesystem, so the kernel's copies
 /// are kept right by the kernel itself (it updates the size on writes and
-/// forgets attributes after every request that changes them); what it
+/// takes or drops an inode's attributes with each request that changes
+/// them); what it
 /// cannot know is the block count and the times a write sets, which this
 /// bounds.
 pub const TTL: Duration = Duration::from_secs(1);
