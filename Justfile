@@ -111,10 +111,28 @@ fuzz-nvme secs="300":
 fuzz-nvme-cmin:
     cd fuzz && cargo +nightly fuzz cmin nvme_completions corpus/nvme_completions && mkdir -p ../host-tests/tests/corpus/nvme_completions && cp corpus/nvme_completions/* ../host-tests/tests/corpus/nvme_completions/
 
-# A fuzz campaign on nightly: `just fuzz races 600`, `just fuzz nvme_completions 300`.
+# Targets: races, nvme_completions, recovery (damaged and crafted images),
+# log_record (metadata parsers). New inputs go to fuzz/corpus/TARGET, and
+# `just fuzz-cmin TARGET` minimises them into the committed corpus.
+# A fuzz campaign on nightly: `just fuzz races 600`, `just fuzz recovery 600`.
 fuzz TARGET="races" SECONDS="60":
     mkdir -p fuzz/corpus/{{TARGET}}
     cd fuzz && cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}} ../host-tests/tests/corpus/{{TARGET}} -- -max_total_time={{SECONDS}} -timeout=10 -len_control=0 -max_len=1024
+
+# The campaign's corpus and the committed one, reduced to a greedy set
+# cover of their coverage, become the committed corpus `cargo test` replays.
+# Minimise a corpus: `just fuzz-cmin recovery`, `just fuzz-cmin log_record`.
+fuzz-cmin TARGET:
+    rm -rf fuzz/corpus/{{TARGET}}.min
+    mkdir -p fuzz/corpus/{{TARGET}} fuzz/corpus/{{TARGET}}.min host-tests/tests/corpus/{{TARGET}}
+    cd fuzz && cargo +nightly fuzz run {{TARGET}} corpus/{{TARGET}}.min corpus/{{TARGET}} ../host-tests/tests/corpus/{{TARGET}} -- -set_cover_merge=1 -use_counters=0 -timeout=10 -max_len=1024
+    rm -rf host-tests/tests/corpus/{{TARGET}} && mv fuzz/corpus/{{TARGET}}.min host-tests/tests/corpus/{{TARGET}}
+
+# Replay one `recovery` or `log_record` input (a crash artifact or a corpus file).
+recovery-replay path:
+    POLLFS_RECOVERY_FILE={{absolute_path(path)}} cargo test -p pollfs-host-tests --test recovery replay -- --nocapture
+log-record-replay path:
+    POLLFS_LOG_RECORD_FILE={{absolute_path(path)}} cargo test -p pollfs-host-tests --test recovery replay -- --nocapture
 
 # loom models of the primitives (range lock, wait queue, write drain, page
 # state word): every interleaving of their atomics and mutexes.

@@ -53,7 +53,7 @@ kernel_runs() {
 kernel_runs
 if bind_vfio "$addr"; then
     for qd in 1 32; do
-        iops="$(/bin/pollfs perf "vfio:$addr" --workload randread --qd "$qd" --seconds "$secs" | awk '/^IOPS:/{print $2}')"
+        iops="$(/bin/pollfs perf "vfio:$addr" -w randread -q "$qd" -t "$secs" | awk '/^Total/{print $3}')"
         echo "RESULT pollfs $qd ${iops:-FAILED}"
     done
 else

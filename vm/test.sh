@@ -31,8 +31,8 @@ if /bin/pollfs setup "$addr" --hugepages 16 && [ "$(driver)" = vfio-pci ]; then
     # perf first: its writes land anywhere, and vm_check leaves the
     # pattern the host checks.
     /bin/pollfs identify "vfio:$addr" && \
-    /bin/pollfs perf "vfio:$addr" --workload randread --qd 8 --seconds 1 && \
-    /bin/pollfs perf "vfio:$addr" --workload mix --read-pct 70 --qd 4 --queues 2 --io-size 65536 --seconds 1 && \
+    /bin/pollfs perf "vfio:$addr" -w randread -q 8 -t 1 && \
+    /bin/pollfs perf -r "trtype:PCIe traddr:$addr" -w randrw -M 70 -q 4 -c 0x3 -o 64k -t 1 && \
     /bin/vm_check "$addr" && \
     /bin/pollfs setup --reset "$addr" && [ "$(driver)" = nvme ] && \
     rc=0 || rc=$?

@@ -1,6 +1,6 @@
 //! The system calls the CLI makes directly, where the standard library
-//! has no wrapper: `statvfs`, `flock`, signal masks, `umount2`, `fork`
-//! and `setsid`. The only unsafe code in the crate.
+//! has no wrapper: `statvfs`, `sched_setaffinity`, `flock`, signal masks,
+//! `umount2`, `fork` and `setsid`. The only unsafe code in the crate.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -32,6 +32,31 @@ pub fn statvfs_available(path: &Path) -> Option<u64> {
     #[allow(clippy::useless_conversion)] // the field types differ by platform
     let (avail, frsize) = (u64::from(st.f_bavail), u64::from(st.f_frsize));
     Some(avail.saturating_mul(frsize))
+}
+
+/// Pins the calling thread to CPU `cpu`.
+pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(format!(
+            "CPU {cpu}: beyond the {} a CPU set holds",
+            libc::CPU_SETSIZE
+        ));
+    }
+    // SAFETY: an all-zero cpu_set_t is the empty set (what CPU_ZERO makes).
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE (checked above), so the bit is
+    // inside `set`.
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    // SAFETY: `set` is an initialised cpu_set_t and the size passed is
+    // its size; pid 0 means the calling thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        return Err(format!(
+            "pin to CPU {cpu}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
 }
 
 /// Takes a `flock` on `file` without waiting: exclusive, or shared. Fails

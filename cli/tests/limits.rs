@@ -66,7 +66,7 @@ fn settings_out_of_range_are_errors_not_clamps() {
         &["--rwmixread", "200"],
         "rwmixread=200: a percentage, 0 to 100",
     );
-    refused(&["--cold", "7"], "cold=7: use 0 or 1");
+    refused(&["--cold=7"], "cold=7: use 0 or 1");
     refused(&["--cache", "1k"], "at least 16 KiB");
     refused(&["--cache", "10k"], "whole number of 4 KiB pages");
     refused(&["--bs", "0"], "bs must be 1 byte to 16 MiB");
@@ -80,7 +80,11 @@ fn settings_out_of_range_are_errors_not_clamps() {
         "size=1.3k: not a whole number of bytes",
     );
     refused(&["--size", "20t"], "largest file");
-    refused(&["--direct", "1"], "direct=1");
+    refused(&["--direct", "2"], "direct=2: use 0 or 1");
+    refused(
+        &["--direct", "1", "--bs", "6k"],
+        "direct=1 needs bs to be a multiple of 4 KiB",
+    );
     refused(
         &["--kernel-dir", "/nonexistent"],
         "--kernel-dir /nonexistent: not a directory",
@@ -106,8 +110,12 @@ fn fio_sizes_and_times_are_understood() {
     let (ok, out, err) = pollfs(&["bench", job.to_str().unwrap()]);
     assert!(ok, "{err}");
     assert!(
-        out.contains("a: rw=randrw bs=8 KiB size=1536 KiB") && out.contains("runtime=0.15s"),
+        out.contains("a (groupid=0): rw=randrw bs=8 KiB size=1536 KiB")
+            && out.contains("runtime=0.15s"),
         "{out}"
     );
-    assert!(out.contains("b: rw=randrw bs=4 KiB size=1 MiB"), "{out}");
+    assert!(
+        out.contains("b (groupid=0): rw=randrw bs=4 KiB size=1 MiB"),
+        "{out}"
+    );
 }

@@ -59,6 +59,9 @@ pub enum RangeError {
     TooLarge,
     /// The file ended before the buffer was filled (`read_exact_at`).
     EndOfFile,
+    /// Direct I/O at an offset or of a length that is not a multiple of
+    /// the page size (4 KiB).
+    Unaligned,
 }
 
 /// Resource exhaustion.
@@ -266,6 +269,10 @@ impl fmt::Display for RangeError {
                 crate::units::MAX_FILE_SIZE
             ),
             RangeError::EndOfFile => write!(f, "the file ends before the buffer is full"),
+            RangeError::Unaligned => write!(
+                f,
+                "direct I/O needs an offset and a length that are multiples of 4096"
+            ),
         }
     }
 }
@@ -361,6 +368,7 @@ impl Error {
             Error::Range(RangeError::Overflow) => EINVAL,
             Error::Range(RangeError::TooLarge) => EFBIG,
             Error::Range(RangeError::EndOfFile) => return None,
+            Error::Range(RangeError::Unaligned) => EINVAL,
             Error::Space(_) => ENOSPC,
             Error::Io(_) => EIO,
             Error::Corrupt { .. } => EUCLEAN,

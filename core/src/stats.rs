@@ -89,6 +89,8 @@ counters! {
     log_writes,
     /// Checkpoints written.
     checkpoints,
+    /// Pages read or written by direct I/O (past the cache).
+    direct_pages,
 }
 
 impl Counters {

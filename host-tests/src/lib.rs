@@ -13,12 +13,6 @@
 // A test harness: a failed setup step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-/// The README's Rust example, compiled and run as a doctest so it stays
-/// true as written.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeExample;
-
 pub mod crash;
 pub mod deadline;
 pub mod delayed;

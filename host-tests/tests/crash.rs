@@ -35,6 +35,8 @@ enum Op {
     /// `Fs::sync`: every file and every name change.
     SyncFs,
     Write(usize, u64, usize),
+    /// `write_direct` of `n` pages from page `p`: (slot, p, n).
+    WriteDirect(usize, u64, u64),
     SetLen(usize, u64),
     Punch(usize, u64, u64),
     Rename(usize, usize),
@@ -128,6 +130,9 @@ fn run_workload(ops: &[Op]) -> Run {
             Op::Write(slot, a, b) => {
                 Op::Write(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
             }
+            Op::WriteDirect(slot, a, b) => {
+                Op::WriteDirect(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
+            }
             Op::Fill(slot) => Op::Fill(slots.get(&slot).copied().unwrap_or(usize::MAX)),
             Op::Fragment(slot, a, b) => {
                 Op::Fragment(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
@@ -213,6 +218,24 @@ fn run_workload(ops: &[Op]) -> Run {
                     }
                 }
                 model_write(f, *off, &data[..done]);
+                touched.entry(*id).or_default().push(start);
+            }
+            Op::WriteDirect(id, page, pages) => {
+                let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
+                    continue;
+                };
+                let h = fs.open(&f.name).unwrap();
+                let off = page * 4096;
+                let data = pattern(op_no, off, (pages * 4096) as usize);
+                let mut done = 0;
+                while done < data.len() {
+                    match h.write_direct(&data[done..], off + done as u64) {
+                        Ok(n) => done += n,
+                        Err(pollfs_core::Error::Space(_)) => break,
+                        Err(e) => panic!("direct write: {e}"),
+                    }
+                }
+                model_write(f, off, &data[..done]);
                 touched.entry(*id).or_default().push(start);
             }
             Op::SetLen(id, len) => {
@@ -458,11 +481,21 @@ fn keeps_working(image: &[u8], state: &BTreeMap<String, Vec<u8>>, ctx: &str) {
             fs.remove(&name).unwrap();
             expect.remove(&name);
         }
-        for (name, bytes) in expect.iter_mut() {
+        for (i, (name, bytes)) in expect.iter_mut().enumerate() {
             let f = fs.open(name).unwrap();
             let old = bytes.len() as u64;
-            let grown = old + 3 * 4096 + 123;
-            f.set_len(grown).unwrap();
+            // Grown by set_len, or by a direct write a page past the next
+            // page boundary; either way what lies between reads as zeros.
+            let grown = if i % 2 == 0 {
+                let grown = old + 3 * 4096 + 123;
+                f.set_len(grown).unwrap();
+                grown
+            } else {
+                let at = old.div_ceil(4096) * 4096 + 4096;
+                let page = pattern(0xD1EC7, at, 4096);
+                assert_eq!(f.write_direct(&page, at).unwrap(), 4096, "{ctx}");
+                at
+            };
             let mut tail = vec![0xAAu8; (grown - old) as usize];
             assert_eq!(f.read_at(&mut tail, old).unwrap(), tail.len());
             if let Some(i) = tail.iter().position(|&b| b != 0) {
@@ -473,6 +506,9 @@ fn keeps_working(image: &[u8], state: &BTreeMap<String, Vec<u8>>, ctx: &str) {
                 );
             }
             bytes.resize(grown as usize, 0);
+            if i % 2 == 1 {
+                bytes.extend_from_slice(&pattern(0xD1EC7, grown, 4096));
+            }
             let at = old / 2;
             let page = pattern(0xAF7E5, at, 4096);
             f.write_all_at(&page, at).unwrap();
@@ -505,7 +541,8 @@ fn generated(seed: u64, len: usize) -> Vec<Op> {
         let id = rng.below(3) as usize;
         let off = rng.below(MAX_FILE);
         ops.push(match rng.below(100) {
-            0..=34 => Op::Write(id, off, (rng.below(12_000) + 1) as usize),
+            0..=29 => Op::Write(id, off, (rng.below(12_000) + 1) as usize),
+            30..=34 => Op::WriteDirect(id, off / 4096, 1 + rng.below(4)),
             35..=44 => Op::SetLen(id, rng.below(MAX_FILE)),
             45..=52 => Op::Punch(id, off, rng.below(20_000) + 1),
             53..=57 => Op::Rename(id, rng.below(3) as usize),

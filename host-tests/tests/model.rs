@@ -44,6 +44,11 @@ fn pick_len(rng: &mut Rng) -> u64 {
     }
 }
 
+/// Rounds a picked range to whole pages, for direct I/O.
+fn pages(off: u64, len: u64) -> (u64, usize) {
+    (off / 4096 * 4096, len.div_ceil(4096) as usize * 4096)
+}
+
 fn check_read<D: BlockDevice>(
     f: &pollfs_core::File<D>,
     m: &ModelFile,
@@ -51,8 +56,25 @@ fn check_read<D: BlockDevice>(
     len: usize,
     ctx: &str,
 ) -> bool {
+    check_read_how(f, m, off, len, false, ctx)
+}
+
+/// Reads through the cache, or past it (`direct`), and compares.
+fn check_read_how<D: BlockDevice>(
+    f: &pollfs_core::File<D>,
+    m: &ModelFile,
+    off: u64,
+    len: usize,
+    direct: bool,
+    ctx: &str,
+) -> bool {
     let mut buf = vec![0xeeu8; len];
-    match f.read_at(&mut buf, off) {
+    let r = if direct {
+        f.read_direct(&mut buf, off)
+    } else {
+        f.read_at(&mut buf, off)
+    };
+    match r {
         Ok(n) => {
             let want = m.read(off, len);
             assert_eq!(n, want.len(), "{ctx}: read length at {off}+{len}");
@@ -104,7 +126,36 @@ fn run_on<D: BlockDevice>(fs: &Fs<D>, plan: &FaultPlan, case: &Case) -> u64 {
             eprintln!("{ctx} op {op}");
         }
         match op {
-            0..=34 => {
+            28..=34 => {
+                // Past the cache. A failed write leaves its range
+                // unspecified: heal and write the rest until it is all
+                // there, so the model stays exact.
+                let off = pick_offset(&mut rng, size, case.max_file);
+                let len = pick_len(&mut rng).min(case.max_file.saturating_sub(off));
+                let (off, len) = pages(off, len);
+                let data = pattern(step as u64, off, len);
+                let mut done = 0;
+                while done < len {
+                    let r = f.write_direct(&data[done..], off + done as u64);
+                    if trace {
+                        eprintln!(
+                            "  direct write {}+{} -> {r:?}",
+                            off + done as u64,
+                            len - done
+                        );
+                    }
+                    match r {
+                        Ok(n) => done += n,
+                        Err(Error::Io(_)) => {}
+                        Err(e) => panic!("{ctx}: direct write {off}+{len}: {e}"),
+                    }
+                    if done < len {
+                        plan.heal();
+                    }
+                }
+                m.write(off, &data);
+            }
+            0..=27 => {
                 let off = pick_offset(&mut rng, size, case.max_file);
                 let len = pick_len(&mut rng).min(case.max_file.saturating_sub(off)) as usize;
                 let data = pattern(step as u64, off, len);
@@ -118,10 +169,15 @@ fn run_on<D: BlockDevice>(fs: &Fs<D>, plan: &FaultPlan, case: &Case) -> u64 {
                     Err(e) => panic!("{ctx}: write {off}+{len}: {e}"),
                 }
             }
-            35..=64 => {
+            35..=57 => {
                 let off = pick_offset(&mut rng, size, case.max_file);
                 let len = pick_len(&mut rng) as usize;
                 check_read(f, m, off, len, &ctx);
+            }
+            58..=64 => {
+                let off = pick_offset(&mut rng, size, case.max_file);
+                let (off, len) = pages(off, pick_len(&mut rng));
+                check_read_how(f, m, off, len, true, &ctx);
             }
             65..=74 => {
                 let new = match rng.below(4) {

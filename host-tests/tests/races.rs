@@ -180,6 +180,33 @@ fn names_seeds_pass() {
     }
 }
 
+/// Direct I/O seeds: direct writes and reads racing buffered ones,
+/// truncates, punches and syncs of one file on a cache of a few pages.
+#[test]
+fn direct_seeds_pass() {
+    for seed in 0..DIRECT_SEEDS {
+        if let Err(f) = sched::run_direct_seed(seed, Options::default()) {
+            panic!("direct seed {seed} failed: {f}");
+        }
+    }
+}
+
+/// Direct I/O seeds every default run covers.
+const DIRECT_SEEDS: u64 = 300;
+
+/// Lists failing direct I/O seeds (a survey): `POLLFS_DIRECT_SURVEY=<n>`.
+#[test]
+fn direct_survey() {
+    let Ok(n) = std::env::var("POLLFS_DIRECT_SURVEY") else {
+        return;
+    };
+    for seed in 0..n.parse::<u64>().expect("a number") {
+        if let Err(f) = sched::run_direct_seed(seed, Options::default()) {
+            println!("direct seed {seed}: {}", f.message);
+        }
+    }
+}
+
 /// Namespace seeds every default run covers.
 const NAMES_SEEDS: u64 = 300;
 

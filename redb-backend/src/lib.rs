@@ -27,6 +27,12 @@
 
 pub mod lock;
 
+/// The README's Rust examples (the engine's and this crate's), compiled and
+/// run as doctests so they stay true as written.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExamples;
+
 use std::io;
 use std::ops::Bound;
 

@@ -1,110 +1,166 @@
-//! The baselines: the kernel's page cache (pread/pwrite/fsync on a regular
-//! file, tmpfs by default) and plain memory copies (the physical limit).
+//! The baselines: the kernel (pread/pwrite/fsync on regular files, tmpfs
+//! by default; `O_DIRECT` files for direct jobs) and plain memory copies
+//! (the physical limit of a cached read). Both run a whole phase, like the
+//! pollfs engines, with the same I/O generator.
 
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::job::Job;
+use super::direct::Buf;
+use super::engine::Engine;
+use super::plan::Phase;
+use super::run::{run_threads, Progress};
 use super::sample::{Recorder, Sample};
 use super::workload::{Picker, Sync};
-use super::{run_threads, Progress};
 
-/// The job with pread/pwrite on files in `dir`.
-pub fn kernel(job: &Job, dir: &Path, progress: &Progress) -> Result<Sample, String> {
-    let size = job.file_size();
-    let mut paths = Vec::new();
-    let mut files = Vec::new();
-    for k in 0..job.nrfiles {
-        let path = dir.join(format!(
-            "pollfs-bench-{}-{}.{k}",
-            std::process::id(),
-            job.filename
-        ));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let chunk = vec![0x5au8; 1 << 20];
-        let mut off = 0;
-        while off < size && !job.append {
-            let n = chunk.len().min((size - off) as usize);
-            file.write_all_at(&chunk[..n], off)
-                .map_err(|e| e.to_string())?;
-            off += n as u64;
-        }
-        paths.push(path);
-        files.push(file);
-    }
-    if job.cold {
-        for f in &files {
-            f.sync_all().map_err(|e| e.to_string())?;
+/// The kernel baseline's files, removed when dropped.
+struct KernelFiles {
+    paths: Vec<PathBuf>,
+    /// Buffered handles, one per file of the phase.
+    buffered: Vec<std::fs::File>,
+    /// `O_DIRECT` handles, for the files a direct job uses.
+    direct: Vec<Option<std::fs::File>>,
+}
+
+impl Drop for KernelFiles {
+    fn drop(&mut self) {
+        for p in &self.paths {
+            let _ = std::fs::remove_file(p);
         }
     }
-    let files = &files;
-    let result = run_threads(job, progress, |thread, deadline, start| {
-        let mut rec = Recorder::new(start)?;
-        let mut pick = Picker::new(job, thread);
-        let mut buf = vec![0u8; job.bs as usize];
-        while Instant::now() < deadline {
-            let op = pick.next_op();
-            let f = &files[op.file];
-            let began = Instant::now();
-            if op.read {
-                f.read_exact_at(&mut buf, op.offset)
-                    .map_err(|e| e.to_string())?;
-            } else {
-                f.write_all_at(&buf, op.offset).map_err(|e| e.to_string())?;
-                match pick.after_write() {
-                    Sync::None => {}
-                    Sync::Data => {
-                        f.sync_data().map_err(|e| e.to_string())?;
-                        rec.syncs += 1;
-                    }
-                    Sync::All => {
-                        f.sync_all().map_err(|e| e.to_string())?;
-                        rec.syncs += 1;
+}
+
+fn open_direct(path: &Path, dir: &Path) -> Result<std::fs::File, String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(|e| {
+            format!(
+                "{}: O_DIRECT: {e} (the filesystem of {} may not take direct I/O; give \
+                 --kernel-dir on one that does, such as ext4 or xfs)",
+                path.display(),
+                dir.display()
+            )
+        })
+}
+
+impl KernelFiles {
+    fn create(phase: &Phase<'_>, dir: &Path) -> Result<KernelFiles, String> {
+        let mut files = KernelFiles {
+            paths: Vec::new(),
+            buffered: Vec::new(),
+            direct: Vec::new(),
+        };
+        for spec in &phase.files {
+            let path = dir.join(format!("pollfs-bench-{}-{}", std::process::id(), spec.name));
+            files.paths.push(path.clone());
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            spec.fill(|bytes, off| file.write_all_at(bytes, off).map_err(|e| e.to_string()))?;
+            if spec.cold {
+                file.sync_all().map_err(|e| e.to_string())?;
+            }
+            files.buffered.push(file);
+            files.direct.push(None);
+        }
+        for (job, mine) in phase.jobs.iter().zip(&phase.job_files) {
+            if job.direct {
+                for &f in mine {
+                    if files.direct[f].is_none() {
+                        files.direct[f] = Some(open_direct(&files.paths[f], dir)?);
                     }
                 }
             }
-            rec.io(began, job.bs);
         }
-        Ok(rec)
-    });
-    for p in &paths {
-        let _ = std::fs::remove_file(p);
+        Ok(files)
     }
-    let (rec, secs) = result?;
-    Ok(Sample::new(
-        &format!("kernel ({})", dir.display()),
-        rec,
-        secs,
-        None,
-    ))
 }
 
-/// Random copies out of one buffer the size of the job's files: what any
-/// cached read must at least do.
-pub fn memcpy(job: &Job, progress: &Progress) -> Result<Sample, String> {
-    let size = usize::try_from(job.file_size()).map_err(|_| "file too large")?;
-    let sources: Vec<Vec<u8>> = (0..job.nrfiles).map(|_| vec![0x5au8; size]).collect();
-    let sources = &sources;
-    let (rec, secs) = run_threads(job, progress, |thread, deadline, start| {
-        let mut rec = Recorder::new(start)?;
-        let mut pick = Picker::new(job, thread);
-        let mut buf = vec![0u8; job.bs as usize];
-        while Instant::now() < deadline {
+/// The phase with pread/pwrite on files in `dir`, one I/O at a time per
+/// thread (fio's psync engine) whatever the `iodepth`.
+pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> Result<Vec<Sample>, String> {
+    let files = KernelFiles::create(phase, dir)?;
+    let files = &files;
+    let name = format!("{} ({})", Engine::Kernel.name(), dir.display());
+    let recs = run_threads(phase, &name, progress, |j, thread, window| {
+        let job = phase.jobs[j];
+        let handles: Vec<&std::fs::File> = phase.job_files[j]
+            .iter()
+            .map(|&f| match (&files.direct[f], job.direct) {
+                (Some(d), true) => d,
+                _ => &files.buffered[f],
+            })
+            .collect();
+        let mut rec = Recorder::new(window.measure_from)?;
+        let mut pick = Picker::new(job, j, thread);
+        let mut buf = Buf::new(job.bs as usize);
+        while window.open(&rec, 0) {
             let op = pick.next_op();
+            let f = handles[op.file];
             let began = Instant::now();
-            let at = op.offset as usize;
-            buf.copy_from_slice(&sources[op.file][at..at + job.bs as usize]);
-            std::hint::black_box(&buf);
-            rec.io(began, job.bs);
+            if op.read {
+                // Short reads happen past EOF of a file that starts empty.
+                f.read_at(buf.as_mut_slice(), op.offset)
+                    .map_err(|e| e.to_string())?;
+                rec.io(began, true, job.bs);
+                continue;
+            }
+            f.write_all_at(buf.as_slice(), op.offset)
+                .map_err(|e| e.to_string())?;
+            rec.io(began, false, job.bs);
+            let began = Instant::now();
+            match pick.after_write() {
+                Sync::None => continue,
+                Sync::Data => f.sync_data().map_err(|e| e.to_string())?,
+                Sync::All => f.sync_all().map_err(|e| e.to_string())?,
+            }
+            rec.sync(began);
         }
         Ok(rec)
     })?;
-    Ok(Sample::new("memcpy", rec, secs, None))
+    recs.iter().map(|r| Sample::new(&name, r, None)).collect()
+}
+
+/// Random copies out of buffers the size of the phase's files: what any
+/// cached read must at least do.
+pub fn memcpy(phase: &Phase<'_>, progress: &Progress) -> Result<Vec<Sample>, String> {
+    let sources = phase
+        .files
+        .iter()
+        .map(|f| usize::try_from(f.len).map(|len| vec![0x5au8; len]))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| "file too large to copy in memory")?;
+    let sources = &sources;
+    let recs = run_threads(
+        phase,
+        Engine::Memcpy.name(),
+        progress,
+        |j, thread, window| {
+            let job = phase.jobs[j];
+            let mut rec = Recorder::new(window.measure_from)?;
+            let mut pick = Picker::new(job, j, thread);
+            let mut buf = vec![0u8; job.bs as usize];
+            while window.open(&rec, 0) {
+                let op = pick.next_op();
+                let began = Instant::now();
+                let at = op.offset as usize;
+                let src = &sources[phase.job_files[j][op.file]];
+                buf.copy_from_slice(&src[at..at + job.bs as usize]);
+                std::hint::black_box(&buf);
+                rec.io(began, true, job.bs);
+            }
+            Ok(rec)
+        },
+    )?;
+    recs.iter()
+        .map(|r| Sample::new(Engine::Memcpy.name(), r, None))
+        .collect()
 }

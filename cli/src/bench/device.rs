@@ -11,9 +11,11 @@ use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::dev::BlockDevice;
 use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice};
 
-use super::job::Job;
+use super::engine::{self, Engine};
+use super::limits;
+use super::plan::Phase;
+use super::run::Progress;
 use super::sample::Sample;
-use super::{engine, limits, Progress};
 
 /// Where the bench runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,35 +106,40 @@ impl Target {
         }
     }
 
-    /// Runs `job` on a fresh pollfs on the device.
-    pub fn run(&self, job: &Job, file_lock: bool, progress: &Progress) -> Result<Sample, String> {
-        let bytes = engine::device_bytes(job);
-        let frames = engine::frames(job)?;
+    /// Runs `phase` with a pollfs `engine` on a fresh pollfs on the device.
+    pub fn run(
+        &self,
+        phase: &Phase<'_>,
+        engine: Engine,
+        progress: &Progress,
+    ) -> Result<Vec<Sample>, String> {
+        let bytes = phase.device_bytes();
+        let frames = engine::frames(phase)?;
         match &self.device {
             Device::Emu => {
                 let dev = NvmeDevice::emulated(bytes, 4096, frames)
                     .map_err(|e| format!("emulated NVMe: {e}"))?;
                 let queues = u32::from(dev.controller().info().io_queues);
-                if job.numjobs > queues {
+                if phase.threads() > queues {
                     return Err(limits::too_many_threads(
-                        job,
+                        phase,
                         queues,
                         "the emulated controller",
                     ));
                 }
-                engine::pollfs(job, dev, file_lock, progress)
+                engine::pollfs(phase, dev, engine, progress)
             }
             Device::Ram => {
                 let dev = RamDevice::new(bytes, 4096, frames).map_err(|e| e.to_string())?;
-                engine::pollfs(job, dev, file_lock, progress)
+                engine::pollfs(phase, dev, engine, progress)
             }
             Device::File(path) => {
                 let dev = FileDevice::open(path, bytes, frames)
                     .map_err(|e| format!("file:{}: {e}", path.display()))?;
-                engine::pollfs(job, dev, file_lock, progress)
+                engine::pollfs(phase, dev, engine, progress)
             }
             #[cfg(target_os = "linux")]
-            Device::Vfio(addr) => self.run_vfio(addr, job, file_lock, progress),
+            Device::Vfio(addr) => self.run_vfio(addr, phase, engine, progress),
             #[cfg(not(target_os = "linux"))]
             Device::Vfio(_) => Err("VFIO needs Linux".to_string()),
         }
@@ -142,13 +149,13 @@ impl Target {
     fn run_vfio(
         &self,
         addr: &str,
-        job: &Job,
-        file_lock: bool,
+        phase: &Phase<'_>,
+        engine: Engine,
         progress: &Progress,
-    ) -> Result<Sample, String> {
+    ) -> Result<Vec<Sample>, String> {
         use crate::units::show_bytes;
         let what = format!("vfio:{addr}");
-        let frames = engine::frames(job)?;
+        let frames = engine::frames(phase)?;
         let config = DriverConfig::default();
         let dev = NvmeDevice::vfio(addr, config, frames, pollfs_driver::emu::StdClock::new())
             .map_err(|e| {
@@ -156,18 +163,18 @@ impl Target {
             })?;
         // Everything is checked before the first write.
         let queues = u32::from(dev.controller().info().io_queues);
-        if job.numjobs > queues {
-            return Err(limits::too_many_threads(job, queues, &what));
+        if phase.threads() > queues {
+            return Err(limits::too_many_threads(phase, queues, &what));
         }
         let capacity = dev
             .geometry()
             .capacity_pages()
             .saturating_mul(pollfs_core::units::PAGE_SIZE as u64);
-        let needed = engine::device_bytes(job);
+        let needed = phase.device_bytes();
         if needed > capacity {
             return Err(format!(
                 "{}: needs {} of device, and {what} holds {}",
-                job.name,
+                phase.label(),
                 show_bytes(needed),
                 show_bytes(capacity)
             ));
@@ -178,7 +185,7 @@ impl Target {
             crate::signature::refuse_unless_forced(&what, &head, self.force)?;
             self.checked.set(true);
         }
-        engine::pollfs(job, dev, file_lock, progress)
+        engine::pollfs(phase, dev, engine, progress)
     }
 }
 

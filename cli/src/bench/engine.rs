@@ -1,5 +1,6 @@
-//! The pollfs engines: pollfs itself, and pollfs with a file-wide lock
-//! (what filesystems did before range locks).
+//! The engines a job runs on, and the pollfs ones: pollfs itself, pollfs
+//! with a file-wide lock (what filesystems did before range locks), and
+//! pollfs with readahead off (one device command per page a read misses).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -9,115 +10,144 @@ use std::time::Instant;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::{File, Fs, Session};
 
+use super::direct::{self, Buf};
 use super::job::Job;
+use super::plan::Phase;
+use super::run::{run_threads, Progress, Window};
 use super::sample::{Counters, Recorder, Sample};
-use super::workload::{Picker, Sync};
-use super::{run_threads, Progress};
+use super::workload::{Op, Picker, Sync};
 
-const PAGE: u64 = 4096;
+/// Who runs a phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// pollfs as it is.
+    Pollfs,
+    /// pollfs with a file-wide lock: reads shared, writes exclusive.
+    PollfsLocked,
+    /// pollfs with readahead off.
+    PollfsNoReadahead,
+    /// The kernel: pread/pwrite/fsync on files in a directory.
+    Kernel,
+    /// Copies out of memory: what any cached read must at least do.
+    Memcpy,
+}
 
-/// Cache pages a job gets: its `cache` setting, or room for all its
-/// files. Wider than the engine's `u32` so that `bench::limits` can refuse
-/// an absurd cache by its size before anything is converted or allocated.
-pub fn cache_pages_wanted(job: &Job) -> u64 {
-    match job.cache {
-        Some(bytes) => bytes / PAGE,
-        None => (job.file_size().div_ceil(PAGE))
-            .saturating_mul(u64::from(job.nrfiles))
-            .saturating_add(64),
+impl Engine {
+    /// The name the tables and the JSON use (the kernel's adds its
+    /// directory).
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Pollfs => "pollfs",
+            Engine::PollfsLocked => "pollfs-locked",
+            Engine::PollfsNoReadahead => "pollfs-no-readahead",
+            Engine::Kernel => "kernel",
+            Engine::Memcpy => "memcpy",
+        }
     }
 }
 
-/// [`cache_pages_wanted`] as the engine takes it.
-pub fn cache_pages(job: &Job) -> Result<u32, String> {
-    u32::try_from(cache_pages_wanted(job)).map_err(|_| {
+/// [`Phase::cache_pages_wanted`] as the engine takes it.
+pub fn cache_pages(phase: &Phase<'_>) -> Result<u32, String> {
+    u32::try_from(phase.cache_pages_wanted()).map_err(|_| {
         format!(
             "{}: a page cache of {} pages is more than the engine can index",
-            job.name,
-            cache_pages_wanted(job)
+            phase.label(),
+            phase.cache_pages_wanted()
         )
     })
 }
 
-/// DMA frames a job's device needs: the cache plus the metadata frames.
-pub fn frames(job: &Job) -> Result<u32, String> {
-    cache_pages(job)?
+/// DMA frames a phase's device needs: the cache plus the metadata frames.
+pub fn frames(phase: &Phase<'_>) -> Result<u32, String> {
+    cache_pages(phase)?
         .checked_add(pollfs_core::persist::META_FRAMES)
-        .ok_or_else(|| format!("{}: the page cache is too large", job.name))
-}
-
-/// Device bytes a job needs.
-pub fn device_bytes(job: &Job) -> u64 {
-    // Files, plus the log and checkpoint areas (about 1/16 of the device),
-    // plus slack.
-    let files = job.file_size().saturating_mul(u64::from(job.nrfiles));
-    files.saturating_add(files / 8).saturating_add(16 << 20)
+        .ok_or_else(|| format!("{}: the page cache is too large", phase.label()))
 }
 
 fn err(e: pollfs_core::Error) -> String {
     e.to_string()
 }
 
-/// Runs `job` on pollfs over `dev`.
+/// Creates and fills the phase's files: the cold ones (and those a
+/// direct job uses) first, then the cache is dropped, then the warm ones
+/// (which stay cached).
+fn fill<D: BlockDevice>(fs: &Fs<D>, phase: &Phase<'_>) -> Result<(), String> {
+    let s = fs.session().map_err(err)?;
+    let write = |cold: bool| -> Result<bool, String> {
+        let mut any = false;
+        for spec in phase.files.iter().filter(|f| (f.cold || f.direct) == cold) {
+            let f = fs.create(&spec.name).map_err(err)?;
+            spec.fill(|bytes, off| s.write_all_at(&f, bytes, off).map_err(err))?;
+            s.sync_data(&f).map_err(err)?;
+            any = true;
+        }
+        Ok(any)
+    };
+    if write(true)? {
+        s.drop_caches().map_err(err)?;
+    }
+    write(false)?;
+    Ok(())
+}
+
+/// Runs `phase` on pollfs over `dev`: one sample per job.
 pub fn pollfs<D: BlockDevice>(
-    job: &Job,
+    phase: &Phase<'_>,
     dev: D,
-    file_lock: bool,
+    engine: Engine,
     progress: &Progress,
-) -> Result<Sample, String> {
-    let cache = cache_pages(job)?;
+) -> Result<Vec<Sample>, String> {
+    let cache = cache_pages(phase)?;
+    let hosted = pollfs_core::hosted::config();
     // The whole working set may be dirty, as in the kernel baseline, whose
     // dirty limits are far above these file sizes.
     let config = pollfs_core::Config {
         cache_pages: cache,
         dirty_limit_pages: cache.saturating_sub(64).max(1),
-        file_lock,
-        ..pollfs_core::hosted::config()
+        file_lock: engine == Engine::PollfsLocked,
+        readahead_pages: if engine == Engine::PollfsNoReadahead {
+            0
+        } else {
+            hosted.readahead_pages
+        },
+        ..hosted
     };
     let max_transfer = dev.geometry().max_transfer;
     // A real filesystem, with its log: syncs cost what they cost on disk.
     let fs = Fs::format(dev, config, 0x5eed_f00d).map_err(err)?;
-    let names: Vec<String> = (0..job.nrfiles)
-        .map(|k| format!("{}.{k}", job.filename))
-        .collect();
-    {
-        let s = fs.session().map_err(err)?;
-        let chunk = vec![0x5au8; 1 << 20];
-        for name in &names {
-            let f = fs.create(name).map_err(err)?;
-            let mut off = 0;
-            while off < job.file_size() && !job.append {
-                let n = chunk.len().min((job.file_size() - off) as usize);
-                s.write_all_at(&f, &chunk[..n], off).map_err(err)?;
-                off += n as u64;
-            }
-            s.sync_data(&f).map_err(err)?;
-        }
-        if job.cold {
-            s.drop_caches().map_err(err)?;
-        }
-    }
+    fill(&fs, phase)?;
     let before = fs.stats();
-    let (rec, secs) = run_threads(job, progress, |thread, deadline, start| {
+    let recs = run_threads(phase, engine.name(), progress, |j, thread, window| {
+        let job = phase.jobs[j];
         // One session per thread, passed explicitly: the engine's own
         // path, with no per-operation lookup of a lent session.
         let s = fs.session().map_err(err)?;
-        let files = names
+        let files = phase.job_files[j]
             .iter()
-            .map(|n| fs.open(n))
+            .map(|&f| fs.open(&phase.files[f].name))
             .collect::<Result<Vec<_>, _>>()
             .map_err(err)?;
-        let mut rec = Recorder::new(start)?;
-        let mut pick = Picker::new(job, thread);
+        let mut rec = Recorder::new(window.measure_from)?;
+        let mut pick = Picker::new(job, j, thread);
+        let mut t = Thread {
+            job,
+            s: &s,
+            files: &files,
+            pick: &mut pick,
+            rec: &mut rec,
+            window,
+        };
         if job.iodepth <= 1 {
-            one_at_a_time(job, &s, &files, &mut pick, &mut rec, deadline)?;
+            t.one_at_a_time()?;
         } else {
-            in_flight(job, &s, &files, &mut pick, &mut rec, deadline)?;
+            t.in_flight()?;
         }
         Ok(rec)
     })?;
     let d = fs.stats().since(&before);
     let counters = Counters {
+        jobs: phase.names(),
+        syncs: recs.iter().map(|r| r.sync.ios).sum(),
         hit_rate: d.hit_rate(),
         dev_reads: d.dev_reads,
         dev_read_bytes: d.dev_read_bytes,
@@ -129,98 +159,117 @@ pub fn pollfs<D: BlockDevice>(
         max_transfer,
         log_writes: d.log_writes,
     };
-    let engine = if file_lock { "pollfs-locked" } else { "pollfs" };
-    Ok(Sample::new(engine, rec, secs, Some(counters)))
+    recs.iter()
+        .map(|r| Sample::new(engine.name(), r, Some(counters.clone())))
+        .collect()
 }
 
-fn sync<D: BlockDevice>(
+/// One read or write: direct ones through [`direct::io`], the others
+/// through the page cache.
+async fn one_io<D: BlockDevice>(
     s: &Session<D>,
     f: &File<D>,
-    what: Sync,
-    rec: &mut Recorder,
+    buf: &mut Buf,
+    op: Op,
+    direct: bool,
 ) -> Result<(), String> {
-    match what {
-        Sync::None => return Ok(()),
-        Sync::Data => s.sync_data(f).map_err(err)?,
-        Sync::All => s.sync_all(f).map_err(err)?,
+    if direct {
+        return direct::io(s, f, buf, op).await;
     }
-    rec.syncs += 1;
-    Ok(())
+    if op.read {
+        s.read_at_async(f, buf.as_mut_slice(), op.offset)
+            .await
+            .map(|_| ())
+            .map_err(err)
+    } else {
+        s.write_all_at_async(f, buf.as_slice(), op.offset)
+            .await
+            .map_err(err)
+    }
 }
 
-fn one_at_a_time<D: BlockDevice>(
-    job: &Job,
-    s: &Session<D>,
-    files: &[File<D>],
-    pick: &mut Picker,
-    rec: &mut Recorder,
-    deadline: Instant,
-) -> Result<(), String> {
-    let mut buf = vec![0u8; job.bs as usize];
-    while Instant::now() < deadline {
-        let op = pick.next_op();
-        let f = &files[op.file];
-        let began = Instant::now();
-        if op.read {
-            s.read_at(f, &mut buf, op.offset).map_err(err)?;
-        } else {
-            s.write_all_at(f, &buf, op.offset).map_err(err)?;
-            sync(s, f, pick.after_write(), rec)?;
-        }
-        rec.io(began, job.bs);
-    }
-    Ok(())
-}
+type Io<'a> = Pin<Box<dyn Future<Output = (Buf, Instant, Op, Result<(), String>)> + 'a>>;
 
-type Io<'a> =
-    Pin<Box<dyn Future<Output = (Vec<u8>, Instant, usize, bool, pollfs_core::Result<usize>)> + 'a>>;
-
-/// `iodepth` I/Os in flight on one thread: the engine's futures, polled
-/// round-robin like an SPDK reactor.
-fn in_flight<'f, D: BlockDevice>(
-    job: &Job,
+/// One bench thread on pollfs.
+struct Thread<'t, 'f, D: BlockDevice> {
+    job: &'t Job,
     s: &'f Session<D>,
     files: &'f [File<D>],
-    pick: &mut Picker,
-    rec: &mut Recorder,
-    deadline: Instant,
-) -> Result<(), String> {
-    let depth = job.iodepth as usize;
-    let mut slots: Vec<Option<Io<'f>>> = (0..depth).map(|_| None).collect();
-    let mut spare: Vec<Vec<u8>> = (0..depth).map(|_| vec![0u8; job.bs as usize]).collect();
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        let open = Instant::now() < deadline;
-        let mut busy = false;
-        for slot in slots.iter_mut() {
-            if slot.is_none() && open {
-                let op = pick.next_op();
-                let mut buf = spare.pop().unwrap_or_else(|| vec![0u8; job.bs as usize]);
-                let f = &files[op.file];
-                *slot = Some(Box::pin(async move {
-                    let began = Instant::now();
-                    let r = if op.read {
-                        s.read_at_async(f, &mut buf, op.offset).await
-                    } else {
-                        s.write_at_async(f, &buf, op.offset).await
-                    };
-                    (buf, began, op.file, op.read, r)
-                }));
-            }
-            let Some(fut) = slot.as_mut() else { continue };
-            busy = true;
-            if let Poll::Ready((buf, began, file, read, r)) = fut.as_mut().poll(&mut cx) {
-                r.map_err(err)?;
-                rec.io(began, job.bs);
-                spare.push(buf);
-                *slot = None;
-                if !read {
-                    sync(s, &files[file], pick.after_write(), rec)?;
-                }
+    pick: &'t mut Picker,
+    rec: &'t mut Recorder,
+    window: Window,
+}
+
+impl<'f, D: BlockDevice> Thread<'_, 'f, D> {
+    fn sync_after_write(&mut self, f: &File<D>) -> Result<(), String> {
+        let began = Instant::now();
+        match self.pick.after_write() {
+            Sync::None => return Ok(()),
+            Sync::Data => self.s.sync_data(f).map_err(err)?,
+            Sync::All => self.s.sync_all(f).map_err(err)?,
+        }
+        self.rec.sync(began);
+        Ok(())
+    }
+
+    fn one_at_a_time(&mut self) -> Result<(), String> {
+        let mut buf = Buf::new(self.job.bs as usize);
+        while self.window.open(self.rec, 0) {
+            let op = self.pick.next_op();
+            let f = &self.files[op.file];
+            let began = Instant::now();
+            self.s
+                .block_on(one_io(self.s, f, &mut buf, op, self.job.direct))?;
+            self.rec.io(began, op.read, self.job.bs);
+            if !op.read {
+                self.sync_after_write(f)?;
             }
         }
-        if !busy && !open {
-            return Ok(());
+        Ok(())
+    }
+
+    /// `iodepth` I/Os in flight on one thread: the engine's futures, polled
+    /// round-robin like an SPDK reactor.
+    fn in_flight(&mut self) -> Result<(), String> {
+        let (s, files, direct) = (self.s, self.files, self.job.direct);
+        let depth = self.job.iodepth as usize;
+        let bs = self.job.bs as usize;
+        let mut slots: Vec<Option<Io<'f>>> = (0..depth).map(|_| None).collect();
+        let mut spare: Vec<Buf> = (0..depth).map(|_| Buf::new(bs)).collect();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut busy = 0u64;
+        loop {
+            let mut polled = false;
+            for slot in slots.iter_mut() {
+                if slot.is_none() && self.window.open(self.rec, busy) {
+                    let op = self.pick.next_op();
+                    let mut buf = spare.pop().unwrap_or_else(|| Buf::new(bs));
+                    let f = &files[op.file];
+                    *slot = Some(Box::pin(async move {
+                        let began = Instant::now();
+                        let r = one_io(s, f, &mut buf, op, direct).await;
+                        (buf, began, op, r)
+                    }));
+                    busy += 1;
+                }
+                let Some(fut) = slot.as_mut() else {
+                    continue;
+                };
+                polled = true;
+                if let Poll::Ready((buf, began, op, r)) = fut.as_mut().poll(&mut cx) {
+                    r?;
+                    self.rec.io(began, op.read, self.job.bs);
+                    spare.push(buf);
+                    *slot = None;
+                    busy -= 1;
+                    if !op.read {
+                        self.sync_after_write(&files[op.file])?;
+                    }
+                }
+            }
+            if !polled {
+                return Ok(());
+            }
         }
     }
 }

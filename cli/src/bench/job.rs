@@ -1,7 +1,8 @@
-//! Jobs: what to run, written like fio (a job-file subset, the same keys as
-//! command-line options, and named presets).
+//! Jobs: what to run, written like fio. One table, [`KEYS`], names every
+//! key a job file or the command line can set; the parser, `--help` and
+//! the tests all read it, so a key cannot be accepted without being listed
+//! or listed without being accepted.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// The access pattern (fio's `rw`).
@@ -12,11 +13,13 @@ pub enum Pattern {
     Read,
     /// Sequential writes.
     Write,
+    /// Sequential reads and writes mixed (`rwmixread` percent reads).
+    ReadWrite,
     /// Random reads.
     RandRead,
     /// Random writes.
     RandWrite,
-    /// Random mix (`rwmixread` percent reads).
+    /// Random reads and writes mixed (`rwmixread` percent reads).
     RandRw,
 }
 
@@ -25,12 +28,13 @@ impl Pattern {
         Ok(match s {
             "read" => Pattern::Read,
             "write" => Pattern::Write,
+            "rw" | "readwrite" => Pattern::ReadWrite,
             "randread" => Pattern::RandRead,
             "randwrite" => Pattern::RandWrite,
-            "randrw" | "rw" => Pattern::RandRw,
+            "randrw" => Pattern::RandRw,
             other => {
                 return Err(format!(
-                    "rw={other}: use read, write, randread, randwrite or randrw"
+                    "rw={other}: use read, write, rw (readwrite), randread, randwrite or randrw"
                 ))
             }
         })
@@ -41,7 +45,11 @@ impl Pattern {
     }
     /// True if offsets are sequential.
     pub fn sequential(self) -> bool {
-        matches!(self, Pattern::Read | Pattern::Write)
+        matches!(self, Pattern::Read | Pattern::Write | Pattern::ReadWrite)
+    }
+    /// True if reads and writes are mixed by `rwmixread`.
+    pub fn mixed(self) -> bool {
+        matches!(self, Pattern::ReadWrite | Pattern::RandRw)
     }
 }
 
@@ -50,6 +58,7 @@ impl fmt::Display for Pattern {
         let s = match self {
             Pattern::Read => "read",
             Pattern::Write => "write",
+            Pattern::ReadWrite => "rw",
             Pattern::RandRead => "randread",
             Pattern::RandWrite => "randwrite",
             Pattern::RandRw => "randrw",
@@ -61,59 +70,165 @@ impl fmt::Display for Pattern {
 /// One job.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Job {
-    /// The job's name (its section in a job file).
+    /// The job's name (its section in a job file, or `--name`).
     pub name: String,
+    /// Free text (fio's `description`), shown in the JSON output.
+    pub description: String,
     /// Access pattern.
     pub rw: Pattern,
-    /// Percent reads for `randrw`.
+    /// Percent reads for `rw` and `randrw`.
     pub rwmixread: u32,
     /// Bytes per I/O.
     pub bs: u64,
     /// Bytes per job, split over `nrfiles` files.
     pub size: u64,
-    /// Threads, each running the job on its own files.
+    /// Where in each file the job's I/O starts; the files are made long
+    /// enough for `offset` plus the job's share of `size`.
+    pub offset: u64,
+    /// Threads, each running the job on its files.
     pub numjobs: u32,
     /// I/Os in flight per thread (pollfs runs them as concurrent futures;
     /// the kernel baseline, like fio's psync engine, runs one at a time).
     pub iodepth: u32,
-    /// Seconds to run.
+    /// Seconds to measure.
     pub runtime: f64,
+    /// Seconds to run before measuring (fio's `ramp_time`).
+    pub ramp_time: f64,
+    /// Stop each thread after this many measured reads and writes (0:
+    /// no limit, only `runtime`).
+    pub number_ios: u64,
     /// `sync_all` after every N writes (0: never).
     pub fsync: u32,
     /// `sync_data` after every N writes (0: never).
     pub fdatasync: u32,
-    /// File name prefix.
-    pub filename: String,
-    /// Files per thread.
+    /// File name prefix (default: the job's name); jobs that run at the
+    /// same time with the same prefix share their files.
+    pub filename: Option<String>,
+    /// Files per job.
     pub nrfiles: u32,
+    /// Bypass the page cache: every read and write goes to the device.
+    pub direct: bool,
     /// Start with the file's pages out of the cache (a cold read).
     pub cold: bool,
     /// Page-cache size in bytes (`None`: big enough for every file).
     pub cache: Option<u64>,
     /// Files start empty, so sequential writes append (until they wrap).
     pub append: bool,
+    /// Wait for every job before this one to finish, and start a new
+    /// reporting group.
+    pub stonewall: bool,
+    /// Start a new reporting group (without waiting).
+    pub new_group: bool,
+    /// Settings as written (`key`, `value`), for the JSON output's
+    /// `job options`.
+    pub options: Vec<(String, String)>,
 }
 
 impl Default for Job {
     fn default() -> Job {
         Job {
             name: "job".into(),
+            description: String::new(),
             rw: Pattern::RandRw,
             rwmixread: 50,
             bs: 4096,
             size: 64 << 20,
+            offset: 0,
             numjobs: 1,
             iodepth: 1,
             runtime: 2.0,
+            ramp_time: 0.0,
+            number_ios: 0,
             fsync: 0,
             fdatasync: 0,
-            filename: "bench".into(),
+            filename: None,
             nrfiles: 1,
+            direct: false,
             cold: false,
             cache: None,
             append: false,
+            stonewall: false,
+            new_group: false,
+            options: Vec::new(),
         }
     }
+}
+
+/// One key a job can set.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    /// The key as fio spells it (and the long option, with `--`).
+    pub name: &'static str,
+    /// Other spellings fio accepts.
+    pub aliases: &'static [&'static str],
+    /// True if the key may be given without a value (meaning `1`).
+    pub flag: bool,
+    /// What it does, for `--help`.
+    pub help: &'static str,
+}
+
+const fn key(name: &'static str, help: &'static str) -> Key {
+    Key {
+        name,
+        aliases: &[],
+        flag: false,
+        help,
+    }
+}
+
+const fn flag(name: &'static str, help: &'static str) -> Key {
+    Key {
+        name,
+        aliases: &[],
+        flag: true,
+        help,
+    }
+}
+
+/// Every key, in the order `--help` lists them.
+pub const KEYS: &[Key] = &[
+    key("name", "Start a new job with this name; options after it set that job (a job file's section name)"),
+    key("description", "Free text describing the job (shown in the JSON output)"),
+    Key {
+        aliases: &["readwrite"],
+        ..key("rw", "Access pattern: read, write, rw (alias readwrite: sequential mix), randread, randwrite, randrw")
+    },
+    key("rwmixread", "Percent reads for rw and randrw, 0 to 100"),
+    key("rwmixwrite", "Percent writes for rw and randrw, 0 to 100 (100 - rwmixread)"),
+    Key {
+        aliases: &["blocksize"],
+        ..key("bs", "Bytes per I/O, 1 byte to 16 MiB (a multiple of 4 KiB with direct=1)")
+    },
+    key("size", "Bytes per job, split over nrfiles files; with the device and the cache it must fit in memory (and, for file:, on disk), checked before anything is allocated"),
+    key("offset", "Where in each file the job's I/O starts (files are made long enough)"),
+    key("numjobs", "Threads running the job, 1 to the device's I/O queues (64 on emu; 1024 on ram and file:), counted over every job that runs at the same time"),
+    key("iodepth", "I/Os in flight per thread, 1 to 65536"),
+    key("runtime", "How long to measure: seconds, or with a unit (500ms, 2m); at most 1d with ramp_time"),
+    key("ramp_time", "Run this long before measuring (seconds, or with a unit)"),
+    key("number_ios", "Stop each thread after this many measured reads and writes (at least iodepth; 0: no limit)"),
+    key("fsync", "sync_all after every N writes (0: never)"),
+    key("fdatasync", "sync_data after every N writes (0: never)"),
+    key("filename", "File name prefix (files are PREFIX.0, PREFIX.1, ...; default: the job's name); jobs running at the same time with the same prefix share the files"),
+    key("nrfiles", "Files per job"),
+    key("direct", "1: bypass the page cache; reads and writes go to the device through the driver (bs and offset multiples of 4 KiB)"),
+    key("buffered", "The opposite of direct (buffered=0 is direct=1)"),
+    key("ioengine", "Only pollfs (the engine's own futures at iodepth); any other engine is refused"),
+    flag("cold", "Start with the files out of the cache (1) or cached (0)"),
+    flag("append", "Files start empty, so sequential writes append"),
+    key("cache", "Page-cache size, whole 4 KiB pages, at least 16 KiB, e.g. 256m (default: room for every file); jobs that run at the same time share one cache of their sizes added up"),
+    Key {
+        aliases: &["wait_for_previous"],
+        ..flag("stonewall", "Wait for the jobs before this one to finish, and start a new reporting group")
+    },
+    flag("new_group", "Start a new reporting group; the job still runs with the jobs before it"),
+    flag("time_based", "Accepted as 1 only: every job runs for runtime (or number_ios)"),
+    flag("thread", "Accepted as 1 only: every job runs on threads"),
+];
+
+/// The key `name` is spelled as, if any.
+pub fn lookup(name: &str) -> Option<&'static Key> {
+    KEYS.iter()
+        .find(|k| k.name == name || k.aliases.contains(&name))
 }
 
 /// Largest `bs`: one I/O of 16 MiB already takes milliseconds; more says
@@ -122,15 +237,17 @@ pub const MAX_BS: u64 = 16 << 20;
 /// Largest `iodepth`: the most commands one NVMe queue can hold (64 Ki
 /// entries); no device can have more of one thread's I/Os in flight.
 pub const MAX_IODEPTH: u32 = 65_536;
-/// Longest `runtime`.
+/// Longest `ramp_time` plus `runtime`.
 pub const MAX_RUNTIME_SECS: f64 = 86_400.0;
 /// Smallest page cache the engine accepts (`Fs::build` refuses fewer than
 /// 4 pages).
 pub const MIN_CACHE: u64 = 4 * PAGE;
+/// Alignment of offsets, lengths and buffers of direct I/O.
+pub const DIRECT_ALIGN: u64 = 4096;
 const PAGE: u64 = 4096;
 
 /// A fio boolean: `0` or `1`.
-fn flag(key: &str, value: &str) -> Result<bool, String> {
+fn bool_value(key: &str, value: &str) -> Result<bool, String> {
     match value.trim() {
         "0" => Ok(false),
         "1" => Ok(true),
@@ -140,49 +257,87 @@ fn flag(key: &str, value: &str) -> Result<bool, String> {
 
 impl Job {
     /// Applies one `key=value` setting (job-file line or option). Values
-    /// out of range are errors here or in [`Job::validate`], never clamped.
+    /// out of range are errors here or in [`Job::validate`], never clamped;
+    /// every error names the key and the value.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        let key = key.trim();
+        let value = value.trim();
+        let Some(known) = lookup(key) else {
+            return Err(format!(
+                "unknown job key '{key}' (`pollfs bench --help` lists every key)"
+            ));
+        };
         let num = |v: &str| {
-            v.trim()
-                .parse::<u32>()
+            v.parse::<u32>()
                 .map_err(|_| format!("{key}={v}: not a whole number"))
         };
         let size =
             |v: &str| crate::units::parse_size(v).map_err(|e| format!("{key}={}: {e}", e.input()));
-        match key.trim() {
-            "rw" | "readwrite" => self.rw = Pattern::parse(value.trim())?,
-            "rwmixread" => {
-                self.rwmixread = num(value)?;
-                if self.rwmixread > 100 {
-                    return Err(format!("rwmixread={value}: a percentage, 0 to 100"));
-                }
+        let time = |v: &str| {
+            crate::units::parse_time(v)
+                .map(|t| t.as_secs_f64())
+                .map_err(|e| format!("{key}={}: {e}", e.input()))
+        };
+        let percent = |v: &str| {
+            let n = num(v)?;
+            if n > 100 {
+                return Err(format!("{key}={v}: a percentage, 0 to 100"));
             }
-            "bs" | "blocksize" => self.bs = size(value)?,
+            Ok(n)
+        };
+        match known.name {
+            "name" => {
+                if value.is_empty() {
+                    return Err("name=: a job needs a name".to_string());
+                }
+                self.name = value.to_string();
+            }
+            "description" => self.description = value.to_string(),
+            "rw" => self.rw = Pattern::parse(value)?,
+            "rwmixread" => self.rwmixread = percent(value)?,
+            "rwmixwrite" => self.rwmixread = 100 - percent(value)?,
+            "bs" => self.bs = size(value)?,
             "size" => self.size = size(value)?,
+            "offset" => self.offset = size(value)?,
             "numjobs" => self.numjobs = num(value)?,
             "iodepth" => self.iodepth = num(value)?,
-            "runtime" => {
-                let t = crate::units::parse_time(value)
-                    .map_err(|e| format!("runtime={}: {e}", e.input()))?;
-                self.runtime = t.as_secs_f64();
-            }
+            "runtime" => self.runtime = time(value)?,
+            "ramp_time" => self.ramp_time = time(value)?,
+            "number_ios" => self.number_ios = size(value)?,
             "fsync" => self.fsync = num(value)?,
             "fdatasync" => self.fdatasync = num(value)?,
-            "filename" => self.filename = value.trim().to_string(),
+            "filename" => self.filename = Some(value.to_string()),
             "nrfiles" => self.nrfiles = num(value)?,
-            "direct" if value.trim() == "0" => {}
-            "direct" => {
+            "direct" => self.direct = bool_value(key, value)?,
+            "buffered" => self.direct = !bool_value(key, value)?,
+            "ioengine" if value == "pollfs" => {}
+            "ioengine" => {
                 return Err(format!(
-                    "direct={}: only direct=0; pollfs I/O goes through its page cache",
-                    value.trim()
+                    "ioengine={value}: the bench has one engine, pollfs (its own futures at \
+                     iodepth, with --compare also the kernel's pread/pwrite); write \
+                     ioengine=pollfs or leave the key out"
                 ))
             }
-            "cold" => self.cold = flag("cold", value)?,
-            "append" => self.append = flag("append", value)?,
+            "cold" => self.cold = bool_value(key, value)?,
+            "append" => self.append = bool_value(key, value)?,
             "cache" => self.cache = Some(size(value)?),
-            "ioengine" | "time_based" | "group_reporting" | "thread" => {}
-            other => return Err(format!("unknown job key '{other}'")),
+            "stonewall" => self.stonewall = bool_value(key, value)?,
+            "new_group" => self.new_group = bool_value(key, value)?,
+            "time_based" | "thread" => {
+                if !bool_value(key, value)? {
+                    let what = if known.name == "thread" {
+                        "every job runs on threads"
+                    } else {
+                        "every job runs for runtime (or until number_ios)"
+                    };
+                    return Err(format!("{key}=0: not supported; {what}"));
+                }
+            }
+            other => return Err(format!("job key '{other}' has no setter")),
         }
+        self.options.retain(|(k, _)| k != known.name);
+        self.options
+            .push((known.name.to_string(), value.to_string()));
         Ok(())
     }
 
@@ -191,8 +346,8 @@ impl Job {
     pub fn validate(&self) -> Result<(), String> {
         let name = &self.name;
         if self.bs == 0 || self.bs > MAX_BS {
-            // Any length works: pollfs I/O is buffered, so a block that is
-            // not a whole number of pages is read-modify-write in the cache.
+            // Any length works buffered: a block that is not a whole number
+            // of pages is read-modify-write in the cache.
             return Err(format!("{name}: bs must be 1 byte to 16 MiB"));
         }
         if self.nrfiles == 0 || self.numjobs == 0 || self.iodepth == 0 {
@@ -211,16 +366,34 @@ impl Job {
                 "{name}: each file must hold at least one block (size / nrfiles >= bs)"
             ));
         }
-        if self.file_size() > pollfs_core::MAX_FILE_SIZE {
+        if self.file_len() > pollfs_core::MAX_FILE_SIZE {
             return Err(format!(
-                "{name}: {} per file is more than pollfs's largest file ({})",
-                crate::units::show_bytes(self.file_size()),
+                "{name}: {} per file (offset + size / nrfiles) is more than pollfs's largest \
+                 file ({})",
+                crate::units::show_bytes(self.file_len()),
                 crate::units::show_bytes(pollfs_core::MAX_FILE_SIZE)
             ));
         }
-        if !(self.runtime > 0.0 && self.runtime <= MAX_RUNTIME_SECS) {
+        if !(self.runtime > 0.0 && self.runtime + self.ramp_time <= MAX_RUNTIME_SECS) {
             return Err(format!(
-                "{name}: runtime must be more than 0 and at most 1d (24h)"
+                "{name}: runtime must be more than 0 and, with ramp_time, at most 1d (24h)"
+            ));
+        }
+        if self.number_ios > 0 && self.number_ios < u64::from(self.iodepth) {
+            // With fewer, the I/Os in flight when the ramp ends could
+            // already be more than number_ios.
+            return Err(format!(
+                "{name}: number_ios={} is less than iodepth={}",
+                self.number_ios, self.iodepth
+            ));
+        }
+        if self.direct {
+            self.validate_direct()?;
+        }
+        if self.direct && self.cold {
+            return Err(format!(
+                "{name}: cold=1 with direct=1: direct I/O never reads the cache, so there is \
+                 nothing to make cold"
             ));
         }
         if let Some(cache) = self.cache {
@@ -232,227 +405,80 @@ impl Job {
                 ));
             }
         }
-        // The name ends up in pollfs and in the kernel baseline's directory,
-        // with `.N` after it.
-        let longest = format!(
-            "pollfs-bench-{}-{}.{}",
-            u32::MAX,
-            self.filename,
-            self.nrfiles
-        );
-        if self.filename.is_empty()
-            || self.filename.contains(['/', '\0'])
+        // The prefix ends up in pollfs and in the kernel baseline's
+        // directory, with `.N` after it.
+        let prefix = self.file_prefix();
+        let longest = format!("pollfs-bench-{}-{}.{}", u32::MAX, prefix, self.nrfiles);
+        if prefix.is_empty()
+            || prefix.contains(['/', '\0'])
+            || prefix == "."
+            || prefix == ".."
             || longest.len() > pollfs_core::MAX_NAME_LEN
         {
+            let what = if self.filename.is_some() {
+                format!("filename='{prefix}'")
+            } else {
+                format!("the job name '{prefix}' (the file name when filename is not given)")
+            };
             return Err(format!(
-                "{name}: filename='{}' must be a plain name (no '/'), short enough for \
-                 {} bytes with its prefix and suffix",
-                self.filename,
+                "{name}: {what} must be a plain name (no '/'), short enough for {} bytes \
+                 with its prefix and suffix",
                 pollfs_core::MAX_NAME_LEN
             ));
         }
         Ok(())
     }
 
-    /// Bytes per file.
+    fn validate_direct(&self) -> Result<(), String> {
+        let name = &self.name;
+        for (key, v) in [("bs", self.bs), ("offset", self.offset)] {
+            if v % DIRECT_ALIGN != 0 {
+                return Err(format!(
+                    "{name}: direct=1 needs {key} to be a multiple of 4 KiB ({key}={v})"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of each file the job reads and writes: its share of `size`,
+    /// in whole blocks.
     pub fn file_size(&self) -> u64 {
         let per = self.size / u64::from(self.nrfiles.max(1));
         per - per % self.bs
     }
-}
 
-/// Parses a fio-style job file: `[global]` settings apply to every job
-/// after them; each other `[section]` is a job. `;` and `#` start comments.
-pub fn parse_job_file(text: &str, base: &Job) -> Result<Vec<Job>, String> {
-    let mut global = base.clone();
-    let mut jobs = Vec::new();
-    let mut current: Option<Job> = None;
-    for (n, raw) in text.lines().enumerate() {
-        let line = raw.split(['#', ';']).next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let at = |e: String| format!("line {}: {e}", n + 1);
-        if let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            if let Some(job) = current.take() {
-                jobs.push(job);
-            }
-            if section != "global" {
-                current = Some(Job {
-                    name: section.to_string(),
-                    ..global.clone()
-                });
-            }
-            continue;
-        }
-        let (key, value) = line.split_once('=').unwrap_or((line, "1"));
-        match current.as_mut() {
-            Some(job) => job.set(key, value).map_err(at)?,
-            None => global.set(key, value).map_err(at)?,
-        }
+    /// Length each of the job's files must have.
+    pub fn file_len(&self) -> u64 {
+        self.offset.saturating_add(self.file_size())
     }
-    jobs.extend(current);
-    if jobs.is_empty() {
-        return Err("the job file defines no job".into());
+
+    /// The files' name prefix: `filename`, or the job's name.
+    pub fn file_prefix(&self) -> &str {
+        self.filename.as_deref().unwrap_or(&self.name)
     }
-    Ok(jobs)
+
+    /// Seconds from the start to the end of the job's run.
+    pub fn duration(&self) -> f64 {
+        self.ramp_time + self.runtime
+    }
 }
 
-/// Named presets, each a short job list.
-pub fn preset(name: &str) -> Option<Vec<Job>> {
-    let j = |name: &str, settings: &[(&str, &str)]| {
-        let mut job = Job {
-            name: name.into(),
-            ..Job::default()
-        };
-        for (k, v) in settings {
-            // Presets are fixed strings, checked by a test.
-            let _ = job.set(k, v);
-        }
-        job
-    };
-    Some(match name {
-        "default" => vec![
-            j("randread-4m-1t", &[("rw", "randread"), ("size", "4m")]),
-            j(
-                "randread-4m-2t",
-                &[("rw", "randread"), ("size", "4m"), ("numjobs", "2")],
-            ),
-            j("randread-256m-1t", &[("rw", "randread"), ("size", "256m")]),
-            j(
-                "randrw-256m-2t",
-                &[("rw", "randrw"), ("size", "256m"), ("numjobs", "2")],
-            ),
-            j(
-                "randwrite-64m-2t",
-                &[("rw", "randwrite"), ("size", "64m"), ("numjobs", "2")],
-            ),
-            j(
-                "seqread-cold-256m",
-                &[
-                    ("rw", "read"),
-                    ("size", "256m"),
-                    ("bs", "1m"),
-                    ("cold", "1"),
-                ],
-            ),
-            j(
-                "overwrite-fdatasync",
-                &[("rw", "randwrite"), ("size", "16m"), ("fdatasync", "1")],
-            ),
-            j(
-                "append-fdatasync",
-                &[
-                    ("rw", "write"),
-                    ("size", "1g"),
-                    ("cache", "64m"),
-                    ("fdatasync", "1"),
-                    ("append", "1"),
-                ],
-            ),
-        ],
-        "reads" => vec![
-            j("randread-4m-1t", &[("rw", "randread"), ("size", "4m")]),
-            j("randread-256m-1t", &[("rw", "randread"), ("size", "256m")]),
-            j(
-                "randread-256m-2t",
-                &[("rw", "randread"), ("size", "256m"), ("numjobs", "2")],
-            ),
-        ],
-        "writes" => vec![
-            j("randwrite-64m-1t", &[("rw", "randwrite"), ("size", "64m")]),
-            j(
-                "randwrite-64m-2t",
-                &[("rw", "randwrite"), ("size", "64m"), ("numjobs", "2")],
-            ),
-            j(
-                "append-fsync",
-                &[
-                    ("rw", "write"),
-                    ("size", "1g"),
-                    ("cache", "64m"),
-                    ("fsync", "1"),
-                    ("append", "1"),
-                ],
-            ),
-        ],
-        "quick" => vec![j(
-            "randrw-16m",
-            &[("rw", "randrw"), ("size", "16m"), ("runtime", "0.5")],
-        )],
-        _ => return None,
-    })
-}
-
-/// Preset names, for help and errors.
-pub const PRESETS: &[&str] = &["default", "reads", "writes", "quick"];
-
-/// Parses `key=value` settings given as options.
-pub fn apply_settings(job: &mut Job, settings: &BTreeMap<String, String>) -> Result<(), String> {
+/// A validated job from `(key, value)` settings, for tests.
+#[cfg(test)]
+pub fn test_job(settings: &[(&str, &str)]) -> Job {
+    let mut j = Job::default();
     for (k, v) in settings {
-        job.set(k, v)?;
+        if let Err(e) = j.set(k, v) {
+            panic!("{k}={v}: {e}");
+        }
     }
-    Ok(())
+    if let Err(e) = j.validate() {
+        panic!("{e}");
+    }
+    j
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(key: &str, value: &str) -> Result<Job, String> {
-        let mut job = Job::default();
-        job.set(key, value)?;
-        job.validate()?;
-        Ok(job)
-    }
-
-    #[test]
-    fn out_of_range_settings_are_errors_not_clamps() {
-        assert!(set("rwmixread", "200").unwrap_err().contains("0 to 100"));
-        assert_eq!(set("rwmixread", "100").unwrap().rwmixread, 100);
-        assert!(set("cold", "7").unwrap_err().contains("use 0 or 1"));
-        assert!(set("append", "yes").is_err());
-        assert!(set("cache", "1k").unwrap_err().contains("16 KiB"));
-        assert!(set("cache", "10k").unwrap_err().contains("4 KiB pages"));
-        assert_eq!(set("cache", "16k").unwrap().cache, Some(16 << 10));
-        assert!(set("bs", "0").is_err());
-        assert!(set("bs", "17m").is_err());
-        assert_eq!(set("bs", "3").unwrap().bs, 3);
-        assert!(set("iodepth", "65537").is_err());
-        assert!(set("numjobs", "0").is_err());
-        assert!(set("runtime", "0").is_err());
-        assert!(set("runtime", "2d").is_err());
-        assert_eq!(set("runtime", "1500ms").unwrap().runtime, 1.5);
-        assert!(set("direct", "1").is_err());
-        assert!(set("filename", "../x").is_err());
-        assert!(set("size", "17t").unwrap_err().contains("largest file"));
-    }
-
-    #[test]
-    fn job_file_sections_inherit_global() {
-        let text = "[global]\nbs=8k\nruntime=1\n; comment\n[a]\nrw=randread\nsize=8m\n[b]\nrw=write\nfsync=4 # every 4\n";
-        let jobs = parse_job_file(text, &Job::default()).unwrap();
-        assert_eq!(jobs.len(), 2);
-        assert_eq!(
-            (jobs[0].name.as_str(), jobs[0].rw, jobs[0].bs, jobs[0].size),
-            ("a", Pattern::RandRead, 8192, 8 << 20)
-        );
-        assert_eq!(
-            (jobs[1].rw, jobs[1].fsync, jobs[1].runtime),
-            (Pattern::Write, 4, 1.0)
-        );
-        assert!(parse_job_file("[a]\nbogus=1\n", &Job::default())
-            .unwrap_err()
-            .contains("line 2"));
-        assert!(parse_job_file("[a]\ndirect=1\n", &Job::default()).is_err());
-    }
-
-    #[test]
-    fn presets_are_valid() {
-        for name in PRESETS {
-            for job in preset(name).unwrap() {
-                job.validate().unwrap();
-            }
-        }
-    }
-}
+#[path = "job_tests.rs"]
+mod tests;

@@ -15,7 +15,7 @@ use pollfs_core::persist::META_FRAMES;
 
 use super::device::Device;
 use super::engine;
-use super::job::Job;
+use super::plan::Phase;
 use super::sample::recorder_bytes;
 use crate::host::Memory;
 use crate::units::show_bytes;
@@ -55,80 +55,80 @@ impl Estimate {
     }
 }
 
-/// Memory of the job's threads: I/O buffers, recorders and allowance.
-fn threads(job: &Job) -> (String, u64) {
-    let each = u64::from(job.iodepth)
-        .saturating_mul(job.bs)
-        .saturating_add(recorder_bytes(job.runtime))
-        .saturating_add(THREAD_ALLOWANCE);
-    let what = match job.numjobs {
+/// Memory of the phase's threads: I/O buffers (each with room to align
+/// it), recorders and allowance.
+fn threads(phase: &Phase<'_>) -> (String, u64) {
+    let sum = phase.jobs.iter().fold(0u64, |sum, job| {
+        let each = u64::from(job.iodepth)
+            .saturating_mul(job.bs.saturating_add(PAGE))
+            .saturating_add(recorder_bytes(job.runtime))
+            .saturating_add(THREAD_ALLOWANCE);
+        sum.saturating_add(each.saturating_mul(u64::from(job.numjobs)))
+    });
+    let what = match phase.threads() {
         1 => "1 thread".to_string(),
         n => format!("{n} threads"),
     };
-    (
-        what,
-        each.saturating_mul(u64::from(job.numjobs))
-            .saturating_add(FILL_CHUNK),
-    )
+    (what, sum.saturating_add(FILL_CHUNK))
 }
 
 /// pollfs on `device`: the device itself if it lives in memory, the page
 /// cache (frames and bookkeeping) and the threads.
-fn pollfs_run(job: &Job, device: &Device) -> Estimate {
+fn pollfs_run(phase: &Phase<'_>, device: &Device) -> Estimate {
     let mut parts = Vec::new();
     if device.in_memory() {
-        parts.push((
-            "the in-memory device".to_string(),
-            engine::device_bytes(job),
-        ));
+        parts.push(("the in-memory device".to_string(), phase.device_bytes()));
     }
     let per_page = PAGE + PageCache::metadata_bytes_per_page() as u64;
-    let cache = engine::cache_pages_wanted(job)
+    let cache = phase
+        .cache_pages_wanted()
         .saturating_mul(per_page)
         .saturating_add(u64::from(META_FRAMES) * PAGE);
     parts.push(("the page cache".to_string(), cache));
-    parts.push(threads(job));
+    parts.push(threads(phase));
     Estimate { parts }
 }
 
 /// The memcpy baseline: a copy of the files in memory, and the threads.
-fn memcpy_run(job: &Job) -> Estimate {
-    let files = job.file_size().saturating_mul(u64::from(job.nrfiles));
+fn memcpy_run(phase: &Phase<'_>) -> Estimate {
     Estimate {
         parts: vec![
-            ("the files, copied to memory".to_string(), files),
-            threads(job),
+            (
+                "the files, copied to memory".to_string(),
+                phase.file_bytes(),
+            ),
+            threads(phase),
         ],
     }
 }
 
-/// Refuses `job` on `device` if the device cannot give it a queue per
+/// Refuses `phase` on `device` if the device cannot give it a queue per
 /// thread, or the machine cannot give it the memory or disk it needs.
 /// `kernel_dir` is where the kernel baseline writes, if it runs.
 pub fn check(
-    job: &Job,
+    phase: &Phase<'_>,
     device: &Device,
     memory: Option<Memory>,
     kernel_dir: Option<&Path>,
 ) -> Result<(), String> {
-    let name = &job.name;
+    let name = phase.label();
+    let threads_wanted = phase.threads();
     match device.queue_limit() {
-        Some(limit) if job.numjobs > limit => {
-            return Err(too_many_threads(job, limit, &device.to_string()))
+        Some(limit) if threads_wanted > limit => {
+            return Err(too_many_threads(phase, limit, &device.to_string()))
         }
-        None if !matches!(device, Device::Vfio(_)) && job.numjobs > MAX_THREADS => {
+        None if !matches!(device, Device::Vfio(_)) && threads_wanted > MAX_THREADS => {
             return Err(format!(
-                "{name}: numjobs={} is more than {MAX_THREADS}, the most threads the bench \
-                 runs on {device}",
-                job.numjobs
+                "{name}: numjobs={threads_wanted} is more than {MAX_THREADS}, the most threads \
+                 the bench runs on {device}"
             ))
         }
         _ => {}
     }
     if let Some(mem) = memory {
-        let mut runs = vec![pollfs_run(job, device)];
-        if kernel_dir.is_some() && job.rw.reads_only() && !job.cold {
-            runs.push(memcpy_run(job));
+        let mut runs = vec![pollfs_run(phase, device)];
+        if kernel_dir.is_some() && phase.cached_reads_only() {
+            runs.push(memcpy_run(phase));
         }
         // VFIO DMA memory comes from hugepages when there are free ones.
         let available = if matches!(device, Device::Vfio(_)) {
@@ -148,9 +148,9 @@ pub fn check(
         }
     }
     // Past the memory check, so an absurd cache is reported by its size.
-    engine::frames(job)?;
+    engine::frames(phase)?;
     if let Some(dir) = kernel_dir {
-        let files = job.file_size().saturating_mul(u64::from(job.nrfiles));
+        let files = phase.file_bytes();
         if let Some(free) = crate::host::free_space(dir) {
             if files > free {
                 return Err(format!(
@@ -167,11 +167,17 @@ pub fn check(
 }
 
 /// The message for more threads than the device has queues.
-pub fn too_many_threads(job: &Job, queues: u32, device: &str) -> String {
+pub fn too_many_threads(phase: &Phase<'_>, queues: u32, device: &str) -> String {
+    let together = if phase.jobs.len() > 1 {
+        " over the jobs that run together"
+    } else {
+        ""
+    };
     format!(
-        "{}: numjobs={} but {device} offers {queues} I/O queues, and each thread needs its \
-         own (numjobs must be 1..={queues})",
-        job.name, job.numjobs
+        "{}: numjobs={}{together} but {device} offers {queues} I/O queues, and each thread \
+         needs its own (numjobs must be 1..={queues})",
+        phase.label(),
+        phase.threads()
     )
 }
 
@@ -196,14 +202,17 @@ pub fn check_file_space(path: &Path, needed: u64, held: u64) -> Result<(), Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::job::Job;
 
-    fn job(settings: &[(&str, &str)]) -> Job {
-        let mut j = Job::default();
-        for (k, v) in settings {
-            j.set(k, v).unwrap();
-        }
-        j.validate().unwrap();
-        j
+    use crate::bench::job::test_job as job;
+
+    fn check(
+        j: &Job,
+        device: &Device,
+        memory: Option<Memory>,
+        kernel_dir: Option<&Path>,
+    ) -> Result<(), String> {
+        super::check(&Phase::new(vec![j]).unwrap(), device, memory, kernel_dir)
     }
 
     const SMALL: Memory = Memory {

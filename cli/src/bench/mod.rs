@@ -1,50 +1,56 @@
 //! `pollfs bench`: fio-style jobs run by pollfs and, with `--compare`, by
-//! pollfs with a file-wide lock, by the kernel's page cache and by plain
-//! memory copies, one after another in one process, so every ratio is
-//! measured under the same conditions.
+//! pollfs with a file-wide lock, by the kernel and by plain memory copies,
+//! one engine after another in one process, so every ratio is measured
+//! under the same conditions.
 //!
-//! Everything that can be known before a run is checked before the first
-//! one: settings (`job`), what the device already holds (`device`), and
-//! what the job needs from the machine (`limits`).
+//! Jobs come from a job file, a preset or the command line (`jobfile`,
+//! `presets`, the keys in `job`); `plan` groups the jobs that run at the
+//! same time into phases; each engine runs each phase (`engine`,
+//! `baseline`, through `run`); `report`, `fio` and `plot` say what
+//! happened. Everything that can be known before a run is checked before
+//! the first one: settings (`job`), what the device already holds
+//! (`device`), and what the jobs need from the machine (`limits`).
 
 mod baseline;
 mod device;
+mod direct;
 mod engine;
+mod fio;
 mod job;
+mod jobfile;
 mod limits;
+mod plan;
 mod plot;
+mod presets;
 mod report;
+mod run;
 mod sample;
 mod workload;
 
-use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use clap::{Arg, ArgAction, ArgMatches, FromArgMatches};
 
 use crate::{devfile, signature};
 use device::{Device, Target};
+use engine::Engine;
 use job::Job;
-use sample::Recorder;
+use jobfile::Setting;
+use plan::Phase;
+use presets::{Preset, Seed};
+use run::Progress;
 
-/// Options of `pollfs bench`.
+/// Options of `pollfs bench` other than the job keys.
 #[derive(clap::Args, Debug)]
-#[command(
-    after_help = "The job options are job-file keys (`--rw randread` is `rw=randread`). \
-Sizes take fio's suffixes: k, m, g, t, p, optionally followed by i, b or ib, in any case, \
-all powers of 1024 (`4k`, `1.5g`, `2MiB`). Times are seconds, or a number with us, ms, s, \
-m, h or d (`500ms`, `2m`). A value out of range is an error, never clamped. Sizes, caches \
-and thread counts beyond the machine (memory, disk, device queues) are refused before \
-anything is allocated or created."
-)]
-pub struct Args {
-    /// fio-style job file (a subset: rw, rwmixread, bs, size, numjobs,
-    /// iodepth, runtime, fsync, fdatasync, filename, nrfiles, direct=0,
-    /// cold, append, cache).
+#[command(after_help = AFTER_HELP)]
+pub struct Fixed {
+    /// fio-style job file: `[global]` and one `[section]` per job; the
+    /// keys are the job options below. Sections run at the same time
+    /// unless `stonewall`.
     job_file: Option<PathBuf>,
-    /// A named preset instead of a job file: default, reads, writes, quick.
+    /// A named preset instead of a job file: default, reads, writes,
+    /// quick, seed-xfs-reads, seed-btrfs-readahead, seed-btrfs-fsync, or
+    /// seeds (the three seed presets).
     #[arg(long)]
     preset: Option<String>,
     /// Device: `emu` (NVMe controller emulated in memory, driven by the real
@@ -56,188 +62,185 @@ pub struct Args {
     /// 68 KiB) is refused unless --force is given.
     #[arg(long, default_value = "emu")]
     device: String,
-    /// Run pollfs-locked, the kernel and (for read jobs) memcpy too, and
-    /// print ratios. On by default when no job is given.
+    /// Run pollfs-locked, the kernel and (for cached reads) memcpy too, and
+    /// print ratios. On for the default suite and the seed presets.
     #[arg(long)]
     compare: bool,
     /// Directory for the kernel baseline's files; it must exist [default:
     /// /dev/shm (tmpfs), or the temporary directory where there is none].
+    /// Direct jobs open them with O_DIRECT.
     #[arg(long)]
     kernel_dir: Option<PathBuf>,
-    /// Print the results as JSON instead of tables.
+    /// normal, json or terse, as fio writes them; several joined by commas
+    /// (`normal,json`) print one after another.
+    #[arg(long, default_value = "normal")]
+    output_format: String,
+    /// The same as --output-format=json.
     #[arg(long)]
     json: bool,
-    /// Draw latency percentiles and throughput over time into an SVG file.
+    /// Draw each job's latency percentiles (log axes) and throughput over
+    /// time into an SVG file.
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Write over a file or vfio device that holds data or a filesystem.
     #[arg(long)]
     force: bool,
-    /// Access pattern: read, write, randread, randwrite, randrw.
-    #[arg(long)]
-    rw: Option<String>,
-    /// Percent reads for randrw, 0 to 100.
-    #[arg(long)]
-    rwmixread: Option<String>,
-    /// Bytes per I/O, 1 byte to 16 MiB (pollfs I/O is buffered, so any
-    /// length works).
-    #[arg(long)]
-    bs: Option<String>,
-    /// Bytes per job, split over nrfiles files. With the device and the
-    /// cache it must fit in memory (and, for file:, on disk): checked
-    /// before anything is allocated.
-    #[arg(long)]
-    size: Option<String>,
-    /// Threads, 1 to the device's I/O queues (64 on emu; 1024 on ram and
-    /// file:).
-    #[arg(long)]
-    numjobs: Option<String>,
-    /// I/Os in flight per thread, 1 to 65536.
-    #[arg(long)]
-    iodepth: Option<String>,
-    /// Length of each run: seconds, or with a unit (500ms, 2m); at most 1d.
-    #[arg(long)]
-    runtime: Option<String>,
-    /// sync_all after every N writes (0: never).
-    #[arg(long)]
-    fsync: Option<String>,
-    /// sync_data after every N writes (0: never).
-    #[arg(long)]
-    fdatasync: Option<String>,
-    /// File name prefix (a plain name).
-    #[arg(long)]
-    filename: Option<String>,
-    /// Files per job.
-    #[arg(long)]
-    nrfiles: Option<String>,
-    /// Only 0: pollfs I/O goes through its page cache.
-    #[arg(long)]
-    direct: Option<String>,
-    /// Start with the files out of the cache (1) or cached (0).
-    #[arg(long)]
-    cold: Option<String>,
-    /// Page-cache size, whole 4 KiB pages, at least 16 KiB, e.g. `256m`
-    /// (default: room for every file).
-    #[arg(long)]
-    cache: Option<String>,
 }
 
-impl Args {
-    fn settings(&self) -> BTreeMap<String, String> {
-        let pairs = [
-            ("rw", &self.rw),
-            ("rwmixread", &self.rwmixread),
-            ("bs", &self.bs),
-            ("size", &self.size),
-            ("numjobs", &self.numjobs),
-            ("iodepth", &self.iodepth),
-            ("runtime", &self.runtime),
-            ("fsync", &self.fsync),
-            ("fdatasync", &self.fdatasync),
-            ("filename", &self.filename),
-            ("nrfiles", &self.nrfiles),
-            ("direct", &self.direct),
-            ("cold", &self.cold),
-            ("cache", &self.cache),
-        ];
-        pairs
-            .into_iter()
-            .filter_map(|(k, v)| v.as_ref().map(|v| (k.to_string(), v.clone())))
-            .collect()
+const AFTER_HELP: &str = "Every job option is also a job-file key (`--rw randread` is \
+`rw=randread`). Options before the first --name apply to every job, including those of a job \
+file or preset; each --name starts a job of its own. Sizes take fio's suffixes: k, m, g, t, p, \
+optionally followed by i, b or ib, in any case, all powers of 1024 (`4k`, `1.5g`, `2MiB`). \
+Times are seconds, or a number with us, ms, s, m, h or d (`500ms`, `2m`). Flags are given bare \
+or with `=0`/`=1` (`--stonewall`, `--cold=1`). An unknown key or a \
+value out of range is an error, never ignored or clamped. Sizes, caches and thread counts beyond \
+the machine (memory, disk, device queues) are refused before anything is allocated or created.";
+
+/// Options of `pollfs bench`: the fixed ones and the job options in the
+/// order given (which matters: `--name` starts a job).
+#[derive(Debug)]
+pub struct Args {
+    fixed: Fixed,
+    settings: Vec<Setting>,
+}
+
+fn job_args(mut cmd: clap::Command) -> clap::Command {
+    for key in job::KEYS {
+        let mut arg = Arg::new(key.name)
+            .long(key.name)
+            .help(key.help)
+            .help_heading("Job options (fio keys)")
+            .action(ArgAction::Append)
+            .value_name("VALUE")
+            .aliases(key.aliases.iter().copied());
+        if key.flag {
+            arg = arg
+                .num_args(0..=1)
+                .require_equals(true)
+                .default_missing_value("1");
+        }
+        cmd = cmd.arg(arg);
     }
+    cmd
 }
 
-/// Shows progress on a terminal; silent otherwise.
-pub struct Progress {
-    bar: ProgressBar,
-}
-
-impl Progress {
-    fn new() -> Progress {
-        let bar = if std::io::stderr().is_terminal() {
-            ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr())
-        } else {
-            ProgressBar::hidden()
+/// The job options in the order they were given.
+fn ordered_settings(m: &ArgMatches) -> Vec<Setting> {
+    let mut all: Vec<(usize, Setting)> = Vec::new();
+    for key in job::KEYS {
+        let (Some(values), Some(at)) = (m.get_many::<String>(key.name), m.indices_of(key.name))
+        else {
+            continue;
         };
-        if let Ok(style) = ProgressStyle::with_template("{prefix:>28} [{bar:30}] {msg}") {
-            bar.set_style(style.progress_chars("=> "));
+        for (value, index) in values.zip(at) {
+            all.push((
+                index,
+                Setting {
+                    key: key.name.to_string(),
+                    value: value.clone(),
+                },
+            ));
         }
-        Progress { bar }
     }
-    fn start(&self, what: &str, millis: u64) {
-        self.bar.set_prefix(what.to_string());
-        self.bar.set_length(millis);
-        self.bar.set_position(0);
+    all.sort_by_key(|(index, _)| *index);
+    all.into_iter().map(|(_, s)| s).collect()
+}
+
+impl FromArgMatches for Args {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Args, clap::Error> {
+        Ok(Args {
+            fixed: Fixed::from_arg_matches(m)?,
+            settings: ordered_settings(m),
+        })
+    }
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Args::from_arg_matches(m)?;
+        Ok(())
     }
 }
 
-/// Runs `body(thread, deadline, start)` on the job's threads and merges
-/// their records; returns the record and the seconds measured.
-pub fn run_threads<F>(job: &Job, progress: &Progress, body: F) -> Result<(Recorder, f64), String>
-where
-    F: Fn(u32, Instant, Instant) -> Result<Recorder, String> + Sync,
-{
-    let runtime = Duration::from_secs_f64(job.runtime);
-    let start = Instant::now();
-    let deadline = start + runtime;
-    progress.start(&job.name, runtime.as_millis() as u64);
-    let results: Vec<Result<Recorder, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..job.numjobs)
-            .map(|t| {
-                let body = &body;
-                scope.spawn(move || body(t, deadline, start))
-            })
-            .collect();
-        while handles.iter().any(|h| !h.is_finished()) {
-            progress
-                .bar
-                .set_position(start.elapsed().as_millis() as u64);
-            std::thread::park_timeout(Duration::from_millis(100));
-        }
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a bench thread panicked".to_string()))
-            })
-            .collect()
-    });
-    let secs = start.elapsed().as_secs_f64();
-    let mut merged = Recorder::new(start)?;
-    for r in results {
-        merged.merge(r?);
+impl clap::Args for Args {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        job_args(<Fixed as clap::Args>::augment_args(cmd))
     }
-    Ok((merged, secs))
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        job_args(<Fixed as clap::Args>::augment_args_for_update(cmd))
+    }
+}
+
+/// What to run and how to compare it.
+struct Plan {
+    jobs: Vec<Job>,
+    compare: bool,
+    /// For each job, the engines its preset adds.
+    extra: Vec<&'static [Engine]>,
+    seeds: Vec<Seed>,
+}
+
+/// The jobs of `presets`, each with the engines its preset adds.
+fn preset_jobs(presets: &[&'static Preset]) -> Result<Vec<(Job, &'static [Engine])>, String> {
+    let mut out = Vec::new();
+    for p in presets {
+        out.extend(presets::jobs(&[p])?.into_iter().map(|j| (j, p.extra)));
+    }
+    Ok(out)
 }
 
 /// The jobs the arguments ask for.
-fn jobs(args: &Args) -> Result<(Vec<Job>, bool), String> {
-    let settings = args.settings();
-    let (mut jobs, suite) = match (&args.job_file, &args.preset) {
+fn plan(args: &Args) -> Result<Plan, String> {
+    let f = &args.fixed;
+    let mut chosen: Vec<&'static Preset> = Vec::new();
+    let mut tagged = None;
+    match (&f.job_file, &f.preset) {
         (Some(_), Some(_)) => return Err("give a job file or --preset, not both".into()),
         (Some(path), None) => {
             let text =
                 std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            (job::parse_job_file(&text, &Job::default())?, false)
+            let jobs = jobfile::parse(&text, &Job::default())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            tagged = Some(jobs.into_iter().map(|j| (j, &[][..])).collect());
         }
         (None, Some(name)) => {
-            let jobs = job::preset(name)
-                .ok_or_else(|| format!("no preset '{name}' (have: {})", job::PRESETS.join(", ")))?;
-            (jobs, false)
+            chosen = presets::find(name).ok_or_else(|| {
+                format!("no preset '{name}' (have: {})", presets::names().join(", "))
+            })?;
+            tagged = Some(preset_jobs(&chosen)?);
         }
-        (None, None) if settings.is_empty() => (job::preset("default").unwrap_or_default(), true),
-        (None, None) => (vec![Job::default()], false),
-    };
-    for j in &mut jobs {
-        job::apply_settings(j, &settings)?;
-        j.validate()?;
+        (None, None) => {}
     }
-    Ok((jobs, suite))
+    let (listed, mut extra): (Option<Vec<Job>>, Vec<&'static [Engine]>) = match tagged {
+        Some(t) => {
+            let (jobs, extra): (Vec<Job>, Vec<_>) = t.into_iter().unzip();
+            (Some(jobs), extra)
+        }
+        None => (None, Vec::new()),
+    };
+    let jobs = match jobfile::assemble(listed, &args.settings)? {
+        Some(jobs) => jobs,
+        None => {
+            chosen = presets::find("default").unwrap_or_default();
+            let (jobs, e): (Vec<Job>, Vec<_>) = preset_jobs(&chosen)?.into_iter().unzip();
+            extra = e;
+            // The suite's settings are its own: nothing to apply.
+            for job in &jobs {
+                job.validate()?;
+            }
+            jobs
+        }
+    };
+    // Jobs named on the command line add no engine.
+    extra.resize(jobs.len(), &[]);
+    Ok(Plan {
+        jobs,
+        compare: f.compare || chosen.iter().any(|p| p.compare),
+        extra,
+        seeds: chosen.iter().filter_map(|p| p.seed).collect(),
+    })
 }
 
 /// Where the kernel baseline writes: `--kernel-dir`, which must be a
 /// directory, or tmpfs if the machine has it.
-fn kernel_dir(args: &Args) -> Result<PathBuf, String> {
+fn kernel_dir(args: &Fixed) -> Result<PathBuf, String> {
     match &args.kernel_dir {
         Some(dir) if dir.is_dir() => Ok(dir.clone()),
         Some(dir) => Err(format!("--kernel-dir {}: not a directory", dir.display())),
@@ -247,15 +250,15 @@ fn kernel_dir(args: &Args) -> Result<PathBuf, String> {
 }
 
 /// Looks at a file device before any run: refuses one that holds anything
-/// (unless `force`) or that cannot grow to what the jobs need, and creates
-/// a missing one, to be removed again if the bench fails.
+/// (unless `force`) or that cannot grow to what the phases need, and
+/// creates a missing one, to be removed again if the bench fails.
 fn prepare_file(
     path: &Path,
-    jobs: &[Job],
+    phases: &[Phase<'_>],
     force: bool,
 ) -> Result<Option<devfile::Created>, String> {
     let what = format!("file:{}", path.display());
-    let needed = jobs.iter().map(engine::device_bytes).max().unwrap_or(0);
+    let needed = phases.iter().map(Phase::device_bytes).max().unwrap_or(0);
     match devfile::inspect(path)? {
         Some(existing) => {
             signature::refuse_unless_forced(&what, &existing.head, force)?;
@@ -279,59 +282,164 @@ fn prepare_file(
     }
 }
 
+/// The engines that run `phase`, whose first job is the `first`th.
+fn engines(phase: &Phase<'_>, plan: &Plan, first: usize) -> Vec<Engine> {
+    let mut v = vec![Engine::Pollfs];
+    if plan.compare {
+        v.push(Engine::PollfsLocked);
+    }
+    for e in plan.extra[first..first + phase.jobs.len()]
+        .iter()
+        .copied()
+        .flatten()
+    {
+        if !v.contains(e) {
+            v.push(*e);
+        }
+    }
+    if plan.compare {
+        v.push(Engine::Kernel);
+        if phase.cached_reads_only() {
+            v.push(Engine::Memcpy);
+        }
+    }
+    v
+}
+
 /// Runs the bench.
 pub fn run(args: &Args) -> Result<(), String> {
-    let (jobs, suite) = jobs(args)?;
-    let compare = args.compare || suite;
-    let device = Device::parse(&args.device)?;
-    let kernel_dir = kernel_dir(args)?;
-    let baselines_dir = compare.then_some(kernel_dir.as_path());
+    let formats = fio::formats(&args.fixed.output_format, args.fixed.json)?;
+    let device = Device::parse(&args.fixed.device)?;
+    let plan = plan(args)?;
+    let phases = plan::phases(&plan.jobs)?;
+    let groups = plan::groups(&plan.jobs);
+    let kernel_dir = kernel_dir(&args.fixed)?;
+    let baselines_dir = plan.compare.then_some(kernel_dir.as_path());
     let memory = crate::host::memory();
-    for job in &jobs {
-        limits::check(job, &device, memory, baselines_dir)?;
+    for phase in &phases {
+        limits::check(phase, &device, memory, baselines_dir)?;
     }
     // Dropped on any early return below: a file created here goes again.
     let created = match &device {
-        Device::File(path) => prepare_file(path, &jobs, args.force)?,
+        Device::File(path) => prepare_file(path, &phases, args.fixed.force)?,
         _ => None,
     };
     // emu and ram are new and empty; a file was just checked; a vfio
     // controller is checked once brought up.
     let checked = !matches!(device, Device::Vfio(_));
-    let target = Target::new(device, args.force, checked);
+    let target = Target::new(device, args.fixed.force, checked);
     let progress = Progress::new();
-    let mut results = Vec::new();
-    for job in &jobs {
-        let mut samples = vec![target.run(job, false, &progress)?];
-        if compare {
-            samples.push(target.run(job, true, &progress)?);
-            samples.push(baseline::kernel(job, &kernel_dir, &progress)?);
-            if job.rw.reads_only() && !job.cold {
-                samples.push(baseline::memcpy(job, &progress)?);
+    let mut samples: Vec<Vec<sample::Sample>> = plan.jobs.iter().map(|_| Vec::new()).collect();
+    let mut first = 0;
+    for phase in &phases {
+        for engine in engines(phase, &plan, first) {
+            let got = match engine {
+                Engine::Kernel => baseline::kernel(phase, &kernel_dir, &progress)?,
+                Engine::Memcpy => baseline::memcpy(phase, &progress)?,
+                _ => target.run(phase, engine, &progress)?,
+            };
+            for (i, s) in got.into_iter().enumerate() {
+                samples[first + i].push(s);
             }
         }
-        results.push(report::JobResult {
-            job: job.clone(),
-            samples,
-        });
+        first += phase.jobs.len();
     }
     progress.bar.finish_and_clear();
-    if let Some(path) = &args.plot {
-        std::fs::write(path, plot::svg(&results))
+    let results: Vec<report::JobResult> = plan
+        .jobs
+        .iter()
+        .zip(groups)
+        .zip(samples)
+        .map(|((job, group), samples)| report::JobResult {
+            job: job.clone(),
+            group,
+            samples,
+        })
+        .collect();
+    if let Some(path) = &args.fixed.plot {
+        std::fs::write(path, plot::svg(&results)?)
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    let text = if args.json {
-        let mut t = serde_json::to_string_pretty(&report::Report::new(&args.device, &results))
-            .map_err(|e| e.to_string())?;
-        t.push('\n');
-        t
-    } else {
-        report::render(&args.device, &results)
-    };
+    let mut text = String::new();
+    for format in formats {
+        text.push_str(&match format {
+            fio::Format::Normal => report::render(&args.fixed.device, &results, &plan.seeds),
+            fio::Format::Json => fio::json(&args.fixed.device, &results, &plan.seeds)?,
+            fio::Format::Terse => fio::terse(&results),
+        });
+    }
     // A closed pipe (`| head`) is not an error worth a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
     if let Some(file) = created {
         file.keep();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Args as _;
+
+    use super::*;
+
+    fn command() -> clap::Command {
+        Args::augment_args(clap::Command::new("bench"))
+    }
+
+    #[test]
+    fn every_key_is_an_option_and_every_preset_is_named_in_the_help() {
+        let cmd = command();
+        for key in job::KEYS {
+            let arg = cmd
+                .get_arguments()
+                .find(|a| a.get_id() == key.name)
+                .unwrap_or_else(|| panic!("no --{}", key.name));
+            assert!(arg.get_help().is_some());
+        }
+        let preset = cmd
+            .get_arguments()
+            .find(|a| a.get_id() == "preset")
+            .and_then(|a| a.get_help())
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        for name in presets::names() {
+            assert!(preset.contains(name), "--preset help lacks {name}");
+        }
+    }
+
+    #[test]
+    fn options_keep_their_order_and_flags_take_no_value() {
+        let m = command()
+            .try_get_matches_from([
+                "bench",
+                "--runtime=1",
+                "--name",
+                "a",
+                "--stonewall",
+                "--bs",
+                "8k",
+                "--name=b",
+                "--cold=0",
+                "job.fio",
+            ])
+            .unwrap();
+        let args = Args::from_arg_matches(&m).unwrap();
+        let got: Vec<(&str, &str)> = args
+            .settings
+            .iter()
+            .map(|s| (s.key.as_str(), s.value.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("runtime", "1"),
+                ("name", "a"),
+                ("stonewall", "1"),
+                ("bs", "8k"),
+                ("name", "b"),
+                ("cold", "0")
+            ]
+        );
+        assert_eq!(args.fixed.job_file, Some(PathBuf::from("job.fio")));
+    }
 }

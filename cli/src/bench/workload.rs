@@ -8,7 +8,7 @@ use super::job::{Job, Pattern};
 pub struct Op {
     /// Index of the file.
     pub file: usize,
-    /// Byte offset, a multiple of `bs`.
+    /// Byte offset: the job's `offset` plus a multiple of `bs`.
     pub offset: u64,
     /// Read (true) or write.
     pub read: bool,
@@ -21,6 +21,7 @@ pub struct Picker {
     rw: Pattern,
     mix: u64,
     bs: u64,
+    base: u64,
     blocks: u64,
     files: usize,
     /// Next sequential offset per file.
@@ -39,16 +40,18 @@ pub enum Sync {
 }
 
 impl Picker {
-    /// The generator of thread `thread` of `job`.
-    pub fn new(job: &Job, thread: u32) -> Picker {
+    /// The generator of thread `thread` of `job`, the `index`th job of its
+    /// phase (jobs running together draw different streams).
+    pub fn new(job: &Job, index: usize, thread: u32) -> Picker {
         let blocks = (job.file_size() / job.bs).max(1);
         // Sequential threads start spread over the file.
         let start = blocks * u64::from(thread) / u64::from(job.numjobs.max(1)) * job.bs;
         Picker {
-            state: 0x5eed ^ (u64::from(thread) << 32),
+            state: 0x5eed ^ (u64::from(thread) << 32) ^ ((index as u64) << 48),
             rw: job.rw,
             mix: u64::from(job.rwmixread),
             bs: job.bs,
+            base: job.offset,
             blocks,
             files: job.nrfiles.max(1) as usize,
             next: vec![start; job.nrfiles.max(1) as usize],
@@ -73,7 +76,7 @@ impl Picker {
         let read = match self.rw {
             Pattern::Read | Pattern::RandRead => true,
             Pattern::Write | Pattern::RandWrite => false,
-            Pattern::RandRw => (r >> 40) % 100 < self.mix,
+            Pattern::ReadWrite | Pattern::RandRw => (r >> 40) % 100 < self.mix,
         };
         let offset = if self.rw.sequential() {
             let at = self.next[file];
@@ -83,7 +86,11 @@ impl Picker {
         } else {
             (r >> 8) % self.blocks * self.bs
         };
-        Op { file, offset, read }
+        Op {
+            file,
+            offset: self.base + offset,
+            read,
+        }
     }
 
     /// Call after each write: whether to sync now.
@@ -96,5 +103,45 @@ impl Picker {
         } else {
             Sync::None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::bench::job::test_job as job;
+
+    #[test]
+    fn offsets_stay_in_the_jobs_region_and_mixes_follow_rwmixread() {
+        let j = job(&[
+            ("rw", "randrw"),
+            ("rwmixread", "70"),
+            ("offset", "1m"),
+            ("size", "64k"),
+        ]);
+        let mut p = Picker::new(&j, 0, 0);
+        let mut reads = 0;
+        for _ in 0..10_000 {
+            let op = p.next_op();
+            assert!((1 << 20..(1 << 20) + (64 << 10)).contains(&op.offset));
+            assert_eq!(op.offset % 4096, 0);
+            reads += u32::from(op.read);
+        }
+        assert!((6500..7500).contains(&reads), "{reads}");
+    }
+
+    #[test]
+    fn sequential_mixes_walk_the_file_and_jobs_draw_apart() {
+        let j = job(&[("rw", "rw"), ("size", "16k")]);
+        let mut p = Picker::new(&j, 0, 0);
+        let offsets: Vec<u64> = (0..5).map(|_| p.next_op().offset).collect();
+        assert_eq!(offsets, [0, 4096, 8192, 12288, 0]);
+        let j = job(&[("rw", "randread")]);
+        let (mut a, mut b) = (Picker::new(&j, 0, 0), Picker::new(&j, 1, 0));
+        let same = (0..100)
+            .filter(|_| a.next_op().offset == b.next_op().offset)
+            .count();
+        assert!(same < 10, "{same}");
     }
 }

@@ -299,6 +299,31 @@ impl PageCache {
         n
     }
 
+    /// Takes `n` slots for a caller's own transfers (direct I/O): each comes
+    /// back locked and holding no page, so nothing else touches its frame
+    /// until [`give_back`](Self::give_back). All or none: `None` if `n`
+    /// could not be taken now (the caller waits for room holding none).
+    pub fn borrow(&self, n: usize) -> Option<Vec<u32>> {
+        let mut slots = Vec::with_capacity(n);
+        while slots.len() < n {
+            match self.take_slot() {
+                Some((s, _)) => slots.push(s),
+                None => {
+                    self.give_back(&slots);
+                    return None;
+                }
+            }
+        }
+        Some(slots)
+    }
+
+    /// Returns slots taken by [`borrow`](Self::borrow).
+    pub fn give_back(&self, slots: &[u32]) {
+        for &s in slots {
+            self.release_slot(s);
+        }
+    }
+
     /// Returns a locked slot that holds nothing to the free list.
     fn release_slot(&self, s: u32) {
         if let Some(slot) = self.slot(s) {

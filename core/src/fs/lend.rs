@@ -172,6 +172,25 @@ impl<D: BlockDevice> File<D> {
         self.session()?.sync_all(self)
     }
 
+    /// Reads past the page cache, as O_DIRECT does (see
+    /// [`Session::read_direct_async`]).
+    pub fn read_direct(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.session()?.read_direct(self, buf, offset)
+    }
+    /// Writes past the page cache, as O_DIRECT does (see
+    /// [`Session::write_direct_async`]).
+    pub fn write_direct(&self, buf: &[u8], offset: u64) -> Result<usize> {
+        self.session()?.write_direct(self, buf, offset)
+    }
+    /// Future of [`File::read_direct`].
+    pub async fn read_direct_async(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.session()?.read_direct_async(self, buf, offset).await
+    }
+    /// Future of [`File::write_direct`].
+    pub async fn write_direct_async(&self, buf: &[u8], offset: u64) -> Result<usize> {
+        self.session()?.write_direct_async(self, buf, offset).await
+    }
+
     /// Future of [`File::read_at`].
     pub async fn read_at_async(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.session()?.read_at_async(self, buf, offset).await

@@ -23,6 +23,7 @@ mod commit;
 mod config;
 #[cfg(feature = "std")]
 mod cursor;
+mod direct;
 mod file;
 pub(crate) mod inode;
 mod io;

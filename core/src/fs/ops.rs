@@ -102,6 +102,40 @@ impl<D: BlockDevice> Session<D> {
         self.sync_data_async(f).await
     }
 
+    /// Reads `buf` from `offset` past the page cache, as O_DIRECT does:
+    /// `offset` and `buf.len()` must be multiples of 4096
+    /// ([`RangeError::Unaligned`] otherwise; the buffer's address may be
+    /// anything). Pages the cache holds are copied from it; the others come
+    /// from the device. Returns the bytes read (fewer at EOF).
+    pub async fn read_direct_async(
+        &self,
+        f: &File<D>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<usize> {
+        self.mine(f)?;
+        self.read_direct_inode(&f.inode, buf, offset).await
+    }
+
+    /// Writes `buf` at `offset` past the page cache, as O_DIRECT does (the
+    /// same alignment as [`Session::read_direct_async`]): cached pages of
+    /// the range are written back if dirty and dropped, and the data goes
+    /// to the device before the call returns (durable after the next
+    /// sync, like any write). Extends the file if it ends past EOF.
+    pub async fn write_direct_async(&self, f: &File<D>, buf: &[u8], offset: u64) -> Result<usize> {
+        self.mine(f)?;
+        self.write_direct_inode(&f.inode, buf, offset).await
+    }
+
+    /// Synchronous [`Session::read_direct_async`].
+    pub fn read_direct(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.block_on(self.read_direct_async(f, buf, offset))
+    }
+    /// Synchronous [`Session::write_direct_async`].
+    pub fn write_direct(&self, f: &File<D>, buf: &[u8], offset: u64) -> Result<usize> {
+        self.block_on(self.write_direct_async(f, buf, offset))
+    }
+
     /// Synchronous [`Session::read_at_async`].
     pub fn read_at(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.block_on(self.read_at_async(f, buf, offset))

@@ -200,7 +200,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Drops every cached page of `inode` in `[start, end)`, waiting for
     /// pages under I/O. The caller holds the gate exclusively over the range.
-    async fn drop_pages(&self, inode: &Inode, start: u64, end: u64) {
+    pub(super) async fn drop_pages(&self, inode: &Inode, start: u64, end: u64) {
         let cache = &self.fs.cache;
         loop {
             let mut cached = Vec::new();

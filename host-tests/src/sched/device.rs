@@ -105,10 +105,11 @@ fn execute(q: &mut RamQueue, h: &Held) -> Result<(), DevError> {
             fua: h.fua,
         },
         CommandKind::Flush => Command::Flush,
-        CommandKind::Deallocate => Command::Deallocate {
-            lba: Lba(h.lba),
-            blocks: h.blocks,
-        },
+        // Deallocated blocks keep their old bytes, as they may on a device
+        // whose reads of deallocated blocks are unspecified: the engine
+        // must never show them (a block is written or zeroed before a
+        // reader can reach it).
+        CommandKind::Deallocate => return Ok(()),
         CommandKind::WriteZeroes => Command::WriteZeroes {
             lba: Lba(h.lba),
             blocks: h.blocks,

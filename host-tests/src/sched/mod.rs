@@ -81,6 +81,14 @@ pub fn run_names_seed(seed: u64, opts: Options) -> Result<(), Failure> {
     run(&s, c, opts)
 }
 
+/// Runs the direct I/O scenario drawn from `seed` (see
+/// [`Scenario::generate_direct`]), scheduled by the same generator.
+pub fn run_direct_seed(seed: u64, opts: Options) -> Result<(), Failure> {
+    let mut c = Choices::from_seed(seed);
+    let s = Scenario::generate_direct(&mut c);
+    run(&s, c, opts)
+}
+
 /// Runs the scenario drawn from `bytes`, scheduled by the rest of them.
 pub fn run_bytes(bytes: &[u8], opts: Options) -> Result<(), Failure> {
     let mut c = Choices::from_bytes(bytes);
@@ -173,10 +181,9 @@ pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), F
             trace(),
         ));
     }
-    if let Some(r) = records
-        .iter()
-        .find(|r| matches!((r.op, &r.result), (Op::Write { len, .. }, Ok(n)) if *n as u64 != len))
-    {
+    if let Some(r) = records.iter().find(
+        |r| matches!((r.op.plain(), &r.result), (Op::Write { len, .. }, Ok(n)) if *n as u64 != len),
+    ) {
         return Err(fail(
             format!("op #{} {} was short: {:?}", r.id, r.op, r.result),
             trace(),

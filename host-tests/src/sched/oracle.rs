@@ -45,7 +45,7 @@ struct Effect {
 
 fn effect(r: &Record, word: u64) -> Option<Effect> {
     let b = word * WORD;
-    let value = match (r.op, &r.result) {
+    let value = match (r.op.plain(), &r.result) {
         (Op::Write { off, .. }, Ok(n)) if b >= off && b < off + *n as u64 => stamp(r.id, word),
         (Op::SetLen { size, .. }, Ok(_)) if b >= size => 0,
         (Op::Punch { off, len, .. }, Ok(_)) if b >= off && b < off + len => 0,
@@ -97,7 +97,7 @@ impl Sizes {
     fn new(records: &[&Record], initial: u64) -> Option<Sizes> {
         let ops: Vec<_> = records
             .iter()
-            .filter_map(|r| match (r.op, &r.result) {
+            .filter_map(|r| match (r.op.plain(), &r.result) {
                 (Op::SetLen { size, .. }, Ok(_)) => Some((r.start, r.end, SizeChange::Set(size))),
                 (Op::Write { off, .. }, Ok(n)) if *n > 0 => {
                     Some((r.start, r.end, SizeChange::AtLeast(off + *n as u64)))
@@ -175,10 +175,10 @@ pub fn check_file(
     let reads: Vec<&Record> = mine
         .iter()
         .copied()
-        .filter(|r| matches!(r.op, Op::Read { .. }))
+        .filter(|r| matches!(r.op.plain(), Op::Read { .. }))
         .collect();
     for r in &reads {
-        let (Op::Read { off, len, .. }, Ok(n)) = (r.op, &r.result) else {
+        let (Op::Read { off, len, .. }, Ok(n)) = (r.op.plain(), &r.result) else {
             continue;
         };
         let n = *n as u64;
@@ -244,7 +244,7 @@ fn describe(v: u64) -> String {
 }
 
 fn value_at(r: &Record, word: u64) -> Option<u64> {
-    let (Op::Read { off, .. }, Ok(n)) = (r.op, &r.result) else {
+    let (Op::Read { off, .. }, Ok(n)) = (r.op.plain(), &r.result) else {
         return None;
     };
     let at = (word * WORD).checked_sub(off)? as usize;
@@ -265,7 +265,7 @@ fn check_read_order(mine: &[&Record], reads: &[&Record]) -> Result<(), String> {
                 Op::Read {
                     off: o2, len: l2, ..
                 },
-            ) = (a.op, b.op)
+            ) = (a.op.plain(), b.op.plain())
             else {
                 continue;
             };

@@ -25,6 +25,24 @@ pub enum Op {
         /// Length.
         len: u64,
     },
+    /// `write_direct` (page-aligned) of a stamped buffer.
+    DirectWrite {
+        /// File index.
+        file: usize,
+        /// Offset.
+        off: u64,
+        /// Length.
+        len: u64,
+    },
+    /// `read_direct` (page-aligned).
+    DirectRead {
+        /// File index.
+        file: usize,
+        /// Offset.
+        off: u64,
+        /// Length.
+        len: u64,
+    },
     /// `read_at`.
     Read {
         /// File index.
@@ -91,12 +109,24 @@ impl Op {
         match *self {
             Op::Write { file, .. }
             | Op::Read { file, .. }
+            | Op::DirectWrite { file, .. }
+            | Op::DirectRead { file, .. }
             | Op::SetLen { file, .. }
             | Op::Punch { file, .. }
             | Op::Sync { file } => file,
             Op::Rename { .. } | Op::Unlink { .. } | Op::Create { .. } | Op::Lookup { .. } => {
                 NO_FILE
             }
+        }
+    }
+
+    /// The operation as the oracles judge it: a direct write or read has
+    /// the effect and answer of a buffered one.
+    pub fn plain(&self) -> Op {
+        match *self {
+            Op::DirectWrite { file, off, len } => Op::Write { file, off, len },
+            Op::DirectRead { file, off, len } => Op::Read { file, off, len },
+            op => op,
         }
     }
 
@@ -111,6 +141,10 @@ impl fmt::Display for Op {
         match *self {
             Op::Write { file, off, len } => write!(f, "write f{file} [{off}, +{len})"),
             Op::Read { file, off, len } => write!(f, "read f{file} [{off}, +{len})"),
+            Op::DirectWrite { file, off, len } => {
+                write!(f, "direct write f{file} [{off}, +{len})")
+            }
+            Op::DirectRead { file, off, len } => write!(f, "direct read f{file} [{off}, +{len})"),
             Op::SetLen { file, size } => write!(f, "set_len f{file} {size}"),
             Op::Punch { file, off, len } => write!(f, "punch f{file} [{off}, +{len})"),
             Op::Sync { file } => write!(f, "sync f{file}"),
@@ -251,6 +285,37 @@ impl Scenario {
         }
     }
 
+    /// Draws a scenario of direct writes and reads racing buffered ones,
+    /// truncates, grows, punches and syncs of one file, on a cache of a few
+    /// pages (direct I/O borrows its frames from it), half the time on a
+    /// formatted filesystem.
+    pub fn generate_direct(c: &mut Choices) -> Scenario {
+        let initial = offset(c, None);
+        let hot = c.chance(50).then(|| c.below(SPAN / PAGE));
+        let ntasks = 2 + c.below(3) as usize;
+        let tasks = (0..ntasks)
+            .map(|_| {
+                (0..1 + c.below(4))
+                    .map(|_| match c.below(10) {
+                        0..=2 => direct_op(c, hot, true),
+                        3 | 4 => direct_op(c, hot, false),
+                        _ => op(c, 1, &MIXES[0], hot),
+                    })
+                    .collect()
+            })
+            .collect();
+        Scenario {
+            initial: vec![initial],
+            cache_pages: 4 + c.below(5) as u32,
+            readahead_pages: [0, 4][c.below(2) as usize],
+            block_size: if c.chance(25) { 512 } else { 4096 },
+            preempt_percent: [0, 20, 50][c.below(3) as usize],
+            dirty_start: c.chance(50),
+            journal: c.chance(50),
+            tasks,
+        }
+    }
+
     /// Every operation with its global id (setup writes come first, ids
     /// `0..files`).
     pub fn numbered(&self) -> Vec<(usize, usize, Op)> {
@@ -339,6 +404,22 @@ fn write_op(c: &mut Choices, size: u64, hot: u64) -> Op {
         file: 0,
         off: off.min(SPAN - len),
         len,
+    }
+}
+
+/// A direct write or read of one to three pages, near `hot` if given.
+fn direct_op(c: &mut Choices, hot: Option<u64>, write: bool) -> Op {
+    let page = match hot {
+        Some(h) => (h + c.below(4)).saturating_sub(2),
+        None => c.below(SPAN / PAGE),
+    }
+    .min(SPAN / PAGE - 1);
+    let len = (PAGE * (1 + c.below(3))).min(SPAN - page * PAGE);
+    let (file, off) = (0, page * PAGE);
+    if write {
+        Op::DirectWrite { file, off, len }
+    } else {
+        Op::DirectRead { file, off, len }
     }
 }
 

@@ -77,6 +77,15 @@ pub fn spawn(
                         data = vec![0u8; len as usize];
                         session.read_at_async(f, &mut data, off).await
                     }
+                    Op::DirectWrite { off, len, .. } => {
+                        session
+                            .write_direct_async(f, &stamped(id, off, len), off)
+                            .await
+                    }
+                    Op::DirectRead { off, len, .. } => {
+                        data = vec![0u8; len as usize];
+                        session.read_direct_async(f, &mut data, off).await
+                    }
                     Op::SetLen { size, .. } => session.set_len_async(f, size).await.map(|()| 0),
                     Op::Punch { off, len, .. } => {
                         session.punch_hole_async(f, off, len).await.map(|()| 0)

@@ -1,0 +1,84 @@
+//! The `log_record` fuzz input: arbitrary bytes through every parser of
+//! on-disk metadata. Records that decode must re-encode to exactly the
+//! input (so decoding is canonical, and never builds more than the input
+//! describes: a huge allocation would need a huge input). The durable view
+//! they build (an image up to its end marker, then records applied, as
+//! recovery does) must survive its own checkpoint image, before and after
+//! its orphans are reclaimed; its problems and paths are computed without
+//! a panic. Frame headers, frame payloads and superblocks must parse or
+//! refuse, never panic.
+//!
+//! Shared with host-tests (by path), which replays the committed corpus.
+
+use pollfs_core::persist::format::{Frame, Layout, Superblock};
+use pollfs_core::persist::record::{Record, Shadow};
+
+/// Runs one input; panics if a parser does, or if a check fails.
+pub fn run(bytes: &[u8]) {
+    records(bytes);
+    let _ = Superblock::decode(bytes);
+    if let Some((frame, crc)) = Frame::header(bytes) {
+        if let Some(payload) = Frame::payload(bytes, &frame, crc) {
+            records(payload);
+        }
+    }
+}
+
+fn records(bytes: &[u8]) {
+    let Ok(records) = Record::decode_all(bytes) else {
+        return;
+    };
+    assert!(
+        Record::encode_all(&records) == bytes,
+        "decoded records re-encode to other bytes: {records:?}"
+    );
+    // The durable view, as recovery builds it from a checkpoint stream:
+    // the image up to its end marker taken as it is, then the records
+    // after it applied (the first record that does not load or apply ends
+    // it). Without an end marker, the records are applied as a log.
+    let mut shadow = Shadow::default();
+    let end = records.iter().position(|r| *r == Record::ImageEnd);
+    let (image, rest) = match end {
+        Some(at) => (&records[..at], &records[at + 1..]),
+        None => (&records[..0], &records[..]),
+    };
+    let loaded = image.iter().try_for_each(|r| shadow.load(r));
+    if loaded.is_ok() {
+        for r in rest {
+            if shadow.apply(r).is_err() {
+                break;
+            }
+        }
+    }
+    if let Some(layout) = Layout::for_blocks(512) {
+        let _ = shadow.problems(&layout, &[(layout.data_start, 1)]);
+    }
+    let _ = shadow.paths();
+    let mut reclaimed = shadow.clone();
+    for ino in reclaimed.orphans() {
+        reclaimed.reclaim(ino);
+    }
+    assert!(reclaimed.orphans().is_empty(), "orphans left after reclaim");
+    rebuilds(&shadow);
+    rebuilds(&reclaimed);
+}
+
+/// `shadow`'s checkpoint image decodes to an image that loads, ends with
+/// its one end marker, and rebuilds exactly `shadow`.
+fn rebuilds(shadow: &Shadow) {
+    let image = shadow.image();
+    assert_eq!(image.len() as u64, shadow.image_len(), "image length");
+    let rs = Record::decode_all(&image)
+        .unwrap_or_else(|d| panic!("a checkpoint image does not decode: {d:?}"));
+    assert!(
+        rs.iter().position(|r| *r == Record::ImageEnd) == Some(rs.len() - 1),
+        "a checkpoint image's end marker is not its last record, once"
+    );
+    let mut again = Shadow::default();
+    for r in &rs[..rs.len() - 1] {
+        if let Err(d) = again.load(r) {
+            panic!("a checkpoint image record does not load: {d:?}");
+        }
+    }
+    assert!(again == *shadow, "a checkpoint image rebuilds another view");
+}

@@ -1,0 +1,254 @@
+//! The valid image every `recovery` input starts from, built once per
+//! process: a 1 MiB filesystem whose checkpoint is a chain of several
+//! frames (long names make it span blocks, punched holes make free space
+//! come in single blocks) holding nested directories, a hard link, a
+//! symbolic link and odd attributes, followed by several live log writes
+//! (creates, truncates, punches, appends, renames across directories, a
+//! directory moved, an exchange, a hard link, a symbolic link, a removal,
+//! and a file unlinked while open: an orphan that mount reclaims).
+
+use std::sync::OnceLock;
+
+use pollfs_core::dev::ram::RamDevice;
+use pollfs_core::fs::{NewInode, RenameFlags, SetAttr};
+use pollfs_core::persist::format::{Frame, Superblock};
+use pollfs_core::persist::record::{Record, Shadow};
+use pollfs_core::persist::META_FRAMES;
+use pollfs_core::units::{PAGE_SIZE, PAGE_SIZE_U64};
+use pollfs_core::{Config, Fs, Result};
+use pollfs_host_tests::crash::device_from;
+use pollfs_host_tests::image;
+use pollfs_host_tests::model::pattern;
+
+use super::values;
+
+/// Device size: two superblocks, the log's 64 blocks and a data area of
+/// 190 blocks.
+pub const DEV_BYTES: u64 = 1 << 20;
+/// Page-cache pages of every mount.
+pub const CACHE_PAGES: u32 = 16;
+const UUID: u64 = 0x5EED_F00D_0000_0001;
+/// Files with long names: enough to make the checkpoint span blocks.
+const LONG_NAMES: u64 = 20;
+/// The root directory's inode number.
+pub const ROOT: u64 = pollfs_core::ROOT_INO;
+
+/// The engine settings of every mount: a small cache, no readahead, and a
+/// polling loop that needs no clock (the RAM device completes at once).
+pub fn config() -> Config {
+    Config {
+        cache_pages: CACHE_PAGES,
+        readahead_pages: 0,
+        ..Config::default()
+    }
+}
+
+/// A RAM device holding `bytes`, with frames for the cache and metadata.
+pub fn device(bytes: &[u8]) -> RamDevice {
+    device_from(bytes, CACHE_PAGES + META_FRAMES)
+}
+
+/// One frame of the checkpoint chain.
+#[derive(Clone, Debug)]
+pub struct CkptFrame {
+    /// First block.
+    pub block: u64,
+    /// Blocks.
+    pub blocks: u64,
+    /// Its header.
+    pub frame: Frame,
+}
+
+/// The base image and where its structures are.
+#[derive(Debug)]
+pub struct Base {
+    /// The whole device.
+    pub bytes: Vec<u8>,
+    /// The newest superblock.
+    pub sb: Superblock,
+    /// The live log writes, in replay order.
+    pub log: Vec<image::LogFrame>,
+    /// The checkpoint chain, in chain order.
+    pub ckpt: Vec<CkptFrame>,
+    /// The checkpoint's records.
+    pub ckpt_records: Vec<Record>,
+    /// The durable view the checkpoint and the log build.
+    pub shadow: Shadow,
+}
+
+/// The base image (built on first use).
+pub fn base() -> &'static Base {
+    static BASE: OnceLock<Base> = OnceLock::new();
+    BASE.get_or_init(|| build().expect("the base image builds"))
+}
+
+thread_local! {
+    /// One device per thread, reused: allocating and zeroing a fresh one
+    /// for every input costs more than the run itself.
+    static DEVICE: RamDevice = device(&base().bytes);
+}
+
+/// A device holding the base image (this thread's, overwritten).
+pub fn fresh_device() -> RamDevice {
+    DEVICE.with(|d| {
+        d.write_raw(0, &base().bytes);
+        d.clone()
+    })
+}
+
+/// A long name (so the checkpoint spans blocks), in one of the four
+/// nested directories.
+fn path(i: u64) -> String {
+    let dir = ["", "d1/", "d1/d2/", "d1/d2/d3/"][i as usize % 4];
+    format!("{dir}{i:02}-{}", "n".repeat(240))
+}
+
+fn build() -> Result<Base> {
+    let dev = device(&vec![0; DEV_BYTES as usize]);
+    let fs = Fs::format(dev.clone(), config(), UUID)?;
+    {
+        fs.mkdir("d1")?;
+        fs.mkdir("d1/d2")?;
+        fs.mkdir("d1/d2/d3")?;
+        for i in 0..LONG_NAMES {
+            let f = fs.create(&path(i))?;
+            f.write_all_at(&pattern(i, 0, 1000 + 700 * i as usize), 0)?;
+        }
+        // Every other block punched: a file of one-block extents, and
+        // single free blocks for the checkpoint's frames.
+        let frag = fs.create("d1/frag")?;
+        frag.write_all_at(&pattern(99, 0, 40 * PAGE_SIZE), 0)?;
+        frag.sync_data()?;
+        for b in (1..40).step_by(2) {
+            frag.punch_hole(b * PAGE_SIZE_U64, PAGE_SIZE_U64)?;
+        }
+        fs.open(&path(2))?.set_len(100)?;
+        fs.open(&path(3))?.set_len(50_000)?;
+        fs.rename(&path(4), "d1/d2/renamed")?;
+        fs.remove(&path(1))?;
+        let d3 = fs.lookup("d1/d2/d3")?;
+        fs.link_in(fs.lookup(&path(5))?, d3, "hard")?;
+        fs.symlink_in(
+            ROOT,
+            "sym",
+            "d1/d2/renamed",
+            NewInode::new(0o777, 1000, 100),
+        )?;
+        fs.set_attr(
+            fs.lookup(&path(6))?,
+            SetAttr {
+                perm: Some(0o4750),
+                uid: Some(u32::MAX),
+                gid: Some(7),
+                atime: Some(u64::MAX),
+                mtime: Some(0),
+            },
+        )?;
+        fs.sync()?;
+    }
+    fs.unmount()?;
+    let fs = Fs::mount(dev.clone(), config())?;
+    // Live log writes after the checkpoint, one commit each.
+    let a = fs.create("d1/a")?;
+    a.write_all_at(&pattern(1, 0, 10_000), 0)?;
+    a.sync_all()?;
+    a.set_len(5000)?;
+    a.sync_all()?;
+    fs.rename("d1/a", "d1/d2/b")?;
+    let c = fs.create("c")?;
+    c.write_all_at(&pattern(2, 0, 6 * PAGE_SIZE), 0)?;
+    c.punch_hole(PAGE_SIZE_U64, 2 * PAGE_SIZE_U64)?;
+    c.sync_all()?;
+    let e = fs.mkdir("e")?;
+    fs.link_in(c.ino(), e, "c-link")?;
+    fs.symlink_in(e, "up", "../c", NewInode::new(0o777, 0, 0))?;
+    fs.remove("d1/frag")?;
+    fs.rename("d1/d2/d3", "e/d3")?;
+    let exchange = RenameFlags {
+        exchange: true,
+        ..RenameFlags::default()
+    };
+    fs.rename_in(ROOT, "sym", e, "up", exchange)?;
+    fs.rename_noreplace(&path(8), "e/moved")?;
+    fs.sync()?;
+    // Unlinked while open, and durable so: an orphan mount reclaims.
+    let orphan = fs.create("e/orphan")?;
+    orphan.write_all_at(&pattern(4, 0, 3 * PAGE_SIZE), 0)?;
+    orphan.sync_all()?;
+    fs.remove("e/orphan")?;
+    fs.sync()?;
+    let r = fs.open("d1/d2/renamed")?;
+    r.write_all_at(&pattern(3, r.len(), 3000), r.len())?;
+    r.sync_data()?;
+    // The image as a crash now would leave it (the orphan still open).
+    let mut bytes = vec![0u8; DEV_BYTES as usize];
+    dev.read_raw(0, &mut bytes);
+    drop((orphan, r, a, c, fs));
+    let dev = device(&bytes);
+    let sb = image::superblock(&dev);
+    let log = image::live_frames(&dev);
+    let (ckpt, stream) = chain(&bytes, &sb).expect("the checkpoint chain reads");
+    let ckpt_records = Record::decode_all(&stream).expect("the checkpoint decodes");
+    // The crafting encoder writes what the engine's does.
+    for r in ckpt_records
+        .iter()
+        .chain(log.iter().flat_map(|f| &f.records))
+    {
+        let ours = values::encode(&[values::Rec::from(r)]);
+        assert!(ours == Record::encode_all(std::slice::from_ref(r)), "{r:?}");
+    }
+    let shadow = durable(&ckpt_records, &log).expect("the records load and apply");
+    assert!(ckpt.len() >= 2, "the checkpoint spans several frames");
+    assert!(log.len() >= 5, "several live log writes");
+    assert!(
+        shadow.orphans().len() == 1,
+        "one file unlinked while open: {:?}",
+        shadow.orphans()
+    );
+    Ok(Base {
+        bytes,
+        sb,
+        log,
+        ckpt,
+        ckpt_records,
+        shadow,
+    })
+}
+
+/// The durable view: the checkpoint's image, then what it folded in and
+/// the log replayed, as mount builds it; `None` if a record does not
+/// load or apply.
+pub fn durable(ckpt: &[Record], log: &[image::LogFrame]) -> Option<Shadow> {
+    let mut shadow = Shadow::default();
+    let end = ckpt.iter().position(|r| *r == Record::ImageEnd)?;
+    for r in &ckpt[..end] {
+        shadow.load(r).ok()?;
+    }
+    for r in ckpt[end + 1..]
+        .iter()
+        .chain(log.iter().flat_map(|f| &f.records))
+    {
+        shadow.apply(r).ok()?;
+    }
+    Some(shadow)
+}
+
+/// The checkpoint chain the superblock names, and its payload stream.
+fn chain(bytes: &[u8], sb: &Superblock) -> Option<(Vec<CkptFrame>, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stream = Vec::new();
+    let (mut block, mut blocks) = (sb.ckpt.block, u64::from(sb.ckpt.blocks));
+    while blocks != 0 && out.len() < bytes.len() / PAGE_SIZE {
+        let at = usize::try_from(block).ok()?.checked_mul(PAGE_SIZE)?;
+        let raw = bytes.get(at..at.checked_add(blocks as usize * PAGE_SIZE)?)?;
+        let (frame, crc) = Frame::header(raw)?;
+        stream.extend_from_slice(Frame::payload(raw, &frame, crc)?);
+        out.push(CkptFrame {
+            block,
+            blocks,
+            frame,
+        });
+        (block, blocks) = (frame.next.block, u64::from(frame.next.blocks));
+    }
+    Some((out, stream))
+}
