@@ -10,7 +10,7 @@ use pollfs_core::Fs;
 
 use crate::units::{parse_size, show_bytes};
 use crate::volume::{self, Open, Volume, VolumeJob};
-use crate::{devfile, signature};
+use crate::{devfile, devlock, signature};
 
 /// Options of `pollfs mkfs`.
 #[derive(clap::Args, Debug)]
@@ -134,6 +134,7 @@ fn mkfs_file(path: &Path, args: &MkfsArgs) -> Result<(), String> {
                     too_small(&what, existing.len)
                 ));
             }
+            let _lock = devlock::lock(path, true)?;
             signature::refuse_unless_forced(&what, &existing.head, args.force)?;
             mkfs_on(open_file(path, existing.len)?, &what)
         }
@@ -143,6 +144,7 @@ fn mkfs_file(path: &Path, args: &MkfsArgs) -> Result<(), String> {
                 return Err(too_small(&what, size));
             }
             let created = devfile::Created::new(path, size)?;
+            let _lock = devlock::lock(path, true)?;
             mkfs_on(open_file(path, size)?, &what)?;
             created.keep();
             Ok(())
@@ -321,7 +323,10 @@ pub fn fsck(args: &FsckArgs) -> Result<(), String> {
         return volume::run(&volume, &args.device, &open, job);
     }
     if let Some(path) = args.device.strip_prefix("file:") {
-        return fsck_on(&existing_file(Path::new(path))?, path, args.repair);
+        let dev = existing_file(Path::new(path))?;
+        // Repair writes; a check only reads, beside other checks.
+        let _lock = devlock::lock(Path::new(path), args.repair)?;
+        return fsck_on(&dev, path, args.repair);
     }
     if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
         return fsck_on(&tcp_device(&args.device)?, &args.device, args.repair);

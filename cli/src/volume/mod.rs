@@ -31,7 +31,7 @@ use pollfs_driver::emu::{EmuConfig, EmuFrames, EmuMemory, StdClock};
 use pollfs_driver::tcp::{TcpAddress, TcpFrames};
 use pollfs_driver::{DriverConfig, NvmeDevice};
 
-use crate::devfile;
+use crate::{devfile, devlock};
 pub use spec::{is_volume, Spec};
 
 /// A single device, as a leg of a volume.
@@ -220,12 +220,21 @@ type Leg<N> = Either<
     N,
 >;
 
-/// A RAM or file leg over `arena`; a file made here goes on `made`.
+/// What a run holds on its `file:` legs until it ends: the files it made
+/// (removed again if the run fails) and the device locks.
+#[derive(Default)]
+struct Held {
+    made: Vec<devfile::Created>,
+    locks: Vec<devlock::DeviceLock>,
+}
+
+/// A RAM or file leg over `arena`. A file leg is locked as `devlock` says
+/// (exclusive if the volume is written), and one made here goes on `held`.
 fn host_leg<A: FrameArena + 'static>(
     leaf: &Leaf,
     arena: &Arc<A>,
     open: &Open,
-    made: &mut Vec<devfile::Created>,
+    held: &mut Held,
 ) -> Result<Either<RamDevice<A>, FileDevice<A>>, String> {
     match leaf {
         Leaf::Ram => RamDevice::with_arena(open.bytes, 4096, arena.clone())
@@ -235,11 +244,13 @@ fn host_leg<A: FrameArena + 'static>(
             let len = match devfile::inspect(path)? {
                 Some(existing) => existing.len,
                 None if open.create => {
-                    made.push(devfile::Created::new(path, open.bytes)?);
+                    held.made.push(devfile::Created::new(path, open.bytes)?);
                     open.bytes
                 }
                 None => return Err(format!("{leaf}: no such device file")),
             };
+            let exclusive = open.writable || open.make.is_some();
+            held.locks.push(devlock::lock(path, exclusive)?);
             FileDevice::open_with_arena(path, len, arena.clone())
                 .map(Either::Right)
                 .map_err(|e| format!("{leaf}: {e}"))
@@ -270,7 +281,7 @@ pub fn run<J: VolumeJob>(
         .iter()
         .filter(|l| matches!(l, Leaf::Tcp(_)))
         .count();
-    let mut made = Vec::new();
+    let mut held = Held::default();
     let out = match (emu, vfio.as_slice()) {
         _ if tcp > 0 && (emu > 0 || !vfio.is_empty()) => Err(format!(
             "{what}: nvme-tcp legs copy through plain frames, emu and vfio legs need their DMA \
@@ -287,7 +298,7 @@ pub fn run<J: VolumeJob>(
                             .map(Either::Right)
                             .map_err(|e| format!("{address}: {e}"))
                     }
-                    host => host_leg(host, &arena, open, &mut made).map(Either::Left),
+                    host => host_leg(host, &arena, open, &mut held).map(Either::Left),
                 })
                 .collect::<Result<_, _>>()?;
             finish(volume, legs, what, open, job)
@@ -297,7 +308,7 @@ pub fn run<J: VolumeJob>(
             let legs: Vec<Leg<RamDevice>> = volume
                 .legs
                 .iter()
-                .map(|l| host_leg(l, &arena, open, &mut made).map(Either::Left))
+                .map(|l| host_leg(l, &arena, open, &mut held).map(Either::Left))
                 .collect::<Result<_, _>>()?;
             finish(volume, legs, what, open, job)
         }
@@ -324,7 +335,7 @@ pub fn run<J: VolumeJob>(
                     )
                     .map(|(d, _)| Either::Right(d))
                     .map_err(|e| format!("emulated controller: {e}")),
-                    host => host_leg(host, &arena, open, &mut made).map(Either::Left),
+                    host => host_leg(host, &arena, open, &mut held).map(Either::Left),
                 })
                 .collect::<Result<_, _>>()?;
             finish(volume, legs, what, open, job)
@@ -345,7 +356,7 @@ pub fn run<J: VolumeJob>(
                         .take()
                         .map(Either::Right)
                         .ok_or_else(|| "one vfio leg".to_string()),
-                    host => host_leg(host, &arena, open, &mut made).map(Either::Left),
+                    host => host_leg(host, &arena, open, &mut held).map(Either::Left),
                 })
                 .collect::<Result<_, _>>()?;
             finish(volume, legs, what, open, job)
@@ -360,7 +371,7 @@ pub fn run<J: VolumeJob>(
             "{what}: emu and vfio legs are in different DMA memories and cannot share a page cache"
         )),
     }?;
-    for file in made {
+    for file in held.made {
         file.keep();
     }
     Ok(out)
