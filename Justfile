@@ -85,6 +85,12 @@ io-cost MODE="emu" IOS="100000" QD="32":
 vm-tcp-test:
     bash vm/tcp-test.sh
 
+# A mirror over two nvmet-tcp targets in the VM: one taken away under a
+# syncing writer, which goes on; every synced chunk read back from each
+# leg alone; `pollfs mirror rejoin` leaves the legs byte-equal.
+vm-mirror-test:
+    bash vm/mirror-test.sh
+
 # `pollfs perf` over NVMe/TCP against fio on the guest kernel's nvme-tcp
 # initiator (io_uring, psync), same nvmet target, one VM run.
 vm-tcp-perf:
