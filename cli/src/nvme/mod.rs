@@ -5,7 +5,8 @@
 //! cost), `vfio:<pci-address>` for a controller bound to vfio-pci (see
 //! `setup`), or `nvme-tcp://HOST:PORT/NQN` for an NVMe/TCP subsystem
 //! (`?hdgst=1&ddgst=1` asks for header and data digests, `&kato=MS` sets
-//! the Keep Alive Timeout). All run the same generic code over
+//! the Keep Alive Timeout, `&reconnect=MS` how long a reset keeps trying
+//! to reach the target). All run the same generic code over
 //! [`NvmeDevice`], so what is tested on `emu` is what runs on hardware.
 //! `perf` and `identify` also take a stripe or mirror of such devices
 //! (`crate::volume`).
