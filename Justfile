@@ -102,7 +102,7 @@ vm-bench PRESET="quick":
 
 # `pollfs perf` on one emulated namespace and on a stripe of two: sequential
 # (128 KiB) and random (4 KiB) reads, QD 32, alternating rounds of one run,
-# medians and ratios. ARGS: seconds per run, rounds, queues (threads).
+# medians and ratios. ARGS: seconds per run, rounds, workers (threads).
 stripe-bench *ARGS="":
     bash cli/scripts/stripe-bench.sh {{ARGS}}
 

@@ -3,13 +3,16 @@
 # stripe of two, sequential (128 KiB) and random (4 KiB) reads at queue
 # depth 32, in alternating rounds of one run, so load from elsewhere falls
 # on both alike. Prints each run, then the median MiB/s of each and the
-# ratio stripe / one. Arguments: seconds per run (3), rounds (3), queues
-# (threads, 1).
+# ratio stripe / one. Arguments: seconds per run (3), rounds (3), workers
+# (1: one thread, not pinned; N > 1: N threads pinned to CPUs 0..N-1,
+# perf's -c).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-3}
 rounds=${2:-3}
-queues=${3:-1}
+workers=${3:-1}
+cores=()
+[ "$workers" -gt 1 ] && cores=(-c "$(printf '0x%x' $(((1 << workers) - 1)))")
 cargo build --release -q -p pollfs-cli
 pollfs=./target/release/pollfs
 one=emu
@@ -20,8 +23,9 @@ for round in $(seq "$rounds"); do
     for w in "read 131072" "randread 4096"; do
         set -- $w
         for dev in "$one" "$stripe"; do
-            cmd=("$pollfs" perf "$dev" --workload "$1" --io-size "$2" --qd 32 --queues "$queues" --seconds "$secs")
-            mib=$("${cmd[@]}" | awk '/^MiB\/s:/ {print $2}')
+            cmd=("$pollfs" perf "$dev" -w "$1" -o "$2" -q 32 -t "$secs" "${cores[@]}")
+            mib=$("${cmd[@]}" | awk '/^Total / {print $4}')
+            [ -n "$mib" ] || { echo "no Total line from: ${cmd[*]}" >&2; exit 1; }
             echo "round $round: ${cmd[*]}: $mib MiB/s"
             got["$1 $dev"]+="$mib "
         done
