@@ -492,3 +492,49 @@ fn a_signal_while_a_file_is_open_detaches_and_the_server_ends_at_its_close() {
     assert_eq!(std::fs::read(&p).unwrap(), b"still here");
     assert!(server.stop().success());
 }
+
+#[test]
+fn a_filesystem_behind_an_nvme_tcp_target_mounts_and_keeps_what_was_synced() {
+    use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
+    if !can_mount() {
+        return;
+    }
+    let target = TestTarget::start(TargetConfig::default()).unwrap();
+    let url = target.url(true, true);
+    let (ok, _, err) = pollfs(&["mkfs", &url]);
+    assert!(ok, "{err}");
+    let scratch = Scratch::new("tcp");
+    let dir = scratch.path("mnt");
+    std::fs::create_dir(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let serve = || {
+        let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+            .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
+            .arg(&url)
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut server = Server {
+            child,
+            dir: dir.clone(),
+        };
+        wait_for("the mount over nvme-tcp", || {
+            assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
+            is_mounted(&dir)
+        });
+        server
+    };
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let server = serve();
+    let mut f = File::create(dir.join("over-tcp")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    server.kill();
+    let server = serve();
+    assert_eq!(std::fs::read(dir.join("over-tcp")).unwrap(), data);
+    assert!(server.stop().success());
+    let (ok, out, err) = pollfs(&["fsck", &url]);
+    assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+}
