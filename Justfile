@@ -94,6 +94,12 @@ vm-tcp-perf:
 vm-bench PRESET="quick":
     POLLFS_VM_PRESET={{PRESET}} bash vm/bench-suite.sh
 
+# Device commands per sync, counted by QEMU's trace events in one VM boot:
+# ext4, xfs and btrfs (fio) and pollfs (`pollfs bench` through VFIO) on the
+# same NVMe namespace; overwrite+fdatasync, append+fdatasync, append+fsync.
+vm-peers:
+    bash vm/peers.sh
+
 # ---- Race safety ----
 # Deterministic race runs: seeds, the committed corpus, planted mutants.
 races:
