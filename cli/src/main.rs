@@ -6,7 +6,8 @@
 //! `devfile` (what is at a `file:` path),
 //! `signature` (what a device holds) and `host` (what the machine can
 //! give). `units` parses every size and time. `sys` holds the system calls
-//! the standard library lacks, and is the only unsafe code here.
+//! the standard library lacks; it and `bench::uring` (buffers handed to an
+//! io_uring) are the only unsafe code here.
 #![deny(unsafe_code)]
 
 mod bench;

@@ -85,7 +85,8 @@ impl KernelFiles {
 }
 
 /// The phase with pread/pwrite on files in `dir`, one I/O at a time per
-/// thread (fio's psync engine) whatever the `iodepth`.
+/// thread (fio's psync engine) at `iodepth` 1, and through an io_uring
+/// with `iodepth` I/Os in flight per thread (fio's io_uring engine) above.
 pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> Result<Vec<Sample>, String> {
     let files = KernelFiles::create(phase, dir)?;
     let files = &files;
@@ -101,6 +102,11 @@ pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> Result<Vec<
             .collect();
         let mut rec = Recorder::new(window.measure_from)?;
         let mut pick = Picker::new(job, j, thread);
+        #[cfg(target_os = "linux")]
+        if job.iodepth > 1 {
+            super::uring::run(job, &handles, &mut pick, &mut rec, window)?;
+            return Ok(rec);
+        }
         let mut buf = Buf::new(job.bs as usize);
         while window.open(&rec, 0) {
             let op = pick.next_op();

@@ -88,7 +88,7 @@ pub struct Job {
     /// Threads, each running the job on its files.
     pub numjobs: u32,
     /// I/Os in flight per thread (pollfs runs them as concurrent futures;
-    /// the kernel baseline, like fio's psync engine, runs one at a time).
+    /// the kernel baseline through an io_uring, as fio's io_uring engine).
     pub iodepth: u32,
     /// Seconds to measure.
     pub runtime: f64,
