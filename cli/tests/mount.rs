@@ -538,3 +538,36 @@ fn a_filesystem_behind_an_nvme_tcp_target_mounts_and_keeps_what_was_synced() {
     let (ok, out, err) = pollfs(&["fsck", &url]);
     assert!(ok && out.contains(" 0 problems"), "{out}{err}");
 }
+
+#[test]
+fn a_listings_dot_entries_carry_the_directory_and_its_parent() {
+    use std::os::unix::fs::MetadataExt;
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("dots");
+    let server = fx.mount();
+    std::fs::create_dir_all(fx.path("a/b")).unwrap();
+    // `ls -fai` lists unsorted with inode numbers, dots included, as
+    // getdents(2) returns them.
+    let out = Command::new("ls")
+        .arg("-fai")
+        .arg(fx.path("a/b"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let ino_of = |name: &str| -> u64 {
+        text.split_whitespace()
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .find(|c| c.get(1) == Some(&name))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))[0]
+            .parse()
+            .unwrap()
+    };
+    let meta = |p: &str| std::fs::metadata(fx.path(p)).unwrap().ino();
+    assert_eq!(ino_of("."), meta("a/b"), "{text}");
+    assert_eq!(ino_of(".."), meta("a"), "{text}");
+    assert!(server.stop().success());
+}
