@@ -122,17 +122,29 @@ pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> Result<Vec<
             f.write_all_at(buf.as_slice(), op.offset)
                 .map_err(|e| e.to_string())?;
             rec.io(began, false, job.bs);
-            let began = Instant::now();
-            match pick.after_write() {
-                Sync::None => continue,
-                Sync::Data => f.sync_data().map_err(|e| e.to_string())?,
-                Sync::All => f.sync_all().map_err(|e| e.to_string())?,
-            }
-            rec.sync(began);
+            sync_after_write(f, &mut pick, &mut rec)?;
         }
         Ok(rec)
     })?;
     recs.iter().map(|r| Sample::new(&name, r, None)).collect()
+}
+
+/// Runs the sync a completed write makes due (`fsync`/`fdatasync` = N),
+/// if any, and records its time.
+pub(super) fn sync_after_write(
+    f: &std::fs::File,
+    pick: &mut Picker,
+    rec: &mut Recorder,
+) -> Result<(), String> {
+    let began = Instant::now();
+    match pick.after_write() {
+        Sync::None => return Ok(()),
+        Sync::Data => f.sync_data(),
+        Sync::All => f.sync_all(),
+    }
+    .map_err(|e| e.to_string())?;
+    rec.sync(began);
+    Ok(())
 }
 
 /// Random copies out of buffers the size of the phase's files: what any

@@ -17,11 +17,12 @@ use std::time::Instant;
 
 use io_uring::{opcode, types, IoUring};
 
+use super::baseline::sync_after_write;
 use super::direct::Buf;
 use super::job::Job;
 use super::run::Window;
 use super::sample::Recorder;
-use super::workload::{Op, Picker, Sync};
+use super::workload::{Op, Picker};
 
 /// An I/O in flight: its buffer (owned until the completion is reaped),
 /// what it is and when it was submitted.
@@ -125,16 +126,7 @@ fn complete(
     if op.read {
         return Ok(());
     }
-    let f = handles[op.file];
-    let began = Instant::now();
-    match pick.after_write() {
-        Sync::None => return Ok(()),
-        Sync::Data => f.sync_data(),
-        Sync::All => f.sync_all(),
-    }
-    .map_err(|e| e.to_string())?;
-    rec.sync(began);
-    Ok(())
+    sync_after_write(handles[op.file], pick, rec)
 }
 
 /// Waits for every I/O still in flight, so no buffer is freed under the
