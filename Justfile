@@ -106,6 +106,12 @@ vm-bench PRESET="quick":
 stripe-bench *ARGS="":
     bash cli/scripts/stripe-bench.sh {{ARGS}}
 
+# Device commands per sync, counted by QEMU's trace events in one VM boot:
+# ext4, xfs and btrfs (fio) and pollfs (`pollfs bench` through VFIO) on the
+# same NVMe namespace; overwrite+fdatasync, append+fdatasync, append+fsync.
+vm-peers:
+    bash vm/peers.sh
+
 # ---- Race safety ----
 # Deterministic race runs: seeds, the committed corpus, planted mutants.
 races:

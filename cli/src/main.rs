@@ -7,7 +7,8 @@
 //! `signature` (what a device holds) and `host` (what the machine can
 //! give). `units` parses every size and time. `volume` names and opens
 //! mirrors and stripes of other devices. `sys` holds the system calls the
-//! standard library lacks, and is the only unsafe code here.
+//! standard library lacks; it and `bench::uring` (buffers handed to an
+//! io_uring) are the only unsafe code here.
 #![deny(unsafe_code)]
 
 mod bench;

@@ -88,11 +88,16 @@ fn vfio_device(addr: &str) -> Result<pollfs_driver::vfio::VfioDevice, String> {
     .map_err(|e| format!("{addr}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)"))
 }
 
-fn uuid() -> u64 {
+/// A new filesystem's uuid, different on every call: a format must never
+/// take the log an earlier filesystem left on the device (the bench
+/// formats one device once per phase) for its own.
+pub(crate) fn uuid() -> u64 {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    t ^ (u64::from(std::process::id()) << 40)
+    t ^ (u64::from(std::process::id()) << 40) ^ made.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 fn mkfs_on<D: BlockDevice>(dev: D, what: &str) -> Result<(), String> {

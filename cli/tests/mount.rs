@@ -492,3 +492,82 @@ fn a_signal_while_a_file_is_open_detaches_and_the_server_ends_at_its_close() {
     assert_eq!(std::fs::read(&p).unwrap(), b"still here");
     assert!(server.stop().success());
 }
+
+#[test]
+fn a_filesystem_behind_an_nvme_tcp_target_mounts_and_keeps_what_was_synced() {
+    use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
+    if !can_mount() {
+        return;
+    }
+    let target = TestTarget::start(TargetConfig::default()).unwrap();
+    let url = target.url(true, true);
+    let (ok, _, err) = pollfs(&["mkfs", &url]);
+    assert!(ok, "{err}");
+    let scratch = Scratch::new("tcp");
+    let dir = scratch.path("mnt");
+    std::fs::create_dir(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let serve = || {
+        let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+            .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
+            .arg(&url)
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut server = Server {
+            child,
+            dir: dir.clone(),
+        };
+        wait_for("the mount over nvme-tcp", || {
+            assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
+            is_mounted(&dir)
+        });
+        server
+    };
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let server = serve();
+    let mut f = File::create(dir.join("over-tcp")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    server.kill();
+    let server = serve();
+    assert_eq!(std::fs::read(dir.join("over-tcp")).unwrap(), data);
+    assert!(server.stop().success());
+    let (ok, out, err) = pollfs(&["fsck", &url]);
+    assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+}
+
+#[test]
+fn a_listings_dot_entries_carry_the_directory_and_its_parent() {
+    use std::os::unix::fs::MetadataExt;
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("dots");
+    let server = fx.mount();
+    std::fs::create_dir_all(fx.path("a/b")).unwrap();
+    // `ls -fai` lists unsorted with inode numbers, dots included, as
+    // getdents(2) returns them.
+    let out = Command::new("ls")
+        .arg("-fai")
+        .arg(fx.path("a/b"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let ino_of = |name: &str| -> u64 {
+        text.split_whitespace()
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .find(|c| c.get(1) == Some(&name))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))[0]
+            .parse()
+            .unwrap()
+    };
+    let meta = |p: &str| std::fs::metadata(fx.path(p)).unwrap().ino();
+    assert_eq!(ino_of("."), meta("a/b"), "{text}");
+    assert_eq!(ino_of(".."), meta("a"), "{text}");
+    assert!(server.stop().success());
+}

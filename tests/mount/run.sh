@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.sh"
 echo "== fio: verified concurrent I/O with fsync, and a truncation checker beside it"
 fresh fio 1g
 start fio --threads 4
-FIO_DIR=$(mnt fio) fio --output-format=json --output="$WORK/fio.json" "$HERE/verify.fio" \
+FIO_DIR=$(mnt fio) fio --verify_state_save=0 --output-format=json --output="$WORK/fio.json" "$HERE/verify.fio" \
     >"$WORK/fio.out" 2>&1 &
 fio_pid=$!
 python3 "$HERE/truncator.py" "$(mnt fio)/truncated" 20 1 &

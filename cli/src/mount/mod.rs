@@ -39,7 +39,8 @@ use crate::{devfile, devlock};
 /// Options of `pollfs mount`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The device: `file:PATH` or `vfio:PCI_ADDR` holding a filesystem
+    /// The device: `file:PATH`, `vfio:PCI_ADDR` or
+    /// `nvme-tcp://HOST:PORT/NQN` holding a filesystem
     /// made by `pollfs mkfs`, or `emu` (an emulated NVMe controller in
     /// memory, formatted at mount and gone when the mount ends).
     device: String,
@@ -70,6 +71,7 @@ const MAX_THREADS: usize = 64;
 enum Device {
     File(PathBuf),
     Vfio(String),
+    Tcp(Box<pollfs_driver::tcp::TcpAddress>),
     Emu(u64),
 }
 
@@ -91,11 +93,13 @@ impl Plan {
             Device::File(PathBuf::from(path))
         } else if let Some(addr) = args.device.strip_prefix("vfio:") {
             Device::Vfio(addr.to_string())
+        } else if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
+            Device::Tcp(Box::new(crate::nvme::parse_tcp(&args.device)?))
         } else if args.device == "emu" {
             Device::Emu(size("emu-size", &args.emu_size)?)
         } else {
             return Err(format!(
-                "unknown device '{}': use file:PATH, vfio:PCI_ADDR or emu",
+                "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN or emu",
                 args.device
             ));
         };
@@ -289,6 +293,13 @@ fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
         }
         #[cfg(not(target_os = "linux"))]
         Device::Vfio(_) => Err("VFIO needs Linux".into()),
+        Device::Tcp(address) => {
+            let what = address.to_string();
+            let dev = crate::nvme::tcp_device(address, Default::default(), plan.frames())?;
+            enough_queues(plan, dev.controller().info().io_queues, &what)?;
+            let fs = Fs::mount(dev, cfg).map_err(|e| format!("{what}: {e}"))?;
+            serve_fs(fs, plan, ready, signals)
+        }
     }
 }
 

@@ -212,9 +212,8 @@ impl<D: BlockDevice> Server<D> {
     /// entries that did not fit). With `plus`, each entry carries its
     /// attributes.
     ///
-    /// ".." carries the directory's own number: the engine does not say
-    /// a directory's parent, and the kernel uses neither number (it knows
-    /// both directories, and readdirplus skips the dot entries).
+    /// "." carries the directory's number and ".." its parent's, as
+    /// `Fs::parent_of` says at the start of the listing.
     pub fn readdir(
         &self,
         dir: FuseIno,
@@ -223,15 +222,16 @@ impl<D: BlockDevice> Server<D> {
         mut add: impl FnMut(Listed<'_>) -> bool,
     ) -> Res<()> {
         let ino = dir.engine();
-        let own = if plus { Some(self.attr_of(ino)?) } else { None };
-        for (i, dot) in [".", ".."].into_iter().enumerate() {
+        let parent = self.fs.parent_of(ino).map_err(errno)?;
+        for (i, (dot, of)) in [(".", ino), ("..", parent)].into_iter().enumerate() {
             if off < DOT_OFFSETS[i] {
+                let attr = if plus { Some(self.attr_of(of)?) } else { None };
                 let entry = Listed {
-                    ino: dir,
+                    ino: FuseIno(of),
                     next: DOT_OFFSETS[i],
                     kind: FileType::Directory,
                     name: dot,
-                    attr: own,
+                    attr,
                 };
                 if add(entry) {
                     return Ok(());

@@ -470,3 +470,32 @@ fn handles_serve_many_threads_at_once() {
         assert_eq!(page, vec![(i % 4) as u8 + 1; 4096], "page {i}");
     }
 }
+
+#[test]
+fn dot_entries_name_the_directory_and_its_parent() {
+    let s = server();
+    let a = mkdir(&s, ROOT, "a");
+    let b = mkdir(&s, a, "b");
+    let c = mkdir(&s, ROOT, "c");
+    let dots = |dir: FuseIno, plus: bool| {
+        let mut out = Vec::new();
+        s.readdir(dir, 0, plus, |e| {
+            if plus {
+                assert_eq!(FuseIno::from(e.attr.unwrap().ino), e.ino, "{}", e.name);
+            }
+            out.push(e.ino);
+            out.len() == 2
+        })
+        .unwrap();
+        (out[0], out[1])
+    };
+    for plus in [false, true] {
+        assert_eq!(dots(ROOT, plus), (ROOT, ROOT), "the root is its own parent");
+        assert_eq!(dots(a, plus), (a, ROOT));
+        assert_eq!(dots(b, plus), (b, a));
+    }
+    // A move changes what ".." names.
+    s.rename(a, name("b"), c, name("b"), RenameFlags::empty())
+        .unwrap();
+    assert_eq!(dots(b, false), (b, c));
+}
