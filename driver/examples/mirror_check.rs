@@ -93,7 +93,7 @@ fn writer(urls: [&str; 2]) -> Result<(), String> {
         .open_or_create("synced")
         .map_err(|e| format!("create: {e}"))?;
     let mut out = std::io::stdout();
-    let mut seen_failed = [false; 2];
+    let mut seen_failed = vec![false; m.status().legs.len()];
     for n in 0..MAX_CHUNKS {
         let chunk: Vec<u8> = (0..CHUNK).map(|i| byte(n, i)).collect();
         file.write_all_at(&chunk, n * CHUNK as u64)
@@ -101,9 +101,9 @@ fn writer(urls: [&str; 2]) -> Result<(), String> {
         file.sync_data()
             .map_err(|e| format!("sync chunk {n}: {e}"))?;
         let _ = writeln!(out, "SYNCED {n}");
-        for (leg, (state, _)) in m.status().legs.iter().enumerate() {
-            if *state == LegState::Failed && !seen_failed[leg % 2] {
-                seen_failed[leg % 2] = true;
+        for ((leg, (state, _)), seen) in m.status().legs.iter().enumerate().zip(&mut seen_failed) {
+            if *state == LegState::Failed && !*seen {
+                *seen = true;
                 let _ = writeln!(out, "LEG {leg} FAILED");
             }
         }
