@@ -571,3 +571,63 @@ fn a_listings_dot_entries_carry_the_directory_and_its_parent() {
     assert_eq!(ino_of(".."), meta("a"), "{text}");
     assert!(server.stop().success());
 }
+
+#[test]
+fn a_mirror_mounts_keeps_both_legs_equal_and_is_closed_clean() {
+    if !can_mount() {
+        return;
+    }
+    let scratch = Scratch::new("mirror-mount");
+    let (a, b) = (scratch.path("a"), scratch.path("b"));
+    let dev = format!("mirror:(file:{},file:{})", a.display(), b.display());
+    let (ok, _, err) = pollfs(&["mkfs", "--size", "64m", &dev]);
+    assert!(ok, "{err}");
+    let dir = scratch.path("mnt");
+    std::fs::create_dir(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let serve = || {
+        let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+            .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
+            .arg(&dev)
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut server = Server {
+            child,
+            dir: dir.clone(),
+        };
+        wait_for("the mount of a mirror", || {
+            assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
+            is_mounted(&dir)
+        });
+        server
+    };
+    let server = serve();
+    // While mounted, the legs are the server's alone.
+    let (ok, _, err) = pollfs(&["fsck", &spec(&a)]);
+    assert!(!ok && err.contains("in use"), "{err}");
+    let data: Vec<u8> = (0..500_000u32).map(|i| (i % 241) as u8).collect();
+    std::fs::create_dir(dir.join("d")).unwrap();
+    let mut f = File::create(dir.join("d/m")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    assert!(server.stop().success());
+    let (ok, out, err) = pollfs(&["mirror", "status", &dev]);
+    assert!(ok, "{err}");
+    assert!(out.contains("clean"), "closed clean at unmount: {out}");
+    assert_eq!(out.matches(": in sync").count(), 2, "{out}");
+    // Each leg alone is the whole filesystem.
+    for leg in [&a, &b] {
+        let (ok, out, err) = pollfs(&["fsck", &spec(leg)]);
+        assert!(
+            ok && out.contains(" 0 problems"),
+            "{}: {out}{err}",
+            leg.display()
+        );
+    }
+    let server = serve();
+    assert_eq!(std::fs::read(dir.join("d/m")).unwrap(), data);
+    assert!(server.stop().success());
+}

@@ -72,6 +72,8 @@ enum Device {
     File(PathBuf),
     Vfio(String),
     Tcp(Box<pollfs_driver::tcp::TcpAddress>),
+    /// A `mirror:(..)` or `stripe:..:(..)` of devices holding a filesystem.
+    Volume(Box<crate::volume::Volume>),
     Emu(u64),
 }
 
@@ -93,13 +95,20 @@ impl Plan {
             Device::File(PathBuf::from(path))
         } else if let Some(addr) = args.device.strip_prefix("vfio:") {
             Device::Vfio(addr.to_string())
+        } else if crate::volume::is_volume(&args.device) {
+            let volume = crate::volume::Volume::parse(&args.device)?;
+            if let Some(l) = volume.legs.iter().find(|l| l.in_memory()) {
+                return Err(format!("{}: leg {l} holds no filesystem", args.device));
+            }
+            Device::Volume(Box::new(volume))
         } else if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
             Device::Tcp(Box::new(crate::nvme::parse_tcp(&args.device)?))
         } else if args.device == "emu" {
             Device::Emu(size("emu-size", &args.emu_size)?)
         } else {
             return Err(format!(
-                "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN or emu",
+                "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN, \
+                 mirror:(DEV,..), stripe:CHUNK:(DEV,..) or emu",
                 args.device
             ));
         };
@@ -293,6 +302,19 @@ fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
         }
         #[cfg(not(target_os = "linux"))]
         Device::Vfio(_) => Err("VFIO needs Linux".into()),
+        Device::Volume(volume) => {
+            let open = crate::volume::Open {
+                writable: true,
+                ..crate::volume::Open::existing(plan.frames())
+            };
+            let job = MountVolume {
+                plan,
+                cfg,
+                ready,
+                signals,
+            };
+            crate::volume::run(volume, &plan.device_text, &open, job)
+        }
         Device::Tcp(address) => {
             let what = address.to_string();
             let dev = crate::nvme::tcp_device(address, Default::default(), plan.frames())?;
@@ -300,6 +322,38 @@ fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
             let fs = Fs::mount(dev, cfg).map_err(|e| format!("{what}: {e}"))?;
             serve_fs(fs, plan, ready, signals)
         }
+    }
+}
+
+/// Serving a filesystem on a volume: the volume is put together (a
+/// mirror opened for writing, and closed cleanly once the mount ends) and
+/// handed over here.
+struct MountVolume<'p, 'r> {
+    plan: &'p Plan,
+    cfg: pollfs_core::Config,
+    ready: &'r mut Ready,
+    signals: EndSignals,
+}
+
+impl crate::volume::VolumeJob for MountVolume<'_, '_> {
+    type Output = ();
+    fn run<D: BlockDevice>(self, dev: D, what: &str) -> Result<(), String> {
+        // Every leg must give each serving thread and the unmounting one a
+        // queue: take them all once, so a shortage fails the mount, not a
+        // request.
+        let queues = (0..=self.plan.threads)
+            .map(|_| dev.open_queue())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| {
+                format!(
+                    "{what}: --threads {} needs {} I/O queues on every leg: {e}",
+                    self.plan.threads,
+                    self.plan.threads + 1
+                )
+            })?;
+        drop(queues);
+        let fs = Fs::mount(dev, self.cfg).map_err(|e| format!("{what}: {e}"))?;
+        serve_fs(fs, self.plan, self.ready, self.signals)
     }
 }
 
