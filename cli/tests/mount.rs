@@ -145,6 +145,27 @@ impl Drop for Server {
     }
 }
 
+/// `pollfs mount --foreground --cache 8m --threads 2 DEVICE DIR`, once the
+/// mount is there.
+fn serve(device: &str, dir: &Path) -> Server {
+    let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+        .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
+        .arg(device)
+        .arg(dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server {
+        child,
+        dir: dir.to_path_buf(),
+    };
+    wait_for(device, || {
+        assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
+        is_mounted(dir)
+    });
+    server
+}
+
 fn errno<T>(r: std::io::Result<T>) -> Option<i32> {
     r.err().and_then(|e| e.raw_os_error())
 }
@@ -507,24 +528,7 @@ fn a_filesystem_behind_an_nvme_tcp_target_mounts_and_keeps_what_was_synced() {
     let dir = scratch.path("mnt");
     std::fs::create_dir(&dir).unwrap();
     let dir = dir.canonicalize().unwrap();
-    let serve = || {
-        let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
-            .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
-            .arg(&url)
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut server = Server {
-            child,
-            dir: dir.clone(),
-        };
-        wait_for("the mount over nvme-tcp", || {
-            assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
-            is_mounted(&dir)
-        });
-        server
-    };
+    let serve = || serve(&url, &dir);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let server = serve();
     let mut f = File::create(dir.join("over-tcp")).unwrap();
@@ -585,24 +589,7 @@ fn a_mirror_mounts_keeps_both_legs_equal_and_is_closed_clean() {
     let dir = scratch.path("mnt");
     std::fs::create_dir(&dir).unwrap();
     let dir = dir.canonicalize().unwrap();
-    let serve = || {
-        let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
-            .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
-            .arg(&dev)
-            .arg(&dir)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut server = Server {
-            child,
-            dir: dir.clone(),
-        };
-        wait_for("the mount of a mirror", || {
-            assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
-            is_mounted(&dir)
-        });
-        server
-    };
+    let serve = || serve(&dev, &dir);
     let server = serve();
     // While mounted, the legs are the server's alone.
     let (ok, _, err) = pollfs(&["fsck", &spec(&a)]);
