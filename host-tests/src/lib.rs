@@ -25,3 +25,18 @@ pub mod sched;
 pub mod setup;
 pub mod tree;
 pub mod watchdog;
+
+/// The files of the committed corpus `tests/corpus/NAME`, sorted (the
+/// fuzz targets' minimised inputs, replayed by `cargo test`).
+pub fn corpus(name: &str) -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("corpus directory")
+        .map(|e| e.expect("corpus entry").path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "empty corpus at {}", dir.display());
+    files
+}

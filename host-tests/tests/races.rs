@@ -76,22 +76,10 @@ fn read_racing_truncate_returns_a_length_the_file_had() {
 
 /// Decodes a file of `races` fuzz-target bytes as libFuzzer's
 /// `fuzz_target!` does.
+use pollfs_host_tests::corpus;
+
 fn decode(bytes: &[u8]) -> input::RaceInput {
     input::RaceInput::arbitrary_take_rest(Unstructured::new(bytes)).expect("decodable input")
-}
-
-/// The files of a committed corpus, sorted.
-fn corpus(name: &str) -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(name);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("corpus directory")
-        .map(|e| e.expect("corpus entry").path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "empty corpus at {}", dir.display());
-    files
 }
 
 /// The `nvme_completions` corpus: hostile completions through the real

@@ -20,22 +20,10 @@ mod log_record;
 mod recovery;
 
 /// Decodes a `recovery` input as libFuzzer's `fuzz_target!` does.
+use pollfs_host_tests::corpus;
+
 fn decode(bytes: &[u8]) -> recovery::RecoveryInput {
     recovery::RecoveryInput::arbitrary_take_rest(Unstructured::new(bytes)).expect("decodable input")
-}
-
-/// The files of a committed corpus, sorted.
-fn corpus(name: &str) -> Vec<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(name);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("corpus directory")
-        .map(|e| e.expect("corpus entry").path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "empty corpus at {}", dir.display());
-    files
 }
 
 #[test]
