@@ -22,6 +22,31 @@ check-no-std:
 bench DEVICE="emu" *ARGS="":
     cargo run --release -p pollfs-cli -- bench --device {{DEVICE}} {{ARGS}}
 
+# Real programs on `pollfs mount` (root, /dev/fuse; fio, sqlite3,
+# util-linux, python3, jq, tar, gzip, git, make): fio with crc32c
+# verification beside a truncation checker, sqlite3 across a remount,
+# kill -9 under fsyncs, fallocate(1) and truncate(1), and a source tree
+# (libc's .crate from cargo's cache) unpacked, compared with tmpfs, put
+# under git and make, linked, moved and remounted. About a minute after
+# the build.
+mount-test:
+    cargo build --release -p pollfs-cli
+    bash tests/mount/run.sh target/release/pollfs
+
+# What the mount costs against tmpfs: fio 4 KiB random reads and writes
+# (1 and 2 jobs) and sqlite3 inserts, medians of 3, ratios in one run
+# (about 3 minutes).
+mount-bench:
+    cargo build --release -p pollfs-cli
+    bash tests/mount/bench.sh target/release/pollfs
+
+# What the mount costs for a tree and a big directory against tmpfs:
+# `tar x` of libc's .crate, and a directory of 100,000 files made and
+# listed (ls -f, os.scandir), medians of 5 (under a minute).
+mount-bench-tree:
+    cargo build --release -p pollfs-cli
+    bash tests/mount/bench_tree.sh target/release/pollfs
+
 # Longer model and thread runs (minutes).
 soak:
     cargo test --release -p pollfs-host-tests --features soak
@@ -68,6 +93,12 @@ vm-tcp-perf:
 # `pollfs bench` inside the VM, through VFIO on QEMU's NVMe controller.
 vm-bench PRESET="quick":
     POLLFS_VM_PRESET={{PRESET}} bash vm/bench-suite.sh
+
+# Device commands per sync, counted by QEMU's trace events in one VM boot:
+# ext4, xfs and btrfs (fio) and pollfs (`pollfs bench` through VFIO) on the
+# same NVMe namespace; overwrite+fdatasync, append+fdatasync, append+fsync.
+vm-peers:
+    bash vm/peers.sh
 
 # ---- Race safety ----
 # Deterministic race runs: seeds, the committed corpus, planted mutants.

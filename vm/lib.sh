@@ -34,8 +34,9 @@ ensure_packages() {
     command -v modinfo >/dev/null || missing+=(kmod)
     command -v cpio >/dev/null || missing+=(cpio)
     command -v xz >/dev/null || missing+=(xz-utils)
+    # Each argument is a command, or COMMAND:PACKAGE when they differ.
     for p in "$@"; do
-        command -v "$p" >/dev/null || missing+=("$p")
+        command -v "${p%%:*}" >/dev/null || missing+=("${p#*:}")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     log "installing ${missing[*]}"
@@ -158,9 +159,13 @@ build_static() {
     bin_dir="$static_target/x86_64-unknown-linux-gnu/release"
 }
 
+# More QEMU arguments for boot() (another controller, trace events).
+qemu_extra=()
+
 # Boots the VM. $1: initramfs, $2: backing image, $3: console log, $4:
-# extra -device nvme properties, $5: extra kernel command line. Fails on
-# timeout; the guest's own verdict is read from the log by the caller.
+# extra -device nvme properties, $5: extra kernel command line; also
+# ${qemu_extra[@]}. Fails on timeout; the guest's own verdict is read from
+# the log by the caller.
 boot() {
     local initrd="$1" img="$2" out="$3" props="${4:-}" cmdline="${5:-}"
     timeout "${POLLFS_VM_TIMEOUT:-600}" qemu-system-x86_64 -nographic -no-reboot \
@@ -170,6 +175,7 @@ boot() {
         -device "nvme,serial=deadbeef,drive=nvm$props" \
         -accel tcg -cpu max -machine q35,kernel-irqchip=split \
         -device intel-iommu,intremap=on,caching-mode=on \
+        "${qemu_extra[@]}" \
         -append "console=ttyS0 panic=-1 quiet intel_iommu=on iommu=pt $cmdline" \
         < /dev/null > "$out" 2>&1 || {
         local rc=$?

@@ -1,15 +1,20 @@
 //! `pollfs`: the command-line front door.
 //!
 //! `bench` and `tools` (mkfs, fsck) are the commands that write devices;
-//! before writing they go through `devfile` (what is at a `file:` path),
+//! `mount` serves a filesystem to the kernel over FUSE. Before writing
+//! they go through `devlock` (one pollfs process per device file),
+//! `devfile` (what is at a `file:` path),
 //! `signature` (what a device holds) and `host` (what the machine can
-//! give). `units` parses every size and time. `sys` holds the system
-//! callss the standard library lacks, and is the only unsafe code here.
+//! give). `units` parses every size and time. `sys` holds the system calls
+//! the standard library lacks; it and `bench::uring` (buffers handed to an
+//! io_uring) are the only unsafe code here.
 #![deny(unsafe_code)]
 
 mod bench;
 mod devfile;
+mod devlock;
 mod host;
+mod mount;
 mod nvme;
 mod signature;
 mod sys;
@@ -36,6 +41,10 @@ enum Command {
     Bench(Box<bench::Args>),
     /// Write an empty pollfs filesystem on a device.
     Mkfs(tools::MkfsArgs),
+    /// Serve a pollfs filesystem to the kernel over FUSE: returns once it
+    /// is mounted; unmount it with `umount MOUNTPOINT` (or SIGTERM/SIGINT
+    /// to the server), which syncs and checkpoints before the server exits.
+    Mount(Box<mount::Args>),
     /// Check a pollfs filesystem: superblocks, checkpoint, log, and every
     /// metadata invariant; exits non-zero if anything is wrong.
     Fsck(tools::FsckArgs),
@@ -56,6 +65,7 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Mkfs(args) => tools::mkfs(&args),
         Command::Fsck(args) => tools::fsck(&args),
+        Command::Mount(args) => mount::run(&args),
         Command::Identify(args) => nvme::identify::run(&args),
         Command::Perf(args) => nvme::perf::run(&args),
         Command::Setup(args) => nvme::setup::run(&args),

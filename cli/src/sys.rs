@@ -1,16 +1,23 @@
-//! The system calls the CLI makes directly, which the standard library
-//! lacks (`statvfs`, `sched_setaffinity`). The only unsafe code in the
-//! crate.
+//! The system calls the CLI makes directly, where the standard library
+//! has no wrapper: `statvfs`, `sched_setaffinity`, `flock`, signal masks,
+//! `umount2`, `fork` and `setsid`. The only unsafe code in the crate.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
+use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
 
 /// Bytes available to unprivileged users on the filesystem holding `path`
 /// (`f_bavail * f_frsize`), or `None` if `statvfs` fails.
 pub fn statvfs_available(path: &Path) -> Option<u64> {
-    let c_path = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let c_path = c_path(path).ok()?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
     // SAFETY: `c_path` is a NUL-terminated string that outlives the call,
     // and `st` points to writable memory the size of a `statvfs`, which
@@ -48,6 +55,141 @@ pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
             "pin to CPU {cpu}: {}",
             std::io::Error::last_os_error()
         ));
+    }
+    Ok(())
+}
+
+/// Takes a `flock` on `file` without waiting: exclusive, or shared. Fails
+/// with `WouldBlock` if another open file description holds a conflicting
+/// one. The lock lasts until `file` (every duplicate of its descriptor)
+/// is closed.
+pub fn try_flock(file: &std::fs::File, exclusive: bool) -> io::Result<()> {
+    let op = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    };
+    // SAFETY: flock takes a descriptor, which `file` keeps open for the
+    // call, and an operation; it touches no memory of ours.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The signals that end a mount: SIGINT, SIGTERM and SIGHUP.
+#[derive(Clone, Copy)]
+pub struct EndSignals(libc::sigset_t);
+
+impl std::fmt::Debug for EndSignals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EndSignals(SIGINT, SIGTERM, SIGHUP)")
+    }
+}
+
+impl EndSignals {
+    /// Blocks the signals in the calling thread, and so in every thread it
+    /// starts afterwards; [`EndSignals::wait`] then receives them.
+    pub fn block() -> io::Result<EndSignals> {
+        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::zeroed();
+        // SAFETY: `set` is writable memory the size of a sigset_t, which
+        // sigemptyset initialises; sigaddset then changes it in place.
+        let set = unsafe {
+            libc::sigemptyset(set.as_mut_ptr());
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::sigaddset(set.as_mut_ptr(), sig);
+            }
+            set.assume_init()
+        };
+        // SAFETY: `set` is an initialised signal set that outlives the
+        // call; the old mask is not asked for (null).
+        let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+        if rc == 0 {
+            Ok(EndSignals(set))
+        } else {
+            Err(io::Error::from_raw_os_error(rc))
+        }
+    }
+
+    /// Waits for one of the signals (blocked by [`EndSignals::block`]) and
+    /// returns its number.
+    pub fn wait(&self) -> io::Result<i32> {
+        let mut sig: libc::c_int = 0;
+        // SAFETY: `self.0` is an initialised signal set and `sig` a
+        // writable int, both alive for the call.
+        let rc = unsafe { libc::sigwait(&self.0, &mut sig) };
+        if rc == 0 {
+            Ok(sig)
+        } else {
+            Err(io::Error::from_raw_os_error(rc))
+        }
+    }
+}
+
+/// Unmounts the filesystem mounted on `path`; `lazy` detaches it now and
+/// lets the kernel finish when the last user is gone (`umount -l`).
+pub fn unmount(path: &Path, lazy: bool) -> io::Result<()> {
+    let c_path = c_path(path)?;
+    let flags = if lazy { libc::MNT_DETACH } else { 0 };
+    // SAFETY: `c_path` is a NUL-terminated string that outlives the call.
+    let rc = unsafe { libc::umount2(c_path.as_ptr(), flags) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Which side of a [`fork`] this is.
+#[derive(Debug)]
+pub enum Forked {
+    /// The original process.
+    Parent,
+    /// The new process.
+    Child,
+}
+
+/// Forks the process. Call it only while the process has one thread: the
+/// child gets only the calling thread, and locks other threads held stay
+/// locked in it forever.
+pub fn fork() -> io::Result<Forked> {
+    // SAFETY: fork has no memory preconditions; the caller guarantees the
+    // process is single-threaded, so the child's copy of every lock and
+    // allocator state is consistent.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        _ => Ok(Forked::Parent),
+    }
+}
+
+/// Makes the calling process the leader of a new session, with no
+/// controlling terminal (so a terminal's Ctrl-C or hang-up does not reach
+/// it).
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments and touches no memory of ours.
+    if unsafe { libc::setsid() } == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Points standard input, output and error at /dev/null (a background
+/// process, once nobody reads what it prints).
+pub fn detach_stdio() -> io::Result<()> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    for fd in 0..=2 {
+        // SAFETY: dup2 takes two descriptors: `null` is open for the call,
+        // and 0..=2 are the standard streams, which this replaces.
+        if unsafe { libc::dup2(null.as_raw_fd(), fd) } == -1 {
+            return Err(io::Error::last_os_error());
+        }
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use pollfs_core::persist::format::Layout;
 use pollfs_core::Fs;
 
 use crate::units::{parse_size, show_bytes};
-use crate::{devfile, signature};
+use crate::{devfile, devlock, signature};
 
 /// Options of `pollfs mkfs`.
 #[derive(clap::Args, Debug)]
@@ -83,11 +83,16 @@ fn vfio_device(addr: &str) -> Result<pollfs_driver::vfio::VfioDevice, String> {
     .map_err(|e| format!("{addr}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)"))
 }
 
-fn uuid() -> u64 {
+/// A new filesystem's uuid, different on every call: a format must never
+/// take the log an earlier filesystem left on the device (the bench
+/// formats one device once per phase) for its own.
+pub(crate) fn uuid() -> u64 {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    t ^ (u64::from(std::process::id()) << 40)
+    t ^ (u64::from(std::process::id()) << 40) ^ made.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 fn mkfs_on<D: BlockDevice>(dev: D, what: &str) -> Result<(), String> {
@@ -129,6 +134,7 @@ fn mkfs_file(path: &Path, args: &MkfsArgs) -> Result<(), String> {
                     too_small(&what, existing.len)
                 ));
             }
+            let _lock = devlock::lock(path, true)?;
             signature::refuse_unless_forced(&what, &existing.head, args.force)?;
             mkfs_on(open_file(path, existing.len)?, &what)
         }
@@ -138,6 +144,7 @@ fn mkfs_file(path: &Path, args: &MkfsArgs) -> Result<(), String> {
                 return Err(too_small(&what, size));
             }
             let created = devfile::Created::new(path, size)?;
+            let _lock = devlock::lock(path, true)?;
             mkfs_on(open_file(path, size)?, &what)?;
             created.keep();
             Ok(())
@@ -239,7 +246,10 @@ fn fsck_on<D: BlockDevice>(dev: &D, what: &str, repair: bool) -> Result<(), Stri
 /// any problem left.
 pub fn fsck(args: &FsckArgs) -> Result<(), String> {
     if let Some(path) = args.device.strip_prefix("file:") {
-        return fsck_on(&existing_file(Path::new(path))?, path, args.repair);
+        let dev = existing_file(Path::new(path))?;
+        // Repair writes; a check only reads, beside other checks.
+        let _lock = devlock::lock(Path::new(path), args.repair)?;
+        return fsck_on(&dev, path, args.repair);
     }
     if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
         return fsck_on(&tcp_device(&args.device)?, &args.device, args.repair);

@@ -151,3 +151,64 @@ fn mkfs_then_fsck_is_clean_and_damage_is_reported() {
     assert!(!ok && out.contains("PROBLEM"), "{out}{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_kernel_engine_keeps_iodepth_in_flight_and_counts_like_the_others() {
+    // iodepth > 1: the kernel baseline runs an io_uring; number_ios stops
+    // every engine at exactly that many measured I/Os, and fdatasync=4
+    // syncs after every fourth completed write.
+    for (rw, direct) in [("randwrite", "0"), ("randwrite", "1"), ("randread", "1")] {
+        let (ok, out, err) = pollfs(&[
+            "bench",
+            "--rw",
+            rw,
+            "--direct",
+            direct,
+            "--size",
+            "2m",
+            "--iodepth",
+            "16",
+            "--number_ios",
+            "400",
+            "--fdatasync",
+            "4",
+            "--runtime",
+            "30",
+            "--compare",
+            "--output-format=json",
+        ]);
+        assert!(ok, "{rw} direct={direct}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let kernel = v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| {
+                j["pollfs"]["engine"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("kernel")
+            })
+            .unwrap_or_else(|| panic!("no kernel entry in {out}"));
+        let side = if rw == "randread" { "read" } else { "write" };
+        assert_eq!(
+            kernel[side]["total_ios"], 400,
+            "{rw} direct={direct}: {kernel}"
+        );
+        let syncs = if rw == "randread" { 0 } else { 100 };
+        assert_eq!(
+            kernel["sync"]["total_ios"], syncs,
+            "{rw} direct={direct}: {kernel}"
+        );
+        if rw == "randread" {
+            // Little's law: I/Os in flight on average = rate x mean
+            // latency. One at a time (psync) it could not exceed 1.
+            let iops = kernel["read"]["iops"].as_f64().unwrap();
+            let mean_s = kernel["read"]["lat_ns"]["mean"].as_f64().unwrap() / 1e9;
+            assert!(
+                iops * mean_s > 2.0,
+                "{iops} IOPS x {mean_s} s: not several in flight"
+            );
+        }
+    }
+}

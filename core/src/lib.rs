@@ -52,6 +52,6 @@ pub use error::{Error, Result};
 pub use fs::FileCursor;
 pub use fs::{
     Config, DirEntry, File, Fs, InvariantError, Kind, Metadata, NewInode, RenameFlags, Session,
-    SetAttr, MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO,
+    SetAttr, StatFs, MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO,
 };
 pub use stats::Stats;

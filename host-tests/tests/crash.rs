@@ -469,9 +469,9 @@ fn data_pages(dev: &RamDevice) -> usize {
     .map_or(0, |r| r.data_pages)
 }
 
-/// Mount writes logged data to its blocks and checkpoints it away: a
-/// crash at any point of that, and a mount of what it left, must give
-/// the same files (replaying logged data is idempotent, and never writes
+/// Mount writes logged data to its blocks and retires it with a log write
+/// of Home records: a crash at any point of that, and a mount of what it
+/// left, must give the same files (replaying logged data is idempotent, and never writes
 /// it over what came after). Returns the states checked.
 fn recovery_survives_crashes(
     image: &[u8],

@@ -85,7 +85,8 @@ impl KernelFiles {
 }
 
 /// The phase with pread/pwrite on files in `dir`, one I/O at a time per
-/// thread (fio's psync engine) whatever the `iodepth`.
+/// thread (fio's psync engine) at `iodepth` 1, and through an io_uring
+/// with `iodepth` I/Os in flight per thread (fio's io_uring engine) above.
 pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> Result<Vec<Sample>, String> {
     let files = KernelFiles::create(phase, dir)?;
     let files = &files;
@@ -101,6 +102,11 @@ pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> Result<Vec<
             .collect();
         let mut rec = Recorder::new(window.measure_from)?;
         let mut pick = Picker::new(job, j, thread);
+        #[cfg(target_os = "linux")]
+        if job.iodepth > 1 {
+            super::uring::run(job, &handles, &mut pick, &mut rec, window)?;
+            return Ok(rec);
+        }
         let mut buf = Buf::new(job.bs as usize);
         while window.open(&rec, 0) {
             let op = pick.next_op();
@@ -116,17 +122,29 @@ pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> Result<Vec<
             f.write_all_at(buf.as_slice(), op.offset)
                 .map_err(|e| e.to_string())?;
             rec.io(began, false, job.bs);
-            let began = Instant::now();
-            match pick.after_write() {
-                Sync::None => continue,
-                Sync::Data => f.sync_data().map_err(|e| e.to_string())?,
-                Sync::All => f.sync_all().map_err(|e| e.to_string())?,
-            }
-            rec.sync(began);
+            sync_after_write(f, &mut pick, &mut rec)?;
         }
         Ok(rec)
     })?;
     recs.iter().map(|r| Sample::new(&name, r, None)).collect()
+}
+
+/// Runs the sync a completed write makes due (`fsync`/`fdatasync` = N),
+/// if any, and records its time.
+pub(super) fn sync_after_write(
+    f: &std::fs::File,
+    pick: &mut Picker,
+    rec: &mut Recorder,
+) -> Result<(), String> {
+    let began = Instant::now();
+    match pick.after_write() {
+        Sync::None => return Ok(()),
+        Sync::Data => f.sync_data(),
+        Sync::All => f.sync_all(),
+    }
+    .map_err(|e| e.to_string())?;
+    rec.sync(began);
+    Ok(())
 }
 
 /// Random copies out of buffers the size of the phase's files: what any

@@ -123,7 +123,8 @@ pub fn pollfs<D: BlockDevice>(
     };
     let max_transfer = dev.geometry().max_transfer;
     // A real filesystem, with its log: syncs cost what they cost on disk.
-    let fs = Fs::format(dev, config, 0x5eed_f00d).map_err(err)?;
+    // A new uuid each time: the device may hold an earlier phase's log.
+    let fs = Fs::format(dev, config, crate::tools::uuid()).map_err(err)?;
     fill(&fs, phase)?;
     let before = fs.stats();
     let recs = run_threads(phase, engine.name(), progress, |j, thread, window| {
@@ -279,6 +280,36 @@ impl<'f, D: BlockDevice> Thread<'_, 'f, D> {
             if !polled {
                 return Ok(());
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pollfs_core::dev::ram::RamDevice;
+
+    use super::*;
+    use crate::bench::job::test_job;
+    use crate::bench::plan;
+
+    #[test]
+    fn a_run_formats_over_the_log_an_earlier_run_left_on_the_device() {
+        // A file: or vfio: device keeps the previous phase's (or bench's)
+        // log; the next format must not take it for its own.
+        let jobs = [test_job(&[
+            ("rw", "write"),
+            ("size", "64k"),
+            ("number_ios", "32"),
+            ("fdatasync", "1"),
+            ("runtime", "1m"),
+        ])];
+        let phases = plan::phases(&jobs).unwrap();
+        let dev =
+            RamDevice::new(phases[0].device_bytes(), 4096, frames(&phases[0]).unwrap()).unwrap();
+        for run in 0..3 {
+            let s = pollfs(&phases[0], dev.clone(), Engine::Pollfs, &Progress::new())
+                .unwrap_or_else(|e| panic!("run {run}: {e}"));
+            assert_eq!(s[0].syncs(), 32, "run {run}");
         }
     }
 }

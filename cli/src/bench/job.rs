@@ -88,7 +88,7 @@ pub struct Job {
     /// Threads, each running the job on its files.
     pub numjobs: u32,
     /// I/Os in flight per thread (pollfs runs them as concurrent futures;
-    /// the kernel baseline, like fio's psync engine, runs one at a time).
+    /// the kernel baseline through an io_uring, as fio's io_uring engine).
     pub iodepth: u32,
     /// Seconds to measure.
     pub runtime: f64,
@@ -119,6 +119,12 @@ pub struct Job {
     pub stonewall: bool,
     /// Start a new reporting group (without waiting).
     pub new_group: bool,
+    /// Shell command run just before the job's I/O starts, after its
+    /// files are made and filled (fio's `exec_prerun`).
+    pub exec_prerun: Option<String>,
+    /// Shell command run just after the job's I/O ends, before the engine
+    /// does anything else (fio's `exec_postrun`).
+    pub exec_postrun: Option<String>,
     /// Settings as written (`key`, `value`), for the JSON output's
     /// `job options`.
     pub options: Vec<(String, String)>,
@@ -149,6 +155,8 @@ impl Default for Job {
             append: false,
             stonewall: false,
             new_group: false,
+            exec_prerun: None,
+            exec_postrun: None,
             options: Vec::new(),
         }
     }
@@ -221,6 +229,8 @@ pub const KEYS: &[Key] = &[
         ..flag("stonewall", "Wait for the jobs before this one to finish, and start a new reporting group")
     },
     flag("new_group", "Start a new reporting group; the job still runs with the jobs before it"),
+    key("exec_prerun", "Shell command (sh -c) run by each engine just before the job's I/O starts, after its files are made and filled; its output goes to stderr, and its failure fails the bench (in a job file, ';' and '#' start a comment)"),
+    key("exec_postrun", "Shell command run by each engine just after the job's I/O ends (every thread done), before the engine touches the device again; as exec_prerun"),
     flag("time_based", "Accepted as 1 only: every job runs for runtime (or number_ios)"),
     flag("thread", "Accepted as 1 only: every job runs on threads"),
 ];
@@ -323,6 +333,17 @@ impl Job {
             "cache" => self.cache = Some(size(value)?),
             "stonewall" => self.stonewall = bool_value(key, value)?,
             "new_group" => self.new_group = bool_value(key, value)?,
+            "exec_prerun" | "exec_postrun" => {
+                if value.is_empty() {
+                    return Err(format!("{key}=: needs a command"));
+                }
+                let command = Some(value.to_string());
+                if known.name == "exec_prerun" {
+                    self.exec_prerun = command;
+                } else {
+                    self.exec_postrun = command;
+                }
+            }
             "time_based" | "thread" => {
                 if !bool_value(key, value)? {
                     let what = if known.name == "thread" {

@@ -59,6 +59,12 @@ fn every_key_sets_its_field() {
         ("stonewall", "1", |j| j.stonewall),
         ("wait_for_previous", "1", |j| j.stonewall),
         ("new_group", "1", |j| j.new_group),
+        ("exec_prerun", "echo a b", |j| {
+            j.exec_prerun.as_deref() == Some("echo a b")
+        }),
+        ("exec_postrun", "true", |j| {
+            j.exec_postrun.as_deref() == Some("true")
+        }),
         ("time_based", "1", |j| j.runtime == 2.0),
         ("thread", "1", |j| j.numjobs == 1),
     ];
@@ -134,6 +140,8 @@ fn out_of_range_settings_are_errors_not_clamps() {
         ),
         ("time_based", "0", "time_based=0: not supported"),
         ("thread", "0", "thread=0: not supported"),
+        ("exec_prerun", "", "exec_prerun=: needs a command"),
+        ("exec_postrun", "", "exec_postrun=: needs a command"),
         ("bogus", "1", "unknown job key 'bogus'"),
     ] {
         let e = err(key, value);

@@ -25,6 +25,8 @@ mod presets;
 mod report;
 mod run;
 mod sample;
+#[cfg(target_os = "linux")]
+mod uring;
 mod workload;
 
 use std::path::{Path, PathBuf};

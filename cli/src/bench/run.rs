@@ -1,6 +1,9 @@
 //! Running a phase's threads: every job's threads start together; each
 //! thread issues I/O until its job's ramp and runtime are over or it has
-//! done `number_ios`, and the threads' records are merged per job.
+//! done `number_ios`, and the threads' records are merged per job. The
+//! jobs' `exec_prerun` commands run just before, their `exec_postrun` ones
+//! just after, so whatever they mark (a trace, a counter) covers the I/O
+//! and nothing of the setup around it.
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -80,6 +83,9 @@ pub fn run_threads<F>(
 where
     F: Fn(usize, u32, Window) -> Result<Recorder, String> + Sync,
 {
+    for job in &phase.jobs {
+        exec(job, "exec_prerun", job.exec_prerun.as_deref())?;
+    }
     let start = Instant::now();
     let windows: Vec<Window> = phase.jobs.iter().map(|j| Window::of(j, start)).collect();
     let total = Duration::from_secs_f64(phase.duration());
@@ -112,6 +118,12 @@ where
             })
             .collect()
     });
+    // Every thread has ended, failed or not: the postrun commands run
+    // either way, and a thread's error is the one reported.
+    let post: Result<(), String> = phase
+        .jobs
+        .iter()
+        .try_for_each(|job| exec(job, "exec_postrun", job.exec_postrun.as_deref()));
     let mut merged = windows
         .iter()
         .map(|w| Recorder::new(w.measure_from))
@@ -119,5 +131,109 @@ where
     for (j, r) in results {
         merged[j].merge(&r?);
     }
+    post?;
     Ok(merged)
+}
+
+/// Runs a job's `exec_prerun` or `exec_postrun` (named `key`) with
+/// `sh -c`, its output on stderr: stdout may carry the JSON report.
+fn exec(job: &Job, key: &str, command: Option<&str>) -> Result<(), String> {
+    let Some(command) = command else {
+        return Ok(());
+    };
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::io::stderr())
+        .status()
+        .map_err(|e| format!("{}: {key} '{command}': {e}", job.name))?;
+    if !status.success() {
+        return Err(format!("{}: {key} '{command}' failed ({status})", job.name));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::bench::job::test_job;
+    use crate::bench::plan;
+
+    /// A file of its own under the temporary directory, removed on drop.
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let p =
+                std::env::temp_dir().join(format!("pollfs-run-{tag}-{}.txt", std::process::id()));
+            let _ = std::fs::remove_file(&p);
+            Scratch(p)
+        }
+        fn read(&self) -> String {
+            std::fs::read_to_string(&self.0).unwrap_or_default()
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    #[test]
+    fn prerun_and_postrun_bracket_every_thread_of_the_phase() {
+        let log = Scratch::new("bracket");
+        let path = log.0.display().to_string();
+        let a = test_job(&[
+            ("name", "a"),
+            ("numjobs", "2"),
+            ("exec_prerun", &format!("echo pre-a >> {path}")),
+            ("exec_postrun", &format!("echo post-a >> {path}")),
+        ]);
+        let b = test_job(&[
+            ("name", "b"),
+            ("exec_postrun", &format!("echo post-b >> {path}")),
+        ]);
+        let jobs = [a, b];
+        let phases = plan::phases(&jobs).unwrap();
+        assert_eq!(phases.len(), 1);
+        let ran = AtomicU32::new(0);
+        let recs = run_threads(&phases[0], "test", &Progress::new(), |_, _, w| {
+            // Every prerun has run before any thread, no postrun yet.
+            assert_eq!(log.read(), "pre-a\n");
+            ran.fetch_add(1, Ordering::Relaxed);
+            Recorder::new(w.measure_from)
+        })
+        .unwrap();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(ran.load(Ordering::Relaxed), 3);
+        assert_eq!(log.read(), "pre-a\npost-a\npost-b\n");
+    }
+
+    #[test]
+    fn a_failing_prerun_runs_no_thread_and_a_failing_postrun_fails_the_phase() {
+        let fail_pre = [test_job(&[("exec_prerun", "exit 3")])];
+        let phases = plan::phases(&fail_pre).unwrap();
+        let ran = AtomicU32::new(0);
+        let e = run_threads(&phases[0], "test", &Progress::new(), |_, _, w| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            Recorder::new(w.measure_from)
+        })
+        .unwrap_err();
+        assert!(e.contains("job: exec_prerun 'exit 3' failed"), "{e}");
+        assert_eq!(ran.load(Ordering::Relaxed), 0);
+
+        let fail_post = [test_job(&[("exec_postrun", "false")])];
+        let phases = plan::phases(&fail_post).unwrap();
+        let e = run_threads(&phases[0], "test", &Progress::new(), |_, _, w| {
+            ran.fetch_add(1, Ordering::Relaxed);
+            Recorder::new(w.measure_from)
+        })
+        .unwrap_err();
+        assert!(e.contains("job: exec_postrun 'false' failed"), "{e}");
+        assert_eq!(ran.load(Ordering::Relaxed), 1);
+    }
 }

@@ -35,6 +35,7 @@ mod ops;
 mod read;
 mod shared;
 mod size;
+mod statfs;
 mod sync_data;
 mod write;
 
@@ -51,6 +52,7 @@ use inode::Inode;
 pub use io::Session;
 pub use namespace::{DirEntry, NewInode, RenameFlags, SetAttr};
 pub(crate) use shared::Shared;
+pub use statfs::StatFs;
 
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena, Geometry};

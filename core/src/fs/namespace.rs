@@ -320,6 +320,13 @@ fn link_len(name: &str) -> u64 {
 }
 
 impl<D: BlockDevice> Fs<D> {
+    /// The directory that holds directory `dir`: what its `..` names (the
+    /// root is its own parent).
+    pub fn parent_of(&self, dir: u64) -> Result<u64> {
+        let tree = self.shared.tree.read();
+        Ok(self.shared.dir(&tree, dir)?.parent.load(Ordering::Acquire))
+    }
+
     /// The inode number of `name` in directory `parent`.
     pub fn lookup_in(&self, parent: u64, name: &str) -> Result<u64> {
         check_name(name)?;

@@ -9,11 +9,11 @@ use core::cell::RefCell;
 use super::format::{Frame, Layout, Location, Superblock, FRAME_CKPT};
 use super::journal::{CommitEnv, Journal, PendingFree};
 use super::metaio::{BlockIo, MetaIo};
-use super::record::{Owner, Problem, Shadow};
+use super::record::{Owner, Problem, Record, Shadow};
 use super::recover::{recover, Mode, Recovered};
 use super::META_FRAMES;
 use crate::dev::{BlockDevice, FrameArena};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, SpaceError};
 use crate::space::Allocator;
 use crate::sync::block_on;
 use crate::units::ROOT_INO;
@@ -374,9 +374,12 @@ impl<D: BlockDevice> CommitEnv for OfflineEnv<'_, '_, D> {
 
 /// Recovers the durable metadata of `dev` for mounting: any damage or
 /// broken invariant is an error. Live data (small syncs' pages, durable
-/// in log records) is written to its blocks and flushed, then a
-/// checkpoint without it replaces the log, so no later replay can write
-/// those bytes over newer ones; the result is what the device holds then.
+/// in log records) is written to its blocks and flushed, then one log
+/// write of a Home record per page retires it, so no later replay can
+/// write those bytes over newer ones; the result is what the device holds
+/// then. (A log write, not a checkpoint: it is cheaper, and an image whose
+/// superblock generation is exhausted still mounts; one whose log
+/// sequence numbers are exhausted gets a checkpoint instead.)
 pub(crate) fn recover_for_mount<D: BlockDevice>(
     dev: &D,
     frames: core::ops::Range<u32>,
@@ -390,7 +393,7 @@ pub(crate) fn recover_for_mount<D: BlockDevice>(
             idle,
         )
     };
-    let mut rec = recover_now()?;
+    let rec = recover_now()?;
     if rec.shadow.data_pages() == 0 {
         return Ok(rec);
     }
@@ -403,10 +406,26 @@ pub(crate) fn recover_for_mount<D: BlockDevice>(
         },
         idle,
     )?;
-    rec.shadow.clear_data();
+    let homes: Vec<(Record, Option<u64>)> = rec
+        .shadow
+        .data()
+        .map(|(&(ino, page), _)| (Record::Home { ino, page }, None))
+        .collect();
     let env = OfflineEnv::new(&io, &rec)?;
-    block_on(Journal::open(&rec).checkpoint_now(&env), idle)?;
-    drop(env);
+    let journal = Journal::open(&rec);
+    let ticket = journal.stage_all(homes);
+    match block_on(journal.commit(&env, ticket), idle) {
+        // The log's sequence numbers are used up (the superblock's
+        // generation may not be): a checkpoint without the data.
+        Err(Error::Space(SpaceError::SequenceExhausted)) => {
+            drop(env);
+            let mut rec = rec;
+            rec.shadow.clear_data();
+            let env = OfflineEnv::new(&io, &rec)?;
+            block_on(Journal::open(&rec).checkpoint_now(&env), idle)?;
+        }
+        done => done?,
+    }
     recover_now()
 }
 

@@ -187,8 +187,14 @@ impl<'a> Checker<'a> {
             Err(e) if acceptable(&e) => false,
             Err(e) => panic!("writing a new file: {e:?}"),
         };
-        // An existing file, inside its size.
-        if let Some(f) = self.files(fs).into_iter().find_map(|i| fs.open_ino(i).ok()) {
+        // An existing file (not the one just written), inside its size.
+        let new = fs.lookup(NEW).ok();
+        if let Some(f) = self
+            .files(fs)
+            .into_iter()
+            .filter(|&i| Some(i) != new)
+            .find_map(|i| fs.open_ino(i).ok())
+        {
             let at = f.len().min(MAX_FILE_SIZE - 4096) / 2;
             match s.write_all_at(&f, &data[..4096], at) {
                 Ok(()) => {}

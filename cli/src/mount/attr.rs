@@ -1,0 +1,127 @@
+//! Inode numbers and attributes as the kernel sees them.
+//!
+//! FUSE's root directory is inode 1, and so is pollfs's ([`ROOT_INO`]):
+//! a FUSE inode number is the pollfs inode number ([`FuseIno`]). What
+//! `stat` shows is the engine's [`Metadata`]: kind, permission bits,
+//! owner, link count (0 for a removed file still open), size, blocks and
+//! the three times.
+
+use std::time::{Duration, SystemTime};
+
+use fuser::{FileAttr, FileType, INodeNo};
+use pollfs_core::{Kind, Metadata, ROOT_INO};
+
+/// A FUSE inode number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FuseIno(pub u64);
+
+impl FuseIno {
+    /// The root directory.
+    pub const ROOT: FuseIno = FuseIno(ROOT_INO);
+
+    /// The pollfs inode this number names (the same number).
+    pub fn engine(self) -> u64 {
+        self.0
+    }
+}
+
+impl From<INodeNo> for FuseIno {
+    fn from(i: INodeNo) -> FuseIno {
+        FuseIno(i.0)
+    }
+}
+
+impl From<FuseIno> for INodeNo {
+    fn from(i: FuseIno) -> INodeNo {
+        INodeNo(i.0)
+    }
+}
+
+/// How long the kernel may keep names and attributes without asking. The
+/// mount is the only way to change the filesystem, so the kernel's copies
+/// are kept right by the kernel itself (it updates the size on writes and
+/// takes or drops an inode's attributes with each request that changes
+/// them); what it
+/// cannot know is the block count and the times a write sets, which this
+/// bounds.
+pub const TTL: Duration = Duration::from_secs(1);
+
+/// Who makes a new inode: the caller of the request, whose ids the kernel
+/// sends with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The caller's file-system user id.
+    pub uid: u32,
+    /// The caller's file-system group id.
+    pub gid: u32,
+}
+
+/// The FUSE kind of a pollfs inode kind.
+pub fn file_type(kind: Kind) -> FileType {
+    match kind {
+        Kind::File => FileType::RegularFile,
+        Kind::Dir => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
+    }
+}
+
+/// A time from the engine (nanoseconds since the Unix epoch).
+pub fn time(nanos: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos)
+}
+
+/// A time for the engine: nanoseconds since the epoch, clamped to what a
+/// `u64` holds (1970 to 2554), as the VFS clamps a time to the range a
+/// filesystem can store.
+pub fn nanos(t: SystemTime) -> u64 {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+        Err(_) => 0,
+    }
+}
+
+/// What `stat` shows for an inode.
+pub fn attr(m: &Metadata) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(m.ino),
+        size: m.len,
+        // st_blocks counts 512-byte units; pollfs blocks are 4 KiB.
+        blocks: m.blocks.saturating_mul(8),
+        atime: time(m.atime),
+        mtime: time(m.mtime),
+        ctime: time(m.ctime),
+        // Linux has no creation time in stat (statx's btime stays unset).
+        crtime: time(m.ctime),
+        kind: file_type(m.kind),
+        perm: m.perm,
+        nlink: m.nlink,
+        uid: m.uid,
+        gid: m.gid,
+        rdev: 0,
+        blksize: pollfs_core::units::PAGE_SIZE as u32,
+        flags: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fuse_and_pollfs_number_inodes_alike_and_the_root_is_1() {
+        assert_eq!(FuseIno::ROOT, FuseIno(1));
+        assert_eq!(FuseIno(7).engine(), 7);
+        assert_eq!(FuseIno::from(INodeNo(9)), FuseIno(9));
+    }
+
+    #[test]
+    fn times_round_trip_to_the_nanosecond_and_clamp_outside_the_range() {
+        let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
+        assert_eq!(nanos(t), 1_700_000_000_123_456_789);
+        assert_eq!(time(nanos(t)), t);
+        let before = SystemTime::UNIX_EPOCH - Duration::from_secs(10);
+        assert_eq!(nanos(before), 0);
+        let far = SystemTime::UNIX_EPOCH + Duration::from_secs(600 * 365 * 86_400);
+        assert_eq!(nanos(far), u64::MAX);
+    }
+}

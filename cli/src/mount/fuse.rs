@@ -1,0 +1,407 @@
+//! The `fuser::Filesystem` face of [`Server`]: unpacks each request,
+//! calls the server, sends the reply. Requests arrive on several threads
+//! at once (fuser's multi-threaded session, one `/dev/fuse` descriptor per
+//! thread); each thread runs its engine calls in its own lent session.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::SystemTime;
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    TimeOrNow, WriteFlags,
+};
+use pollfs_core::dev::BlockDevice;
+
+use super::attr::{Caller, FuseIno, TTL};
+use super::server::{Server, SetAttr};
+
+/// How every file is opened: every read and write goes to pollfs (no
+/// kernel page cache), and writes inside EOF run in parallel (pollfs
+/// takes byte-range locks). See docs/design.md, "Serving the kernel".
+const OPEN_FLAGS: FopenFlags =
+    FopenFlags::FOPEN_DIRECT_IO.union(FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
+
+/// Inode numbers are never reused (pollfs hands them out in order and
+/// records the next one), so one generation serves.
+const GENERATION: Generation = Generation(0);
+
+/// The largest read or write one request carries.
+const MAX_IO: u32 = 1 << 20;
+
+/// A pollfs filesystem served over FUSE.
+#[derive(Debug)]
+pub struct PollFs<D: BlockDevice> {
+    server: Server<D>,
+}
+
+impl<D: BlockDevice> PollFs<D> {
+    /// Serves `server`.
+    pub fn new(server: Server<D>) -> PollFs<D> {
+        PollFs { server }
+    }
+}
+
+fn entry(reply: ReplyEntry, r: Result<FileAttr, Errno>) {
+    match r {
+        Ok(attr) => reply.entry(&TTL, &attr, GENERATION),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn caller(req: &Request) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+    }
+}
+
+fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Shared mmap of a direct-I/O file goes through the kernel's page
+        // cache for that file only while it is mapped (kernels from 6.6);
+        // older kernels refuse it (ENODEV).
+        // readdirplus answers a listing's lookups with it (`ls -l`, `find`);
+        // AUTO lets the kernel use it only when lookups follow a listing.
+        let wanted = InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO;
+        let _ = config.add_capabilities(wanted & config.capabilities());
+        let _ = config.set_max_write(MAX_IO);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.server.close_all();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        entry(reply, self.server.lookup(parent.into(), name));
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.server.getattr(ino.into(), fh.map(|f| f.0)) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // ctime is sent only with writeback_cache, which is off; crtime,
+        // chgtime, bkuptime and flags are macOS's.
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+        };
+        match self.server.setattr(ino.into(), fh.map(|f| f.0), set) {
+            Ok(attr) => reply.attr(&TTL, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.server.readlink(ino.into()) {
+            Ok(target) => reply.data(target.as_bytes()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        entry(
+            reply,
+            self.server.mknod(parent.into(), name, mode, caller(req)),
+        );
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        entry(
+            reply,
+            self.server.mkdir(parent.into(), name, mode, caller(req)),
+        );
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.server.unlink(parent.into(), name));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.server.rmdir(parent.into(), name));
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let made = self
+            .server
+            .symlink(parent.into(), link_name, target.as_os_str(), caller(req));
+        entry(reply, made);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        empty(
+            reply,
+            self.server
+                .rename(parent.into(), name, newparent.into(), newname, flags),
+        );
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        entry(
+            reply,
+            self.server.link(ino.into(), newparent.into(), newname),
+        );
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.server.open(ino.into()) {
+            Ok(fh) => reply.opened(FileHandle(fh), OPEN_FLAGS),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.server.read(fh.0, offset, size.min(MAX_IO)) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.server.write(fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close() does not sync, as on local filesystems: nothing is
+        // buffered in the kernel, and pollfs's cache is synced by fsync.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.server.release(fh.0);
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.server.fsync(fh.0, datasync));
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.server.opendir(FuseIno::from(ino)) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let r = self.server.readdir(ino.into(), offset, false, |e| {
+            reply.add(e.ino.into(), e.next, e.kind, e.name)
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let r = self
+            .server
+            .readdir(ino.into(), offset, true, |e| match &e.attr {
+                Some(attr) => reply.add(e.ino.into(), e.next, e.name, &TTL, attr, GENERATION),
+                None => false,
+            });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.server.fsyncdir(ino.into()));
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.server.statfs();
+        let page = pollfs_core::units::PAGE_SIZE as u32;
+        let name_max = pollfs_core::MAX_NAME_LEN as u32;
+        reply.statfs(
+            s.blocks,
+            s.free,
+            s.available,
+            s.files,
+            s.files_free,
+            page,
+            name_max,
+            page,
+        );
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        // The kernel applied the umask to `mode` (no FUSE_DONT_MASK).
+        match self
+            .server
+            .create(parent.into(), name, mode, flags, caller(req))
+        {
+            Ok((attr, fh)) => reply.created(&TTL, &attr, GENERATION, FileHandle(fh), OPEN_FLAGS),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.server.fallocate(fh.0, offset, length, mode));
+    }
+}

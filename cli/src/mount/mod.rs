@@ -1,0 +1,393 @@
+//! `pollfs mount DEVICE MOUNTPOINT`: a pollfs filesystem served to the
+//! kernel over FUSE (the `fuser` crate, no libfuse; as root it mounts with
+//! mount(2) directly).
+//!
+//! - [`attr`]: FUSE inode numbers and what `stat` shows.
+//! - [`handles`]: open files by FUSE handle.
+//! - [`space`]: `fallocate` modes from writes and punch-hole.
+//! - [`server`] and [`names`]: one method per request, on the engine,
+//!   returning an errno on failure (tested without a kernel): inodes and
+//!   open files; directories and their entries.
+//! - [`fuse`]: the `fuser::Filesystem` glue.
+//! - this file: the device, its lock, running in the background, and the
+//!   signals that end a mount (SIGINT, SIGTERM, SIGHUP: unmount, then the
+//!   engine's sync and checkpoint, then exit 0).
+
+mod attr;
+mod fuse;
+mod handles;
+mod names;
+mod server;
+mod space;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use fuser::MountOption;
+use pollfs_core::dev::file::FileDevice;
+use pollfs_core::dev::BlockDevice;
+use pollfs_core::persist::META_FRAMES;
+use pollfs_core::Fs;
+use pollfs_driver::NvmeDevice;
+
+use crate::sys::{self, EndSignals, Forked};
+use crate::units::{parse_size, show_bytes};
+use crate::{devfile, devlock};
+
+/// Options of `pollfs mount`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The device: `file:PATH`, `vfio:PCI_ADDR` or
+    /// `nvme-tcp://HOST:PORT/NQN` holding a filesystem
+    /// made by `pollfs mkfs`, or `emu` (an emulated NVMe controller in
+    /// memory, formatted at mount and gone when the mount ends).
+    device: String,
+    /// The directory to mount on.
+    mountpoint: PathBuf,
+    /// pollfs's page cache, e.g. `256m` (k/m/g suffixes, powers of 1024).
+    #[arg(long, default_value = "256m")]
+    cache: String,
+    /// Threads serving the kernel's requests (each has its own device
+    /// queue).
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Stay in the foreground and report there. Without it, `pollfs mount`
+    /// returns once the filesystem is mounted, and serves it from a
+    /// background process that exits when the filesystem is unmounted.
+    #[arg(long, short)]
+    foreground: bool,
+    /// Size of an `emu` device.
+    #[arg(long, default_value = "1g")]
+    emu_size: String,
+}
+
+const PAGE: u64 = pollfs_core::units::PAGE_SIZE as u64;
+const MAX_THREADS: usize = 64;
+
+/// The device to serve.
+#[derive(Debug)]
+enum Device {
+    File(PathBuf),
+    Vfio(String),
+    Tcp(Box<pollfs_driver::tcp::TcpAddress>),
+    Emu(u64),
+}
+
+/// Everything checked before anything is opened.
+#[derive(Debug)]
+struct Plan {
+    device: Device,
+    device_text: String,
+    mountpoint: PathBuf,
+    cache_pages: u32,
+    threads: usize,
+}
+
+impl Plan {
+    fn new(args: &Args) -> Result<Plan, String> {
+        let size =
+            |flag: &str, s: &str| parse_size(s).map_err(|e| format!("--{flag} {}: {e}", e.input()));
+        let device = if let Some(path) = args.device.strip_prefix("file:") {
+            Device::File(PathBuf::from(path))
+        } else if let Some(addr) = args.device.strip_prefix("vfio:") {
+            Device::Vfio(addr.to_string())
+        } else if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
+            Device::Tcp(Box::new(crate::nvme::parse_tcp(&args.device)?))
+        } else if args.device == "emu" {
+            Device::Emu(size("emu-size", &args.emu_size)?)
+        } else {
+            return Err(format!(
+                "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN or emu",
+                args.device
+            ));
+        };
+        let cache = size("cache", &args.cache)?;
+        let cache_pages = u32::try_from(cache / PAGE)
+            .ok()
+            .filter(|&p| (16..=u32::MAX - META_FRAMES).contains(&p))
+            .ok_or_else(|| format!("--cache {}: between 64 KiB and 16 TiB", args.cache))?;
+        if let Some(mem) = crate::host::memory() {
+            if cache > mem.available + mem.hugepages_free {
+                return Err(format!(
+                    "--cache {}: the machine has {} of memory available",
+                    show_bytes(cache),
+                    show_bytes(mem.available)
+                ));
+            }
+        }
+        if !(1..=MAX_THREADS).contains(&args.threads) {
+            return Err(format!(
+                "--threads {}: between 1 and {MAX_THREADS}",
+                args.threads
+            ));
+        }
+        let shown = args.mountpoint.display();
+        let mountpoint = args
+            .mountpoint
+            .canonicalize()
+            .map_err(|e| format!("{shown}: {e}"))?;
+        if !mountpoint.is_dir() {
+            return Err(format!("{shown}: not a directory"));
+        }
+        Ok(Plan {
+            device,
+            device_text: args.device.clone(),
+            mountpoint,
+            cache_pages,
+            threads: args.threads,
+        })
+    }
+
+    fn config(&self) -> pollfs_core::Config {
+        pollfs_core::Config {
+            cache_pages: self.cache_pages,
+            ..pollfs_core::hosted::config()
+        }
+    }
+
+    fn frames(&self) -> u32 {
+        self.cache_pages + META_FRAMES
+    }
+}
+
+/// Mounts, serves until unmounted, and returns once the engine has
+/// synced and written its checkpoint.
+pub fn run(args: &Args) -> Result<(), String> {
+    let plan = Plan::new(args)?;
+    let mut ready = if args.foreground {
+        Ready::Foreground
+    } else {
+        match background()? {
+            Side::Parent(outcome) => return outcome,
+            Side::Child(ready) => ready,
+        }
+    };
+    let result = serve(&plan, &mut ready);
+    match result {
+        Err(e) if matches!(ready, Ready::Background(_)) => {
+            // Not mounted: the waiting parent reports the error and fails.
+            ready.fail(&e);
+            std::process::exit(1);
+        }
+        other => other,
+    }
+}
+
+/// Tells whoever started the mount that it is ready (or why it failed).
+#[derive(Debug)]
+enum Ready {
+    /// In the foreground: say so on stderr.
+    Foreground,
+    /// In the background: the parent waits at the other end.
+    Background(UnixStream),
+    /// Already told.
+    Told,
+}
+
+const READY: &[u8] = b"ready";
+
+impl Ready {
+    fn done(&mut self, plan: &Plan) {
+        match std::mem::replace(self, Ready::Told) {
+            Ready::Foreground => eprintln!(
+                "pollfs: {} mounted on {} ({} threads, {} cache)",
+                plan.device_text,
+                plan.mountpoint.display(),
+                plan.threads,
+                show_bytes(u64::from(plan.cache_pages) * PAGE)
+            ),
+            Ready::Background(mut parent) => {
+                let _ = parent.write_all(READY);
+                // From here on nobody reads what this process prints, and
+                // a caller's pipe must not stay open because of it.
+                let _ = sys::detach_stdio();
+            }
+            Ready::Told => {}
+        }
+    }
+
+    fn fail(&mut self, e: &str) {
+        if let Ready::Background(mut parent) = std::mem::replace(self, Ready::Told) {
+            let _ = parent.write_all(e.as_bytes());
+        }
+    }
+}
+
+enum Side {
+    Parent(Result<(), String>),
+    Child(Ready),
+}
+
+/// Forks a server process and, in the parent, waits until it has mounted
+/// (or failed). Runs before any thread is started.
+fn background() -> Result<Side, String> {
+    let (mut parent_end, child_end) =
+        UnixStream::pair().map_err(|e| format!("cannot make a pipe: {e}"))?;
+    match sys::fork().map_err(|e| format!("cannot fork: {e}"))? {
+        Forked::Parent => {
+            drop(child_end);
+            let mut said = Vec::new();
+            let _ = parent_end.read_to_end(&mut said);
+            Ok(Side::Parent(if said == READY {
+                Ok(())
+            } else if said.is_empty() {
+                Err("the mount process ended before the filesystem was mounted".into())
+            } else {
+                Err(String::from_utf8_lossy(&said).into_owned())
+            }))
+        }
+        Forked::Child => {
+            drop(parent_end);
+            // Out of the caller's session (its terminal's Ctrl-C and
+            // hang-up), and off its working directory.
+            let _ = sys::setsid();
+            let _ = std::env::set_current_dir("/");
+            Ok(Side::Child(Ready::Background(child_end)))
+        }
+    }
+}
+
+fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
+    // Before any thread starts, so that every thread inherits the mask and
+    // only the watcher receives them.
+    let signals = EndSignals::block().map_err(|e| format!("cannot block signals: {e}"))?;
+    let cfg = plan.config();
+    match &plan.device {
+        Device::File(path) => {
+            let what = format!("file:{}", path.display());
+            let _lock = devlock::lock(path, true)?;
+            let existing =
+                devfile::inspect(path)?.ok_or_else(|| format!("{what}: no such device file"))?;
+            let dev = FileDevice::open(path, existing.len, plan.frames())
+                .map_err(|e| format!("{what}: {e}"))?;
+            let fs = Fs::mount(dev, cfg).map_err(|e| format!("{what}: {e}"))?;
+            serve_fs(fs, plan, ready, signals)
+        }
+        Device::Emu(bytes) => {
+            let dev = NvmeDevice::emulated(*bytes, 4096, plan.frames())
+                .map_err(|e| format!("emu: {e}"))?;
+            enough_queues(plan, dev.controller().info().io_queues, "emu")?;
+            let fs = Fs::format(dev, cfg, uuid()).map_err(|e| format!("emu: {e}"))?;
+            serve_fs(fs, plan, ready, signals)
+        }
+        #[cfg(target_os = "linux")]
+        Device::Vfio(addr) => {
+            let what = format!("vfio:{addr}");
+            let dev = NvmeDevice::vfio(
+                addr,
+                Default::default(),
+                plan.frames(),
+                pollfs_driver::emu::StdClock::new(),
+            )
+            .map_err(|e| {
+                format!(
+                    "{what}: {e} (is it bound to vfio-pci, and not in use by another \
+                     process? see `pollfs setup {addr}`)"
+                )
+            })?;
+            enough_queues(plan, dev.controller().info().io_queues, &what)?;
+            let fs = Fs::mount(dev, cfg).map_err(|e| format!("{what}: {e}"))?;
+            serve_fs(fs, plan, ready, signals)
+        }
+        #[cfg(not(target_os = "linux"))]
+        Device::Vfio(_) => Err("VFIO needs Linux".into()),
+        Device::Tcp(address) => {
+            let what = address.to_string();
+            let dev = crate::nvme::tcp_device(address, Default::default(), plan.frames())?;
+            enough_queues(plan, dev.controller().info().io_queues, &what)?;
+            let fs = Fs::mount(dev, cfg).map_err(|e| format!("{what}: {e}"))?;
+            serve_fs(fs, plan, ready, signals)
+        }
+    }
+}
+
+/// Each serving thread, and the thread that unmounts, takes a device queue.
+fn enough_queues(plan: &Plan, queues: u16, what: &str) -> Result<(), String> {
+    if plan.threads + 1 > usize::from(queues) {
+        return Err(format!(
+            "{what}: --threads {} needs {} I/O queues and the controller has {queues}",
+            plan.threads,
+            plan.threads + 1
+        ));
+    }
+    Ok(())
+}
+
+fn uuid() -> u64 {
+    let t = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 40)
+}
+
+fn serve_fs<D: BlockDevice + Send + Sync + 'static>(
+    fs: Fs<D>,
+    plan: &Plan,
+    ready: &mut Ready,
+    signals: EndSignals,
+) -> Result<(), String> {
+    let filesystem = fuse::PollFs::new(server::Server::new(fs.clone()));
+    let mut cfg = fuser::Config::default();
+    // The source shown in /proc/mounts; mount(2) options are
+    // comma-separated, so a device name with a comma or a space is not
+    // shown.
+    let source = if plan.device_text.contains([',', ' ', '\t', '\n']) {
+        "pollfs".to_string()
+    } else {
+        plan.device_text.clone()
+    };
+    cfg.mount_options = vec![
+        MountOption::FSName(source),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        MountOption::NoAtime,
+    ];
+    cfg.n_threads = Some(plan.threads);
+    cfg.clone_fd = true;
+    let session = fuser::Session::new(filesystem, &plan.mountpoint, &cfg)
+        .map_err(|e| format!("cannot mount on {}: {e}", plan.mountpoint.display()))?;
+    ready.done(plan);
+    let mountpoint = plan.mountpoint.clone();
+    std::thread::Builder::new()
+        .name("pollfs-signals".into())
+        .spawn(move || unmount_on_signal(&signals, &mountpoint))
+        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+    let served = match session.run() {
+        // A serving thread whose read of /dev/fuse raced the unmount's
+        // abort of the connection gets ECONNABORTED instead of ENODEV:
+        // the session ended either way.
+        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(()),
+        other => other,
+    };
+    // Every handle is closed now; sync everything and checkpoint, so the
+    // next mount replays nothing.
+    let unmounted = fs.unmount();
+    served.map_err(|e| format!("serving {}: {e}", plan.mountpoint.display()))?;
+    unmounted.map_err(|e| format!("{}: unmount: {e}", plan.device_text))
+}
+
+/// Waits for SIGINT, SIGTERM or SIGHUP and unmounts: at once if nothing
+/// on the mount is in use, else detached (new opens fail, open files keep
+/// working, and the session ends when the last is closed).
+fn unmount_on_signal(signals: &EndSignals, mountpoint: &Path) {
+    while signals.wait().is_ok() {
+        match sys::unmount(mountpoint, false) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                eprintln!(
+                    "pollfs: {} is in use: detached; pollfs ends when its last open file closes",
+                    mountpoint.display()
+                );
+                if let Err(e) = sys::unmount(mountpoint, true) {
+                    eprintln!("pollfs: cannot detach {}: {e}", mountpoint.display());
+                }
+            }
+            // Already unmounted: the session is ending.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => eprintln!("pollfs: cannot unmount {}: {e}", mountpoint.display()),
+        }
+    }
+}

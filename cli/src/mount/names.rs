@@ -1,0 +1,271 @@
+//! The requests on directories: lookup, the ones that make, link, remove
+//! and rename entries, and listings. Each is one engine call on
+//! (directory, name); the kernel resolves paths itself, one lookup at a
+//! time, and checks permissions before it asks (`default_permissions`).
+
+use std::ffi::OsStr;
+
+use fuser::{Errno, FileAttr, FileType, RenameFlags};
+use pollfs_core::dev::BlockDevice;
+use pollfs_core::error::NamespaceError;
+use pollfs_core::{Error, File, NewInode};
+
+use super::attr::{self, Caller, FuseIno};
+use super::server::{errno, Res, Server};
+
+/// Set-group-ID: on a directory, new entries take its group, and new
+/// directories the bit too (as ext4 does without `grpid`).
+const S_ISGID: u16 = 0o2000;
+
+/// Entries fetched from the engine per step of a listing: enough for a
+/// reply buffer of plain entries, few enough that a full buffer wastes
+/// little.
+const LIST_STEP: usize = 64;
+
+/// The offsets a listing gives "." and "..": each entry's offset is where
+/// the next call resumes, and the engine's cookies start above these.
+const DOT_OFFSETS: [u64; 2] = [1, 2];
+
+/// A name from the kernel, which the engine takes as UTF-8: others cannot
+/// exist here, and cannot be created (EINVAL, as for the engine's other
+/// invalid names).
+fn utf8(name: &OsStr) -> Res<&str> {
+    name.to_str().ok_or(Errno::EINVAL)
+}
+
+/// A name to look up: one that is not UTF-8 names nothing.
+fn existing(name: &OsStr) -> Res<&str> {
+    name.to_str().ok_or(Errno::ENOENT)
+}
+
+/// One entry of a listing, as `readdir` hands it to its sink.
+#[derive(Debug)]
+pub struct Listed<'a> {
+    /// The inode it names.
+    pub ino: FuseIno,
+    /// The offset the next call resumes from.
+    pub next: u64,
+    /// Its kind.
+    pub kind: FileType,
+    /// Its name.
+    pub name: &'a str,
+    /// Its attributes, for `readdirplus` (None for a plain `readdir`).
+    pub attr: Option<FileAttr>,
+}
+
+impl<D: BlockDevice> Server<D> {
+    /// Owner and permission bits of a new inode in `parent`: the caller's,
+    /// with the mode the kernel sent (the umask already applied), and the
+    /// group of a set-group-ID directory.
+    fn new_inode(&self, parent: u64, mode: u32, who: Caller, dir: bool) -> Res<NewInode> {
+        let p = self.fs.attr(parent).map_err(errno)?;
+        let mut perm = (mode & 0o7777) as u16;
+        let mut gid = who.gid;
+        if p.perm & S_ISGID != 0 {
+            gid = p.gid;
+            if dir {
+                perm |= S_ISGID;
+            }
+        }
+        Ok(NewInode::new(perm, who.uid, gid))
+    }
+
+    /// `lookup`: `name` in directory `parent`.
+    pub fn lookup(&self, parent: FuseIno, name: &OsStr) -> Res<FileAttr> {
+        let ino = self
+            .fs
+            .lookup_in(parent.engine(), existing(name)?)
+            .map_err(errno)?;
+        self.attr_of(ino)
+    }
+
+    /// `create`: makes the regular file `name` and opens it. Without
+    /// O_EXCL an existing file is opened instead (another opener may have
+    /// made it since the kernel's lookup), and emptied if O_TRUNC asks.
+    pub fn create(
+        &self,
+        parent: FuseIno,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+        who: Caller,
+    ) -> Res<(FileAttr, u64)> {
+        let (dir, name) = (parent.engine(), utf8(name)?);
+        let new = self.new_inode(dir, mode, who, false)?;
+        let f = match self.fs.create_in(dir, name, new) {
+            Err(Error::Namespace(NamespaceError::Exists)) if flags & libc::O_EXCL == 0 => {
+                let ino = self.fs.lookup_in(dir, name).map_err(errno)?;
+                self.fs.open_ino(ino)
+            }
+            other => other,
+        }
+        .map_err(errno)?;
+        self.keep_open(f, flags)
+    }
+
+    /// `mknod`: a regular file is made; devices, FIFOs and sockets are
+    /// EPERM, what the man pages give for a filesystem that does not
+    /// support the kind of node.
+    pub fn mknod(&self, parent: FuseIno, name: &OsStr, mode: u32, who: Caller) -> Res<FileAttr> {
+        if mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(Errno::EPERM);
+        }
+        let new = self.new_inode(parent.engine(), mode, who, false)?;
+        let f: File<D> = self
+            .fs
+            .create_in(parent.engine(), utf8(name)?, new)
+            .map_err(errno)?;
+        Ok(attr::attr(&f.metadata()))
+    }
+
+    /// `mkdir`.
+    pub fn mkdir(&self, parent: FuseIno, name: &OsStr, mode: u32, who: Caller) -> Res<FileAttr> {
+        let new = self.new_inode(parent.engine(), mode, who, true)?;
+        let ino = self
+            .fs
+            .mkdir_in(parent.engine(), utf8(name)?, new)
+            .map_err(errno)?;
+        self.attr_of(ino)
+    }
+
+    /// `symlink`: `name` in `parent` pointing at `target` (UTF-8, as
+    /// names are), permission bits 0777 as on Linux.
+    pub fn symlink(
+        &self,
+        parent: FuseIno,
+        name: &OsStr,
+        target: &OsStr,
+        who: Caller,
+    ) -> Res<FileAttr> {
+        let new = self.new_inode(parent.engine(), 0o777, who, false)?;
+        let ino = self
+            .fs
+            .symlink_in(parent.engine(), utf8(name)?, utf8(target)?, new)
+            .map_err(errno)?;
+        self.attr_of(ino)
+    }
+
+    /// `link`: a new name for `ino` (not a directory: EPERM).
+    pub fn link(&self, ino: FuseIno, parent: FuseIno, name: &OsStr) -> Res<FileAttr> {
+        self.fs
+            .link_in(ino.engine(), parent.engine(), utf8(name)?)
+            .map_err(errno)?;
+        self.attr_of(ino.engine())
+    }
+
+    /// `unlink`: open handles keep the file until they close.
+    pub fn unlink(&self, parent: FuseIno, name: &OsStr) -> Res<()> {
+        self.fs
+            .unlink_in(parent.engine(), existing(name)?)
+            .map_err(errno)
+    }
+
+    /// `rmdir`.
+    pub fn rmdir(&self, parent: FuseIno, name: &OsStr) -> Res<()> {
+        self.fs
+            .rmdir_in(parent.engine(), existing(name)?)
+            .map_err(errno)
+    }
+
+    /// `rename` and `renameat2` with RENAME_NOREPLACE or RENAME_EXCHANGE
+    /// (both at once, or RENAME_WHITEOUT, is EINVAL, as from Linux).
+    pub fn rename(
+        &self,
+        parent: FuseIno,
+        name: &OsStr,
+        newparent: FuseIno,
+        newname: &OsStr,
+        flags: RenameFlags,
+    ) -> Res<()> {
+        let flags = if flags.is_empty() {
+            pollfs_core::RenameFlags::default()
+        } else if flags == RenameFlags::RENAME_NOREPLACE {
+            pollfs_core::RenameFlags {
+                noreplace: true,
+                exchange: false,
+            }
+        } else if flags == RenameFlags::RENAME_EXCHANGE {
+            pollfs_core::RenameFlags {
+                noreplace: false,
+                exchange: true,
+            }
+        } else {
+            return Err(Errno::EINVAL);
+        };
+        self.fs
+            .rename_in(
+                parent.engine(),
+                existing(name)?,
+                newparent.engine(),
+                utf8(newname)?,
+                flags,
+            )
+            .map_err(errno)
+    }
+
+    /// `readdir` and `readdirplus` of directory `dir` from offset `off`:
+    /// hands each entry to `add` until it returns true (the reply is
+    /// full). Offsets 1 and 2 follow "." and ".."; every other offset is
+    /// the engine's cookie of the entry it follows, so a listing resumes
+    /// where it stopped whatever was made or removed meanwhile, and each
+    /// call copies only the entries it returns (and at most one step of
+    /// entries that did not fit). With `plus`, each entry carries its
+    /// attributes.
+    ///
+    /// "." carries the directory's number and ".." its parent's, as
+    /// `Fs::parent_of` says at the start of the listing.
+    pub fn readdir(
+        &self,
+        dir: FuseIno,
+        off: u64,
+        plus: bool,
+        mut add: impl FnMut(Listed<'_>) -> bool,
+    ) -> Res<()> {
+        let ino = dir.engine();
+        let parent = self.fs.parent_of(ino).map_err(errno)?;
+        for (i, (dot, of)) in [(".", ino), ("..", parent)].into_iter().enumerate() {
+            if off < DOT_OFFSETS[i] {
+                let attr = if plus { Some(self.attr_of(of)?) } else { None };
+                let entry = Listed {
+                    ino: FuseIno(of),
+                    next: DOT_OFFSETS[i],
+                    kind: FileType::Directory,
+                    name: dot,
+                    attr,
+                };
+                if add(entry) {
+                    return Ok(());
+                }
+            }
+        }
+        let mut after = off.max(DOT_OFFSETS[1]);
+        loop {
+            let step = self.fs.read_dir(ino, after, LIST_STEP).map_err(errno)?;
+            for e in &step {
+                let attr = if plus {
+                    match self.fs.attr(e.ino) {
+                        Ok(m) => Some(attr::attr(&m)),
+                        // Removed since the step was read: not listed.
+                        Err(_) => continue,
+                    }
+                } else {
+                    None
+                };
+                let entry = Listed {
+                    ino: FuseIno(e.ino),
+                    next: e.cookie,
+                    kind: attr::file_type(e.kind),
+                    name: &e.name,
+                    attr,
+                };
+                if add(entry) {
+                    return Ok(());
+                }
+            }
+            match step.last() {
+                Some(last) if step.len() == LIST_STEP => after = last.cookie,
+                _ => return Ok(()),
+            }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The mount's operations on the engine, one method per FUSE request,
+//! each returning the reply's content or an errno. `fuse.rs` only
+//! unpacks requests and sends replies, so everything here is tested
+//! against a filesystem in memory, with no kernel.
+//!
+//! This file holds the state and the requests on inodes and open files;
+//! [`names`](super::names) the requests that change or read directories.
+
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::SystemTime;
+
+use fuser::{Errno, FileAttr, TimeOrNow};
+use pollfs_core::dev::BlockDevice;
+use pollfs_core::{File, Fs, Kind};
+
+use super::attr::{self, FuseIno};
+use super::handles::Files;
+use super::space::{self, Fallocate};
+
+/// The errno for an engine error. Every engine error has one except
+/// "end of file" from `read_exact_at`, which the mount never calls.
+pub fn errno(e: pollfs_core::Error) -> Errno {
+    Errno::from_i32(e.errno().unwrap_or(libc::EIO))
+}
+
+pub(super) type Res<T> = Result<T, Errno>;
+
+/// Gates between writes and the few operations that must not see a write
+/// land part-way through them (fallocate reads a range, then writes zeros
+/// where it found zeros; a truncate must not race it). Writes take their
+/// file's gate shared, those operations exclusive. Striped by inode: a
+/// file shares its stripe with few others, which only ever wait for a
+/// fallocate or a truncate.
+#[derive(Debug)]
+pub struct Gates([RwLock<()>; 64]);
+
+impl Default for Gates {
+    fn default() -> Self {
+        Gates(std::array::from_fn(|_| RwLock::new(())))
+    }
+}
+
+impl Gates {
+    fn stripe(&self, ino: u64) -> &RwLock<()> {
+        &self.0[(ino % 64) as usize]
+    }
+    fn shared(&self, ino: u64) -> RwLockReadGuard<'_, ()> {
+        self.stripe(ino)
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+    pub(super) fn exclusive(&self, ino: u64) -> RwLockWriteGuard<'_, ()> {
+        self.stripe(ino)
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What `setattr` asks to change.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SetAttr {
+    /// chmod: the new mode (type bits included, and ignored).
+    pub mode: Option<u32>,
+    /// chown: the new owner.
+    pub uid: Option<u32>,
+    /// chown: the new group.
+    pub gid: Option<u32>,
+    /// truncate: the new size.
+    pub size: Option<u64>,
+    /// utimensat: the new access time.
+    pub atime: Option<TimeOrNow>,
+    /// utimensat: the new modification time.
+    pub mtime: Option<TimeOrNow>,
+}
+
+/// What `statfs` reports, in 4 KiB blocks and inodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    /// Blocks of the data area.
+    pub blocks: u64,
+    /// Free blocks.
+    pub free: u64,
+    /// Free blocks file data may take (the rest is held back for
+    /// checkpoints); the same for every user.
+    pub available: u64,
+    /// Live inodes plus the inode numbers not yet used.
+    pub files: u64,
+    /// Inode numbers not yet used.
+    pub files_free: u64,
+}
+
+/// The mount's state: the filesystem and its open files.
+#[derive(Debug)]
+pub struct Server<D: BlockDevice> {
+    pub(super) fs: Fs<D>,
+    pub(super) files: Files<D>,
+    pub(super) gates: Gates,
+}
+
+impl<D: BlockDevice> Server<D> {
+    /// A server for `fs`.
+    pub fn new(fs: Fs<D>) -> Server<D> {
+        Server {
+            fs,
+            files: Files::default(),
+            gates: Gates::default(),
+        }
+    }
+
+    fn file(&self, fh: u64) -> Res<Arc<File<D>>> {
+        self.files.get(fh).ok_or(Errno::EBADF)
+    }
+
+    /// The attributes of inode `ino`.
+    pub(super) fn attr_of(&self, ino: u64) -> Res<FileAttr> {
+        self.fs.attr(ino).map(|m| attr::attr(&m)).map_err(errno)
+    }
+
+    /// `getattr`: through the handle if the kernel sent one (a removed
+    /// file still open shows nlink 0), else by number.
+    pub fn getattr(&self, ino: FuseIno, fh: Option<u64>) -> Res<FileAttr> {
+        match fh.and_then(|fh| self.files.get(fh)) {
+            Some(f) => Ok(attr::attr(&f.metadata())),
+            None => self.attr_of(ino.engine()),
+        }
+    }
+
+    /// `setattr`: the size through the file (under its gate), then mode,
+    /// owner and times through `Fs::set_attr`. The kernel has already
+    /// checked that the caller may (`default_permissions`), and sends no
+    /// ctime: every change sets it to now.
+    pub fn setattr(&self, ino: FuseIno, fh: Option<u64>, set: SetAttr) -> Res<FileAttr> {
+        let ino = ino.engine();
+        if let Some(size) = set.size {
+            let f = match fh.and_then(|fh| self.files.get(fh)) {
+                Some(f) => f,
+                None => Arc::new(self.fs.open_ino(ino).map_err(errno)?),
+            };
+            let _gate = self.gates.exclusive(ino);
+            f.set_len(size).map_err(errno)?;
+        }
+        let when = |t: TimeOrNow| match t {
+            TimeOrNow::SpecificTime(t) => attr::nanos(t),
+            TimeOrNow::Now => attr::nanos(SystemTime::now()),
+        };
+        let change = pollfs_core::SetAttr {
+            perm: set.mode.map(|m| (m & 0o7777) as u16),
+            uid: set.uid,
+            gid: set.gid,
+            atime: set.atime.map(when),
+            mtime: set.mtime.map(when),
+        };
+        if change == pollfs_core::SetAttr::default() {
+            return self.attr_of(ino);
+        }
+        self.fs
+            .set_attr(ino, change)
+            .map(|m| attr::attr(&m))
+            .map_err(errno)
+    }
+
+    /// `readlink`.
+    pub fn readlink(&self, ino: FuseIno) -> Res<String> {
+        self.fs.readlink(ino.engine()).map_err(errno)
+    }
+
+    /// `open`: a new handle on file `ino`.
+    pub fn open(&self, ino: FuseIno) -> Res<u64> {
+        let f = self.fs.open_ino(ino.engine()).map_err(errno)?;
+        Ok(self.files.insert(f))
+    }
+
+    /// Keeps `f` open under a new handle, emptied first if `flags` has
+    /// O_TRUNC (for `create` of a name that exists).
+    pub(super) fn keep_open(&self, f: File<D>, flags: i32) -> Res<(FileAttr, u64)> {
+        if flags & libc::O_TRUNC != 0 && !f.is_empty() {
+            let _gate = self.gates.exclusive(f.ino());
+            f.set_len(0).map_err(errno)?;
+        }
+        let attr = attr::attr(&f.metadata());
+        Ok((attr, self.files.insert(f)))
+    }
+
+    /// `read`: up to `size` bytes at `off` (fewer only at EOF, or if the
+    /// device fails part-way).
+    pub fn read(&self, fh: u64, off: u64, size: u32) -> Res<Vec<u8>> {
+        let f = self.file(fh)?;
+        let mut buf = vec![0u8; size as usize];
+        let mut got = 0;
+        while got < buf.len() {
+            match f.read_at(&mut buf[got..], off + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if got == 0 => return Err(errno(e)),
+                Err(_) => break,
+            }
+        }
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    /// `write`: all of `data` at `off`, or as much as the device took
+    /// before it filled up or failed (an error only if nothing was
+    /// written).
+    pub fn write(&self, fh: u64, off: u64, data: &[u8]) -> Res<u32> {
+        let f = self.file(fh)?;
+        let _gate = self.gates.shared(f.ino());
+        let mut done = 0;
+        while done < data.len() {
+            match f.write_at(&data[done..], off + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if done == 0 => return Err(errno(e)),
+                Err(_) => break,
+            }
+        }
+        // FUSE writes are at most max_write (1 MiB) long.
+        u32::try_from(done).map_err(|_| Errno::EIO)
+    }
+
+    /// `fsync`/`fdatasync`: returns once the file's data and the metadata
+    /// needed to read it (and any pending name change) are in the log.
+    pub fn fsync(&self, fh: u64, datasync: bool) -> Res<()> {
+        let f = self.file(fh)?;
+        if datasync {
+            f.sync_data()
+        } else {
+            f.sync_all()
+        }
+        .map_err(errno)
+    }
+
+    /// `release`: the kernel's last reference to a handle is gone.
+    pub fn release(&self, fh: u64) {
+        self.files.remove(fh);
+    }
+
+    /// `fallocate` (see [`space`]).
+    pub fn fallocate(&self, fh: u64, off: u64, len: u64, mode: i32) -> Res<()> {
+        let what = Fallocate::from_mode(mode)?;
+        let f = self.file(fh)?;
+        let _gate = self.gates.exclusive(f.ino());
+        space::fallocate(&f, what, off, len, self.fs.free_blocks())
+    }
+
+    /// `opendir`: directories only. Listings need no state of their own
+    /// (they resume from the engine's cookies), so the handle is 0.
+    pub fn opendir(&self, ino: FuseIno) -> Res<u64> {
+        let m = self.fs.attr(ino.engine()).map_err(errno)?;
+        if m.kind == Kind::Dir {
+            Ok(0)
+        } else {
+            Err(Errno::ENOTDIR)
+        }
+    }
+
+    /// `fsyncdir`: the directory's entries (every namespace change made
+    /// so far, in one commit).
+    pub fn fsyncdir(&self, ino: FuseIno) -> Res<()> {
+        self.fs.sync_dir(ino.engine()).map_err(errno)
+    }
+
+    /// `statfs`.
+    pub fn statfs(&self) -> StatFs {
+        let s = self.fs.statfs();
+        StatFs {
+            blocks: s.blocks,
+            free: s.free,
+            available: s.available,
+            files: s.inodes + s.inodes_free,
+            files_free: s.inodes_free,
+        }
+    }
+
+    /// Closes every handle (the mount is ending).
+    pub fn close_all(&self) {
+        self.files.clear();
+    }
+}
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

@@ -1,0 +1,501 @@
+use std::ffi::OsStr;
+use std::time::{Duration, SystemTime};
+
+use fuser::{Errno, FileAttr, FileType, RenameFlags, TimeOrNow};
+use pollfs_core::dev::ram::RamDevice;
+use pollfs_core::Fs;
+
+use super::*;
+use crate::mount::attr::Caller;
+
+const ROOT: FuseIno = FuseIno::ROOT;
+const ME: Caller = Caller {
+    uid: 1000,
+    gid: 100,
+};
+
+fn server() -> Server<RamDevice> {
+    let dev = RamDevice::new(64 << 20, 4096, 256).unwrap();
+    let cfg = pollfs_core::Config {
+        cache_pages: 128,
+        ..pollfs_core::hosted::config()
+    };
+    Server::new(Fs::format(dev, cfg, 1).unwrap())
+}
+
+fn name(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+fn ino(a: &FileAttr) -> FuseIno {
+    FuseIno::from(a.ino)
+}
+
+/// Makes an empty file `n` in `dir` and closes it.
+fn touch(s: &Server<RamDevice>, dir: FuseIno, n: &str) -> FileAttr {
+    let (attr, fh) = s.create(dir, name(n), 0o644, 0, ME).unwrap();
+    s.release(fh);
+    attr
+}
+
+fn mkdir(s: &Server<RamDevice>, dir: FuseIno, n: &str) -> FuseIno {
+    ino(&s.mkdir(dir, name(n), 0o755, ME).unwrap())
+}
+
+/// Names listed from offset `off` while `room` entries fit, with each
+/// entry's resume offset.
+fn listing(s: &Server<RamDevice>, dir: FuseIno, off: u64, room: usize) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    s.readdir(dir, off, false, |e| {
+        if out.len() == room {
+            return true;
+        }
+        out.push((e.name.to_string(), e.next));
+        false
+    })
+    .unwrap();
+    out
+}
+
+/// Every name in `dir`, read `room` entries per call.
+fn all_names(s: &Server<RamDevice>, dir: FuseIno, room: usize) -> Vec<String> {
+    let (mut names, mut off) = (Vec::new(), 0);
+    loop {
+        let got = listing(s, dir, off, room);
+        let Some((_, next)) = got.last() else {
+            return names;
+        };
+        off = *next;
+        names.extend(got.into_iter().map(|(n, _)| n));
+    }
+}
+
+#[test]
+fn create_write_read_and_stat_through_handles() {
+    let s = server();
+    let (attr, fh) = s
+        .create(ROOT, name("a"), 0o640, libc::O_WRONLY, ME)
+        .unwrap();
+    assert_eq!(
+        (attr.size, attr.perm, attr.uid, attr.gid, attr.nlink),
+        (0, 0o640, 1000, 100, 1)
+    );
+    assert_eq!(attr.kind, FileType::RegularFile);
+    assert_eq!(
+        attr.ino,
+        fuser::INodeNo(2),
+        "the first inode after the root"
+    );
+    assert_eq!(s.write(fh, 4096, b"hello").unwrap(), 5);
+    s.fsync(fh, true).unwrap();
+    assert_eq!(s.read(fh, 4096, 100).unwrap(), b"hello");
+    assert_eq!(s.read(fh, 0, 4).unwrap(), [0; 4], "the gap reads as zeros");
+    assert!(s.read(fh, 1 << 20, 10).unwrap().is_empty(), "EOF");
+    let looked = s.lookup(ROOT, name("a")).unwrap();
+    assert_eq!(
+        (looked.ino, looked.size, looked.blocks),
+        (attr.ino, 4101, 8)
+    );
+    assert!(looked.mtime >= attr.mtime);
+    let root = s.getattr(ROOT, None).unwrap();
+    assert_eq!((root.kind, root.nlink), (FileType::Directory, 2));
+    s.release(fh);
+    assert_eq!(s.read(fh, 0, 1), Err(Errno::EBADF));
+}
+
+#[test]
+fn create_without_excl_opens_an_existing_file_and_o_trunc_empties_it() {
+    let s = server();
+    let (_, a) = s.create(ROOT, name("f"), 0o644, 0, ME).unwrap();
+    s.write(a, 0, b"data").unwrap();
+    let (attr, b) = s.create(ROOT, name("f"), 0o600, 0, ME).unwrap();
+    assert_eq!((attr.size, attr.perm), (4, 0o644), "opened, not made");
+    assert_eq!(
+        s.create(ROOT, name("f"), 0o644, libc::O_EXCL, ME)
+            .map(|_| ()),
+        Err(Errno::EEXIST)
+    );
+    let (attr, c) = s.create(ROOT, name("f"), 0o644, libc::O_TRUNC, ME).unwrap();
+    assert_eq!(attr.size, 0);
+    for fh in [a, b, c] {
+        s.release(fh);
+    }
+    mkdir(&s, ROOT, "d");
+    assert_eq!(
+        s.create(ROOT, name("d"), 0o644, 0, ME).map(|_| ()),
+        Err(Errno::EISDIR)
+    );
+}
+
+#[test]
+fn a_removed_file_shows_no_link_and_keeps_its_data_until_its_last_close() {
+    let s = server();
+    let (attr, fh) = s.create(ROOT, name("gone"), 0o644, 0, ME).unwrap();
+    s.write(fh, 0, &[5u8; 8192]).unwrap();
+    let free = s.statfs().free;
+    s.unlink(ROOT, name("gone")).unwrap();
+    assert_eq!(s.lookup(ROOT, name("gone")), Err(Errno::ENOENT));
+    assert_eq!(s.read(fh, 0, 8192).unwrap(), vec![5u8; 8192]);
+    let open = s.getattr(ino(&attr), Some(fh)).unwrap();
+    assert_eq!((open.size, open.nlink), (8192, 0));
+    assert_eq!(s.getattr(ino(&attr), None).unwrap().nlink, 0);
+    assert_eq!(s.statfs().free, free, "the blocks stay the file's");
+    s.release(fh);
+    assert_eq!(s.getattr(ino(&attr), None), Err(Errno::ENOENT));
+    assert_eq!(s.statfs().free, free + 2);
+}
+
+#[test]
+fn directories_nest_count_links_and_refuse_what_posix_refuses() {
+    let s = server();
+    let a = mkdir(&s, ROOT, "a");
+    let b = mkdir(&s, a, "b");
+    let f = touch(&s, b, "f");
+    assert_eq!(s.lookup(b, name("f")).unwrap().ino, f.ino);
+    assert_eq!(s.lookup(ROOT, name("f")), Err(Errno::ENOENT));
+    assert_eq!(s.getattr(ROOT, None).unwrap().nlink, 3, "root: ., .., a/..");
+    let da = s.getattr(a, None).unwrap();
+    assert_eq!(
+        (da.kind, da.nlink, da.perm),
+        (FileType::Directory, 3, 0o755)
+    );
+    assert_eq!(
+        s.mkdir(a, name("b"), 0o755, ME).map(|_| ()),
+        Err(Errno::EEXIST)
+    );
+    assert_eq!(s.rmdir(a, name("b")), Err(Errno::ENOTEMPTY));
+    assert_eq!(s.rmdir(b, name("f")), Err(Errno::ENOTDIR));
+    assert_eq!(s.unlink(a, name("b")), Err(Errno::EISDIR));
+    assert_eq!(s.rmdir(a, name("none")), Err(Errno::ENOENT));
+    assert_eq!(s.opendir(ino(&f)), Err(Errno::ENOTDIR));
+    assert_eq!(s.open(a), Err(Errno::EISDIR));
+    assert_eq!(s.lookup(ino(&f), name("x")), Err(Errno::ENOTDIR));
+    s.unlink(b, name("f")).unwrap();
+    s.rmdir(a, name("b")).unwrap();
+    assert_eq!(s.getattr(a, None).unwrap().nlink, 2);
+    s.fsyncdir(a).unwrap();
+}
+
+#[test]
+fn a_set_group_id_directory_gives_its_group_and_the_bit_to_new_directories() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "shared");
+    let chgrp = SetAttr {
+        mode: Some(0o2775),
+        gid: Some(50),
+        ..SetAttr::default()
+    };
+    s.setattr(d, None, chgrp).unwrap();
+    let f = touch(&s, d, "f");
+    assert_eq!((f.uid, f.gid, f.perm), (1000, 50, 0o644));
+    let sub = s.getattr(mkdir(&s, d, "sub"), None).unwrap();
+    assert_eq!((sub.gid, sub.perm), (50, 0o2755));
+    let plain = touch(&s, ROOT, "plain");
+    assert_eq!(plain.gid, 100, "the caller's group elsewhere");
+}
+
+#[test]
+fn symlinks_and_hard_links() {
+    let s = server();
+    let f = touch(&s, ROOT, "f");
+    let l = s
+        .symlink(ROOT, name("l"), name("../some/where"), ME)
+        .unwrap();
+    assert_eq!((l.kind, l.perm, l.size), (FileType::Symlink, 0o777, 13));
+    assert_eq!(s.readlink(ino(&l)).unwrap(), "../some/where");
+    assert_eq!(s.readlink(ino(&f)), Err(Errno::EINVAL));
+    let d = mkdir(&s, ROOT, "d");
+    let linked = s.link(ino(&f), d, name("again")).unwrap();
+    assert_eq!((linked.ino, linked.nlink), (f.ino, 2));
+    assert_eq!(s.link(d, ROOT, name("dirlink")), Err(Errno::EPERM));
+    assert_eq!(
+        s.link(ino(&f), ROOT, name("l")).map(|_| ()),
+        Err(Errno::EEXIST)
+    );
+    s.unlink(ROOT, name("f")).unwrap();
+    assert_eq!(s.lookup(d, name("again")).unwrap().nlink, 1);
+    s.link(ino(&l), d, name("l2")).unwrap();
+    assert_eq!(s.getattr(ino(&l), None).unwrap().nlink, 2);
+}
+
+#[test]
+fn rename_moves_replaces_exchanges_and_refuses_as_posix_says() {
+    let s = server();
+    let (a, b) = (mkdir(&s, ROOT, "a"), mkdir(&s, ROOT, "b"));
+    let x = touch(&s, a, "x");
+    let y = touch(&s, b, "y");
+    let none = RenameFlags::empty();
+    let noreplace = RenameFlags::RENAME_NOREPLACE;
+    let exchange = RenameFlags::RENAME_EXCHANGE;
+    assert_eq!(
+        s.rename(a, name("x"), b, name("y"), noreplace),
+        Err(Errno::EEXIST)
+    );
+    s.rename(a, name("x"), b, name("y"), exchange).unwrap();
+    assert_eq!(s.lookup(b, name("y")).unwrap().ino, x.ino);
+    assert_eq!(s.lookup(a, name("x")).unwrap().ino, y.ino);
+    assert_eq!(
+        s.rename(a, name("x"), b, name("nothing"), exchange),
+        Err(Errno::ENOENT)
+    );
+    for bad in [
+        noreplace | exchange,
+        RenameFlags::RENAME_WHITEOUT,
+        noreplace | RenameFlags::RENAME_WHITEOUT,
+    ] {
+        assert_eq!(
+            s.rename(a, name("x"), b, name("z"), bad),
+            Err(Errno::EINVAL)
+        );
+    }
+    // A file replaces a file; the one replaced is gone.
+    s.rename(a, name("x"), b, name("y"), none).unwrap();
+    assert_eq!(s.lookup(b, name("y")).unwrap().ino, y.ino);
+    assert_eq!(s.getattr(ino(&x), None), Err(Errno::ENOENT));
+    // Directories: across directories, never under themselves, never
+    // over a directory that has entries or over a file.
+    s.rename(ROOT, name("a"), b, name("a"), none).unwrap();
+    assert_eq!(s.getattr(b, None).unwrap().nlink, 3);
+    assert_eq!(s.getattr(ROOT, None).unwrap().nlink, 3);
+    assert_eq!(
+        s.rename(ROOT, name("b"), a, name("inside"), none),
+        Err(Errno::EINVAL)
+    );
+    let c = mkdir(&s, ROOT, "c");
+    touch(&s, c, "keep");
+    assert_eq!(
+        s.rename(b, name("a"), ROOT, name("c"), none),
+        Err(Errno::ENOTEMPTY)
+    );
+    assert_eq!(
+        s.rename(b, name("a"), b, name("y"), none),
+        Err(Errno::ENOTDIR)
+    );
+    assert_eq!(
+        s.rename(b, name("y"), ROOT, name("c"), none),
+        Err(Errno::EISDIR)
+    );
+}
+
+#[test]
+fn readdir_resumes_by_cookie_whatever_changed_meanwhile() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    for n in ["h", "b", "f", "d"] {
+        touch(&s, d, n);
+    }
+    let first = listing(&s, d, 0, 4);
+    let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, [".", "..", "h", "b"], "in the order they were made");
+    // "b" (the last listed) and "f" go, "a" comes, before the next call.
+    s.unlink(d, name("b")).unwrap();
+    s.unlink(d, name("f")).unwrap();
+    touch(&s, d, "a");
+    let rest = listing(&s, d, first[3].1, 10);
+    let names: Vec<&str> = rest.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["d", "a"], "after b: nothing twice, nothing skipped");
+    // An offset handed out earlier still works (seekdir).
+    assert_eq!(listing(&s, d, first[1].1, 1)[0].0, "h");
+    assert_eq!(
+        s.readdir(ino(&touch(&s, ROOT, "file")), 0, false, |_| false),
+        Err(Errno::ENOTDIR)
+    );
+}
+
+#[test]
+fn a_long_listing_in_small_replies_returns_every_name_once() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "many");
+    let made: Vec<String> = (0..300).map(|i| format!("n{i:03}")).collect();
+    for n in &made {
+        touch(&s, d, n);
+    }
+    for room in [1, 7, 64, 65, 1000] {
+        let mut got = all_names(&s, d, room);
+        assert_eq!(got.drain(..2).collect::<Vec<_>>(), [".", ".."]);
+        assert_eq!(got, made, "{room} entries per reply");
+    }
+}
+
+#[test]
+fn readdirplus_carries_each_entrys_attributes() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    let (_, fh) = s.create(d, name("f"), 0o600, 0, ME).unwrap();
+    s.write(fh, 0, &[1; 5000]).unwrap();
+    s.symlink(d, name("l"), name("f"), ME).unwrap();
+    let mut seen = Vec::new();
+    s.readdir(d, 0, true, |e| {
+        let a = e.attr.unwrap();
+        assert_eq!(a.ino, e.ino.into());
+        seen.push((e.name.to_string(), a.kind, a.size, a.perm));
+        false
+    })
+    .unwrap();
+    assert_eq!(
+        seen[2..],
+        [
+            ("f".to_string(), FileType::RegularFile, 5000, 0o600),
+            ("l".to_string(), FileType::Symlink, 1, 0o777)
+        ]
+    );
+    assert_eq!(seen[0].1, FileType::Directory);
+    s.release(fh);
+}
+
+#[test]
+fn setattr_changes_size_mode_owner_and_times() {
+    let s = server();
+    let (attr, fh) = s.create(ROOT, name("t"), 0o644, 0, ME).unwrap();
+    let i = ino(&attr);
+    s.write(fh, 0, &[1u8; 10_000]).unwrap();
+    let size = |n| SetAttr {
+        size: Some(n),
+        ..SetAttr::default()
+    };
+    assert_eq!(s.setattr(i, Some(fh), size(100)).unwrap().size, 100);
+    assert_eq!(s.setattr(i, None, size(5000)).unwrap().size, 5000);
+    assert_eq!(s.read(fh, 0, 5000).unwrap()[99..101], [1, 0]);
+    let before = s.getattr(i, None).unwrap().ctime;
+    let change = SetAttr {
+        mode: Some(0o104750),
+        uid: Some(7),
+        gid: Some(8),
+        ..SetAttr::default()
+    };
+    let a = s.setattr(i, None, change).unwrap();
+    assert_eq!((a.perm, a.uid, a.gid), (0o4750, 7, 8));
+    assert!(a.ctime >= before);
+    let then = SystemTime::UNIX_EPOCH + Duration::new(1_000_000_000, 5);
+    let times = SetAttr {
+        atime: Some(TimeOrNow::SpecificTime(then)),
+        mtime: Some(TimeOrNow::Now),
+        ..SetAttr::default()
+    };
+    let start = SystemTime::now();
+    let a = s.setattr(i, None, times).unwrap();
+    assert_eq!(a.atime, then, "to the nanosecond");
+    assert!(a.mtime >= start && a.mtime <= SystemTime::now());
+    assert_eq!(s.lookup(ROOT, name("t")).unwrap().atime, then);
+    assert_eq!(s.setattr(ROOT, None, size(0)), Err(Errno::EISDIR));
+    s.release(fh);
+}
+
+#[test]
+fn node_kinds_other_than_files_are_refused() {
+    let s = server();
+    for kind in [libc::S_IFIFO, libc::S_IFCHR, libc::S_IFBLK, libc::S_IFSOCK] {
+        assert_eq!(
+            s.mknod(ROOT, name("node"), kind | 0o644, ME),
+            Err(Errno::EPERM)
+        );
+    }
+    let reg = s
+        .mknod(ROOT, name("reg"), libc::S_IFREG | 0o604, ME)
+        .unwrap();
+    assert_eq!((reg.size, reg.perm, reg.uid), (0, 0o604, 1000));
+}
+
+#[test]
+fn names_the_engine_refuses_get_its_errno() {
+    let s = server();
+    let long = "n".repeat(256);
+    assert_eq!(
+        s.create(ROOT, name(&long), 0o644, 0, ME).map(|_| ()),
+        Err(Errno::ENAMETOOLONG)
+    );
+    use std::os::unix::ffi::OsStrExt;
+    let bad = OsStr::from_bytes(b"\xff");
+    assert_eq!(
+        s.create(ROOT, bad, 0o644, 0, ME).map(|_| ()),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(s.mkdir(ROOT, bad, 0o755, ME), Err(Errno::EINVAL));
+    assert_eq!(s.lookup(ROOT, bad), Err(Errno::ENOENT));
+    assert_eq!(s.open(FuseIno(99)), Err(Errno::ENOENT));
+}
+
+#[test]
+fn fallocate_goes_through_the_gate_and_reports_its_errno() {
+    let s = server();
+    let (_, fh) = s.create(ROOT, name("f"), 0o644, 0, ME).unwrap();
+    s.fallocate(fh, 0, 1 << 20, 0).unwrap();
+    let attr = s.lookup(ROOT, name("f")).unwrap();
+    assert_eq!((attr.size, attr.blocks), (1 << 20, 2048));
+    // Collapse and insert range are not supported.
+    assert_eq!(s.fallocate(fh, 0, 4096, 0x08), Err(Errno::EOPNOTSUPP));
+    assert_eq!(s.fallocate(fh, 0, 4096, 0x20), Err(Errno::EOPNOTSUPP));
+    // More than the device holds.
+    assert_eq!(s.fallocate(fh, 0, 1 << 30, 0), Err(Errno::ENOSPC));
+}
+
+#[test]
+fn statfs_counts_the_data_area_and_inodes() {
+    let s = server();
+    let before = s.statfs();
+    assert!(
+        before.blocks < (64 << 20) / 4096,
+        "superblocks and log are not data"
+    );
+    assert!(before.available < before.free);
+    let (_, fh) = s.create(ROOT, name("a"), 0o644, 0, ME).unwrap();
+    s.write(fh, 0, &[1; 4096]).unwrap();
+    mkdir(&s, ROOT, "d");
+    let after = s.statfs();
+    assert_eq!(after.free, before.free - 1);
+    assert_eq!(after.files_free, before.files_free - 2);
+    assert_eq!(after.files, before.files);
+}
+
+#[test]
+fn handles_serve_many_threads_at_once() {
+    let s = std::sync::Arc::new(server());
+    let (_, fh) = s.create(ROOT, name("shared"), 0o644, 0, ME).unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..4u8 {
+            let s = s.clone();
+            scope.spawn(move || {
+                for i in 0..64u64 {
+                    let off = (i * 4 + u64::from(t)) * 4096;
+                    assert_eq!(s.write(fh, off, &[t + 1; 4096]).unwrap(), 4096);
+                    if i % 16 == 0 {
+                        s.fsync(fh, i % 32 == 0).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    for i in 0..256u64 {
+        let page = s.read(fh, i * 4096, 4096).unwrap();
+        assert_eq!(page, vec![(i % 4) as u8 + 1; 4096], "page {i}");
+    }
+}
+
+#[test]
+fn dot_entries_name_the_directory_and_its_parent() {
+    let s = server();
+    let a = mkdir(&s, ROOT, "a");
+    let b = mkdir(&s, a, "b");
+    let c = mkdir(&s, ROOT, "c");
+    let dots = |dir: FuseIno, plus: bool| {
+        let mut out = Vec::new();
+        s.readdir(dir, 0, plus, |e| {
+            if plus {
+                assert_eq!(FuseIno::from(e.attr.unwrap().ino), e.ino, "{}", e.name);
+            }
+            out.push(e.ino);
+            out.len() == 2
+        })
+        .unwrap();
+        (out[0], out[1])
+    };
+    for plus in [false, true] {
+        assert_eq!(dots(ROOT, plus), (ROOT, ROOT), "the root is its own parent");
+        assert_eq!(dots(a, plus), (a, ROOT));
+        assert_eq!(dots(b, plus), (b, a));
+    }
+    // A move changes what ".." names.
+    s.rename(a, name("b"), c, name("b"), RenameFlags::empty())
+        .unwrap();
+    assert_eq!(dots(b, false), (b, c));
+}

@@ -1,0 +1,573 @@
+//! `pollfs mount` through the kernel: directories, links, modes, owners
+//! and times as `stat` shows them, the errno of each refusal, files
+//! removed while open, what survives SIGKILL and
+//! what SIGTERM saves, one process per device, and the background mode.
+//! Each test mounts a fresh image. They need root and /dev/fuse, and say
+//! they were skipped (and pass) without them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{pollfs, spec, Scratch};
+
+fn can_mount() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ok = root && Path::new("/dev/fuse").exists();
+    if !ok {
+        eprintln!("skipped: mounting needs root and /dev/fuse");
+    }
+    ok
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = dir.to_str().unwrap();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(dir) && l.contains(" - fuse "))
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn lazy_unmount(dir: &Path) {
+    let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill takes a process id (our child's, not yet reaped) and a
+    // signal number; it touches no memory.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+/// An image and a mount point.
+struct Fixture {
+    _scratch: Scratch,
+    image: PathBuf,
+    dir: PathBuf,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let scratch = Scratch::new(name);
+        let image = scratch.path("img");
+        let dir = scratch.path("mnt");
+        std::fs::create_dir(&dir).unwrap();
+        let (ok, _, err) = pollfs(&["mkfs", &spec(&image), "--size", "128m"]);
+        assert!(ok, "{err}");
+        let dir = dir.canonicalize().unwrap();
+        Fixture {
+            _scratch: scratch,
+            image,
+            dir,
+        }
+    }
+
+    /// `pollfs mount --foreground`, once the mount is there.
+    fn mount(&self) -> Server {
+        let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+            .args(["mount", "--foreground", "--cache", "32m"])
+            .arg(spec(&self.image))
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut server = Server {
+            child,
+            dir: self.dir.clone(),
+        };
+        wait_for("the mount", || {
+            assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
+            is_mounted(&self.dir)
+        });
+        server
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn fsck(&self) {
+        let (ok, out, err) = pollfs(&["fsck", &spec(&self.image)]);
+        assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+    }
+}
+
+/// A running `pollfs mount`.
+struct Server {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Server {
+    /// SIGTERM, and the exit status.
+    fn stop(mut self) -> ExitStatus {
+        signal(&self.child, libc::SIGTERM);
+        let status = self.child.wait().unwrap();
+        assert!(!is_mounted(&self.dir), "SIGTERM unmounted");
+        status
+    }
+
+    /// SIGKILL, and the dead mount taken away.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        lazy_unmount(&self.dir);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        lazy_unmount(&self.dir);
+    }
+}
+
+fn errno<T>(r: std::io::Result<T>) -> Option<i32> {
+    r.err().and_then(|e| e.raw_os_error())
+}
+
+fn c_path(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+fn renameat2(from: &Path, to: &Path, flags: u32) -> std::io::Result<()> {
+    let (f, t) = (c_path(from), c_path(to));
+    // SAFETY: both paths are NUL-terminated and outlive the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            flags,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+fn fallocate(f: &File, mode: i32, off: i64, len: i64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is open for the call; fallocate touches no
+    // memory of ours.
+    let rc = unsafe { libc::fallocate(f.as_raw_fd(), mode, off, len) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[test]
+fn the_namespace_and_attributes_through_the_kernel_and_each_refusals_errno() {
+    if !can_mount() {
+        return;
+    }
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let fx = Fixture::new("namespace");
+    let server = fx.mount();
+    let d = fx.path("d");
+    std::fs::create_dir(&d).unwrap();
+    let a = d.join("a");
+    std::fs::write(&a, b"data").unwrap();
+    std::fs::write(fx.path("b"), b"other").unwrap();
+    assert_eq!(errno(std::fs::remove_dir(&d)), Some(libc::ENOTEMPTY));
+    assert_eq!(errno(std::fs::remove_dir(&a)), Some(libc::ENOTDIR));
+    assert_eq!(errno(std::fs::remove_file(&d)), Some(libc::EISDIR));
+    assert_eq!(
+        errno(std::fs::remove_dir(fx.path("none"))),
+        Some(libc::ENOENT)
+    );
+    assert_eq!(std::fs::metadata(&d).unwrap().nlink(), 2);
+    assert_eq!(std::fs::metadata(&fx.dir).unwrap().nlink(), 3);
+
+    // Links: symbolic ones are followed by the kernel, hard ones counted.
+    std::os::unix::fs::symlink("d/a", fx.path("s")).unwrap();
+    assert_eq!(std::fs::read_link(fx.path("s")).unwrap(), Path::new("d/a"));
+    assert_eq!(std::fs::read(fx.path("s")).unwrap(), b"data");
+    std::fs::hard_link(&a, fx.path("h")).unwrap();
+    assert_eq!(std::fs::metadata(&a).unwrap().nlink(), 2);
+    assert_eq!(
+        errno(std::fs::hard_link(&d, fx.path("dh"))),
+        Some(libc::EPERM)
+    );
+    let fifo = c_path(&fx.path("p"));
+    // SAFETY: the path is NUL-terminated and outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EPERM)
+    );
+
+    // Mode, owner and times are kept and shown.
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::chown(&a, Some(4242), Some(4343)).unwrap();
+    let f = File::options().write(true).open(&a).unwrap();
+    let then = std::time::SystemTime::UNIX_EPOCH + Duration::new(1_000_000_000, 123);
+    f.set_modified(then).unwrap();
+    drop(f);
+    let m = std::fs::metadata(fx.path("h")).unwrap();
+    assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o600, 4242, 4343));
+    assert_eq!(m.modified().unwrap(), then);
+
+    // Renames: across directories; NOREPLACE refuses an existing target;
+    // EXCHANGE swaps two names.
+    let b = fx.path("b");
+    assert_eq!(
+        errno(renameat2(&a, &b, libc::RENAME_NOREPLACE)),
+        Some(libc::EEXIST)
+    );
+    renameat2(&a, &b, libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(std::fs::read(&b).unwrap(), b"data");
+    assert_eq!(std::fs::read(&a).unwrap(), b"other");
+    renameat2(&a, &fx.path("c"), libc::RENAME_NOREPLACE).unwrap();
+    std::fs::rename(fx.path("c"), &b).unwrap();
+    assert_eq!(std::fs::read(&b).unwrap(), b"other");
+    assert_eq!(
+        errno(std::fs::rename(&d, d.join("under"))),
+        Some(libc::EINVAL)
+    );
+
+    // Names and opens.
+    let long = fx.path(&"n".repeat(256));
+    assert_eq!(errno(File::create(long)), Some(libc::ENAMETOOLONG));
+    assert_eq!(
+        errno(OpenOptions::new().write(true).create_new(true).open(&b)),
+        Some(libc::EEXIST)
+    );
+    assert_eq!(errno(File::open(fx.path("none"))), Some(libc::ENOENT));
+
+    // fallocate: collapse and insert range are not supported.
+    let f = File::options().write(true).open(&b).unwrap();
+    assert_eq!(
+        errno(fallocate(&f, libc::FALLOC_FL_COLLAPSE_RANGE, 0, 4096)),
+        Some(libc::EOPNOTSUPP)
+    );
+    assert_eq!(
+        errno(fallocate(&f, libc::FALLOC_FL_INSERT_RANGE, 0, 4096)),
+        Some(libc::EOPNOTSUPP)
+    );
+    fallocate(&f, 0, 0, 1 << 20).unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 1 << 20);
+    drop(f);
+
+    let c = c_path(&fx.dir);
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: the path is NUL-terminated and `st` is writable memory the
+    // size of a statvfs, both alive for the call.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) }, 0);
+    // SAFETY: statvfs returned 0 and filled it.
+    let st = unsafe { st.assume_init() };
+    assert_eq!((st.f_namemax, st.f_bsize), (255, 4096));
+    assert!(st.f_bfree > 0 && st.f_bfree < st.f_blocks);
+    assert!(st.f_bavail < st.f_bfree, "blocks held back for checkpoints");
+    // Inodes: the root, d, s, the file named b and the one named h.
+    assert_eq!(st.f_files - st.f_ffree, 5);
+
+    assert!(server.stop().success());
+    fx.fsck();
+}
+
+#[test]
+fn a_removed_file_stays_readable_until_closed() {
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("unlinked");
+    let server = fx.mount();
+    let p = fx.path("x");
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&p)
+        .unwrap();
+    f.write_all(&[7u8; 100_000]).unwrap();
+    std::fs::remove_file(&p).unwrap();
+    assert!(!p.exists());
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(f.metadata().unwrap().nlink(), 0, "fstat of a removed file");
+    let mut back = vec![0u8; 100_000];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back.iter().all(|&b| b == 7));
+    f.write_all_at(b"more", 100_000).unwrap();
+    f.sync_all().unwrap();
+    assert_eq!(f.metadata().unwrap().len(), 100_004);
+    let names: Vec<_> = std::fs::read_dir(&fx.dir).unwrap().collect();
+    assert!(names.is_empty());
+    drop(f);
+    assert!(server.stop().success());
+    fx.fsck();
+}
+
+#[test]
+fn fsynced_files_survive_sigkill_and_sigterm_saves_everything() {
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("durable");
+    let server = fx.mount();
+    let synced: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let mut f = File::create(fx.path("synced")).unwrap();
+    f.write_all(&synced).unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+    let mut f = File::create(fx.path("renamed")).unwrap();
+    f.write_all(b"named by rename").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    std::fs::rename(fx.path("renamed"), fx.path("moved")).unwrap();
+    File::open(&fx.dir).unwrap().sync_all().unwrap();
+    server.kill();
+
+    let server = fx.mount();
+    assert_eq!(std::fs::read(fx.path("synced")).unwrap(), synced);
+    assert_eq!(std::fs::read(fx.path("moved")).unwrap(), b"named by rename");
+    assert!(!fx.path("renamed").exists());
+    // Written and never synced: SIGTERM syncs it before the server exits.
+    std::fs::write(fx.path("unsynced"), b"kept by unmount").unwrap();
+    assert!(server.stop().success());
+    fx.fsck();
+
+    let server = fx.mount();
+    assert_eq!(
+        std::fs::read(fx.path("unsynced")).unwrap(),
+        b"kept by unmount"
+    );
+    assert!(server.stop().success());
+}
+
+#[test]
+fn a_device_is_served_by_one_process_at_a_time() {
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("exclusive");
+    let server = fx.mount();
+    let other = fx._scratch.path("other");
+    std::fs::create_dir(&other).unwrap();
+    let dir = other.to_str().unwrap();
+    let (ok, _, err) = pollfs(&["mount", "--foreground", &spec(&fx.image), dir]);
+    assert!(
+        !ok && err.contains("in use by another pollfs process"),
+        "{err}"
+    );
+    let (ok, _, err) = pollfs(&["fsck", &spec(&fx.image)]);
+    assert!(!ok && err.contains("in use"), "{err}");
+    let (ok, _, err) = pollfs(&["mkfs", "--force", &spec(&fx.image)]);
+    assert!(!ok && err.contains("in use"), "{err}");
+    assert!(server.stop().success());
+    fx.fsck();
+}
+
+#[test]
+fn in_the_background_mount_returns_once_mounted_and_umount_ends_it() {
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("background");
+    let dir = fx.dir.to_str().unwrap();
+    let (ok, out, err) = pollfs(&["mount", "--cache", "32m", &spec(&fx.image), dir]);
+    assert!(ok, "{out}{err}");
+    // If the test fails, the background server still ends: detached, with
+    // nothing open, its session ends.
+    struct Detach<'a>(&'a Path);
+    impl Drop for Detach<'_> {
+        fn drop(&mut self) {
+            lazy_unmount(self.0);
+        }
+    }
+    let _detach = Detach(&fx.dir);
+    assert!(is_mounted(&fx.dir), "mounted when the command returned");
+    std::fs::write(fx.path("f"), b"in the background").unwrap();
+    let c = c_path(&fx.dir);
+    // Another test thread's child may hold a copy of a descriptor on the
+    // mount for a moment (between its fork and its exec): EBUSY then.
+    wait_for("umount", || {
+        // SAFETY: the path is NUL-terminated and outlives the call.
+        let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+        let e = std::io::Error::last_os_error();
+        assert!(
+            rc == 0 || e.raw_os_error() == Some(libc::EBUSY),
+            "umount: {e}"
+        );
+        rc == 0
+    });
+    // The server exits once it has checkpointed, and lets go of the
+    // device then: fsck can lock it.
+    wait_for("the server to finish", || {
+        pollfs(&["fsck", &spec(&fx.image)]).0
+    });
+    let server = fx.mount();
+    assert_eq!(std::fs::read(fx.path("f")).unwrap(), b"in the background");
+    assert!(server.stop().success());
+
+    let missing = fx._scratch.path("missing");
+    let (ok, _, err) = pollfs(&["mount", &spec(&missing), dir]);
+    assert!(!ok && err.contains("missing"), "the parent reports: {err}");
+}
+
+#[test]
+fn o_direct_and_appends_work() {
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("odirect");
+    let server = fx.mount();
+    let p = fx.path("log");
+    for line in ["one\n", "two\n", "three\n"] {
+        let mut f = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&p)
+            .unwrap();
+        f.write_all(line.as_bytes()).unwrap();
+    }
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "one\ntwo\nthree\n");
+    let mut f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&p)
+        .unwrap();
+    let mut s = String::new();
+    f.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "one\ntwo\nthree\n");
+    drop(f);
+    assert!(server.stop().success());
+}
+
+#[test]
+fn a_signal_while_a_file_is_open_detaches_and_the_server_ends_at_its_close() {
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("busy");
+    let mut server = fx.mount();
+    let p = fx.path("open");
+    std::fs::write(&p, b"still here").unwrap();
+    let f = File::open(&p).unwrap();
+    signal(&server.child, libc::SIGINT);
+    wait_for("the detach", || !is_mounted(&fx.dir));
+    // Detached: the open file keeps working, the server keeps serving it.
+    let mut back = [0u8; 10];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert_eq!(&back, b"still here");
+    assert!(server.child.try_wait().unwrap().is_none());
+    drop(f);
+    let mut status = None;
+    wait_for("the server to end", || {
+        status = server.child.try_wait().unwrap();
+        status.is_some()
+    });
+    assert!(status.unwrap().success());
+    fx.fsck();
+    let server = fx.mount();
+    assert_eq!(std::fs::read(&p).unwrap(), b"still here");
+    assert!(server.stop().success());
+}
+
+#[test]
+fn a_filesystem_behind_an_nvme_tcp_target_mounts_and_keeps_what_was_synced() {
+    use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
+    if !can_mount() {
+        return;
+    }
+    let target = TestTarget::start(TargetConfig::default()).unwrap();
+    let url = target.url(true, true);
+    let (ok, _, err) = pollfs(&["mkfs", &url]);
+    assert!(ok, "{err}");
+    let scratch = Scratch::new("tcp");
+    let dir = scratch.path("mnt");
+    std::fs::create_dir(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    let serve = || {
+        let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+            .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
+            .arg(&url)
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut server = Server {
+            child,
+            dir: dir.clone(),
+        };
+        wait_for("the mount over nvme-tcp", || {
+            assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
+            is_mounted(&dir)
+        });
+        server
+    };
+    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let server = serve();
+    let mut f = File::create(dir.join("over-tcp")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    server.kill();
+    let server = serve();
+    assert_eq!(std::fs::read(dir.join("over-tcp")).unwrap(), data);
+    assert!(server.stop().success());
+    let (ok, out, err) = pollfs(&["fsck", &url]);
+    assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+}
+
+#[test]
+fn a_listings_dot_entries_carry_the_directory_and_its_parent() {
+    use std::os::unix::fs::MetadataExt;
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("dots");
+    let server = fx.mount();
+    std::fs::create_dir_all(fx.path("a/b")).unwrap();
+    // `ls -fai` lists unsorted with inode numbers, dots included, as
+    // getdents(2) returns them.
+    let out = Command::new("ls")
+        .arg("-fai")
+        .arg(fx.path("a/b"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let ino_of = |name: &str| -> u64 {
+        text.split_whitespace()
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .find(|c| c.get(1) == Some(&name))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))[0]
+            .parse()
+            .unwrap()
+    };
+    let meta = |p: &str| std::fs::metadata(fx.path(p)).unwrap().ino();
+    assert_eq!(ino_of("."), meta("a/b"), "{text}");
+    assert_eq!(ino_of(".."), meta("a"), "{text}");
+    assert!(server.stop().success());
+}
