@@ -309,7 +309,10 @@ impl Inode {
     /// them to its coarse clock's tick. Writers of one file then only read
     /// the times' cache line, instead of storing to it on every write.
     pub(crate) fn touch_data(&self, now: u64) {
-        let recent = |t: &AtomicU64| matches!(now.checked_sub(t.load(Ordering::Relaxed)), Some(d) if d < TIME_GRANULE);
+        let recent = |t: &AtomicU64| {
+            now.checked_sub(t.load(Ordering::Relaxed))
+                .is_some_and(|d| d < TIME_GRANULE)
+        };
         if !(recent(&self.mtime) && recent(&self.ctime)) {
             self.touch(now);
         }
