@@ -85,6 +85,12 @@ io-cost MODE="emu" IOS="100000" QD="32":
 vm-tcp-test:
     bash vm/tcp-test.sh
 
+# A mirror over two nvmet-tcp targets in the VM: one taken away under a
+# syncing writer, which goes on; every synced chunk read back from each
+# leg alone; `pollfs mirror rejoin` leaves the legs byte-equal.
+vm-mirror-test:
+    bash vm/mirror-test.sh
+
 # `pollfs perf` over NVMe/TCP against fio on the guest kernel's nvme-tcp
 # initiator (io_uring, psync), same nvmet target, one VM run.
 vm-tcp-perf:
@@ -93,6 +99,12 @@ vm-tcp-perf:
 # `pollfs bench` inside the VM, through VFIO on QEMU's NVMe controller.
 vm-bench PRESET="quick":
     POLLFS_VM_PRESET={{PRESET}} bash vm/bench-suite.sh
+
+# `pollfs perf` on one emulated namespace and on a stripe of two: sequential
+# (128 KiB) and random (4 KiB) reads, QD 32, alternating rounds of one run,
+# medians and ratios. ARGS: seconds per run, rounds, workers (threads).
+stripe-bench *ARGS="":
+    bash cli/scripts/stripe-bench.sh {{ARGS}}
 
 # Device commands per sync, counted by QEMU's trace events in one VM boot:
 # ext4, xfs and btrfs (fio) and pollfs (`pollfs bench` through VFIO) on the

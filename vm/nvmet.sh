@@ -65,3 +65,38 @@ kernel_connect() {
     echo "no namespace of $NQN from the kernel initiator" >&2
     return 1
 }
+
+# A subsystem `$1` whose namespace 1 is the file `$4` (made here, `$5`
+# MiB of zeros, on tmpfs, so through the page cache: tmpfs refuses
+# O_DIRECT), served by port `$2` on 127.0.0.1:`$3`. Needs loopback and
+# configfs up (nvmet_base).
+nvmet_file_target() {
+    nqn=$1 port=/sys/kernel/config/nvmet/ports/$2 svcid=$3 file=$4 mib=$5
+    subsys=/sys/kernel/config/nvmet/subsystems/$nqn
+    dd if=/dev/zero of="$file" bs=1M count="$mib" 2>/dev/null || return 1
+    mkdir "$subsys" && echo 1 > "$subsys/attr_allow_any_host" || return 1
+    mkdir "$subsys/namespaces/1" || return 1
+    echo -n "$file" > "$subsys/namespaces/1/device_path" || return 1
+    echo 1 > "$subsys/namespaces/1/buffered_io" || return 1
+    echo 1 > "$subsys/namespaces/1/enable" || return 1
+    mkdir "$port" || return 1
+    echo tcp > "$port/addr_trtype"
+    echo ipv4 > "$port/addr_adrfam"
+    echo 127.0.0.1 > "$port/addr_traddr"
+    echo "$svcid" > "$port/addr_trsvcid"
+    ln -s "$subsys" "$port/subsystems/$nqn"
+}
+
+# Loopback and configfs, for nvmet_file_target.
+nvmet_base() {
+    ip link set lo up || return 1
+    mount -t configfs none /sys/kernel/config
+}
+
+# Port `$1` stops serving subsystem `$2` (or serves it again).
+nvmet_port_unlink() {
+    rm "/sys/kernel/config/nvmet/ports/$1/subsystems/$2"
+}
+nvmet_port_link() {
+    ln -s "/sys/kernel/config/nvmet/subsystems/$2" "/sys/kernel/config/nvmet/ports/$1/subsystems/$2"
+}

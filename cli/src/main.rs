@@ -5,8 +5,9 @@
 //! they go through `devlock` (one pollfs process per device file),
 //! `devfile` (what is at a `file:` path),
 //! `signature` (what a device holds) and `host` (what the machine can
-//! give). `units` parses every size and time. `sys` holds the system calls
-//! the standard library lacks; it and `bench::uring` (buffers handed to an
+//! give). `units` parses every size and time. `volume` names and opens
+//! mirrors and stripes of other devices. `sys` holds the system calls the
+//! standard library lacks; it and `bench::uring` (buffers handed to an
 //! io_uring) are the only unsafe code here.
 #![deny(unsafe_code)]
 
@@ -20,6 +21,7 @@ mod signature;
 mod sys;
 mod tools;
 mod units;
+mod volume;
 
 use clap::{Parser, Subcommand};
 
@@ -54,6 +56,9 @@ enum Command {
     Identify(nvme::identify::Args),
     /// spdk_nvme_perf-style load: IOPS, MiB/s and latency percentiles.
     Perf(nvme::perf::Args),
+    /// A mirror's state (`status`), and taking a leg out (`fail`) and back
+    /// in (`rejoin`, which copies it from the legs in sync).
+    Mirror(volume::admin::Args),
     /// Bind a controller to vfio-pci and reserve hugepages (`--reset`
     /// gives it back to the kernel's nvme driver).
     Setup(nvme::setup::Args),
@@ -69,6 +74,7 @@ fn main() -> std::process::ExitCode {
         Command::Identify(args) => nvme::identify::run(&args),
         Command::Perf(args) => nvme::perf::run(&args),
         Command::Setup(args) => nvme::setup::run(&args),
+        Command::Mirror(args) => volume::admin::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -9,15 +9,18 @@ use pollfs_core::persist::format::Layout;
 use pollfs_core::Fs;
 
 use crate::units::{parse_size, show_bytes};
+use crate::volume::{self, Open, Volume, VolumeJob};
 use crate::{devfile, devlock, signature};
 
 /// Options of `pollfs mkfs`.
 #[derive(clap::Args, Debug)]
 pub struct MkfsArgs {
-    /// The device: `file:PATH`, `vfio:PCI_ADDR` or
-    /// `nvme-tcp://HOST:PORT/NQN` (`?hdgst=1&ddgst=1` for digests). A file
-    /// that does not exist is created at `--size`; an existing file or
-    /// block device keeps its size. A device that holds anything (a filesystem, a partition
+    /// The device: `file:PATH`, `vfio:PCI_ADDR`, `nvme-tcp://HOST:PORT/NQN`
+    /// (`?hdgst=1&ddgst=1` for digests), or a volume of them,
+    /// `mirror:(DEV,DEV,...)` or `stripe:CHUNK:(DEV,DEV,...)` (a `,`, `(`,
+    /// `)` or `\` in a leg's name is written with a `\` before it). A
+    /// file that does not exist is created at `--size` (each new leg of a
+    /// volume, too); an existing file or block device keeps its size. A device that holds anything (a filesystem, a partition
     /// table, swap, any non-zero byte in its first 68 KiB) is refused
     /// unless `--force` is given.
     device: String,
@@ -33,8 +36,10 @@ pub struct MkfsArgs {
 /// Options of `pollfs fsck`.
 #[derive(clap::Args, Debug)]
 pub struct FsckArgs {
-    /// The device: `file:PATH`, `vfio:PCI_ADDR` or
-    /// `nvme-tcp://HOST:PORT/NQN`.
+    /// The device: `file:PATH`, `vfio:PCI_ADDR`, `nvme-tcp://HOST:PORT/NQN`,
+    /// `mirror:(DEV,DEV,...)` or `stripe:CHUNK:(DEV,DEV,...)`. A mirror is
+    /// read from the legs in sync (after an unclean shutdown, from one of
+    /// them).
     device: String,
     /// Repair what can be repaired: a log with a damaged write in its middle
     /// (what precedes the damage is kept), extents outside the data area or
@@ -152,6 +157,53 @@ fn mkfs_file(path: &Path, args: &MkfsArgs) -> Result<(), String> {
     }
 }
 
+/// `mkfs` on a volume: each leg is checked as a device would be (a leg
+/// that holds anything is refused without `--force`), new `file:` legs are
+/// made at `--size`, and a mirror gets new headers before the filesystem.
+struct MkfsVolume<'a> {
+    args: &'a MkfsArgs,
+}
+
+impl VolumeJob for MkfsVolume<'_> {
+    type Output = ();
+    fn check_leg<D: BlockDevice>(&mut self, leg: &D, what: &str) -> Result<(), String> {
+        let capacity = leg.geometry().capacity_pages();
+        if capacity < Layout::min_blocks() {
+            return Err(too_small(what, capacity * BLOCK));
+        }
+        let head = signature::read_device_head(leg).map_err(|e| format!("{what}: {e}"))?;
+        signature::refuse_unless_forced(what, &head, self.args.force)
+    }
+    fn run<D: BlockDevice>(self, dev: D, what: &str) -> Result<(), String> {
+        let capacity = dev.geometry().capacity_pages();
+        if capacity < Layout::min_blocks() {
+            return Err(too_small(what, capacity * BLOCK));
+        }
+        mkfs_on(dev, what)
+    }
+}
+
+fn mkfs_volume(args: &MkfsArgs) -> Result<(), String> {
+    let volume = Volume::parse(&args.device)?;
+    if let Some(l) = volume.legs.iter().find(|l| l.in_memory()) {
+        return Err(format!("{}: leg {l} keeps nothing after mkfs", args.device));
+    }
+    let size = args
+        .size
+        .as_deref()
+        .map(parse_size)
+        .transpose()
+        .map_err(|e| format!("--size {}: {e}", e.input()))?;
+    let open = Open {
+        bytes: size.unwrap_or(DEFAULT_SIZE),
+        create: true,
+        make: volume.chunk.is_none().then(uuid),
+        writable: true,
+        ..Open::existing(FRAMES)
+    };
+    volume::run(&volume, &args.device, &open, MkfsVolume { args })
+}
+
 /// `mkfs` on an NVMe device: every check before the first write.
 fn mkfs_nvme<D: BlockDevice>(dev: D, what: &str, args: &MkfsArgs) -> Result<(), String> {
     if args.size.is_some() {
@@ -173,6 +225,9 @@ fn tcp_device(name: &str) -> Result<pollfs_driver::tcp::net::TcpDevice, String> 
 
 /// Writes an empty filesystem.
 pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
+    if volume::is_volume(&args.device) {
+        return mkfs_volume(args);
+    }
     if let Some(path) = args.device.strip_prefix("file:") {
         return mkfs_file(Path::new(path), args);
     }
@@ -187,7 +242,8 @@ pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
         return mkfs_nvme(vfio_device(addr)?, &format!("vfio:{addr}"), args);
     }
     Err(format!(
-        "unknown device '{}': use file:PATH, vfio:PCI_ADDR or nvme-tcp://HOST:PORT/NQN",
+        "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN, \
+         mirror:(DEV,DEV,...) or stripe:CHUNK:(DEV,DEV,...)",
         args.device
     ))
 }
@@ -242,9 +298,35 @@ fn fsck_on<D: BlockDevice>(dev: &D, what: &str, repair: bool) -> Result<(), Stri
     }
 }
 
+/// `fsck` on a volume; a mirror is opened for writing only to repair.
+struct FsckVolume {
+    repair: bool,
+}
+
+impl VolumeJob for FsckVolume {
+    type Output = ();
+    fn run<D: BlockDevice>(self, dev: D, what: &str) -> Result<(), String> {
+        fsck_on(&dev, what, self.repair)
+    }
+}
+
 /// Checks a filesystem (and with `--repair`, repairs it); fails if it has
 /// any problem left.
 pub fn fsck(args: &FsckArgs) -> Result<(), String> {
+    if volume::is_volume(&args.device) {
+        let volume = Volume::parse(&args.device)?;
+        if let Some(l) = volume.legs.iter().find(|l| l.in_memory()) {
+            return Err(format!("{}: leg {l} holds no filesystem", args.device));
+        }
+        let open = Open {
+            writable: args.repair,
+            ..Open::existing(FRAMES)
+        };
+        let job = FsckVolume {
+            repair: args.repair,
+        };
+        return volume::run(&volume, &args.device, &open, job);
+    }
     if let Some(path) = args.device.strip_prefix("file:") {
         let dev = existing_file(Path::new(path))?;
         // Repair writes; a check only reads, beside other checks.
@@ -259,7 +341,8 @@ pub fn fsck(args: &FsckArgs) -> Result<(), String> {
         return fsck_on(&vfio_device(addr)?, addr, args.repair);
     }
     Err(format!(
-        "unknown device '{}': use file:PATH, vfio:PCI_ADDR or nvme-tcp://HOST:PORT/NQN",
+        "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN, \
+         mirror:(DEV,DEV,...) or stripe:CHUNK:(DEV,DEV,...)",
         args.device
     ))
 }

@@ -19,6 +19,8 @@
 //!   checkpoints and recovery (`Fs::format`, `Fs::mount`, `persist::check`).
 //! - [`dev`]: the block-device seam (geometry, DMA frames, polled queues)
 //!   with RAM, file-backed and fault-injecting devices.
+//! - [`volume`]: block devices made of other block devices: striping
+//!   (RAID-0) and mirroring (RAID-1) over legs that share one frame arena.
 //! - [`sync`]: spin locks for short sections, wait queues for await points,
 //!   and `block_on` for synchronous callers.
 //!
@@ -46,6 +48,7 @@ pub mod space;
 pub mod stats;
 pub mod sync;
 pub mod units;
+pub mod volume;
 
 pub use error::{Error, Result};
 #[cfg(feature = "std")]

@@ -42,6 +42,40 @@ impl<T: Transport> NvmeDevice<T> {
         config: DriverConfig,
         frames: u32,
     ) -> Result<Self, DriverError> {
+        let (ctrl, geometry) = Self::bring_up(transport, clock, config)?;
+        let frames = Arc::new(ctrl.transport().alloc_frames(frames)?);
+        Ok(NvmeDevice {
+            ctrl: Arc::new(ctrl),
+            frames,
+            geometry,
+        })
+    }
+
+    /// As [`new`](Self::new), with page frames another device already
+    /// has: several controllers that reach the same DMA memory serve one
+    /// page cache that way (the legs of a `pollfs_core::volume`). The
+    /// caller vouches that this controller can reach `arena` (on PCIe:
+    /// the same IOVA space, as with controllers in one VFIO container).
+    pub fn with_arena(
+        transport: T,
+        clock: impl Clock + 'static,
+        config: DriverConfig,
+        arena: Arc<T::Frames>,
+    ) -> Result<Self, DriverError> {
+        let (ctrl, geometry) = Self::bring_up(transport, clock, config)?;
+        Ok(NvmeDevice {
+            ctrl: Arc::new(ctrl),
+            frames: arena,
+            geometry,
+        })
+    }
+
+    /// The controller brought up, and the geometry Identify gives it.
+    fn bring_up(
+        transport: T,
+        clock: impl Clock + 'static,
+        config: DriverConfig,
+    ) -> Result<(Controller<T>, Geometry), DriverError> {
         let ctrl = Controller::new(transport, Box::new(clock), config)?;
         let info = *ctrl.info();
         let ns = info.namespace;
@@ -71,12 +105,11 @@ impl<T: Transport> NvmeDevice<T> {
         if geometry.capacity_pages() == 0 {
             return Err(DriverError::Unsupported("namespace smaller than a page"));
         }
-        let frames = Arc::new(ctrl.transport().alloc_frames(frames)?);
-        Ok(NvmeDevice {
-            ctrl: Arc::new(ctrl),
-            frames,
-            geometry,
-        })
+        Ok((ctrl, geometry))
+    }
+    /// The page-cache frames, to share with another device.
+    pub fn arena(&self) -> Arc<T::Frames> {
+        self.frames.clone()
     }
     /// The controller, for admin work (logs, identify data, resets).
     pub fn controller(&self) -> &Arc<Controller<T>> {

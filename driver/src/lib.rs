@@ -69,4 +69,4 @@ pub use tcp::{TcpOptions, TcpTransport};
 pub use transport::Transport;
 
 #[cfg(feature = "emu")]
-pub use emu::{EmuConfig, EmuController, EmuMemory, EmulatedDevice};
+pub use emu::{EmuConfig, EmuController, EmuFrames, EmuMemory, EmulatedDevice};

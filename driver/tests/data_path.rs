@@ -450,3 +450,59 @@ fn file_backed_namespace_outlives_the_controller() {
     assert_eq!(contents(dev.frames(), &frames), expect);
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn controllers_on_one_dma_memory_share_a_page_cache_arena() {
+    use pollfs_driver::emu::{EmuFrames, EmuMemory};
+    use std::sync::Arc;
+    let mem = EmuMemory::new();
+    let arena = Arc::new(EmuFrames::new(&mem, 8).unwrap());
+    let emu = EmuConfig {
+        bytes: 4 << 20,
+        block_size: 4096,
+        ..EmuConfig::default()
+    };
+    let config = DriverConfig::default();
+    let (a, ctrl_a) =
+        NvmeDevice::emulated_on(emu, config, &mem, arena.clone(), ticking_clock()).unwrap();
+    let (b, ctrl_b) =
+        NvmeDevice::emulated_on(emu, config, &mem, a.arena(), ticking_clock()).unwrap();
+    assert!(std::ptr::eq(a.frames(), b.frames()));
+    // A page written from frame 0 to A, read from A into frame 1, written
+    // from frame 1 to B: both controllers reached the one arena.
+    pattern(&*arena, &[FrameId(0)], 7);
+    let (mut qa, mut qb) = (a.open_queue().unwrap(), b.open_queue().unwrap());
+    let page = |f| [FrameId(f)];
+    run(
+        &mut qa,
+        Command::Write {
+            lba: Lba(3),
+            frames: &page(0),
+            fua: false,
+        },
+    )
+    .unwrap();
+    run(
+        &mut qa,
+        Command::Read {
+            lba: Lba(3),
+            frames: &page(1),
+        },
+    )
+    .unwrap();
+    run(
+        &mut qb,
+        Command::Write {
+            lba: Lba(5),
+            frames: &page(1),
+            fua: false,
+        },
+    )
+    .unwrap();
+    let want = contents(&*arena, &[FrameId(0)]);
+    let (mut on_a, mut on_b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
+    ctrl_a.read_medium(3 * 4096, &mut on_a);
+    ctrl_b.read_medium(5 * 4096, &mut on_b);
+    assert_eq!(on_a, want);
+    assert_eq!(on_b, want);
+}

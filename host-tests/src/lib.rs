@@ -8,6 +8,7 @@
 //! - [`image`]: reads and crafts on-disk images (superblocks, log writes);
 //! - [`setup`]: filesystems on RAM devices with test-friendly configs;
 //! - [`delayed`]: a device that answers after a delay of wall-clock time;
+//! - [`deferred`]: a device whose commands run late and out of order;
 //! - [`crash`], [`sched`]: crash images and the deterministic race harness.
 
 // A test harness: a failed setup step should stop the test loudly.
@@ -15,6 +16,7 @@
 
 pub mod crash;
 pub mod deadline;
+pub mod deferred;
 pub mod delayed;
 pub mod image;
 pub mod model;

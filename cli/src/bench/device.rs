@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use pollfs_core::dev::file::FileDevice;
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::dev::BlockDevice;
+use pollfs_core::volume::mirror::HEADER_PAGES;
 use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice};
 
 use super::engine::{self, Engine};
@@ -16,6 +17,7 @@ use super::limits;
 use super::plan::Phase;
 use super::run::Progress;
 use super::sample::Sample;
+use crate::volume::{self, Leaf, Open, Volume, VolumeJob};
 
 /// Where the bench runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +32,8 @@ pub enum Device {
     Vfio(String),
     /// An NVMe/TCP subsystem, by its `nvme-tcp://` name.
     Tcp(String),
+    /// A stripe or mirror of the above.
+    Volume(Volume),
 }
 
 impl fmt::Display for Device {
@@ -40,6 +44,7 @@ impl fmt::Display for Device {
             Device::File(p) => write!(f, "file:{}", p.display()),
             Device::Vfio(a) => write!(f, "vfio:{a}"),
             Device::Tcp(name) => write!(f, "{name}"),
+            Device::Volume(v) => write!(f, "{v}"),
         }
     }
 }
@@ -56,26 +61,16 @@ pub fn emu_queues() -> u32 {
 impl Device {
     /// Parses `--device`.
     pub fn parse(spec: &str) -> Result<Device, String> {
-        if spec == "emu" {
-            return Ok(Device::Emu);
+        if volume::is_volume(spec) {
+            return Volume::parse(spec).map(Device::Volume);
         }
-        if spec == "ram" {
-            return Ok(Device::Ram);
-        }
-        if let Some(path) = spec.strip_prefix("file:").filter(|p| !p.is_empty()) {
-            return Ok(Device::File(PathBuf::from(path)));
-        }
-        if let Some(addr) = spec.strip_prefix("vfio:").filter(|a| !a.is_empty()) {
-            return Ok(Device::Vfio(addr.to_string()));
-        }
-        if pollfs_driver::tcp::TcpAddress::is_tcp(spec) {
-            crate::nvme::parse_tcp(spec)?;
-            return Ok(Device::Tcp(spec.to_string()));
-        }
-        Err(format!(
-            "unknown device '{spec}': use emu, ram, file:PATH, vfio:PCI_ADDR or \
-             nvme-tcp://HOST:PORT/NQN"
-        ))
+        Ok(match Leaf::parse(spec)? {
+            Leaf::Emu => Device::Emu,
+            Leaf::Ram => Device::Ram,
+            Leaf::File(path) => Device::File(path),
+            Leaf::Vfio(addr) => Device::Vfio(addr),
+            Leaf::Tcp(address) => Device::Tcp(address.to_string()),
+        })
     }
 
     /// Queues the device offers (a bench thread holds one each), where
@@ -83,13 +78,21 @@ impl Device {
     pub fn queue_limit(&self) -> Option<u32> {
         match self {
             Device::Emu => Some(emu_queues()),
-            Device::Ram | Device::File(_) | Device::Vfio(_) | Device::Tcp(_) => None,
+            Device::Volume(v) if v.legs.contains(&Leaf::Emu) => Some(emu_queues()),
+            Device::Ram
+            | Device::File(_)
+            | Device::Vfio(_)
+            | Device::Tcp(_)
+            | Device::Volume(_) => None,
         }
     }
 
     /// True if the device's blocks are held in this process's memory.
     pub fn in_memory(&self) -> bool {
-        matches!(self, Device::Emu | Device::Ram)
+        match self {
+            Device::Volume(v) => v.legs.iter().all(Leaf::in_memory),
+            d => matches!(d, Device::Emu | Device::Ram),
+        }
     }
 }
 
@@ -166,7 +169,44 @@ impl Target {
                 let dev = crate::nvme::tcp_device(&address, DriverConfig::default(), frames)?;
                 self.run_nvme(name, dev, phase, engine, progress)
             }
+            Device::Volume(v) => self.run_volume(v, phase, engine, progress),
         }
+    }
+
+    /// Runs on a new volume: legs sized for the phase (`file:` legs made
+    /// if missing, and every leg looked at before the first run), a mirror
+    /// made anew.
+    fn run_volume(
+        &self,
+        v: &Volume,
+        phase: &Phase<'_>,
+        engine: Engine,
+        progress: &Progress,
+    ) -> Result<Vec<Sample>, String> {
+        let needed = phase.device_bytes();
+        let legs = v.legs.len() as u64;
+        let page = pollfs_core::units::PAGE_SIZE as u64;
+        let bytes = match v.chunk {
+            Some(chunk) => needed.div_ceil(legs).div_ceil(chunk) * chunk + chunk,
+            None => needed.div_ceil(page) * page + HEADER_PAGES * page,
+        };
+        let open = Open {
+            bytes,
+            create: true,
+            make: v.chunk.is_none().then_some(0x5eed_0001),
+            writable: true,
+            ..Open::existing(engine::frames(phase)?)
+        };
+        let run = BenchRun {
+            phase,
+            engine,
+            progress,
+            check: !self.checked.get(),
+            force: self.force,
+        };
+        let samples = volume::run(v, &v.to_string(), &open, run)?;
+        self.checked.set(true);
+        Ok(samples)
     }
 
     /// Runs on a controller the bench does not own: its queue count,
@@ -208,6 +248,31 @@ impl Target {
     }
 }
 
+/// One bench run on a volume.
+struct BenchRun<'a, 'p> {
+    phase: &'a Phase<'p>,
+    engine: Engine,
+    progress: &'a Progress,
+    /// Refuse legs that hold anything (before the first run).
+    check: bool,
+    force: bool,
+}
+
+impl VolumeJob for BenchRun<'_, '_> {
+    type Output = Vec<Sample>;
+    fn check_leg<D: BlockDevice>(&mut self, leg: &D, what: &str) -> Result<(), String> {
+        if self.check {
+            let head =
+                crate::signature::read_device_head(leg).map_err(|e| format!("{what}: {e}"))?;
+            crate::signature::refuse_unless_forced(what, &head, self.force)?;
+        }
+        Ok(())
+    }
+    fn run<D: BlockDevice>(self, dev: D, _what: &str) -> Result<Vec<Sample>, String> {
+        engine::pollfs(self.phase, dev, self.engine, self.progress)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +296,10 @@ mod tests {
             Ok(Device::Tcp("nvme-tcp://127.0.0.1:4420/testnqn".into()))
         );
         assert!(Device::parse("nvme-tcp://127.0.0.1:4420/").is_err());
+        assert!(matches!(
+            Device::parse("mirror:(emu,nvme-tcp://127.0.0.1:4420/testnqn)"),
+            Ok(Device::Volume(_))
+        ));
         assert!(Device::parse("tape")
             .unwrap_err()
             .contains("unknown device"));

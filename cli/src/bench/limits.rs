@@ -77,7 +77,15 @@ fn threads(phase: &Phase<'_>) -> (String, u64) {
 fn pollfs_run(phase: &Phase<'_>, device: &Device) -> Estimate {
     let mut parts = Vec::new();
     if device.in_memory() {
-        parts.push(("the in-memory device".to_string(), phase.device_bytes()));
+        // A mirror holds the data once per leg.
+        let copies = match device {
+            Device::Volume(v) if v.chunk.is_none() => v.legs.len() as u64,
+            _ => 1,
+        };
+        parts.push((
+            "the in-memory device".to_string(),
+            phase.device_bytes().saturating_mul(copies),
+        ));
     }
     let per_page = PAGE + PageCache::metadata_bytes_per_page() as u64;
     let cache = phase

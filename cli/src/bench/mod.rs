@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Arg, ArgAction, ArgMatches, FromArgMatches};
 
-use crate::{devfile, signature};
+use crate::{devfile, signature, volume};
 use device::{Device, Target};
 use engine::Engine;
 use job::Job;
@@ -60,7 +60,9 @@ pub struct Fixed {
     /// driver; at most 64 threads, one I/O queue each), `ram` (memory, no
     /// driver), `file:PATH` (created if missing and kept after a successful
     /// run, grown if smaller than a job needs), `vfio:PCI_ADDR`,
-    /// `nvme-tcp://HOST:PORT/NQN` (`?hdgst=1&ddgst=1` for digests). The bench
+    /// `nvme-tcp://HOST:PORT/NQN` (`?hdgst=1&ddgst=1` for digests), or a
+    /// volume of them: `stripe:CHUNK:(DEV,DEV,...)` (RAID-0) or
+    /// `mirror:(DEV,DEV,...)` (RAID-1, made anew for each run). The bench
     /// formats the device: a file or controller that holds anything (a
     /// filesystem, a partition table, swap, any non-zero byte in its first
     /// 68 KiB) is refused unless --force is given.
@@ -330,7 +332,11 @@ pub fn run(args: &Args) -> Result<(), String> {
     };
     // emu and ram are new and empty; a file was just checked; a vfio
     // controller is checked once brought up.
-    let checked = !matches!(device, Device::Vfio(_) | Device::Tcp(_));
+    let checked = match &device {
+        Device::Vfio(_) | Device::Tcp(_) => false,
+        Device::Volume(v) => v.legs.iter().all(volume::Leaf::in_memory),
+        _ => true,
+    };
     let target = Target::new(device, args.fixed.force, checked);
     let progress = Progress::new();
     let mut samples: Vec<Vec<sample::Sample>> = plan.jobs.iter().map(|_| Vec::new()).collect();

@@ -11,20 +11,98 @@ use pollfs_driver::spec::regs::Vs;
 use pollfs_driver::{ControllerInfo, DriverConfig, NvmeDevice, Transport};
 
 use super::{with_device, DeviceJob, Target};
+use crate::volume::{Open, VolumeJob};
+use pollfs_core::volume::Mirror;
 
 /// Arguments of `pollfs identify`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// `emu`, `vfio:<pci-address>` or `nvme-tcp://HOST:PORT/NQN`
-    /// (`?hdgst=1&ddgst=1` for digests).
+    /// `emu`, `vfio:<pci-address>`, `nvme-tcp://HOST:PORT/NQN`
+    /// (`?hdgst=1&ddgst=1` for digests), or a volume of them
+    /// (`stripe:CHUNK:(DEV,DEV,...)`, or `mirror:(DEV,DEV,...)` over legs
+    /// that hold a mirror).
     pub device: Target,
 }
 
 /// Brings the device up and prints its identity.
 pub fn run(args: &Args) -> Result<(), String> {
-    let text = with_device(&args.device, DriverConfig::default(), 1, Identify)?;
+    let text = match &args.device {
+        Target::Volume(volume) => {
+            let what = volume.to_string();
+            let open = Open {
+                bytes: super::EMU_BYTES,
+                ..Open::existing(crate::volume::admin::FRAMES)
+            };
+            crate::volume::run(volume, &what, &open, Describe::new(volume))?
+        }
+        target => with_device(target, DriverConfig::default(), 1, Identify)?,
+    };
     print!("{text}");
     Ok(())
+}
+
+/// What a volume is made of: each leg's geometry, then the volume's (and a
+/// mirror's state, read from its headers without writing anything).
+struct Describe {
+    text: String,
+    leg: usize,
+}
+
+impl Describe {
+    fn new(volume: &crate::volume::Volume) -> Describe {
+        let kind = match volume.chunk {
+            Some(chunk) => format!("stripe, chunks of {} KiB", chunk >> 10),
+            None => "mirror".to_string(),
+        };
+        Describe {
+            text: format!("{:<18} {kind}, {} legs\n", "volume:", volume.legs.len()),
+            leg: 0,
+        }
+    }
+}
+
+fn geometry_line(g: pollfs_core::dev::Geometry) -> String {
+    format!(
+        "{} blocks of {} bytes, {} KiB per request, {} deep",
+        g.capacity,
+        g.block_size,
+        g.max_transfer >> 10,
+        g.queue_depth
+    )
+}
+
+impl VolumeJob for Describe {
+    type Output = String;
+    fn check_leg<D: BlockDevice>(&mut self, leg: &D, what: &str) -> Result<(), String> {
+        let key = format!("leg {}:", self.leg);
+        let line = format!("{what}, {}", geometry_line(leg.geometry()));
+        let _ = writeln!(self.text, "{key:<18} {line}");
+        self.leg += 1;
+        Ok(())
+    }
+    fn run<D: BlockDevice>(mut self, dev: D, _what: &str) -> Result<String, String> {
+        let _ = writeln!(
+            self.text,
+            "{:<18} {}",
+            "capacity:",
+            geometry_line(dev.geometry())
+        );
+        Ok(self.text)
+    }
+    fn run_mirror<L: BlockDevice>(self, m: Mirror<L>, what: &str) -> Result<String, String> {
+        let legs: Vec<_> = (0..m.legs().len()).map(|i| format!("leg {i}")).collect();
+        let status = m.status();
+        let mut text = self.run(m, what)?;
+        let _ = writeln!(
+            text,
+            "{:<18} {:016x}, generation {}",
+            "mirror id:", status.uuid, status.generation
+        );
+        for ((state, _), leg) in status.legs.iter().zip(legs) {
+            let _ = writeln!(text, "{:<18} {state}", format!("{leg} state:"));
+        }
+        Ok(text)
+    }
 }
 
 struct Identify;

@@ -5,8 +5,11 @@
 //! cost), `vfio:<pci-address>` for a controller bound to vfio-pci (see
 //! `setup`), or `nvme-tcp://HOST:PORT/NQN` for an NVMe/TCP subsystem
 //! (`?hdgst=1&ddgst=1` asks for header and data digests, `&kato=MS` sets
-//! the Keep Alive Timeout). All run the same generic code over
+//! the Keep Alive Timeout, `&reconnect=MS` how long a reset keeps trying
+//! to reach the target). All run the same generic code over
 //! [`NvmeDevice`], so what is tested on `emu` is what runs on hardware.
+//! `perf` and `identify` also take a stripe or mirror of such devices
+//! (`crate::volume`).
 
 pub mod identify;
 pub mod perf;
@@ -31,11 +34,37 @@ pub enum Target {
     Vfio(String),
     /// An NVMe/TCP subsystem.
     Tcp(Box<TcpAddress>),
+    /// A stripe or mirror of `emu`, `ram`, `vfio:` or `nvme-tcp://` legs.
+    Volume(crate::volume::Volume),
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Emu => write!(f, "emu"),
+            Target::Vfio(a) => write!(f, "vfio:{a}"),
+            Target::Tcp(a) => write!(f, "{a}"),
+            Target::Volume(v) => write!(f, "{v}"),
+        }
+    }
 }
 
 impl std::str::FromStr for Target {
     type Err = String;
     fn from_str(s: &str) -> Result<Target, String> {
+        if crate::volume::is_volume(s) {
+            let volume = crate::volume::Volume::parse(s)?;
+            if let Some(l) = volume
+                .legs
+                .iter()
+                .find(|l| matches!(l, crate::volume::Leaf::File(_)))
+            {
+                return Err(format!(
+                    "{s}: leg {l}: the NVMe tools take emu, ram, vfio: and nvme-tcp:// legs"
+                ));
+            }
+            return Ok(Target::Volume(volume));
+        }
         if TcpAddress::is_tcp(s) {
             return parse_tcp(s).map(|a| Target::Tcp(Box::new(a)));
         }
@@ -106,6 +135,7 @@ pub fn with_device<J: DeviceJob>(
         #[cfg(not(target_os = "linux"))]
         Target::Vfio(_) => Err("VFIO needs Linux".to_string()),
         Target::Tcp(address) => job.run(&tcp_device(address, config, frames)?),
+        Target::Volume(v) => Err(format!("{v}: a volume, not one controller")),
     }
 }
 

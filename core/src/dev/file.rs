@@ -16,16 +16,27 @@ use crate::units::PAGE_SIZE;
 
 /// The medium of a [`FileDevice`].
 #[derive(Debug)]
-pub struct Inner {
+pub struct Inner<A = RamFrames> {
     file: File,
     geometry: Geometry,
-    frames: RamFrames,
+    frames: Arc<A>,
 }
 
 /// A block device stored in a file. Clones share the file.
-#[derive(Clone, Debug)]
-pub struct FileDevice {
-    inner: Arc<Inner>,
+///
+/// Like [`super::ram::RamDevice`], it moves data through any frame arena:
+/// its own by default, or one it shares with other devices.
+#[derive(Debug)]
+pub struct FileDevice<A = RamFrames> {
+    inner: Arc<Inner<A>>,
+}
+
+impl<A> Clone for FileDevice<A> {
+    fn clone(&self) -> Self {
+        FileDevice {
+            inner: self.inner.clone(),
+        }
+    }
 }
 
 impl FileDevice {
@@ -33,6 +44,13 @@ impl FileDevice {
     /// 4096-byte blocks and `frames` DMA frames. The file is extended to
     /// `bytes` if shorter; it is never truncated.
     pub fn open(path: &Path, bytes: u64, frames: u32) -> std::io::Result<FileDevice> {
+        FileDevice::open_with_arena(path, bytes, Arc::new(RamFrames::new(frames)))
+    }
+}
+
+impl<A: FrameArena> FileDevice<A> {
+    /// As [`FileDevice::open`], moving data through the frames of `arena`.
+    pub fn open_with_arena(path: &Path, bytes: u64, arena: Arc<A>) -> std::io::Result<Self> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -54,13 +72,18 @@ impl FileDevice {
             inner: Arc::new(Inner {
                 file,
                 geometry,
-                frames: RamFrames::new(frames),
+                frames: arena,
             }),
         })
     }
+
+    /// The device's frame arena, to share with another device.
+    pub fn arena(&self) -> Arc<A> {
+        self.inner.frames.clone()
+    }
 }
 
-impl Inner {
+impl<A: FrameArena> Inner<A> {
     fn execute(&self, command: &Command<'_>) -> Result<(), DevError> {
         command.validate(&self.geometry)?;
         let bs = u64::from(self.geometry.block_size);
@@ -102,9 +125,9 @@ impl Inner {
 }
 
 /// A queue on a [`FileDevice`].
-pub type FileQueue = ImmediateQueue<Inner>;
+pub type FileQueue<A = RamFrames> = ImmediateQueue<Inner<A>>;
 
-impl Execute for Inner {
+impl<A: FrameArena> Execute for Inner<A> {
     fn geometry(&self) -> Geometry {
         self.geometry
     }
@@ -113,16 +136,16 @@ impl Execute for Inner {
     }
 }
 
-impl BlockDevice for FileDevice {
-    type Queue = FileQueue;
-    type Frames = RamFrames;
+impl<A: FrameArena + 'static> BlockDevice for FileDevice<A> {
+    type Queue = FileQueue<A>;
+    type Frames = A;
     fn geometry(&self) -> Geometry {
         self.inner.geometry
     }
-    fn frames(&self) -> &RamFrames {
+    fn frames(&self) -> &A {
         &self.inner.frames
     }
-    fn open_queue(&self) -> Result<FileQueue, DevError> {
+    fn open_queue(&self) -> Result<FileQueue<A>, DevError> {
         Ok(ImmediateQueue::new(self.inner.clone()))
     }
 }

@@ -13,11 +13,14 @@
 //! with the `std` feature, [`file::FileDevice`] (a regular file via `pread`
 //! and `pwrite`). The NVMe driver crate implements the same traits.
 
+pub mod either;
 pub mod fault;
 #[cfg(feature = "std")]
 pub mod file;
 pub mod immediate;
 pub mod ram;
+
+use alloc::vec::Vec;
 
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 
@@ -99,6 +102,84 @@ pub enum Command<'a> {
         /// Number of logical blocks.
         blocks: u64,
     },
+}
+
+/// A [`Command`] that owns its frame list, for a device or wrapper that
+/// holds a command past `submit` (a backlog, a deferred execution).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OwnedCommand {
+    /// [`Command::Read`].
+    Read {
+        /// First logical block.
+        lba: Lba,
+        /// Destination frames.
+        frames: Vec<FrameId>,
+    },
+    /// [`Command::Write`].
+    Write {
+        /// First logical block.
+        lba: Lba,
+        /// Source frames.
+        frames: Vec<FrameId>,
+        /// Force unit access.
+        fua: bool,
+    },
+    /// [`Command::Flush`].
+    Flush,
+    /// [`Command::Deallocate`].
+    Deallocate {
+        /// First logical block.
+        lba: Lba,
+        /// Number of blocks.
+        blocks: u64,
+    },
+    /// [`Command::WriteZeroes`].
+    WriteZeroes {
+        /// First logical block.
+        lba: Lba,
+        /// Number of blocks.
+        blocks: u64,
+    },
+}
+
+impl OwnedCommand {
+    /// A copy of `cmd`.
+    pub fn of(cmd: &Command<'_>) -> OwnedCommand {
+        match *cmd {
+            Command::Read { lba, frames } => OwnedCommand::Read {
+                lba,
+                frames: frames.to_vec(),
+            },
+            Command::Write { lba, frames, fua } => OwnedCommand::Write {
+                lba,
+                frames: frames.to_vec(),
+                fua,
+            },
+            Command::Flush => OwnedCommand::Flush,
+            Command::Deallocate { lba, blocks } => OwnedCommand::Deallocate { lba, blocks },
+            Command::WriteZeroes { lba, blocks } => OwnedCommand::WriteZeroes { lba, blocks },
+        }
+    }
+    /// The command, borrowing the frame list.
+    pub fn command(&self) -> Command<'_> {
+        match self {
+            OwnedCommand::Read { lba, frames } => Command::Read { lba: *lba, frames },
+            OwnedCommand::Write { lba, frames, fua } => Command::Write {
+                lba: *lba,
+                frames,
+                fua: *fua,
+            },
+            OwnedCommand::Flush => Command::Flush,
+            OwnedCommand::Deallocate { lba, blocks } => Command::Deallocate {
+                lba: *lba,
+                blocks: *blocks,
+            },
+            OwnedCommand::WriteZeroes { lba, blocks } => Command::WriteZeroes {
+                lba: *lba,
+                blocks: *blocks,
+            },
+        }
+    }
 }
 
 /// The kinds of command, for counters.

@@ -72,15 +72,16 @@ impl FrameArena for RamFrames {
     }
 }
 
-/// The medium of a [`RamDevice`] (its blocks and frames).
+/// The medium of a [`RamDevice`] (its blocks, and the frames it moves them
+/// to and from).
 #[derive(Debug)]
-pub struct RamInner {
+pub struct RamInner<A = RamFrames> {
     geometry: Geometry,
     chunks: Vec<RwLock<Box<[u8]>>>,
-    frames: RamFrames,
+    frames: Arc<A>,
 }
 
-impl RamInner {
+impl<A: FrameArena> RamInner<A> {
     /// Copies device bytes `[pos, pos + dst.len())` into `dst`.
     fn read_bytes(&self, mut pos: usize, dst: &mut [u8]) {
         let mut done = 0;
@@ -142,15 +143,36 @@ impl RamInner {
 }
 
 /// A block device held in memory. Cloning shares the same medium.
-#[derive(Clone, Debug)]
-pub struct RamDevice {
-    inner: Arc<RamInner>,
+///
+/// Its frames are an arena of any kind, shared through an `Arc`: its own
+/// [`RamFrames`] by default, or another device's arena, so that several
+/// devices can serve one page cache (the legs of a volume, `crate::volume`).
+#[derive(Debug)]
+pub struct RamDevice<A = RamFrames> {
+    inner: Arc<RamInner<A>>,
+}
+
+impl<A> Clone for RamDevice<A> {
+    fn clone(&self) -> Self {
+        RamDevice {
+            inner: self.inner.clone(),
+        }
+    }
 }
 
 impl RamDevice {
     /// A zeroed device of `bytes` bytes (rounded down to whole pages) with
     /// `frames` DMA frames and the given block size (512 or 4096).
     pub fn new(bytes: u64, block_size: u32, frames: u32) -> Result<RamDevice, DevError> {
+        RamDevice::with_arena(bytes, block_size, Arc::new(RamFrames::new(frames)))
+    }
+}
+
+impl<A: FrameArena> RamDevice<A> {
+    /// A zeroed device of `bytes` bytes (rounded down to whole pages) and
+    /// the given block size (512 or 4096), moving data to and from the
+    /// frames of `arena`.
+    pub fn with_arena(bytes: u64, block_size: u32, arena: Arc<A>) -> Result<Self, DevError> {
         let pages = bytes / PAGE_SIZE as u64;
         let total = usize::try_from(pages * PAGE_SIZE as u64).map_err(|_| DevError::BadGeometry)?;
         let geometry = Geometry {
@@ -168,16 +190,32 @@ impl RamDevice {
             inner: Arc::new(RamInner {
                 geometry,
                 chunks,
-                frames: RamFrames::new(frames),
+                frames: arena,
             }),
         })
     }
 
+    /// The device's frame arena, to share with another device.
+    pub fn arena(&self) -> Arc<A> {
+        self.inner.frames.clone()
+    }
+
     /// The same device with another maximum transfer size (bytes, a
     /// multiple of 4 KiB). Only before any queue is opened.
-    pub fn with_max_transfer(self, max_transfer: u32) -> Result<RamDevice, DevError> {
+    pub fn with_max_transfer(self, max_transfer: u32) -> Result<Self, DevError> {
         let mut inner = Arc::try_unwrap(self.inner).map_err(|_| DevError::InvalidRequest)?;
         inner.geometry.max_transfer = max_transfer;
+        inner.geometry.validate()?;
+        Ok(RamDevice {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The same device with another queue depth (commands one queue holds
+    /// before `submit` says it is full). Only before any queue is opened.
+    pub fn with_queue_depth(self, depth: u32) -> Result<Self, DevError> {
+        let mut inner = Arc::try_unwrap(self.inner).map_err(|_| DevError::InvalidRequest)?;
+        inner.geometry.queue_depth = depth;
         inner.geometry.validate()?;
         Ok(RamDevice {
             inner: Arc::new(inner),
@@ -203,9 +241,9 @@ impl RamDevice {
 }
 
 /// A queue on a [`RamDevice`].
-pub type RamQueue = ImmediateQueue<RamInner>;
+pub type RamQueue<A = RamFrames> = ImmediateQueue<RamInner<A>>;
 
-impl Execute for RamInner {
+impl<A: FrameArena> Execute for RamInner<A> {
     fn geometry(&self) -> Geometry {
         self.geometry
     }
@@ -214,16 +252,16 @@ impl Execute for RamInner {
     }
 }
 
-impl BlockDevice for RamDevice {
-    type Queue = RamQueue;
-    type Frames = RamFrames;
+impl<A: FrameArena + 'static> BlockDevice for RamDevice<A> {
+    type Queue = RamQueue<A>;
+    type Frames = A;
     fn geometry(&self) -> Geometry {
         self.inner.geometry
     }
-    fn frames(&self) -> &RamFrames {
+    fn frames(&self) -> &A {
         &self.inner.frames
     }
-    fn open_queue(&self) -> Result<RamQueue, DevError> {
+    fn open_queue(&self) -> Result<RamQueue<A>, DevError> {
         Ok(ImmediateQueue::new(self.inner.clone()))
     }
 }

@@ -1,11 +1,14 @@
 //! The device form of an NVMe/TCP subsystem:
-//! `nvme-tcp://HOST:PORT/NQN?hdgst=1&ddgst=1&kato=MS`.
+//! `nvme-tcp://HOST:PORT/NQN?hdgst=1&ddgst=1&kato=MS&reconnect=MS`.
 //!
 //! HOST is a name, an IPv4 address or a bracketed IPv6 address; PORT
 //! defaults to 4420 (NVMe/TCP 1.0, 3.1.2); NQN is the subsystem's name as
 //! it is, up to the `?`. Options: `hdgst` and `ddgst` (0 or 1) ask for
 //! header and data digests, `kato` sets the Keep Alive Timeout in
-//! milliseconds (0: none).
+//! milliseconds (0: none), `reconnect` how long, in milliseconds, a reset
+//! keeps trying to reach the controller again (30000 by default; a mirror
+//! leg waits this long, up to a few times over, before it is dropped, so
+//! a mirror's writes stall that long when a target goes away).
 
 use alloc::string::{String, ToString};
 use core::fmt;
@@ -33,6 +36,8 @@ pub struct TcpAddress {
     pub data_digest: bool,
     /// Keep Alive Timeout, if given.
     pub kato_ms: Option<u32>,
+    /// How long a reset tries to reconnect, if given (milliseconds).
+    pub reconnect_ms: Option<u64>,
 }
 
 /// Why a device name is not an NVMe/TCP address.
@@ -61,7 +66,7 @@ impl fmt::Display for AddressError {
             AddressError::Option(o) => {
                 write!(
                     f,
-                    "unknown option or bad value '{o}' (hdgst=0|1, ddgst=0|1, kato=MS)"
+                    "unknown option or bad value '{o}' (hdgst=0|1, ddgst=0|1, kato=MS, reconnect=MS)"
                 )
             }
         }
@@ -123,6 +128,7 @@ impl TcpAddress {
             header_digest: false,
             data_digest: false,
             kato_ms: None,
+            reconnect_ms: None,
         };
         for opt in query.unwrap_or("").split('&').filter(|o| !o.is_empty()) {
             let (k, v) = opt
@@ -137,6 +143,14 @@ impl TcpAddress {
                             .map_err(|_| AddressError::Option(opt.to_string()))?,
                     )
                 }
+                "reconnect" => {
+                    a.reconnect_ms = Some(
+                        v.parse()
+                            .ok()
+                            .filter(|&ms: &u64| ms.checked_mul(1_000_000).is_some())
+                            .ok_or_else(|| AddressError::Option(opt.to_string()))?,
+                    )
+                }
                 _ => return Err(AddressError::Option(opt.to_string())),
             }
         }
@@ -144,13 +158,17 @@ impl TcpAddress {
     }
 
     /// Transport options for this address: the defaults of
-    /// [`TcpOptions::new`] with the address's digests and Keep Alive.
+    /// [`TcpOptions::new`] with the address's digests, Keep Alive and
+    /// reconnect window.
     pub fn options(&self) -> TcpOptions {
         let mut o = TcpOptions::new(self.subnqn.clone());
         o.header_digest = self.header_digest;
         o.data_digest = self.data_digest;
         if let Some(k) = self.kato_ms {
             o.kato_ms = k;
+        }
+        if let Some(ms) = self.reconnect_ms {
+            o.reconnect_timeout = ms.saturating_mul(1_000_000);
         }
         o
     }
@@ -173,6 +191,10 @@ impl fmt::Display for TcpAddress {
         }
         if let Some(k) = self.kato_ms {
             write!(f, "{sep}kato={k}")?;
+            sep = '&';
+        }
+        if let Some(ms) = self.reconnect_ms {
+            write!(f, "{sep}reconnect={ms}")?;
         }
         Ok(())
     }
@@ -198,8 +220,19 @@ mod tests {
         let o = a.options();
         assert!(o.header_digest && o.data_digest);
         assert_eq!(o.kato_ms, 5000);
+        assert_eq!(
+            o.reconnect_timeout,
+            TcpOptions::new(a.subnqn.clone()).reconnect_timeout
+        );
         let a = TcpAddress::parse("nvme-tcp://target/sub").unwrap();
         assert_eq!(a.port, DEFAULT_PORT);
+        let s = "nvme-tcp://10.0.0.1:4420/sub?kato=0&reconnect=2500";
+        let a = TcpAddress::parse(s).unwrap();
+        assert_eq!(a.reconnect_ms, Some(2500));
+        assert_eq!(a.options().reconnect_timeout, 2_500_000_000);
+        assert_eq!(a.to_string(), s);
+        let s = "nvme-tcp://10.0.0.1:4420/sub?reconnect=1";
+        assert_eq!(TcpAddress::parse(s).unwrap().to_string(), s);
     }
 
     #[test]
@@ -215,6 +248,14 @@ mod tests {
         assert_eq!(
             e("nvme-tcp://h/n?hdgst=2"),
             AddressError::Option("hdgst=2".into())
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?reconnect=-1"),
+            AddressError::Option("reconnect=-1".into())
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?reconnect=18446744073710"),
+            AddressError::Option("reconnect=18446744073710".into())
         );
         assert_eq!(
             e("nvme-tcp://h/n?tls=1"),

@@ -4,12 +4,14 @@
 
 use std::io::{ErrorKind, IoSlice, IoSliceMut, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use std::vec::Vec;
 
 use pollfs_core::units::Nanos;
 
 use super::address::TcpAddress;
+use super::frames::TcpFrames;
 use super::stream::{Connector, LinkError, Stream};
 use super::transport::{TcpOptions, TcpTransport};
 use crate::controller::DriverConfig;
@@ -161,12 +163,33 @@ impl NvmeDevice<TcpTransport<NetConnector>> {
         config: DriverConfig,
         frames: u32,
     ) -> Result<TcpDevice, DriverError> {
+        let clock = std_clock();
+        let transport = Self::transport(address, options, clock.clone())?;
+        NvmeDevice::new(transport, clock, config, frames)
+    }
+    /// As [`tcp_with`](Self::tcp_with), with page frames another device
+    /// already has: the legs of a `pollfs_core::volume` share one arena.
+    /// A TCP controller reaches any frame in ordinary memory, so every
+    /// TCP device can serve the same [`TcpFrames`].
+    pub fn tcp_on(
+        address: &TcpAddress,
+        options: TcpOptions,
+        config: DriverConfig,
+        arena: Arc<TcpFrames>,
+    ) -> Result<TcpDevice, DriverError> {
+        let clock = std_clock();
+        let transport = Self::transport(address, options, clock.clone())?;
+        NvmeDevice::with_arena(transport, clock, config, arena)
+    }
+    fn transport(
+        address: &TcpAddress,
+        options: TcpOptions,
+        clock: impl Fn() -> Nanos + Send + Sync + Clone + 'static,
+    ) -> Result<TcpTransport<NetConnector>, DriverError> {
         let timeout = Duration::from_nanos(options.setup_timeout.max(1));
         let connector = NetConnector::new(&address.host, address.port, timeout).map_err(|e| {
             DriverError::Protocol(crate::qpair::ProtocolError::Tcp(super::TcpError::Link(e)))
         })?;
-        let clock = std_clock();
-        let transport = TcpTransport::new(connector, options, clock.clone());
-        NvmeDevice::new(transport, clock, config, frames)
+        Ok(TcpTransport::new(connector, options, clock))
     }
 }

@@ -12,6 +12,7 @@ use std::fmt::Write;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use pollfs_core::dev::BlockDevice;
 use pollfs_driver::{DriverConfig, NvmeDevice, Transport};
 
 #[cfg(test)]
@@ -20,6 +21,7 @@ pub use args::{Args, Settings};
 use worker::{new_histogram, Layout, QueueStats, Worker};
 
 use super::{with_device, DeviceJob, Target};
+use crate::volume::{Open, VolumeJob};
 
 /// The percentiles spdk_nvme_perf's latency summary gives.
 const CUTOFFS: [f64; 15] = [
@@ -86,6 +88,7 @@ impl Report {
             Target::Emu => "emu".to_string(),
             Target::Vfio(a) => format!("PCIE ({a})"),
             Target::Tcp(a) => format!("TCP ({a})"),
+            Target::Volume(v) => v.to_string(),
         };
         match q.core {
             Some(c) => format!("{device} qpair {} from core {c}", q.queue),
@@ -182,11 +185,7 @@ impl Report {
             })
             .collect();
         let v = serde_json::json!({
-            "device": match &self.settings.target {
-                Target::Emu => "emu".to_string(),
-                Target::Vfio(a) => format!("vfio:{a}"),
-                Target::Tcp(a) => a.to_string(),
-            },
+            "device": self.settings.target.to_string(),
             "settings": self.settings,
             "elapsed_s": self.elapsed.as_secs_f64(),
             "queues": queues,
@@ -226,7 +225,30 @@ pub fn measure(settings: &Settings) -> Result<Report, String> {
         max_transfer: Some(settings.io_size.max(4096)),
         ..DriverConfig::default()
     };
-    with_device(&settings.target, config, frames, Perf(settings.clone()))
+    match &settings.target {
+        Target::Volume(volume) => {
+            // A stripe's emulated legs share one namespace's size, so the
+            // volume holds what `emu` holds and random I/O covers as much
+            // memory (the emulated medium's caches and TLB see the same
+            // working set).
+            let legs = volume.legs.len() as u64;
+            let bytes = match volume.chunk {
+                Some(chunk) => super::EMU_BYTES / legs / chunk * chunk,
+                None => super::EMU_BYTES,
+            };
+            let open = Open {
+                frames,
+                bytes,
+                driver: config,
+                // A mirror gets new headers: perf writes over the legs anyway.
+                make: volume.chunk.is_none().then_some(0x9e7f),
+                ..Open::existing(frames)
+            };
+            let name = settings.target.to_string();
+            crate::volume::run(volume, &name, &open, Perf(settings.clone()))
+        }
+        _ => with_device(&settings.target, config, frames, Perf(settings.clone())),
+    }
 }
 
 struct Perf(Settings);
@@ -234,76 +256,86 @@ struct Perf(Settings);
 impl DeviceJob for Perf {
     type Output = Report;
     fn run<T: Transport>(self, dev: &NvmeDevice<T>) -> Result<Report, String> {
-        use pollfs_core::dev::BlockDevice;
-        let s = &self.0;
-        let geometry = dev.geometry();
-        if s.io_size > geometry.max_transfer {
-            return Err(format!(
-                "-o {}: larger than the device's largest request ({} bytes)",
-                s.io_size, geometry.max_transfer
-            ));
-        }
-        let layout = Layout::new(s, geometry.capacity_pages(), geometry.blocks_per_page());
-        let per_worker = s.qpairs_per_worker;
-        let total_pairs = s.cores.len() as u32 * per_worker;
-        let mut workers = Vec::new();
-        for (w, _) in s.cores.iter().enumerate() {
-            let queues = (0..per_worker)
-                .map(|_| dev.open_queue().map_err(|e| format!("open queue: {e}")))
-                .collect::<Result<Vec<_>, _>>()?;
-            let first = w as u32 * per_worker;
-            let first_frame = first * s.io_depth * layout.pages;
-            workers.push(Worker::new(
-                s,
-                layout,
-                w as u32,
-                queues,
-                first,
-                first_frame,
-                total_pairs,
-            )?);
-        }
-        let start = Instant::now();
-        let (measure_from, end) = worker::window(s, start);
-        let results: Vec<Result<Vec<QueueStats>, String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = workers
-                .into_iter()
-                .zip(&s.cores)
-                .map(|(w, core)| {
-                    scope.spawn(move || {
-                        if let Some(cpu) = core {
-                            crate::sys::pin_to_cpu(*cpu)?;
-                        }
-                        w.run(measure_from, end)
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("worker panicked".to_string()))
-                })
-                .collect()
-        });
-        let elapsed = Instant::now().saturating_duration_since(measure_from);
-        let mut report = Report {
-            settings: s.clone(),
-            elapsed,
-            queues: Vec::new(),
-            latency: new_histogram()?,
-        };
-        for r in results {
-            for q in r? {
-                report
-                    .latency
-                    .add(&q.latency)
-                    .map_err(|e| format!("histogram: {e}"))?;
-                report.queues.push(q);
-            }
-        }
-        Ok(report)
+        measure_on(&self.0, dev)
     }
+}
+
+impl VolumeJob for Perf {
+    type Output = Report;
+    fn run<D: BlockDevice>(self, dev: D, _what: &str) -> Result<Report, String> {
+        measure_on(&self.0, &dev)
+    }
+}
+
+/// The workload on any block device: `-P` queue pairs on each worker.
+fn measure_on<D: BlockDevice>(s: &Settings, dev: &D) -> Result<Report, String> {
+    let geometry = dev.geometry();
+    if s.io_size > geometry.max_transfer {
+        return Err(format!(
+            "-o {}: larger than the device's largest request ({} bytes)",
+            s.io_size, geometry.max_transfer
+        ));
+    }
+    let layout = Layout::new(s, geometry.capacity_pages(), geometry.blocks_per_page());
+    let per_worker = s.qpairs_per_worker;
+    let total_pairs = s.cores.len() as u32 * per_worker;
+    let mut workers = Vec::new();
+    for (w, _) in s.cores.iter().enumerate() {
+        let queues = (0..per_worker)
+            .map(|_| dev.open_queue().map_err(|e| format!("open queue: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let first = w as u32 * per_worker;
+        let first_frame = first * s.io_depth * layout.pages;
+        workers.push(Worker::new(
+            s,
+            layout,
+            w as u32,
+            queues,
+            first,
+            first_frame,
+            total_pairs,
+        )?);
+    }
+    let start = Instant::now();
+    let (measure_from, end) = worker::window(s, start);
+    let results: Vec<Result<Vec<QueueStats>, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = workers
+            .into_iter()
+            .zip(&s.cores)
+            .map(|(w, core)| {
+                scope.spawn(move || {
+                    if let Some(cpu) = core {
+                        crate::sys::pin_to_cpu(*cpu)?;
+                    }
+                    w.run(measure_from, end)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("worker panicked".to_string()))
+            })
+            .collect()
+    });
+    let elapsed = Instant::now().saturating_duration_since(measure_from);
+    let mut report = Report {
+        settings: s.clone(),
+        elapsed,
+        queues: Vec::new(),
+        latency: new_histogram()?,
+    };
+    for r in results {
+        for q in r? {
+            report
+                .latency
+                .add(&q.latency)
+                .map_err(|e| format!("histogram: {e}"))?;
+            report.queues.push(q);
+        }
+    }
+    Ok(report)
 }
 
 #[cfg(test)]

@@ -115,3 +115,19 @@ fn perf_over_nvme_tcp_completes_commands_without_errors() {
         r.render(false)
     );
 }
+
+#[test]
+fn perf_runs_on_a_stripe_and_a_mirror_of_emu_legs() {
+    for device in ["stripe:64k:(emu,emu)", "mirror:(emu,ram)"] {
+        let mut s = settings(Pattern::Randrw, 50, 8, 2);
+        s.target = device.parse().unwrap();
+        s.io_size = 128 << 10;
+        let r = measure(&s).unwrap();
+        assert!(r.ios() > 0, "{device}");
+        assert_eq!(r.errors(), 0, "{device}");
+        let text = r.render(false);
+        assert!(text.contains(&format!("{device} qpair 1")), "{text}");
+    }
+    let e = "mirror:(emu,file:/x)".parse::<Target>().unwrap_err();
+    assert!(e.contains("emu, ram, vfio: and nvme-tcp://"), "{e}");
+}

@@ -42,6 +42,9 @@ pub type EmuTransport = PcieTransport<EmuController, EmuMemory>;
 /// The driver on the emulated controller.
 pub type EmulatedDevice = NvmeDevice<EmuTransport>;
 
+/// Page-cache frames in emulated DMA memory.
+pub type EmuFrames = crate::pcie::NvmeFrames<EmuRegion>;
+
 /// A monotonic clock from `std::time::Instant`, for hosted use.
 #[derive(Clone, Copy, Debug)]
 pub struct StdClock {
@@ -101,6 +104,24 @@ impl NvmeDevice<EmuTransport> {
         let ctrl = EmuController::new(emu, mem.clone());
         let transport = PcieTransport::new(ctrl.clone(), mem);
         let dev = NvmeDevice::new(transport, clock, config, frames)?;
+        Ok((dev, ctrl))
+    }
+
+    /// As [`emulated_with`](Self::emulated_with), for a controller on
+    /// `memory`, an IOVA space other emulated controllers may share (as
+    /// devices in one VFIO container share an IOMMU domain), serving the
+    /// page cache in `arena`, frames allocated from that memory: several
+    /// such controllers are the legs of one volume with no copying.
+    pub fn emulated_on(
+        emu: EmuConfig,
+        config: DriverConfig,
+        memory: &EmuMemory,
+        arena: Arc<EmuFrames>,
+        clock: impl Clock + 'static,
+    ) -> Result<(EmulatedDevice, Arc<EmuController>), DriverError> {
+        let ctrl = EmuController::new(emu, memory.clone());
+        let transport = PcieTransport::new(ctrl.clone(), memory.clone());
+        let dev = NvmeDevice::with_arena(transport, clock, config, arena)?;
         Ok((dev, ctrl))
     }
 }

@@ -220,6 +220,7 @@ impl TestTarget {
             header_digest: hdgst,
             data_digest: ddgst,
             kato_ms: None,
+            reconnect_ms: None,
         }
         .to_string()
     }

@@ -4,6 +4,8 @@
 //! in another order, a subset applied, or the write in flight torn at a
 //! 512-byte boundary.
 
+pub mod files;
+
 use std::sync::{Arc, Mutex};
 
 use pollfs_core::dev::ram::{RamDevice, RamFrames, RamQueue};
@@ -30,11 +32,17 @@ pub enum Event {
     Flush,
 }
 
+/// The order in which several recording devices saw their events: one
+/// entry per event, naming the device (the legs of a mirror).
+pub type Order = Arc<Mutex<Vec<usize>>>;
+
 /// A RAM device that records what is written to it.
 #[derive(Clone, Debug)]
 pub struct RecordingDevice {
     inner: RamDevice,
     events: Arc<Mutex<Vec<Event>>>,
+    /// Where to note each event, and as which device.
+    order: Option<(Order, usize)>,
     /// Whether the device offers FUA (see [`RecordingDevice::without_fua`]).
     fua: bool,
 }
@@ -45,6 +53,7 @@ impl RecordingDevice {
         RecordingDevice {
             inner,
             events: Arc::default(),
+            order: None,
             fua: true,
         }
     }
@@ -55,6 +64,18 @@ impl RecordingDevice {
             fua: false,
             ..RecordingDevice::new(inner)
         }
+    }
+    /// As [`new`](Self::new), also noting each event in `order` as device
+    /// `id`.
+    pub fn in_order(inner: RamDevice, order: Order, id: usize) -> RecordingDevice {
+        RecordingDevice {
+            order: Some((order, id)),
+            ..RecordingDevice::new(inner)
+        }
+    }
+    /// The device it records on.
+    pub fn inner(&self) -> &RamDevice {
+        &self.inner
     }
     /// Events so far.
     pub fn len(&self) -> usize {
@@ -76,6 +97,7 @@ pub struct RecordingQueue {
     inner: RamQueue,
     dev: RamDevice,
     events: Arc<Mutex<Vec<Event>>>,
+    order: Option<(Order, usize)>,
     fua: bool,
 }
 
@@ -114,7 +136,11 @@ impl DeviceQueue for RecordingQueue {
         };
         let tag = self.inner.submit(cmd)?;
         if let Some(e) = event {
-            self.events.lock().expect("events lock").push(e);
+            let mut events = self.events.lock().expect("events lock");
+            events.push(e);
+            if let Some((order, id)) = &self.order {
+                order.lock().expect("order lock").push(*id);
+            }
         }
         Ok(tag)
     }
@@ -143,6 +169,7 @@ impl BlockDevice for RecordingDevice {
             inner: self.inner.open_queue()?,
             dev: self.inner.clone(),
             events: self.events.clone(),
+            order: self.order.clone(),
             fua: self.fua,
         })
     }

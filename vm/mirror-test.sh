@@ -1,0 +1,148 @@
+#!/bin/bash
+# A mirror over two real NVMe/TCP targets: two nvmet-tcp subsystems in
+# the test VM (leg0 on 127.0.0.1:4420, leg1 on 127.0.0.1:4421, each a
+# 64 MiB tmpfs file). In one boot: `pollfs mkfs` on
+# mirror:(nvme-tcp://...,nvme-tcp://...); a writer that syncs after every
+# 64 KiB chunk (driver/examples/mirror_check.rs) runs while leg 1's port
+# stops serving its subsystem; the writer must see the leg fail (the legs
+# are named with a 5 s reconnect window) and go on syncing; it is then killed with SIGKILL. With the port back, `pollfs
+# mirror status` (another process, from the headers) shows leg 1 failed;
+# every synced chunk is read back from leg 0; `pollfs mirror rejoin` copies
+# leg 1 back; the two backing files are byte-equal over the mirror's data
+# (everything but the last two pages, the per-leg headers, which must
+# agree on everything but the leg's own position); leg 0 is then dropped
+# and every synced chunk read back from leg 1 alone; leg 0 rejoins, the
+# legs are compared again, and `pollfs fsck` passes.
+#
+# Exit status 0 only when every step passed. Usage: bash vm/mirror-test.sh
+source "$(dirname "$0")/lib.sh"
+
+started=$SECONDS
+ensure_packages
+ensure_kernel
+build_static -p pollfs-driver -p pollfs-cli --example mirror_check --bin pollfs
+
+modules="configfs nvmet nvmet-tcp crc32c_generic"
+extra="$bin_dir/examples/mirror_check:bin/mirror_check $bin_dir/pollfs:bin/pollfs"
+extra="$extra $vm_dir/guest-common.sh:guest-common.sh $vm_dir/nvmet.sh:nvmet.sh"
+make_initramfs "$cache/mirror-initrd.gz" <<'INIT'
+#!/bin/busybox sh
+. /guest-common.sh
+. /nvmet.sh
+fail() { echo "VM-MIRROR-FAILED: $*"; echo "VM-RESULT rc=1"; poweroff -f; exit 1; }
+step() { echo "== $* ($(cut -d' ' -f1 /proc/uptime) s)"; }
+synced() { grep -c '^SYNCED' /tmp/synced; }
+# Waits (up to $2 tenths of a second) for the writer to have synced $1
+# chunks; fails if it stopped.
+wait_synced() {
+    i=0
+    while [ "$(synced)" -lt "$1" ] && [ $i -lt "$2" ]; do
+        kill -0 $w 2>/dev/null || { cat /tmp/writer.err; fail "the writer stopped"; }
+        sleep 0.1
+        i=$((i + 1))
+    done
+    [ "$(synced)" -ge "$1" ] || { cat /tmp/writer.err; fail "the writer synced $(synced) of $1 chunks"; }
+}
+MIB=64
+# The mirror's data: all but the last two 4 KiB pages (the headers).
+DATA=$(( (MIB << 20) - 8192 ))
+# Both backing files hold the same bytes over the mirror's data.
+legs_equal() {
+    cmp -n $DATA /legs/leg0 /legs/leg1 || fail "the legs differ ($1)"
+    echo "the legs' first $DATA bytes are equal"
+    /bin/mirror_check headers "$U0" "$U1" || fail "headers ($1)"
+}
+status() {
+    /bin/pollfs mirror status "$M" > /tmp/status || fail "mirror status"
+    cat /tmp/status
+}
+
+step "two nvmet-tcp subsystems on 127.0.0.1:4420 and :4421"
+mkdir /legs && mount -t tmpfs -o size=160m none /legs || fail "tmpfs"
+nvmet_base || fail "loopback and configfs"
+nvmet_file_target leg0 1 4420 /legs/leg0 $MIB || fail "target leg0"
+nvmet_file_target leg1 2 4421 /legs/leg1 $MIB || fail "target leg1"
+# A reset tries to reach a target again for 5 s (30 s by default), so a
+# leg that is gone is dropped after about three times that.
+U0="nvme-tcp://127.0.0.1:4420/leg0?reconnect=5000"
+U1="nvme-tcp://127.0.0.1:4421/leg1?reconnect=5000"
+M="mirror:($U0,$U1)"
+
+step "mkfs on $M"
+/bin/pollfs mkfs --force "$M" || fail "mkfs"
+status
+[ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a new mirror with a leg out of sync"
+
+step "a syncing writer; leg 1's port stops serving its subsystem"
+/bin/mirror_check writer "$U0" "$U1" > /tmp/synced 2>/tmp/writer.err &
+w=$!
+wait_synced 48 900
+echo "$(synced) chunks synced with both legs"
+nvmet_port_unlink 2 leg1 || fail "unlink"
+echo "leg1's port unlinked"
+i=0
+while ! grep -q '^LEG 1 FAILED$' /tmp/synced && [ $i -lt 1200 ]; do
+    kill -0 $w 2>/dev/null || { cat /tmp/writer.err; fail "the writer stopped"; }
+    sleep 0.1
+    i=$((i + 1))
+done
+grep -q '^LEG 1 FAILED$' /tmp/synced || { cat /tmp/writer.err; fail "leg 1 never failed"; }
+at=$(synced)
+echo "the writer saw leg 1 fail after $i tenths of a second, at $at synced chunks"
+wait_synced $((at + 48)) 900
+kill -9 $w
+wait $w
+cat /tmp/writer.err
+grep -q '^LEG 0 FAILED$' /tmp/synced && fail "leg 0 failed too"
+last="$(grep '^SYNCED' /tmp/synced | tail -n1 | sed -n 's/^SYNCED \([0-9]*\)$/\1/p')"
+[ -n "$last" ] || fail "no last synced chunk"
+echo "killed after chunk $last was synced ($((last + 1 - at)) chunks synced on leg 0 alone)"
+
+step "leg1's port back; the headers say leg 1 failed"
+nvmet_port_link 2 leg1 || fail "link"
+status
+grep -q '^leg 1 .*: failed' /tmp/status || fail "leg 1 not recorded failed"
+grep -q '^leg 0 .*: in sync$' /tmp/status || fail "leg 0 not in sync"
+
+step "every synced chunk, read from leg 0"
+/bin/mirror_check verify "$U0" "$U1" "$last" || fail "synced data after the kill"
+
+step "rejoin leg 1 (waits for the resync)"
+t0=$(cut -d' ' -f1 /proc/uptime)
+/bin/pollfs mirror rejoin "$M" 1 || fail "rejoin 1"
+echo "rejoin took $t0 .. $(cut -d' ' -f1 /proc/uptime) s of uptime"
+status
+[ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a leg out of sync after the rejoin"
+grep -q 'clean$' /tmp/status || fail "the mirror is not clean after the rejoin"
+legs_equal "after the resync"
+
+step "leg 0 dropped: every synced chunk, read from leg 1"
+/bin/pollfs mirror fail "$M" 0 || fail "fail 0"
+status
+grep -q '^leg 0 .*: failed' /tmp/status || fail "leg 0 not recorded failed"
+/bin/mirror_check verify "$U0" "$U1" "$last" || fail "synced data on leg 1"
+
+step "rejoin leg 0"
+/bin/pollfs mirror rejoin "$M" 0 || fail "rejoin 0"
+status
+[ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a leg out of sync after the second rejoin"
+legs_equal "after the second resync"
+/bin/pollfs fsck "$M" || fail "fsck"
+
+echo "VM-MIRROR-OK"
+echo "VM-RESULT rc=0"
+poweroff -f
+INIT
+
+img="$cache/nvme-mirror.img"
+out="$cache/console-mirror.log"
+rm -f "$img"
+# QEMU's NVMe disk is not used here (the legs are files in the guest's
+# memory), but boot() always attaches one.
+truncate -s 16M "$img"
+log "booting (console: $out)"
+boot "$cache/mirror-initrd.gz" "$img" "$out" "" "no_timer_check"
+grep -v '^\[' "$out" | grep -v '^$' | sed 's/^/    /' >&2 || true
+grep -q "VM-MIRROR-OK" "$out" || die "mirror test failed (console: $out)"
+grep -q "VM-RESULT rc=0" "$out" || die "mirror test failed (console: $out)"
+log "all passed in $((SECONDS - started)) s"
