@@ -59,7 +59,7 @@ valgrind --tool=callgrind --callgrind-out-file="$out" --collect-atstart=no \
 cat "$out.stdout"
 # Inclusive instructions of each wrapper.
 incl() {
-    callgrind_annotate --inclusive=yes "$out" 2>/dev/null \
+    callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null \
         | awk -v f="$1" 'index($0, f) && !seen { gsub(",", "", $1); print $1; seen = 1 }'
 }
 submit="$(incl 'io_cost::driver_submit')"

@@ -64,6 +64,7 @@ impl CidPool {
         }
     }
     /// Takes a free id, or `None` when all are in flight.
+    #[inline]
     pub fn alloc(&mut self) -> Option<u16> {
         let cid = self.free.pop()?;
         if let Some(b) = self.busy.get_mut(usize::from(cid)) {
@@ -73,6 +74,7 @@ impl CidPool {
     }
     /// Returns `cid`; `false` if it was not allocated (an unknown or
     /// duplicate completion), in which case nothing changes.
+    #[inline]
     pub fn release(&mut self, cid: u16) -> bool {
         match self.busy.get_mut(usize::from(cid)) {
             Some(b) if *b => {
@@ -84,6 +86,7 @@ impl CidPool {
         }
     }
     /// True if `cid` is allocated.
+    #[inline]
     pub fn is_busy(&self, cid: u16) -> bool {
         self.busy.get(usize::from(cid)).copied().unwrap_or(false)
     }

@@ -264,7 +264,7 @@ impl<D: BlockDevice> Session<D> {
             other => other,
         };
         if written.is_ok() {
-            inode.touch((self.fs.config.wall_clock)());
+            inode.touch_data((self.fs.config.wall_clock)());
         }
         written
     }

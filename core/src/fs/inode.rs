@@ -304,6 +304,20 @@ impl Inode {
         self.ctime.store(now, Ordering::Relaxed);
     }
 
+    /// [`Inode::touch`] for a data write: leaves both times alone if they
+    /// are already within [`TIME_GRANULE`] before `now`, as Linux keeps
+    /// them to its coarse clock's tick. Writers of one file then only read
+    /// the times' cache line, instead of storing to it on every write.
+    pub(crate) fn touch_data(&self, now: u64) {
+        let recent = |t: &AtomicU64| {
+            now.checked_sub(t.load(Ordering::Relaxed))
+                .is_some_and(|d| d < TIME_GRANULE)
+        };
+        if !(recent(&self.mtime) && recent(&self.ctime)) {
+            self.touch(now);
+        }
+    }
+
     pub(crate) fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
     }
@@ -341,8 +355,19 @@ impl Inode {
     }
 
     /// Page `index`, dirty already, got new bytes.
+    ///
+    /// Most overwrites land inside the range already, so it is read before
+    /// it is written: writers of one file then leave its cache line shared
+    /// instead of taking turns owning it. Skipping the write is safe
+    /// because the range is taken (by a small sync's `log_pages`) only with
+    /// writers drained and the inode lock held: until this writer leaves
+    /// the write drain (or drops the inode lock), nothing can take the
+    /// range it has just seen cover `index`.
     pub(crate) fn changed(&self, index: crate::units::PageIndex) {
-        widen(&self.log_range, index.0);
+        let r = self.log_range.load(Ordering::Acquire);
+        if DirtyRange::with(r, index.0) != r {
+            widen(&self.log_range, index.0);
+        }
     }
 
     /// Takes the range of pages given new bytes since the last call, as
@@ -386,6 +411,10 @@ fn widen(range: &AtomicU64, index: u64) {
     });
 }
 
+/// How stale a data write may leave mtime and ctime, in nanoseconds (see
+/// [`Inode::touch_data`]).
+pub(crate) const TIME_GRANULE: u64 = 1_000_000;
+
 /// Pages needed to hold `size` bytes.
 pub(crate) fn pages_for(size: u64) -> u64 {
     size.div_ceil(PAGE_SIZE_U64)
@@ -406,5 +435,34 @@ mod tests {
         assert_eq!(DirtyRange::bounds(r), (0, 8));
         let top = crate::cache::radix::MAX_PAGES - 1;
         assert_eq!(DirtyRange::bounds(DirtyRange::with(r, top)), (0, top + 1));
+    }
+
+    #[test]
+    fn data_writes_move_times_only_past_the_granule() {
+        let i = Inode::from_meta(InodeId(9), &InodeMeta::new(Kind::File, 0o644, 0, 0, 0));
+        i.touch(5_000_000);
+        i.touch_data(5_000_000 + TIME_GRANULE - 1);
+        assert_eq!(
+            i.mtime.load(Ordering::Relaxed),
+            5_000_000,
+            "within the granule"
+        );
+        i.touch_data(5_000_000 + TIME_GRANULE);
+        assert_eq!(i.mtime.load(Ordering::Relaxed), 5_000_000 + TIME_GRANULE);
+        assert_eq!(i.ctime.load(Ordering::Relaxed), 5_000_000 + TIME_GRANULE);
+        i.touch(u64::MAX);
+        i.touch_data(7);
+        assert_eq!(
+            i.mtime.load(Ordering::Relaxed),
+            7,
+            "a time in the future is replaced"
+        );
+        i.ctime.store(0, Ordering::Relaxed);
+        i.touch_data(TIME_GRANULE);
+        assert_eq!(
+            i.ctime.load(Ordering::Relaxed),
+            TIME_GRANULE,
+            "either time out of date"
+        );
     }
 }

@@ -191,3 +191,27 @@ impl<D: BlockDevice> Session<D> {
         acquire.await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::dev::ram::RamDevice;
+    use crate::fs::{Config, Fs};
+
+    #[test]
+    fn live_sessions_never_share_a_number() {
+        let dev = RamDevice::new(16 << 20, 4096, 64).unwrap();
+        let config = Config {
+            cache_pages: 32,
+            dirty_limit_pages: 16,
+            ..Config::default()
+        };
+        let fs = Fs::new(dev, config).unwrap();
+        let a = fs.session().unwrap();
+        let b = fs.session().unwrap();
+        drop(a);
+        // Two sessions live again, as before `a` closed: the new one must
+        // not take the number (and write-drain slot) `b` has.
+        let c = fs.session().unwrap();
+        assert_ne!(b.drain_hint, c.drain_hint);
+    }
+}

@@ -5,7 +5,7 @@
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::inode::Inode;
 use super::namespace::Tree;
@@ -93,6 +93,7 @@ impl<D: BlockDevice> Fs<D> {
             inodes: RwLock::new(BTreeMap::new()),
             next_ino: AtomicU64::new(ROOT_INO + 1),
             counters: Mutex::new((Vec::new(), Stats::default())),
+            sessions: AtomicUsize::new(0),
             journal,
             meta_frames,
             meta_bytes: AtomicU64::new(0),

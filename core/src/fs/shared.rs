@@ -5,7 +5,7 @@
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::inode::Inode;
 use super::namespace::Tree;
@@ -51,6 +51,8 @@ pub(crate) struct Shared<D: BlockDevice> {
     pub(crate) next_ino: AtomicU64,
     /// Live sessions' counters, and the sum of closed sessions'.
     pub(crate) counters: Mutex<(Vec<Arc<Counters>>, Stats)>,
+    /// Sessions opened so far: each gets the next number.
+    pub(crate) sessions: AtomicUsize,
     /// The metadata log, for a filesystem on disk (`Fs::format`/`mount`).
     pub(crate) journal: Option<Journal>,
     /// Frames kept out of the cache for metadata I/O.
@@ -145,11 +147,13 @@ impl<D: BlockDevice> Shared<D> {
         }
     }
 
-    /// Adds a new session's counters; returns a number for the session.
+    /// Adds a new session's counters; returns a number for the session,
+    /// never one a session had before (the live count would repeat after
+    /// sessions close, and two live sessions would share a write-drain
+    /// slot).
     pub(crate) fn register_counters(&self, counters: &Arc<Counters>) -> usize {
-        let mut all = self.counters.lock();
-        all.0.push(counters.clone());
-        all.0.len()
+        self.counters.lock().0.push(counters.clone());
+        self.sessions.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Folds a closing session's counters into the closed sessions' sum,

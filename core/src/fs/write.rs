@@ -29,7 +29,7 @@ impl<D: BlockDevice> Session<D> {
         };
         if written.as_ref().is_ok_and(|&n| n > 0) {
             // Lazily logged (see `Inode::mtime`): no record for this alone.
-            inode.touch((self.fs.config.wall_clock)());
+            inode.touch_data((self.fs.config.wall_clock)());
         }
         written
     }

@@ -223,7 +223,9 @@ impl<'a> Future for Acquire<'a> {
             // stay pending rather than panic.
             return Poll::Pending;
         };
-        let granted = {
+        // Granted when made, and grants are never taken back: no need to
+        // take the lock again to look (the usual, uncontended case).
+        let granted = !self.must_wait || {
             let mut st = guard.lock.state.lock();
             match st.requests.iter_mut().find(|r| r.id == guard.id) {
                 Some(r) if r.granted => true,

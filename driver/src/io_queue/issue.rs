@@ -60,7 +60,6 @@ impl<T: Transport> NvmeQueue<T> {
                 ..Slot::default()
             };
         }
-        self.unarmed.push(cid);
         self.stats.commands += 1;
         if let Some(r) = self.requests.get_mut(&tag) {
             r.outstanding += 1;
@@ -87,12 +86,17 @@ impl<T: Transport> NvmeQueue<T> {
             None => false,
         };
         if finished {
-            if let Some(r) = self.requests.remove(&tag) {
-                self.done.push_back(Completion {
-                    tag: Tag(tag),
-                    result: r.error.map_or(Ok(()), Err),
-                });
-            }
+            self.complete(tag);
+        }
+    }
+
+    /// Hands a finished request back.
+    fn complete(&mut self, tag: u32) {
+        if let Some(r) = self.requests.remove(&tag) {
+            self.done.push(Completion {
+                tag: Tag(tag),
+                result: r.error.map_or(Ok(()), Err),
+            });
         }
     }
 
@@ -175,14 +179,20 @@ impl<T: Transport> NvmeQueue<T> {
         if result.is_ok() {
             self.ctrl.note_success();
         }
-        if let Some(r) = self.requests.get_mut(&tag) {
-            r.outstanding = r.outstanding.saturating_sub(1);
-            if let Err(e) = result {
-                r.error.get_or_insert(e);
-                r.rest = None;
+        let finished = match self.requests.get_mut(&tag) {
+            Some(r) => {
+                r.outstanding = r.outstanding.saturating_sub(1);
+                if let Err(e) = result {
+                    r.error.get_or_insert(e);
+                    r.rest = None;
+                }
+                r.outstanding == 0 && r.rest.is_none()
             }
+            None => false,
+        };
+        if finished {
+            self.complete(tag);
         }
-        self.maybe_complete(tag);
     }
 
     pub(super) fn resubmit(&mut self, cid: u16) -> bool {
@@ -195,7 +205,6 @@ impl<T: Transport> NvmeQueue<T> {
         if self.qp.resubmit(cid).is_err() {
             return false;
         }
-        self.unarmed.push(cid);
         self.stats.commands += 1;
         self.stats.retries += 1;
         true

@@ -8,12 +8,14 @@
 //! piecewise as command ids free up, so they never need more ids than the
 //! queue has.
 //!
-//! Time comes only from `poll(now, ..)`. A command's deadline is armed at
-//! the first poll after it was submitted; deadlines and CSTS are checked
-//! every `health_interval`. A timed-out command is aborted; if it is still
-//! outstanding `abort_timeout` later, the controller is reset. After a
-//! reset the queue re-creates itself and resubmits everything it had in
-//! flight (bounded by `max_retries`) except the command that timed out.
+//! Time comes only from `poll(now, ..)`. Every `health_interval` a poll
+//! scans the commands in flight: it arms the deadlines of those submitted
+//! since the last scan, checks the armed ones, and reads CSTS; between
+//! scans a poll does no per-command timeout work. A timed-out command is
+//! aborted; if it is still outstanding `abort_timeout` later, the
+//! controller is reset. After a reset the queue re-creates itself and
+//! resubmits everything it had in flight (bounded by `max_retries`) except
+//! the command that timed out.
 
 mod issue;
 mod recovery;
@@ -22,11 +24,10 @@ mod requests;
 mod tests;
 
 use alloc::collections::VecDeque;
-
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
-use requests::Requests;
+use requests::{DoneQueue, Requests};
 
 use pollfs_core::dev::{Command, Completion, DevError, DeviceQueue, FrameArena, Geometry, Tag};
 use pollfs_core::units::Nanos;
@@ -95,10 +96,7 @@ pub struct NvmeQueue<T: Transport> {
     chunk_frames: usize,
     requests: Requests,
     with_rest: VecDeque<u32>,
-    /// Command ids submitted since the last poll, whose deadlines start at
-    /// the next poll's time.
-    unarmed: Vec<u16>,
-    done: VecDeque<Completion>,
+    done: DoneQueue,
     /// Completions taken from the transport and not yet accounted.
     reaped: Vec<CompletionEntry>,
     generation: u64,
@@ -162,8 +160,7 @@ impl<T: Transport> NvmeQueue<T> {
             chunk_frames,
             requests: Requests::default(),
             with_rest: VecDeque::new(),
-            unarmed: Vec::new(),
-            done: VecDeque::new(),
+            done: DoneQueue::default(),
             reaped: Vec::with_capacity(usize::from(entries)),
             generation,
             next_scan: Nanos(0),
@@ -206,6 +203,24 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                 if frames.iter().any(|f| f.0 >= count) {
                     return Err(DevError::InvalidRequest);
                 }
+                let sqe = |slba: u64, blocks: u32| match *command {
+                    Command::Write { fua, .. } => SubmissionEntry::write(nsid, slba, blocks, fua),
+                    _ => SubmissionEntry::read(nsid, slba, blocks),
+                };
+                if frames.len() <= self.chunk_frames {
+                    // One NVMe command: the usual case.
+                    if self.cids.available() == 0 {
+                        return Err(DevError::QueueFull);
+                    }
+                    let tag = self.new_request(None);
+                    let blocks = (frames.len() as u64 * bpp) as u32;
+                    if let Err(e) = self.issue(tag, sqe(lba.0, blocks), Payload::Frames(frames)) {
+                        if let Some(e) = self.abandon(tag, e) {
+                            return Err(e);
+                        }
+                    }
+                    return Ok(Tag(tag));
+                }
                 let pieces = frames.len().div_ceil(self.chunk_frames);
                 if pieces > self.cids.capacity() {
                     return Err(DevError::InvalidRequest);
@@ -217,13 +232,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                 for (i, chunk) in frames.chunks(self.chunk_frames).enumerate() {
                     let slba = lba.0 + (i * self.chunk_frames) as u64 * bpp;
                     let blocks = (chunk.len() as u64 * bpp) as u32;
-                    let sqe = match *command {
-                        Command::Write { fua, .. } => {
-                            SubmissionEntry::write(nsid, slba, blocks, fua)
-                        }
-                        _ => SubmissionEntry::read(nsid, slba, blocks),
-                    };
-                    if let Err(e) = self.issue(tag, sqe, Payload::Frames(chunk)) {
+                    if let Err(e) = self.issue(tag, sqe(slba, blocks), Payload::Frames(chunk)) {
                         if let Some(e) = self.abandon(tag, e) {
                             return Err(e);
                         }
@@ -280,7 +289,9 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
-            self.pump();
+            if !self.with_rest.is_empty() {
+                self.pump();
+            }
             let resyncs = self.stats.resyncs;
             self.check_timeouts(now);
             // Commands resubmitted by a recovery may already have completed.
@@ -291,13 +302,14 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
         }
         let mut n = 0;
         while n < max {
-            let Some(c) = self.done.pop_front() else {
+            let Some(c) = self.done.pop() else {
                 break;
             };
             self.requests.release(c.tag.0);
             done(c);
             n += 1;
         }
+        self.done.compact();
         n
     }
 

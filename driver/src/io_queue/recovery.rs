@@ -24,7 +24,6 @@ impl<T: Transport> NvmeQueue<T> {
             }
             self.maybe_complete(tag);
         }
-        self.unarmed.clear();
     }
 
     /// After a controller reset: reconnect the queue and resubmit what was
@@ -49,7 +48,6 @@ impl<T: Transport> NvmeQueue<T> {
             return;
         }
         self.stats.resyncs += 1;
-        self.unarmed.clear();
         let max = self.ctrl.config().max_retries;
         for cid in 0..self.cids.capacity() as u16 {
             if !self.cids.is_busy(cid) {
@@ -79,18 +77,22 @@ impl<T: Transport> NvmeQueue<T> {
         }
     }
 
-    /// Arms deadlines of new commands; at each scan interval checks
-    /// deadlines and controller health.
+    /// At each scan interval: arms the deadlines of commands submitted
+    /// since the last scan, checks the armed ones, and reads controller
+    /// health. Between scans a poll does nothing here, so a command's
+    /// deadline starts at the first scan after its submission: it is
+    /// aborted between `command_timeout` and `command_timeout + 2 *
+    /// health_interval` after the first poll that sees it in flight.
     pub(super) fn check_timeouts(&mut self, now: Nanos) {
-        let cfg = *self.ctrl.config();
-        for cid in self.unarmed.drain(..) {
-            if let Some(s) = self.slots.get_mut(usize::from(cid)) {
-                s.deadline = Some(Nanos(now.0.saturating_add(cfg.command_timeout)));
-            }
-        }
         if now < self.next_scan || self.cids.in_use() == 0 {
             return;
         }
+        self.scan(now);
+    }
+
+    #[cold]
+    fn scan(&mut self, now: Nanos) {
+        let cfg = *self.ctrl.config();
         self.next_scan = Nanos(now.0.saturating_add(cfg.health_interval));
         let mut need_reset = self.ctrl.is_fatal();
         let mut aborting = false;
@@ -103,6 +105,7 @@ impl<T: Transport> NvmeQueue<T> {
                 continue;
             };
             match (s.deadline, s.abort_by) {
+                (None, _) => s.deadline = Some(Nanos(now.0.saturating_add(cfg.command_timeout))),
                 (Some(d), None) if now > d => {
                     s.timed_out = true;
                     s.abort_by = Some(Nanos(now.0.saturating_add(cfg.abort_timeout)));

@@ -6,6 +6,8 @@
 
 use alloc::vec::Vec;
 
+use pollfs_core::dev::Completion;
+
 use super::Request;
 
 #[derive(Debug)]
@@ -25,6 +27,7 @@ pub(super) struct Requests {
 
 impl Requests {
     /// Stores a request and returns its tag.
+    #[inline]
     pub fn insert(&mut self, r: Request) -> u32 {
         self.live += 1;
         if let Some(tag) = self.free.pop() {
@@ -36,12 +39,14 @@ impl Requests {
         self.slots.push(Entry::Live(r));
         (self.slots.len() - 1) as u32
     }
+    #[inline]
     pub fn get(&self, tag: &u32) -> Option<&Request> {
         match self.slots.get(*tag as usize) {
             Some(Entry::Live(r)) => Some(r),
             _ => None,
         }
     }
+    #[inline]
     pub fn get_mut(&mut self, tag: &u32) -> Option<&mut Request> {
         match self.slots.get_mut(*tag as usize) {
             Some(Entry::Live(r)) => Some(r),
@@ -50,6 +55,7 @@ impl Requests {
     }
     /// Takes a finished request out; its tag stays reserved until
     /// [`release`](Self::release).
+    #[inline]
     pub fn remove(&mut self, tag: &u32) -> Option<Request> {
         let slot = self.slots.get_mut(*tag as usize)?;
         if !matches!(slot, Entry::Live(_)) {
@@ -63,6 +69,7 @@ impl Requests {
     }
     /// Frees a tag whose completion the engine has received (or that was
     /// never handed out).
+    #[inline]
     pub fn release(&mut self, tag: u32) {
         if let Some(slot) = self.slots.get_mut(tag as usize) {
             if matches!(slot, Entry::Done) {
@@ -72,8 +79,46 @@ impl Requests {
         }
     }
     /// Requests not yet finished.
+    #[inline]
     pub fn len(&self) -> usize {
         self.live
+    }
+}
+
+/// Finished requests waiting to be handed to the engine, oldest first: a
+/// vector read from a cursor. A poll usually hands back everything it
+/// finished, so this costs a push and a read per request; the read part is
+/// dropped whenever the cursor has passed half of it.
+#[derive(Debug, Default)]
+pub(super) struct DoneQueue {
+    items: Vec<Completion>,
+    next: usize,
+}
+
+impl DoneQueue {
+    #[inline]
+    pub fn push(&mut self, c: Completion) {
+        self.items.push(c);
+    }
+    #[inline]
+    pub fn pop(&mut self) -> Option<Completion> {
+        let c = *self.items.get(self.next)?;
+        self.next += 1;
+        Some(c)
+    }
+    /// Forgets what has been read, once that is at least half the queue.
+    #[inline]
+    pub fn compact(&mut self) {
+        if self.next == self.items.len() {
+            self.items.clear();
+            self.next = 0;
+        } else if self.next >= self.items.len() / 2 {
+            self.items.drain(..self.next);
+            self.next = 0;
+        }
+    }
+    pub fn len(&self) -> usize {
+        self.items.len() - self.next
     }
 }
 
@@ -102,5 +147,29 @@ mod tests {
         assert_eq!(t.insert(req()), a);
         assert_eq!(t.len(), 2);
         assert!(t.get(&99).is_none());
+    }
+
+    #[test]
+    fn done_queue_is_first_in_first_out_across_compaction() {
+        use pollfs_core::dev::Tag;
+        let c = |t| Completion {
+            tag: Tag(t),
+            result: Ok(()),
+        };
+        let mut q = DoneQueue::default();
+        for t in 0..4 {
+            q.push(c(t));
+        }
+        assert_eq!(q.pop(), Some(c(0)));
+        q.compact();
+        assert_eq!(q.len(), 3, "one of four read: kept");
+        assert_eq!(q.pop(), Some(c(1)));
+        assert_eq!(q.pop(), Some(c(2)));
+        q.compact();
+        q.push(c(4));
+        let rest: Vec<_> = core::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(rest, [c(3), c(4)]);
+        q.compact();
+        assert_eq!((q.len(), q.items.len()), (0, 0));
     }
 }

@@ -145,7 +145,8 @@ fn a_lost_command_is_aborted_then_the_controller_is_reset() {
     let mut q = queue(&fake);
     fake.state.lock().io_plan.push_back(Action::Drop);
     let lost = read(&mut q, 0, &FRAMES[..1]).unwrap();
-    // Armed at the first poll, so the deadline is 1_000 after it.
+    // Armed at the first scan (this first poll: nothing was in flight
+    // before), so the deadline is 1_000 after it.
     assert!(poll(&mut q, 10).is_empty());
     assert!(poll(&mut q, 900).is_empty());
     assert!(poll(&mut q, 1_100).is_empty(), "aborted, waiting");
@@ -165,6 +166,26 @@ fn a_lost_command_is_aborted_then_the_controller_is_reset() {
     assert_eq!(q.stats().resyncs, 1);
     let tag = read(&mut q, 0, &FRAMES[..1]).unwrap();
     assert_eq!(poll(&mut q, 1_800)[0].tag, tag, "the queue works again");
+}
+
+#[test]
+fn a_deadline_is_armed_at_the_first_scan_after_submission() {
+    let fake = FakeTransport::new();
+    let mut q = queue(&fake);
+    fake.state
+        .lock()
+        .io_plan
+        .extend([Action::Drop, Action::Drop]);
+    read(&mut q, 0, &FRAMES[..1]).unwrap();
+    assert!(poll(&mut q, 10).is_empty(), "a scan: armed for 1_010");
+    read(&mut q, 8, &FRAMES[1..2]).unwrap();
+    assert!(poll(&mut q, 60).is_empty(), "no scan before 110");
+    assert!(poll(&mut q, 110).is_empty(), "a scan: armed for 1_110");
+    assert!(poll(&mut q, 1_050).is_empty());
+    assert_eq!(q.stats().timeouts, 1, "only the first is late");
+    assert!(poll(&mut q, 1_150).is_empty());
+    assert_eq!(q.stats().timeouts, 2);
+    assert_eq!(fake.state.lock().admin_sent(admin_opcode::ABORT), 2);
 }
 
 #[test]

@@ -127,24 +127,39 @@ impl<D: DmaRegion> Ring<D> {
     }
     /// Pops the next new completion, if any. The status dword is read first
     /// (with Acquire ordering in the DMA implementation) and the rest of the
-    /// entry only after its phase says it is new. The entry's SQ id and SQ
-    /// head are validated; the caller validates the command id.
+    /// entry only after its phase says it is new; on memory that makes an
+    /// access within a page one unit ([`DmaRegion::page_atomic`]) the whole
+    /// entry is read at once instead, since that read cannot see it half
+    /// written. The entry's SQ id and SQ head are validated; the caller
+    /// validates the command id.
     pub fn pop(&mut self) -> Result<Option<CompletionEntry>, ProtocolError> {
         let off = usize::from(self.cq_head) * CQE_SIZE;
         let unreadable = |_| ProtocolError::Unreadable;
-        let dw3 = self.cq.read_u32(off + CQE_DW3).map_err(unreadable)?;
-        let tag = CompletionEntry {
-            dw3,
-            ..CompletionEntry::default()
+        let e = if self.cq.page_atomic() {
+            // Entries are 16-byte aligned, so none crosses a page.
+            let mut b = [0u8; CQE_SIZE];
+            self.cq.read(off, &mut b).map_err(unreadable)?;
+            let e = CompletionEntry::from_bytes(&b);
+            if e.phase() != self.phase {
+                return Ok(None);
+            }
+            e
+        } else {
+            let dw3 = self.cq.read_u32(off + CQE_DW3).map_err(unreadable)?;
+            let tag = CompletionEntry {
+                dw3,
+                ..CompletionEntry::default()
+            };
+            if tag.phase() != self.phase {
+                return Ok(None);
+            }
+            fence(Ordering::Acquire);
+            let mut b = [0u8; CQE_SIZE];
+            self.cq.read(off, &mut b).map_err(unreadable)?;
+            let mut e = CompletionEntry::from_bytes(&b);
+            e.dw3 = dw3;
+            e
         };
-        if tag.phase() != self.phase {
-            return Ok(None);
-        }
-        fence(Ordering::Acquire);
-        let mut b = [0u8; CQE_SIZE];
-        self.cq.read(off, &mut b).map_err(unreadable)?;
-        let mut e = CompletionEntry::from_bytes(&b);
-        e.dw3 = dw3;
         self.cq_head = self.next(self.cq_head);
         if self.cq_head == 0 {
             self.phase = !self.phase;

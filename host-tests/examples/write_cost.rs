@@ -1,0 +1,128 @@
+//! Cached 4 KiB overwrites of a 64 MiB file by 1 and 2 threads (the
+//! criterion bench `overwrite_4k_64MiB`), for two kinds of measurement:
+//!
+//! - `write_cost time [rounds]`: both thread counts in one run, alternated
+//!   `rounds` times, printing each round's ns per write and the ratio of
+//!   2-thread to 1-thread throughput, beside the same for plain 4 KiB
+//!   copies into 64 MiB of memory (the ceiling the machine allows).
+//! - `write_cost count THREADS [writes]`: a fixed number of writes through
+//!   the `#[inline(never)]` function `one_write`, for
+//!   `valgrind --tool=callgrind --collect-bus=yes --toggle-collect='write_cost::one_write*'`:
+//!   instructions and atomic read-modify-write instructions (callgrind's
+//!   `Ge`) per write, which do not depend on the machine's speed.
+//!
+//! Every page is written once before measuring, so every write finds its
+//! page cached and already dirty: the bench's steady state.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use pollfs_core::{Config, File, Fs};
+use pollfs_driver::{EmulatedDevice, NvmeDevice};
+use pollfs_host_tests::rng::Rng;
+
+const BS: usize = 4096;
+const SIZE: u64 = 64 << 20;
+const BLOCKS: u64 = SIZE / BS as u64;
+
+fn fs_with_file() -> Fs<EmulatedDevice> {
+    let pages = BLOCKS as u32;
+    let dev = NvmeDevice::emulated(SIZE + (16 << 20), 4096, pages + 64).unwrap();
+    let config = Config {
+        cache_pages: pages + 64,
+        dirty_limit_pages: pages,
+        ..pollfs_core::hosted::config()
+    };
+    let fs = Fs::new(dev, config).unwrap();
+    let f = fs.create("f").unwrap();
+    let chunk = vec![0xa5u8; 1 << 20];
+    for off in (0..SIZE).step_by(chunk.len()) {
+        f.write_all_at(&chunk, off).unwrap();
+    }
+    f.sync_data().unwrap();
+    for off in (0..SIZE).step_by(BS) {
+        f.write_at(&chunk[..BS], off).unwrap();
+    }
+    fs
+}
+
+#[inline(never)]
+fn one_write(f: &File<EmulatedDevice>, buf: &[u8], off: u64) {
+    f.write_at(buf, off).unwrap();
+}
+
+/// The same pattern on plain memory: `writes` random 4 KiB copies into a
+/// 64 MiB buffer split over `threads` threads (each its own share of the
+/// buffer, so no line is written by both), the ceiling the machine puts on
+/// the file's ratio.
+fn memcpy(mem: &mut [u8], threads: u64, writes: u64) -> Duration {
+    let start = Instant::now();
+    let share = mem.len() / threads as usize;
+    std::thread::scope(|scope| {
+        for (t, part) in mem.chunks_mut(share).enumerate() {
+            scope.spawn(move || {
+                let buf = vec![t as u8; BS];
+                let mut rng = Rng::new(t as u64 + 7);
+                let blocks = (part.len() / BS) as u64;
+                for _ in 0..writes / threads {
+                    let at = rng.below(blocks) as usize * BS;
+                    part[at..at + BS].copy_from_slice(&buf);
+                    std::hint::black_box(&part[at]);
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+/// `writes` random overwrites split over `threads` threads.
+fn overwrite(fs: &Fs<EmulatedDevice>, threads: u64, writes: u64) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            scope.spawn(move || {
+                let f = fs.open("f").unwrap();
+                let buf = vec![t as u8; BS];
+                let mut rng = Rng::new(t + 7);
+                for _ in 0..writes / threads {
+                    one_write(&f, &buf, rng.below(BLOCKS) * BS as u64);
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let fs = fs_with_file();
+    match args.first().map(String::as_str) {
+        Some("count") => {
+            let threads = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1);
+            let writes = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+            overwrite(&fs, threads, writes);
+            println!("writes {writes} threads {threads}");
+        }
+        _ => {
+            let rounds: u32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(5);
+            let writes = 1_000_000;
+            // Warm both paths (threads, sessions) before timing.
+            overwrite(&fs, 1, writes / 10);
+            overwrite(&fs, 2, writes / 10);
+            let mut mem = vec![0x5au8; SIZE as usize];
+            for r in 0..rounds {
+                let per = |d: Duration| d.as_nanos() as f64 / writes as f64;
+                let one = per(overwrite(&fs, 1, writes));
+                let two = per(overwrite(&fs, 2, writes));
+                let m1 = per(memcpy(&mut mem, 1, writes));
+                let m2 = per(memcpy(&mut mem, 2, writes));
+                println!(
+                    "round {r}: 1 thread {one:.0} ns/write, 2 threads {two:.0} ns/write, ratio {:.2}; \
+                     memcpy {m1:.0} and {m2:.0} ns, ratio {:.2}",
+                    one / two,
+                    m1 / m2
+                );
+            }
+        }
+    }
+}
