@@ -45,6 +45,11 @@ mod loom_shim {
         pub fn lock(&self) -> loom::sync::MutexGuard<'_, T> {
             self.0.lock().unwrap_or_else(|e| e.into_inner())
         }
+        /// Locks it if nobody holds it, as `spin`'s `try_lock` (a
+        /// poisoned lock counts as held: the model has failed already).
+        pub fn try_lock(&self) -> Option<loom::sync::MutexGuard<'_, T>> {
+            self.0.try_lock().ok()
+        }
     }
 }
 
