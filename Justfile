@@ -79,6 +79,11 @@ vm-perf:
 io-cost MODE="emu" IOS="100000" QD="32":
     bash vm/io-cost.sh {{IOS}} {{QD}} {{MODE}}
 
+# Instructions per cached 4 KiB read and per cached 4 KiB overwrite through
+# the file API under callgrind (`just read-cost read`, `... write`, or both).
+read-cost WHAT="both" OPS="100000":
+    bash vm/read-write-cost.sh {{WHAT}} {{OPS}}
+
 # The NVMe/TCP initiator against the Linux kernel's nvmet-tcp in the VM:
 # identify, data at many sizes with and without digests, a reconnect under
 # I/O, mkfs/fsck, a killed writer's synced data after a remount.
