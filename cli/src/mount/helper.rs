@@ -1,18 +1,18 @@
-//! `pollfs` run as mount(8)'s and umount(8)'s helper for the
-//! `fuse.pollfs` type: linked as `/sbin/mount.fuse.pollfs` (or
-//! `/sbin/mount.pollfs`, for `-t pollfs`) and `/sbin/umount.fuse.pollfs`,
-//! so that an fstab line such as
+//! `pollfs` run as mount(8)'s helper for the `fuse.pollfs` type: linked
+//! as `/sbin/mount.fuse.pollfs` (or `/sbin/mount.pollfs`, for `-t
+//! pollfs`), so that an fstab line such as
 //!
 //! ```text
 //! file:/srv/pollfs.img  /srv/data  fuse.pollfs  allow_other,nofail  0 0
 //! ```
 //!
-//! and `mount -t fuse.pollfs DEVICE DIR` mount, and `umount DIR` returns
-//! only once the server has written its checkpoint.
+//! and `mount -t fuse.pollfs DEVICE DIR` mount.
 //!
-//! mount(8) calls `mount.TYPE SOURCE DIR [-sfnv] [-o OPTIONS] [-t TYPE]`;
-//! umount(8) calls `umount.TYPE DIR [-flnrv] [-t TYPE]`. Each becomes the
-//! `pollfs mount` or `pollfs umount` command line.
+//! mount(8) calls `mount.TYPE SOURCE DIR [-sfnv] [-o OPTIONS] [-t TYPE]`,
+//! which becomes `pollfs mount SOURCE DIR [-o OPTIONS]`. (umount(8) has no
+//! such way in: as root it reads a FUSE mount's type from statfs, "fuse",
+//! and calls umount(2) itself unless /run/mount/utab names the mount; so
+//! `pollfs umount` is the unmount that waits.)
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -25,12 +25,10 @@ pub fn args(args: Vec<OsString>) -> Vec<OsString> {
         .and_then(|a| Path::new(a).file_name())
         .and_then(|n| n.to_str())
         .unwrap_or("");
-    let verb = match called {
-        "mount.fuse.pollfs" | "mount.pollfs" => "mount",
-        "umount.fuse.pollfs" | "umount.pollfs" => "umount",
-        _ => return args,
-    };
-    let mut out: Vec<OsString> = vec!["pollfs".into(), verb.into()];
+    if !matches!(called, "mount.fuse.pollfs" | "mount.pollfs") {
+        return args;
+    }
+    let mut out: Vec<OsString> = vec!["pollfs".into(), "mount".into()];
     let mut rest = args.into_iter().skip(1);
     let mut fake = false;
     while let Some(a) = rest.next() {
@@ -46,17 +44,9 @@ pub fn args(args: Vec<OsString>) -> Vec<OsString> {
                 rest.next();
             }
             Some(flags) if flags.starts_with('-') && flags.len() > 1 => {
-                for c in flags.chars().skip(1) {
-                    match (verb, c) {
-                        // mount -f: do everything but the mount.
-                        ("mount", 'f') => fake = true,
-                        ("umount", 'l') => out.push("--lazy".into()),
-                        // -n (no mtab), -s (sloppy), -v (verbose), and
-                        // umount's -f (force) and -r (remount read-only
-                        // on failure): nothing to do.
-                        _ => {}
-                    }
-                }
+                // -f: do everything but the mount; -n (no mtab), -s
+                // (sloppy), -v (verbose): nothing to do.
+                fake |= flags.contains('f');
             }
             _ => out.push(a),
         }
@@ -76,7 +66,7 @@ mod tests {
     }
 
     #[test]
-    fn mount8_and_umount8_helper_calls_become_pollfs_commands() {
+    fn mount8_helper_calls_become_pollfs_mount() {
         assert_eq!(
             args(strs(&[
                 "/sbin/mount.fuse.pollfs",
@@ -98,8 +88,8 @@ mod tests {
             ])
         );
         assert_eq!(
-            args(strs(&["umount.fuse.pollfs", "/mnt", "-nl"])),
-            strs(&["pollfs", "umount", "/mnt", "--lazy"])
+            args(strs(&["mount.pollfs", "emu", "/mnt", "-fv"])),
+            strs(&["pollfs", "--version"])
         );
         assert_eq!(
             args(strs(&["pollfs", "mount", "emu", "/m"])),

@@ -49,9 +49,8 @@ use crate::{devfile, devlock};
 ///
 /// A plain `umount MOUNTPOINT` (umount(2)) returns before the server has
 /// synced and written its checkpoint: the kernel does not wait for a FUSE
-/// server. `pollfs umount MOUNTPOINT`, and `umount` through the
-/// `umount.fuse.pollfs` helper (a link to `pollfs`), return only once
-/// everything is durable.
+/// server. `pollfs umount MOUNTPOINT` returns only once everything is
+/// durable.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The device: `file:PATH`, `vfio:PCI_ADDR` or

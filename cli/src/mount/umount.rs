@@ -10,8 +10,6 @@
 //! number in /proc/self/mountinfo) from the moment it is mounted until it
 //! exits, and writes there whether it finished cleanly. `pollfs umount`
 //! opens that file before it unmounts, then waits for the lock.
-//! `umount.fuse.pollfs` (a link to `pollfs`, see [`super::helper`]) makes
-//! umount(8) do the same.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
