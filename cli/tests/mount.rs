@@ -689,10 +689,19 @@ fn allow_other_lets_other_users_in_and_their_writes_drop_setuid() {
     assert!(!ok && err.contains("Permission denied"), "{err}");
 
     // A write by a user without CAP_FSETID drops set-user-id, and
-    // set-group-id where the group may execute; root's write keeps them.
+    // set-group-id where the group may execute or the writer is not in
+    // the file's group; root's write keeps them.
     let f = fx.path("d/f");
     std::fs::write(&f, b"x").unwrap();
-    for (before, after) in [(0o4777, 0o777), (0o6777, 0o777), (0o2767, 0o2767)] {
+    let table = [
+        (0o4777, 0o777),
+        (0o6777, 0o777),
+        (0o2767, 0o767),
+        (0o2766, 0o2766),
+    ];
+    for (i, (before, after)) in table.into_iter().enumerate() {
+        // The last: nobody is in the file's group.
+        std::os::unix::fs::chown(&f, None, Some(if i == 3 { 65534 } else { 0 })).unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(before)).unwrap();
         let (ok, err) = as_nobody(&format!("echo y >> {}", f.display()));
         assert!(ok, "{err}");

@@ -62,6 +62,21 @@ fn caller(req: &Request) -> Caller {
     }
 }
 
+/// The supplementary groups of process `pid` (the kernel sends only a
+/// request's fs uid and gid), from /proc; none if it has gone.
+fn groups_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
 fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
     match r {
         Ok(()) => reply.ok(),
@@ -251,7 +266,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -266,7 +281,8 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         // must. (Truncate and chown it does itself, with a setattr of the
         // mode, as FUSE_HANDLE_KILLPRIV is not asked for.)
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        match self.server.write(fh.0, offset, data, kill) {
+        let in_group = |gid| gid == req.gid() || groups_of(req.pid()).contains(&gid);
+        match self.server.write(fh.0, offset, data, kill, in_group) {
             Ok((n, privs_taken)) => {
                 if privs_taken {
                     // The kernel keeps the mode it had; have it ask again.

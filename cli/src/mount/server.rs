@@ -57,15 +57,15 @@ impl Gates {
 }
 
 /// The permission bits a write by a process without CAP_FSETID leaves,
-/// if it changes them: Linux (`should_remove_suid`) takes set-user-id
-/// away, and set-group-id when the group may execute (without group
-/// execute it marks mandatory locking, and stays).
-pub fn without_privs(perm: u16) -> Option<u16> {
+/// if it changes them: Linux (`setattr_should_drop_suidgid`) takes
+/// set-user-id away, and set-group-id when the group may execute or the
+/// writer is not in the file's group (`in_group`, asked only then).
+pub fn without_privs(perm: u16, in_group: impl FnOnce() -> bool) -> Option<u16> {
     const SUID: u16 = 0o4000;
     const SGID: u16 = 0o2000;
     const XGRP: u16 = 0o0010;
     let mut kept = perm & !SUID;
-    if perm & (SGID | XGRP) == SGID | XGRP {
+    if perm & SGID != 0 && (perm & XGRP != 0 || !in_group()) {
         kept &= !SGID;
     }
     (kept != perm).then_some(kept)
@@ -218,13 +218,22 @@ impl<D: BlockDevice> Server<D> {
     /// before it filled up or failed (an error only if nothing was
     /// written). With `kill_suid` (the kernel's FUSE_WRITE_KILL_SUIDGID:
     /// the writer lacks CAP_FSETID) the set-user-id and set-group-id bits
-    /// go first, as [`without_privs`] says; the reply says whether they
-    /// went (the kernel's copy of the mode is stale then).
-    pub fn write(&self, fh: u64, off: u64, data: &[u8], kill_suid: bool) -> Res<(u32, bool)> {
+    /// go first, as [`without_privs`] says (`in_group`: whether the writer
+    /// is in a group); the reply says whether they went (the kernel's copy
+    /// of the mode is stale then).
+    pub fn write(
+        &self,
+        fh: u64,
+        off: u64,
+        data: &[u8],
+        kill_suid: bool,
+        in_group: impl FnOnce(u32) -> bool,
+    ) -> Res<(u32, bool)> {
         let f = self.file(fh)?;
         let mut privs_taken = false;
         if kill_suid {
-            if let Some(perm) = without_privs(f.metadata().perm) {
+            let m = f.metadata();
+            if let Some(perm) = without_privs(m.perm, || in_group(m.gid)) {
                 let change = pollfs_core::SetAttr {
                     perm: Some(perm),
                     ..Default::default()
