@@ -38,9 +38,9 @@ mount-test:
 
 # stress-ng's metadata stressors (dir, dentry, rename, link, chmod, chown,
 # utime, filename, iomix, fallocate; not xattr, which pollfs lacks) on
-# `pollfs mount`, 2 workers for 2 s each, each followed by a clean unmount,
+# `pollfs mount`, 2 workers for 1 s each, each followed by a clean unmount,
 # fsck, a remount and the tree's checksum compared (root, /dev/fuse,
-# stress-ng, python3; well under a minute after the build).
+# stress-ng, python3; about 45 s after the build).
 mount-stress:
     cargo build --release -p pollfs-cli
     bash tests/mount/stress.sh target/release/pollfs

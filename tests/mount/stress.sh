@@ -1,5 +1,5 @@
 # Metadata under stress: stress-ng's filesystem stressors on the mount,
-# each with 2 workers for 2 seconds (files kept), then the tree's checksum (names,
+# each with 2 workers for 1 second (files kept), then the tree's checksum (names,
 # kinds, modes, owners, sizes, link counts, targets, contents), a clean
 # unmount, fsck, a remount and the same checksum; then its files go. (The xattr stressor is
 # left out: pollfs has no extended attributes yet, EOPNOTSUPP.)
@@ -43,7 +43,7 @@ PY
 for s in $STRESSORS; do
     mkdir -p "$S/$s"
     # iomix and fallocate would take 1 GiB and 16 MiB a worker.
-    if stress-ng "--$s" 2 --timeout 2s --temp-path "$S/$s" --keep-files \
+    if stress-ng "--$s" 2 --timeout 1s --temp-path "$S/$s" --keep-files \
         --iomix-bytes 32m --fallocate-bytes 8m >"$WORK/stress-$s.log" 2>&1; then
         ok "stress: $s ran without a failure ($(grep -c . "$WORK/stress-$s.log") lines of report)"
     else

@@ -10,7 +10,7 @@
 //!   open files; directories and their entries.
 //! - [`fuse`]: the `fuser::Filesystem` glue.
 //! - [`options`]: `-o`, mount(8)'s options; [`helper`]: `pollfs` called
-//!   as mount(8)'s and umount(8)'s `fuse.pollfs` helpers.
+//!   as mount(8)'s `fuse.pollfs` helper.
 //! - [`umount`]: `pollfs umount`, which returns once the server has
 //!   written its checkpoint, and the registry of running servers it waits
 //!   on.

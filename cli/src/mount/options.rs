@@ -51,7 +51,7 @@ impl Default for Options {
 fn ignored(o: &str) -> bool {
     matches!(
         o,
-        "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "nouser" | "" | "noatime"
+        "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "nouser" | ""
     ) || o.starts_with("x-")
         || o.starts_with("comment=")
 }
@@ -74,6 +74,8 @@ impl Options {
                 "noexec" => o.exec = false,
                 // No special files exist on pollfs: nodev changes nothing.
                 "dev" | "nodev" => {}
+                // Always: reads record no access time.
+                "noatime" => {}
                 "sync" => o.sync = true,
                 "async" => o.sync = false,
                 "dirsync" => o.dirsync = true,
