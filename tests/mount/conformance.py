@@ -398,6 +398,22 @@ def setuid_cleared_on_write_and_truncate(d):
     os.chmod(f, 0o4777)
     out.append(as_nobody(lambda: r(write, f, b"y", os.O_WRONLY | os.O_TRUNC)))
     out.append(mode(f))
+    # fallocate past the end by another user, and a write by the owner
+    # (not root) of its own set-user-id file.
+    os.chmod(f, 0o6777)
+
+    def grow():
+        fd = os.open(f, os.O_WRONLY)
+        try:
+            os.posix_fallocate(fd, 0, 1 << 16)
+        finally:
+            os.close(fd)
+    out.append(as_nobody(lambda: r(grow)))
+    out.append(mode(f))
+    os.chown(f, NOBODY, NOBODY)
+    os.chmod(f, 0o6755)
+    out.append(as_nobody(lambda: r(write, f, b"own", os.O_WRONLY | os.O_APPEND)))
+    out.append(mode(f))
     return out
 
 
