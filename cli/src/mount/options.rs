@@ -13,7 +13,9 @@ use fuser::MountOption;
 /// What the options ask for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
-    /// `ro`: the kernel refuses every change.
+    /// `ro`: the kernel refuses every change. (The engine still opens
+    /// the device for writing: a log left by a crash is replayed, and the
+    /// unmount writes a checkpoint.)
     pub read_only: bool,
     /// `allow_other`: users other than the one who mounted may use it.
     pub allow_other: bool,
