@@ -24,7 +24,8 @@ fresh helper 128m
 HELPER=/sbin/mount.fuse.pollfs
 own_helper=0
 if [ ! -e "$HELPER" ]; then
-    ln -s "$POLLFS" "$HELPER" && own_helper=1
+    # (-f: over a link left dangling by an earlier run that was killed)
+    ln -sfn "$POLLFS" "$HELPER" && own_helper=1
 fi
 H=$(mnt helper)
 printf '%s %s fuse.pollfs allow_other,nofail,x-test 0 0\n' "file:$(img helper)" "$H" >"$WORK/fstab"
@@ -51,4 +52,4 @@ check "a mount right after a plain umount waits for the server and works" \
 check "the other user's file is there" bash -c "[ \"\$(cat '$H/shared/f')\" = theirs ]"
 check "pollfs umount again" "$POLLFS" umount "$H"
 check "helper: fsck is clean" fsck_clean helper
-[ "$own_helper" = 1 ] && rm -f "$HELPER"
+if [ "$own_helper" = 1 ]; then rm -f "$HELPER"; fi
