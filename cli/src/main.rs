@@ -44,9 +44,14 @@ enum Command {
     /// Write an empty pollfs filesystem on a device.
     Mkfs(tools::MkfsArgs),
     /// Serve a pollfs filesystem to the kernel over FUSE: returns once it
-    /// is mounted; unmount it with `umount MOUNTPOINT` (or SIGTERM/SIGINT
-    /// to the server), which syncs and checkpoints before the server exits.
+    /// is mounted. `pollfs umount MOUNTPOINT` unmounts it and returns once
+    /// the server has synced and written its checkpoint; a plain umount(2)
+    /// (or SIGTERM/SIGINT to the server) unmounts too, but returns before
+    /// that.
     Mount(Box<mount::Args>),
+    /// Unmount a `pollfs mount` and wait until everything is durable (the
+    /// server has synced and written its checkpoint, and exited).
+    Umount(mount::umount::Args),
     /// Check a pollfs filesystem: superblocks, checkpoint, log, and every
     /// metadata invariant; exits non-zero if anything is wrong.
     Fsck(tools::FsckArgs),
@@ -65,12 +70,13 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(mount::helper::args(std::env::args_os().collect()));
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Mkfs(args) => tools::mkfs(&args),
         Command::Fsck(args) => tools::fsck(&args),
         Command::Mount(args) => mount::run(&args),
+        Command::Umount(args) => mount::umount::run(&args),
         Command::Identify(args) => nvme::identify::run(&args),
         Command::Perf(args) => nvme::perf::run(&args),
         Command::Setup(args) => nvme::setup::run(&args),

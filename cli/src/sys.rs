@@ -64,18 +64,35 @@ pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
 /// one. The lock lasts until `file` (every duplicate of its descriptor)
 /// is closed.
 pub fn try_flock(file: &std::fs::File, exclusive: bool) -> io::Result<()> {
-    let op = if exclusive {
+    flock(file, exclusive, false)
+}
+
+/// Takes a `flock` on `file`, waiting for as long as another open file
+/// description holds a conflicting one (see [`try_flock`]).
+pub fn flock_wait(file: &std::fs::File, exclusive: bool) -> io::Result<()> {
+    flock(file, exclusive, true)
+}
+
+fn flock(file: &std::fs::File, exclusive: bool, wait: bool) -> io::Result<()> {
+    let mut op = if exclusive {
         libc::LOCK_EX
     } else {
         libc::LOCK_SH
     };
-    // SAFETY: flock takes a descriptor, which `file` keeps open for the
-    // call, and an operation; it touches no memory of ours.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    if !wait {
+        op |= libc::LOCK_NB;
+    }
+    loop {
+        // SAFETY: flock takes a descriptor, which `file` keeps open for
+        // the call, and an operation; it touches no memory of ours.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 

@@ -33,7 +33,7 @@ fn is_mounted(dir: &Path) -> bool {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let dir = dir.to_str().unwrap();
     info.lines()
-        .any(|l| l.split(' ').nth(4) == Some(dir) && l.contains(" - fuse "))
+        .any(|l| l.split(' ').nth(4) == Some(dir) && l.contains(" - fuse.pollfs "))
 }
 
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
@@ -84,8 +84,14 @@ impl Fixture {
 
     /// `pollfs mount --foreground`, once the mount is there.
     fn mount(&self) -> Server {
+        self.mount_with(&[])
+    }
+
+    /// `pollfs mount --foreground ARGS`, once the mount is there.
+    fn mount_with(&self, args: &[&str]) -> Server {
         let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
             .args(["mount", "--foreground", "--cache", "32m"])
+            .args(args)
             .arg(spec(&self.image))
             .arg(&self.dir)
             .stdin(Stdio::null())
@@ -395,9 +401,17 @@ fn a_device_is_served_by_one_process_at_a_time() {
     let other = fx._scratch.path("other");
     std::fs::create_dir(&other).unwrap();
     let dir = other.to_str().unwrap();
-    let (ok, _, err) = pollfs(&["mount", "--foreground", &spec(&fx.image), dir]);
+    let (ok, _, err) = pollfs(&[
+        "mount",
+        "--foreground",
+        "--wait-device",
+        "1",
+        &spec(&fx.image),
+        dir,
+    ]);
     assert!(
-        !ok && err.contains("in use by another pollfs process"),
+        !ok && err.contains("waiting up to 1 s")
+            && err.contains("in use by another pollfs process"),
         "{err}"
     );
     let (ok, _, err) = pollfs(&["fsck", &spec(&fx.image)]);
@@ -617,4 +631,163 @@ fn a_mirror_mounts_keeps_both_legs_equal_and_is_closed_clean() {
     let server = serve();
     assert_eq!(std::fs::read(dir.join("d/m")).unwrap(), data);
     assert!(server.stop().success());
+}
+
+/// `sh -c SCRIPT` as uid and gid 65534 (nobody), with no other group:
+/// (succeeded, stderr).
+fn as_nobody(script: &str) -> (bool, String) {
+    use std::os::unix::process::CommandExt;
+    let out = Command::new("sh")
+        .args(["-c", script])
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).unwrap().mode() & 0o7777
+}
+
+#[test]
+fn allow_other_lets_other_users_in_and_their_writes_drop_setuid() {
+    if !can_mount() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let fx = Fixture::new("others");
+    std::fs::set_permissions(fx._scratch.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let server = fx.mount();
+    std::fs::create_dir(fx.path("d")).unwrap();
+    std::fs::set_permissions(fx.path("d"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let d = fx.path("d");
+    let d = d.to_str().unwrap();
+    let (ok, err) = as_nobody(&format!("ls {d}"));
+    assert!(
+        !ok && err.contains("Permission denied"),
+        "without allow_other: {err}"
+    );
+    assert!(server.stop().success());
+
+    let server = fx.mount_with(&["-o", "allow_other,noatime"]);
+    let (ok, err) = as_nobody(&format!("echo mine > {d}/n && cat {d}/n"));
+    assert!(ok, "{err}");
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(fx.path("d/n")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    // Root's file, 0644: nobody may read it, not write it.
+    std::fs::write(fx.path("d/r"), b"root's").unwrap();
+    std::fs::set_permissions(fx.path("d/r"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (ok, _) = as_nobody(&format!("cat {d}/r >/dev/null"));
+    assert!(ok);
+    let (ok, err) = as_nobody(&format!("echo x >> {d}/r"));
+    assert!(!ok && err.contains("Permission denied"), "{err}");
+
+    // A write by a user without CAP_FSETID drops set-user-id, and
+    // set-group-id where the group may execute or the writer is not in
+    // the file's group; root's write keeps them.
+    let f = fx.path("d/f");
+    std::fs::write(&f, b"x").unwrap();
+    let table = [
+        (0o4777, 0o777),
+        (0o6777, 0o777),
+        (0o2767, 0o767),
+        (0o2766, 0o2766),
+    ];
+    for (i, (before, after)) in table.into_iter().enumerate() {
+        // The last: nobody is in the file's group.
+        std::os::unix::fs::chown(&f, None, Some(if i == 3 { 65534 } else { 0 })).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(before)).unwrap();
+        let (ok, err) = as_nobody(&format!("echo y >> {}", f.display()));
+        assert!(ok, "{err}");
+        assert_eq!(mode(&f), after, "{before:o} after another user's write");
+    }
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o4777)).unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(&f)
+        .unwrap()
+        .write_all(b"root")
+        .unwrap();
+    assert_eq!(mode(&f), 0o4777, "root's write keeps set-user-id");
+    // Truncate by another user, and chown, drop them too.
+    let (ok, err) = as_nobody(&format!("truncate -s 1 {}", f.display()));
+    assert!(ok, "{err}");
+    assert_eq!(mode(&f), 0o777);
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o6755)).unwrap();
+    std::os::unix::fs::chown(&f, Some(65534), None).unwrap();
+    assert_eq!(mode(&f), 0o755, "chown drops set-user-id and set-group-id");
+    assert!(server.stop().success());
+
+    // ro: the kernel refuses every change, and the files are there.
+    let server = fx.mount_with(&["-o", "ro"]);
+    assert_eq!(std::fs::read(fx.path("d/n")).unwrap(), b"mine\n");
+    assert_eq!(
+        errno(std::fs::write(fx.path("d/x"), b"")),
+        Some(libc::EROFS)
+    );
+    assert!(server.stop().success());
+    let (ok, _, err) = pollfs(&["mount", "-o", "relatime", &spec(&fx.image), d]);
+    assert!(!ok && err.contains("noatime"), "{err}");
+    fx.fsck();
+}
+
+#[test]
+fn pollfs_umount_returns_once_durable_and_a_mount_right_after_works() {
+    if !can_mount() {
+        return;
+    }
+    let fx = Fixture::new("umount");
+    let dir = fx.dir.to_str().unwrap();
+    let img = spec(&fx.image);
+    for round in 0..3u8 {
+        let (ok, out, err) = pollfs(&["mount", "--cache", "32m", &img, dir]);
+        assert!(ok, "{out}{err}");
+        if round > 0 {
+            let got = std::fs::read(fx.path(&format!("f{}", round - 1))).unwrap();
+            assert_eq!(got, vec![round - 1; 100_000], "round {round}");
+        }
+        // Written, never synced.
+        std::fs::write(fx.path(&format!("f{round}")), vec![round; 100_000]).unwrap();
+        let (ok, out, err) = pollfs(&["umount", dir]);
+        assert!(ok, "{out}{err}");
+        assert!(!is_mounted(&fx.dir));
+        // The server has checkpointed and exited: the device's lock is
+        // free at once, and fsck finds the filesystem clean.
+        let (ok, out, err) = pollfs(&["fsck", &img]);
+        assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+    }
+    // A plain umount(2) returns before the server is done; the next mount
+    // waits for it.
+    let (ok, out, err) = pollfs(&["mount", "--cache", "32m", &img, dir]);
+    assert!(ok, "{out}{err}");
+    std::fs::write(fx.path("g"), b"after a plain umount").unwrap();
+    sys_umount(&fx.dir);
+    let server = fx.mount();
+    assert_eq!(
+        std::fs::read(fx.path("g")).unwrap(),
+        b"after a plain umount"
+    );
+    assert!(server.stop().success());
+    let (ok, _, err) = pollfs(&["umount", dir]);
+    assert!(!ok && err.contains("not a pollfs mount"), "{err}");
+}
+
+fn sys_umount(dir: &Path) {
+    let c = c_path(dir);
+    wait_for("umount", || {
+        // SAFETY: the path is NUL-terminated and outlives the call.
+        let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+        let e = std::io::Error::last_os_error();
+        assert!(
+            rc == 0 || e.raw_os_error() == Some(libc::EBUSY),
+            "umount: {e}"
+        );
+        rc == 0
+    });
 }

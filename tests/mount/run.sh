@@ -2,7 +2,9 @@
 # Real programs on `pollfs mount`, each on a fresh file: image: fio with
 # verification, a concurrent truncation checker, sqlite3 across a remount,
 # SIGKILL in the middle of a sync-heavy load, fallocate(1) and truncate(1),
-# and a source tree (tar, diff, git, make, links, renames; tree.sh).
+# a source tree (tar, diff, git, make, links, renames; tree.sh), POSIX
+# rules against tmpfs as root and as another user, mount(8)'s helper and
+# `pollfs umount` (posix.sh).
 # Needs root, /dev/fuse, fio, sqlite3, util-linux, python3, jq, tar, gzip,
 # git, make.
 # Usage: tests/mount/run.sh [POLLFS_BINARY]   (`just mount-test`)
@@ -127,6 +129,7 @@ check "holes: unmounted cleanly again" stop holes
 check "holes: fsck is clean" fsck_clean holes
 
 source "$HERE/tree.sh"
+source "$HERE/posix.sh"
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

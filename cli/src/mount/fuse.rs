@@ -5,11 +5,12 @@
 
 use std::ffi::OsStr;
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use fuser::{
     Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
-    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
     TimeOrNow, WriteFlags,
 };
@@ -35,12 +36,15 @@ const MAX_IO: u32 = 1 << 20;
 #[derive(Debug)]
 pub struct PollFs<D: BlockDevice> {
     server: Server<D>,
+    /// Tells the kernel to drop what it holds of an inode; set once the
+    /// session exists.
+    notifier: Arc<OnceLock<Notifier>>,
 }
 
 impl<D: BlockDevice> PollFs<D> {
-    /// Serves `server`.
-    pub fn new(server: Server<D>) -> PollFs<D> {
-        PollFs { server }
+    /// Serves `server`; `notifier` is filled in once the session exists.
+    pub fn new(server: Server<D>, notifier: Arc<OnceLock<Notifier>>) -> PollFs<D> {
+        PollFs { server, notifier }
     }
 }
 
@@ -56,6 +60,21 @@ fn caller(req: &Request) -> Caller {
         uid: req.uid(),
         gid: req.gid(),
     }
+}
+
+/// The supplementary groups of process `pid` (the kernel sends only a
+/// request's fs uid and gid), from /proc; none if it has gone.
+fn groups_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
+                g.split_whitespace()
+                    .filter_map(|n| n.parse().ok())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
 }
 
 fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
@@ -247,18 +266,32 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
 
     fn write(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.server.write(fh.0, offset, data) {
-            Ok(n) => reply.written(n),
+        // With direct I/O the kernel leaves taking away set-user-id and
+        // set-group-id on a write to the server, and flags the writes that
+        // must. (Truncate and chown it does itself, with a setattr of the
+        // mode, as FUSE_HANDLE_KILLPRIV is not asked for.)
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        let in_group = |gid| gid == req.gid() || groups_of(req.pid()).contains(&gid);
+        match self.server.write(fh.0, offset, data, kill, in_group) {
+            Ok((n, privs_taken)) => {
+                if privs_taken {
+                    // The kernel keeps the mode it had; have it ask again.
+                    if let Some(n) = self.notifier.get() {
+                        let _ = n.inval_inode(ino, -1, 0);
+                    }
+                }
+                reply.written(n)
+            }
             Err(e) => reply.error(e),
         }
     }

@@ -9,6 +9,11 @@
 //!   returning an errno on failure (tested without a kernel): inodes and
 //!   open files; directories and their entries.
 //! - [`fuse`]: the `fuser::Filesystem` glue.
+//! - [`options`]: `-o`, mount(8)'s options; [`helper`]: `pollfs` called
+//!   as mount(8)'s `fuse.pollfs` helper.
+//! - [`umount`]: `pollfs umount`, which returns once the server has
+//!   written its checkpoint, and the registry of running servers it waits
+//!   on.
 //! - this file: the device, its lock, running in the background, and the
 //!   signals that end a mount (SIGINT, SIGTERM, SIGHUP: unmount, then the
 //!   engine's sync and checkpoint, then exit 0).
@@ -16,16 +21,20 @@
 mod attr;
 mod fuse;
 mod handles;
+pub mod helper;
 mod names;
+mod options;
 mod server;
 mod space;
+pub mod umount;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
 
-use fuser::MountOption;
+use fuser::{MountOption, SessionACL};
 use pollfs_core::dev::file::FileDevice;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::persist::META_FRAMES;
@@ -37,6 +46,11 @@ use crate::units::{parse_size, show_bytes};
 use crate::{devfile, devlock};
 
 /// Options of `pollfs mount`.
+///
+/// A plain `umount MOUNTPOINT` (umount(2)) returns before the server has
+/// synced and written its checkpoint: the kernel does not wait for a FUSE
+/// server. `pollfs umount MOUNTPOINT` returns only once everything is
+/// durable.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The device: `file:PATH`, `vfio:PCI_ADDR` or
@@ -61,6 +75,20 @@ pub struct Args {
     /// Size of an `emu` device.
     #[arg(long, default_value = "1g")]
     emu_size: String,
+    /// Mount options, comma-separated, as mount(8) takes them: `ro`, `rw`,
+    /// `allow_other` (every user may use the mount; the kernel checks
+    /// modes, owners and groups, `default_permissions` being always on),
+    /// `noatime` (the default: access times are not recorded on reads),
+    /// `nosuid` (the default) or `suid`, `noexec`, `sync`, `dirsync`,
+    /// `cache=SIZE`, `threads=N`; fstab's `defaults`, `noauto`, `nofail`,
+    /// `_netdev` and `x-*` are ignored.
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    options: Vec<String>,
+    /// How long to wait for a `file:` device another pollfs process holds
+    /// (a mount just unmounted holds it until it has written its
+    /// checkpoint), in seconds.
+    #[arg(long, default_value_t = 30)]
+    wait_device: u64,
 }
 
 const PAGE: u64 = pollfs_core::units::PAGE_SIZE as u64;
@@ -85,10 +113,15 @@ struct Plan {
     mountpoint: PathBuf,
     cache_pages: u32,
     threads: usize,
+    options: options::Options,
+    wait_device: Duration,
 }
 
 impl Plan {
     fn new(args: &Args) -> Result<Plan, String> {
+        let options = options::Options::parse(&args.options)?;
+        let cache_text = options.cache.as_deref().unwrap_or(&args.cache);
+        let threads = options.threads.unwrap_or(args.threads);
         let size =
             |flag: &str, s: &str| parse_size(s).map_err(|e| format!("--{flag} {}: {e}", e.input()));
         let device = if let Some(path) = args.device.strip_prefix("file:") {
@@ -112,11 +145,11 @@ impl Plan {
                 args.device
             ));
         };
-        let cache = size("cache", &args.cache)?;
+        let cache = size("cache", cache_text)?;
         let cache_pages = u32::try_from(cache / PAGE)
             .ok()
             .filter(|&p| (16..=u32::MAX - META_FRAMES).contains(&p))
-            .ok_or_else(|| format!("--cache {}: between 64 KiB and 16 TiB", args.cache))?;
+            .ok_or_else(|| format!("--cache {cache_text}: between 64 KiB and 16 TiB"))?;
         if let Some(mem) = crate::host::memory() {
             if cache > mem.available + mem.hugepages_free {
                 return Err(format!(
@@ -126,11 +159,8 @@ impl Plan {
                 ));
             }
         }
-        if !(1..=MAX_THREADS).contains(&args.threads) {
-            return Err(format!(
-                "--threads {}: between 1 and {MAX_THREADS}",
-                args.threads
-            ));
+        if !(1..=MAX_THREADS).contains(&threads) {
+            return Err(format!("--threads {threads}: between 1 and {MAX_THREADS}"));
         }
         let shown = args.mountpoint.display();
         let mountpoint = args
@@ -145,7 +175,9 @@ impl Plan {
             device_text: args.device.clone(),
             mountpoint,
             cache_pages,
-            threads: args.threads,
+            threads,
+            options,
+            wait_device: Duration::from_secs(args.wait_device),
         })
     }
 
@@ -266,7 +298,7 @@ fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
     match &plan.device {
         Device::File(path) => {
             let what = format!("file:{}", path.display());
-            let _lock = devlock::lock(path, true)?;
+            let _lock = devlock::lock_waiting(path, true, plan.wait_device)?;
             let existing =
                 devfile::inspect(path)?.ok_or_else(|| format!("{what}: no such device file"))?;
             let dev = FileDevice::open(path, existing.len, plan.frames())
@@ -382,7 +414,8 @@ fn serve_fs<D: BlockDevice + Send + Sync + 'static>(
     ready: &mut Ready,
     signals: EndSignals,
 ) -> Result<(), String> {
-    let filesystem = fuse::PollFs::new(server::Server::new(fs.clone()));
+    let notifier = Arc::new(OnceLock::new());
+    let filesystem = fuse::PollFs::new(server::Server::new(fs.clone()), notifier.clone());
     let mut cfg = fuser::Config::default();
     // The source shown in /proc/mounts; mount(2) options are
     // comma-separated, so a device name with a comma or a space is not
@@ -392,17 +425,21 @@ fn serve_fs<D: BlockDevice + Send + Sync + 'static>(
     } else {
         plan.device_text.clone()
     };
-    cfg.mount_options = vec![
-        MountOption::FSName(source),
-        MountOption::DefaultPermissions,
-        MountOption::NoDev,
-        MountOption::NoSuid,
-        MountOption::NoAtime,
-    ];
+    cfg.mount_options = vec![MountOption::FSName(source)];
+    cfg.mount_options.extend(plan.options.mount_options());
+    if plan.options.allow_other {
+        cfg.acl = SessionACL::All;
+    }
     cfg.n_threads = Some(plan.threads);
     cfg.clone_fd = true;
     let session = fuser::Session::new(filesystem, &plan.mountpoint, &cfg)
         .map_err(|e| format!("cannot mount on {}: {e}", plan.mountpoint.display()))?;
+    let _ = notifier.set(session.notifier());
+    // Before the caller hears that the mount is there, so a `pollfs
+    // umount` right after can wait for this server.
+    let registration = umount::Registration::new(&plan.mountpoint)
+        .map_err(|e| eprintln!("pollfs: `pollfs umount` will not wait for this mount: {e}"))
+        .ok();
     ready.done(plan);
     let mountpoint = plan.mountpoint.clone();
     std::thread::Builder::new()
@@ -418,9 +455,16 @@ fn serve_fs<D: BlockDevice + Send + Sync + 'static>(
     };
     // Every handle is closed now; sync everything and checkpoint, so the
     // next mount replays nothing.
-    let unmounted = fs.unmount();
-    served.map_err(|e| format!("serving {}: {e}", plan.mountpoint.display()))?;
-    unmounted.map_err(|e| format!("{}: unmount: {e}", plan.device_text))
+    let unmounted = fs
+        .unmount()
+        .map_err(|e| format!("{}: unmount: {e}", plan.device_text));
+    let outcome = served
+        .map_err(|e| format!("serving {}: {e}", plan.mountpoint.display()))
+        .and(unmounted);
+    if let Some(r) = registration {
+        r.finish(&outcome);
+    }
+    outcome
 }
 
 /// Waits for SIGINT, SIGTERM or SIGHUP and unmounts: at once if nothing

@@ -56,6 +56,21 @@ impl Gates {
     }
 }
 
+/// The permission bits a write by a process without CAP_FSETID leaves,
+/// if it changes them: Linux (`setattr_should_drop_suidgid`) takes
+/// set-user-id away, and set-group-id when the group may execute or the
+/// writer is not in the file's group (`in_group`, asked only then).
+pub fn without_privs(perm: u16, in_group: impl FnOnce() -> bool) -> Option<u16> {
+    const SUID: u16 = 0o4000;
+    const SGID: u16 = 0o2000;
+    const XGRP: u16 = 0o0010;
+    let mut kept = perm & !SUID;
+    if perm & SGID != 0 && (perm & XGRP != 0 || !in_group()) {
+        kept &= !SGID;
+    }
+    (kept != perm).then_some(kept)
+}
+
 /// What `setattr` asks to change.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SetAttr {
@@ -201,9 +216,32 @@ impl<D: BlockDevice> Server<D> {
 
     /// `write`: all of `data` at `off`, or as much as the device took
     /// before it filled up or failed (an error only if nothing was
-    /// written).
-    pub fn write(&self, fh: u64, off: u64, data: &[u8]) -> Res<u32> {
+    /// written). With `kill_suid` (the kernel's FUSE_WRITE_KILL_SUIDGID:
+    /// the writer lacks CAP_FSETID) the set-user-id and set-group-id bits
+    /// go first, as [`without_privs`] says (`in_group`: whether the writer
+    /// is in a group); the reply says whether they went (the kernel's copy
+    /// of the mode is stale then).
+    pub fn write(
+        &self,
+        fh: u64,
+        off: u64,
+        data: &[u8],
+        kill_suid: bool,
+        in_group: impl FnOnce(u32) -> bool,
+    ) -> Res<(u32, bool)> {
         let f = self.file(fh)?;
+        let mut privs_taken = false;
+        if kill_suid {
+            let m = f.metadata();
+            if let Some(perm) = without_privs(m.perm, || in_group(m.gid)) {
+                let change = pollfs_core::SetAttr {
+                    perm: Some(perm),
+                    ..Default::default()
+                };
+                self.fs.set_attr(f.ino(), change).map_err(errno)?;
+                privs_taken = true;
+            }
+        }
         let _gate = self.gates.shared(f.ino());
         let mut done = 0;
         while done < data.len() {
@@ -215,7 +253,8 @@ impl<D: BlockDevice> Server<D> {
             }
         }
         // FUSE writes are at most max_write (1 MiB) long.
-        u32::try_from(done).map_err(|_| Errno::EIO)
+        let done = u32::try_from(done).map_err(|_| Errno::EIO)?;
+        Ok((done, privs_taken))
     }
 
     /// `fsync`/`fdatasync`: returns once the file's data and the metadata

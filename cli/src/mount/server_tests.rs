@@ -86,7 +86,10 @@ fn create_write_read_and_stat_through_handles() {
         fuser::INodeNo(2),
         "the first inode after the root"
     );
-    assert_eq!(s.write(fh, 4096, b"hello").unwrap(), 5);
+    assert_eq!(
+        s.write(fh, 4096, b"hello", false, |_| true).unwrap(),
+        (5, false)
+    );
     s.fsync(fh, true).unwrap();
     assert_eq!(s.read(fh, 4096, 100).unwrap(), b"hello");
     assert_eq!(s.read(fh, 0, 4).unwrap(), [0; 4], "the gap reads as zeros");
@@ -107,7 +110,7 @@ fn create_write_read_and_stat_through_handles() {
 fn create_without_excl_opens_an_existing_file_and_o_trunc_empties_it() {
     let s = server();
     let (_, a) = s.create(ROOT, name("f"), 0o644, 0, ME).unwrap();
-    s.write(a, 0, b"data").unwrap();
+    s.write(a, 0, b"data", false, |_| true).unwrap();
     let (attr, b) = s.create(ROOT, name("f"), 0o600, 0, ME).unwrap();
     assert_eq!((attr.size, attr.perm), (4, 0o644), "opened, not made");
     assert_eq!(
@@ -131,7 +134,7 @@ fn create_without_excl_opens_an_existing_file_and_o_trunc_empties_it() {
 fn a_removed_file_shows_no_link_and_keeps_its_data_until_its_last_close() {
     let s = server();
     let (attr, fh) = s.create(ROOT, name("gone"), 0o644, 0, ME).unwrap();
-    s.write(fh, 0, &[5u8; 8192]).unwrap();
+    s.write(fh, 0, &[5u8; 8192], false, |_| true).unwrap();
     let free = s.statfs().free;
     s.unlink(ROOT, name("gone")).unwrap();
     assert_eq!(s.lookup(ROOT, name("gone")), Err(Errno::ENOENT));
@@ -322,7 +325,7 @@ fn readdirplus_carries_each_entrys_attributes() {
     let s = server();
     let d = mkdir(&s, ROOT, "d");
     let (_, fh) = s.create(d, name("f"), 0o600, 0, ME).unwrap();
-    s.write(fh, 0, &[1; 5000]).unwrap();
+    s.write(fh, 0, &[1; 5000], false, |_| true).unwrap();
     s.symlink(d, name("l"), name("f"), ME).unwrap();
     let mut seen = Vec::new();
     s.readdir(d, 0, true, |e| {
@@ -344,11 +347,28 @@ fn readdirplus_carries_each_entrys_attributes() {
 }
 
 #[test]
+fn a_write_without_cap_fsetid_takes_suid_and_executable_sgid_away() {
+    let member = || true;
+    let outsider = || false;
+    assert_eq!(without_privs(0o4755, member), Some(0o755));
+    assert_eq!(without_privs(0o2755, member), Some(0o755));
+    assert_eq!(without_privs(0o6775, outsider), Some(0o775));
+    assert_eq!(
+        without_privs(0o2745, member),
+        None,
+        "sgid without group x stays for a member of the group"
+    );
+    assert_eq!(without_privs(0o2745, outsider), Some(0o745));
+    assert_eq!(without_privs(0o6745, member), Some(0o2745));
+    assert_eq!(without_privs(0o1777, || unreachable!()), None);
+}
+
+#[test]
 fn setattr_changes_size_mode_owner_and_times() {
     let s = server();
     let (attr, fh) = s.create(ROOT, name("t"), 0o644, 0, ME).unwrap();
     let i = ino(&attr);
-    s.write(fh, 0, &[1u8; 10_000]).unwrap();
+    s.write(fh, 0, &[1u8; 10_000], false, |_| true).unwrap();
     let size = |n| SetAttr {
         size: Some(n),
         ..SetAttr::default()
@@ -378,6 +398,13 @@ fn setattr_changes_size_mode_owner_and_times() {
     assert!(a.mtime >= start && a.mtime <= SystemTime::now());
     assert_eq!(s.lookup(ROOT, name("t")).unwrap().atime, then);
     assert_eq!(s.setattr(ROOT, None, size(0)), Err(Errno::EISDIR));
+    // A write flagged to kill privileges takes set-user-id away; one not
+    // flagged (the writer has CAP_FSETID) leaves it.
+    assert_eq!(s.write(fh, 0, b"x", false, |_| true).unwrap(), (1, false));
+    assert_eq!(s.getattr(i, None).unwrap().perm, 0o4750);
+    assert_eq!(s.write(fh, 0, b"x", true, |_| true).unwrap(), (1, true));
+    assert_eq!(s.getattr(i, None).unwrap().perm, 0o750);
+    assert_eq!(s.write(fh, 0, b"x", true, |_| true).unwrap(), (1, false));
     s.release(fh);
 }
 
@@ -439,7 +466,7 @@ fn statfs_counts_the_data_area_and_inodes() {
     );
     assert!(before.available < before.free);
     let (_, fh) = s.create(ROOT, name("a"), 0o644, 0, ME).unwrap();
-    s.write(fh, 0, &[1; 4096]).unwrap();
+    s.write(fh, 0, &[1; 4096], false, |_| true).unwrap();
     mkdir(&s, ROOT, "d");
     let after = s.statfs();
     assert_eq!(after.free, before.free - 1);
@@ -457,7 +484,10 @@ fn handles_serve_many_threads_at_once() {
             scope.spawn(move || {
                 for i in 0..64u64 {
                     let off = (i * 4 + u64::from(t)) * 4096;
-                    assert_eq!(s.write(fh, off, &[t + 1; 4096]).unwrap(), 4096);
+                    assert_eq!(
+                        s.write(fh, off, &[t + 1; 4096], false, |_| true).unwrap().0,
+                        4096
+                    );
                     if i % 16 == 0 {
                         s.fsync(fh, i % 32 == 0).unwrap();
                     }

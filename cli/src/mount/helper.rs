@@ -1,0 +1,99 @@
+//! `pollfs` run as mount(8)'s helper for the `fuse.pollfs` type: linked
+//! as `/sbin/mount.fuse.pollfs` (or `/sbin/mount.pollfs`, for `-t
+//! pollfs`), so that an fstab line such as
+//!
+//! ```text
+//! file:/srv/pollfs.img  /srv/data  fuse.pollfs  allow_other,nofail  0 0
+//! ```
+//!
+//! and `mount -t fuse.pollfs DEVICE DIR` mount.
+//!
+//! mount(8) calls `mount.TYPE SOURCE DIR [-sfnv] [-o OPTIONS] [-t TYPE]`,
+//! which becomes `pollfs mount SOURCE DIR [-o OPTIONS]`. (umount(8) has no
+//! such way in: as root it reads a FUSE mount's type from statfs, "fuse",
+//! and calls umount(2) itself unless /run/mount/utab names the mount; so
+//! `pollfs umount` is the unmount that waits.)
+
+use std::ffi::OsString;
+use std::path::Path;
+
+/// The command line to parse: `args` itself, or, when the program was
+/// called by a helper's name, the `pollfs` command it stands for.
+pub fn args(args: Vec<OsString>) -> Vec<OsString> {
+    let called = args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    if !matches!(called, "mount.fuse.pollfs" | "mount.pollfs") {
+        return args;
+    }
+    let mut out: Vec<OsString> = vec!["pollfs".into(), "mount".into()];
+    let mut rest = args.into_iter().skip(1);
+    let mut fake = false;
+    while let Some(a) = rest.next() {
+        match a.to_str() {
+            Some("-o") => {
+                if let Some(v) = rest.next() {
+                    out.push("-o".into());
+                    out.push(v);
+                }
+            }
+            // The type (`-t fuse.pollfs`): known already.
+            Some("-t") => {
+                rest.next();
+            }
+            Some(flags) if flags.starts_with('-') && flags.len() > 1 => {
+                // -f: do everything but the mount; -n (no mtab), -s
+                // (sloppy), -v (verbose): nothing to do.
+                fake |= flags.contains('f');
+            }
+            _ => out.push(a),
+        }
+    }
+    if fake {
+        return vec!["pollfs".into(), "--version".into()];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strs(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn mount8_helper_calls_become_pollfs_mount() {
+        assert_eq!(
+            args(strs(&[
+                "/sbin/mount.fuse.pollfs",
+                "file:/x.img",
+                "/mnt",
+                "-n",
+                "-o",
+                "rw,allow_other",
+                "-t",
+                "fuse.pollfs"
+            ])),
+            strs(&[
+                "pollfs",
+                "mount",
+                "file:/x.img",
+                "/mnt",
+                "-o",
+                "rw,allow_other"
+            ])
+        );
+        assert_eq!(
+            args(strs(&["mount.pollfs", "emu", "/mnt", "-fv"])),
+            strs(&["pollfs", "--version"])
+        );
+        assert_eq!(
+            args(strs(&["pollfs", "mount", "emu", "/m"])),
+            strs(&["pollfs", "mount", "emu", "/m"])
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! `-o OPTIONS`: mount(8)'s comma-separated options, as an fstab line or
+//! `mount -t fuse.pollfs` hands them to the `mount.fuse.pollfs` helper.
+//!
+//! Kernel flags (`ro`, `nosuid`, ...) go to mount(2); `allow_other` lets
+//! every user in (the kernel checks each request against the inode's mode,
+//! owner and group: `default_permissions` is always on); `cache=` and
+//! `threads=` set what `--cache` and `--threads` set; the options that
+//! only mount(8), systemd or fstab read are accepted and ignored. A later
+//! option overrides an earlier one, as with mount(8).
+
+use fuser::MountOption;
+
+/// What the options ask for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// `ro`: the kernel refuses every change. (The engine still opens
+    /// the device for writing: a log left by a crash is replayed, and the
+    /// unmount writes a checkpoint.)
+    pub read_only: bool,
+    /// `allow_other`: users other than the one who mounted may use it.
+    pub allow_other: bool,
+    /// `suid`: set-user-id and set-group-id bits take effect on exec.
+    pub suid: bool,
+    /// `exec`: programs on the mount may run (`noexec`: not).
+    pub exec: bool,
+    /// `sync`: every write is synced before it returns.
+    pub sync: bool,
+    /// `dirsync`: every directory change is synced before it returns.
+    pub dirsync: bool,
+    /// `cache=SIZE`, overriding `--cache`.
+    pub cache: Option<String>,
+    /// `threads=N`, overriding `--threads`.
+    pub threads: Option<usize>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            read_only: false,
+            allow_other: false,
+            suid: false,
+            exec: true,
+            sync: false,
+            dirsync: false,
+            cache: None,
+            threads: None,
+        }
+    }
+}
+
+/// Options only mount(8), systemd or an fstab line read; the helper is
+/// handed them too.
+fn ignored(o: &str) -> bool {
+    matches!(
+        o,
+        "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "nouser" | ""
+    ) || o.starts_with("x-")
+        || o.starts_with("comment=")
+}
+
+impl Options {
+    /// Parses every `-o` argument in order.
+    pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Options, String> {
+        let mut o = Options::default();
+        for opt in args.iter().flat_map(|a| a.as_ref().split(',')) {
+            let bad = |why: &str| format!("-o {opt}: {why}");
+            match opt {
+                "ro" => o.read_only = true,
+                "rw" => o.read_only = false,
+                "allow_other" => o.allow_other = true,
+                // Always on: the kernel checks modes, owners and groups.
+                "default_permissions" => {}
+                "suid" => o.suid = true,
+                "nosuid" => o.suid = false,
+                "exec" => o.exec = true,
+                "noexec" => o.exec = false,
+                // No special files exist on pollfs: nodev changes nothing.
+                "dev" | "nodev" => {}
+                // Always: reads record no access time.
+                "noatime" => {}
+                "sync" => o.sync = true,
+                "async" => o.sync = false,
+                "dirsync" => o.dirsync = true,
+                "atime" | "relatime" | "strictatime" | "lazytime" => {
+                    return Err(bad(
+                        "pollfs does not record access times on reads; use noatime (the default)",
+                    ))
+                }
+                "allow_root" => {
+                    return Err(bad(
+                        "not supported; use allow_other (permissions are checked either way)",
+                    ))
+                }
+                "user" | "users" | "owner" | "group" => {
+                    return Err(bad(
+                        "pollfs mounts as root only; use allow_other to let other users in",
+                    ))
+                }
+                _ if ignored(opt) => {}
+                _ => {
+                    if let Some(v) = opt.strip_prefix("cache=") {
+                        o.cache = Some(v.to_string());
+                    } else if let Some(v) = opt.strip_prefix("threads=") {
+                        o.threads = Some(v.parse().map_err(|_| bad("not a number of threads"))?);
+                    } else {
+                        return Err(bad(
+                            "unknown option (known: ro, rw, allow_other, noatime, nosuid, suid, \
+                             noexec, exec, nodev, sync, async, dirsync, default_permissions, \
+                             cache=SIZE, threads=N)",
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// The options mount(2) gets, after the source's name.
+    pub fn mount_options(&self) -> Vec<MountOption> {
+        let mut v = vec![
+            // The type shows as `fuse.pollfs`: mount(8) and umount(8) find
+            // the `mount.fuse.pollfs` and `umount.fuse.pollfs` helpers by it.
+            MountOption::CUSTOM("subtype=pollfs".into()),
+            MountOption::DefaultPermissions,
+            MountOption::NoDev,
+            MountOption::NoAtime,
+            if self.read_only {
+                MountOption::RO
+            } else {
+                MountOption::RW
+            },
+            if self.suid {
+                MountOption::Suid
+            } else {
+                MountOption::NoSuid
+            },
+            if self.exec {
+                MountOption::Exec
+            } else {
+                MountOption::NoExec
+            },
+        ];
+        if self.sync {
+            v.push(MountOption::Sync);
+        }
+        if self.dirsync {
+            v.push(MountOption::DirSync);
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_read_in_order_and_the_later_one_wins() {
+        let o = Options::parse(&["ro,allow_other", "rw,noexec,cache=64m,threads=2"]).unwrap();
+        assert!(!o.read_only && o.allow_other && !o.exec);
+        assert_eq!(o.cache.as_deref(), Some("64m"));
+        assert_eq!(o.threads, Some(2));
+        let o = Options::parse(&["defaults,noauto,nofail,_netdev,x-systemd.automount,ro"]).unwrap();
+        assert!(o.read_only && !o.allow_other && !o.suid);
+        assert_eq!(Options::parse::<&str>(&[]).unwrap(), Options::default());
+    }
+
+    #[test]
+    fn unknown_and_unsupported_options_are_refused_with_what_to_use() {
+        assert!(Options::parse(&["bogus"])
+            .unwrap_err()
+            .contains("unknown option"));
+        assert!(Options::parse(&["relatime"])
+            .unwrap_err()
+            .contains("noatime"));
+        assert!(Options::parse(&["threads=x"])
+            .unwrap_err()
+            .contains("threads"));
+        assert!(Options::parse(&["allow_root"])
+            .unwrap_err()
+            .contains("allow_other"));
+    }
+
+    #[test]
+    fn mount2_gets_the_type_flags_and_default_permissions() {
+        let o = Options::parse(&["ro,suid"]).unwrap();
+        let m = o.mount_options();
+        assert!(m.contains(&MountOption::RO) && m.contains(&MountOption::Suid));
+        assert!(m.contains(&MountOption::DefaultPermissions));
+        assert!(m.contains(&MountOption::CUSTOM("subtype=pollfs".into())));
+        let m = Options::default().mount_options();
+        assert!(m.contains(&MountOption::RW) && m.contains(&MountOption::NoSuid));
+    }
+}

@@ -1,0 +1,55 @@
+# Users, permissions and unmounting: the POSIX conformance cases against
+# tmpfs (conformance.py, some as another uid through allow_other),
+# mount(8) through the mount.fuse.pollfs helper and an fstab line,
+# `pollfs umount` (durable when it returns) and a mount right after a
+# plain umount. Sourced by run.sh (needs lib.sh's helpers; python3,
+# util-linux).
+
+echo "== POSIX rules against tmpfs, as root and as another user (allow_other)"
+# Other users reach the mounts through $WORK.
+chmod 755 "$WORK"
+fresh posix 256m
+start posix -o allow_other
+P=$WORK/posix.tmpfs
+mkdir -p "$P"
+mount -t tmpfs tmpfs "$P"
+check "conformance: every case as on tmpfs, but for the listed gaps" \
+    python3 "$HERE/conformance.py" "$(mnt posix)" "$P"
+umount "$P"
+check "conformance: unmounted cleanly" stop posix
+check "conformance: fsck is clean" fsck_clean posix
+
+echo "== mount(8) through mount.fuse.pollfs and an fstab line; pollfs umount"
+fresh helper 128m
+HELPER=/sbin/mount.fuse.pollfs
+own_helper=0
+if [ ! -e "$HELPER" ]; then
+    # (-f: over a link left dangling by an earlier run that was killed)
+    ln -sfn "$POLLFS" "$HELPER" && own_helper=1
+fi
+H=$(mnt helper)
+printf '%s %s fuse.pollfs allow_other,nofail,x-test 0 0\n' "file:$(img helper)" "$H" >"$WORK/fstab"
+check "helper: mount DIR with the fstab line" mount -T "$WORK/fstab" "$H"
+check "helper: the type is fuse.pollfs, with allow_other" \
+    bash -c "grep -q ' $H .* - fuse.pollfs file:$(img helper) .*allow_other' /proc/self/mountinfo"
+mkdir -m 1777 "$H/shared"
+check "helper: another user can write through it" \
+    setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "echo theirs > '$H/shared/f'"
+head -c 3000000 /dev/urandom >"$H/unsynced"
+sum=$(sha256sum <"$H/unsynced")
+check "pollfs umount: returns after the server's checkpoint" "$POLLFS" umount "$H"
+# The server has exited and let go of the device: fsck can lock it now.
+check "pollfs umount: fsck at once is clean (nothing left to do)" fsck_clean helper
+check "helper: mount -t fuse.pollfs -o ro" mount -t fuse.pollfs -o ro "file:$(img helper)" "$H"
+check "helper: the unsynced file is whole after the remount" \
+    bash -c "[ \"\$(sha256sum <'$H/unsynced')\" = '$sum' ]"
+check "helper: ro refuses a write" bash -c "! touch '$H/x' 2>/dev/null"
+# A plain umount returns before the server is done; a mount right after
+# waits for it.
+umount "$H"
+check "a mount right after a plain umount waits for the server and works" \
+    "$POLLFS" mount "file:$(img helper)" "$H"
+check "the other user's file is there" bash -c "[ \"\$(cat '$H/shared/f')\" = theirs ]"
+check "pollfs umount again" "$POLLFS" umount "$H"
+check "helper: fsck is clean" fsck_clean helper
+if [ "$own_helper" = 1 ]; then rm -f "$HELPER"; fi
