@@ -131,6 +131,17 @@ pub fn open(spec: &DeviceSpec, options: &OpenOptions) -> Result<AnyDevice, OpenE
     Ok(dev)
 }
 
+/// Opens the device and runs `job` on it at its concrete type: files the
+/// open made are kept only if `job` succeeds, and a writable mirror is
+/// closed after it.
+pub fn run<J: crate::any::DeviceJob>(
+    spec: &DeviceSpec,
+    options: &OpenOptions,
+    job: J,
+) -> Result<J::Output, J::Error> {
+    open_pending(spec, options)?.run(job)
+}
+
 /// Opens the device and the filesystem on it: formats it for
 /// [`Access::Format`], and always for a device that lives wholly in
 /// memory (nothing is there to mount); mounts it otherwise. Files the
@@ -140,20 +151,35 @@ pub fn open_fs(
     options: &OpenOptions,
     config: pollfs_core::Config,
 ) -> Result<Fs<AnyDevice>, OpenError> {
+    open_fs_with(spec, options, config, |_| Ok(()))
+}
+
+/// As [`open_fs`], with `before` run on the device before the filesystem
+/// is formatted or mounted on it: to check what the caller needs of it
+/// (queues), or to take its [`Closer`](crate::Closer).
+pub fn open_fs_with<E: From<OpenError>>(
+    spec: &DeviceSpec,
+    options: &OpenOptions,
+    config: pollfs_core::Config,
+    before: impl FnOnce(&mut AnyDevice) -> Result<(), E>,
+) -> Result<Fs<AnyDevice>, E> {
     let format = matches!(options.access, Access::Format { .. }) || spec.in_memory();
     if !format {
         if let Some(leg) = spec.memory_leg() {
-            return Err(OpenError::new(leg, OpenErrorKind::NothingThere));
+            return Err(OpenError::new(leg, OpenErrorKind::NothingThere).into());
         }
     }
     let mut dev = open_pending(spec, options)?;
+    before(&mut dev)?;
     let what = spec.to_string();
     let fs_error = |e| OpenError::new(&what, OpenErrorKind::Fs(e));
-    if !format {
-        return Fs::mount(dev, config).map_err(fs_error);
-    }
     let made = dev.take_made();
-    let fs = Fs::format(dev, config, new_uuid()).map_err(fs_error)?;
+    let fs = if format {
+        Fs::format(dev, config, new_uuid())
+    } else {
+        Fs::mount(dev, config)
+    }
+    .map_err(fs_error)?;
     for file in made {
         file.keep();
     }

@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use anyhow::anyhow;
 use hdrhistogram::Histogram;
 use pollfs_core::dev::{Command, DeviceQueue, Tag};
 use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
@@ -11,8 +12,8 @@ use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 use super::args::Settings;
 
 /// Per-command latency: 1 ns to one hour at 3 significant digits.
-pub fn new_histogram() -> Result<Histogram<u64>, String> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).map_err(|e| format!("histogram: {e}"))
+pub fn new_histogram() -> anyhow::Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).map_err(|e| anyhow!("histogram: {e}"))
 }
 
 /// What one queue pair did while measuring.
@@ -84,7 +85,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
         first_queue: u32,
         first_frame: u32,
         total_queues: u32,
-    ) -> Result<Worker<'s, Q>, String> {
+    ) -> anyhow::Result<Worker<'s, Q>> {
         let depth = settings.io_depth;
         let mut pairs = Vec::new();
         for (k, q) in queues.into_iter().enumerate() {
@@ -125,7 +126,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
     /// Issues and reaps until the time (or `number_ios`) is up; returns
     /// each queue pair's stats. Completions before `measure_from` are not
     /// counted.
-    pub fn run(mut self, measure_from: Instant, end: Instant) -> Result<Vec<QueueStats>, String> {
+    pub fn run(mut self, measure_from: Instant, end: Instant) -> anyhow::Result<Vec<QueueStats>> {
         let start = Instant::now();
         let mut done: Vec<(Tag, bool)> = Vec::new();
         loop {
@@ -147,7 +148,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
                 let reaped = Instant::now();
                 for &(tag, ok) in &done {
                     let Some(slot) = pair.tags.iter().position(|t| *t == Some(tag)) else {
-                        return Err(format!("completion for unknown tag {tag:?}"));
+                        return Err(anyhow!("completion for unknown tag {tag:?}"));
                     };
                     pair.tags[slot] = None;
                     if reaped < measure_from {
@@ -169,7 +170,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
     }
 
     /// Submits into every free slot of pair `p`, within `number_ios`.
-    fn fill(&mut self, p: usize, measure_from: Instant) -> Result<(), String> {
+    fn fill(&mut self, p: usize, measure_from: Instant) -> anyhow::Result<()> {
         for slot in 0..self.settings.io_depth as usize {
             if self.pairs[p].tags[slot].is_some() {
                 continue;
@@ -191,7 +192,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
                     fua: false,
                 }
             };
-            pair.tags[slot] = Some(pair.q.submit(&cmd).map_err(|e| format!("submit: {e}"))?);
+            pair.tags[slot] = Some(pair.q.submit(&cmd).map_err(|e| anyhow!("submit: {e}"))?);
             let now = Instant::now();
             pair.issued[slot] = now;
             if now >= measure_from {
@@ -225,7 +226,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
 }
 
 /// Frames the run needs: every slot of every queue pair.
-pub fn frames(settings: &Settings) -> Result<u32, String> {
+pub fn frames(settings: &Settings) -> anyhow::Result<u32> {
     let pages = settings.io_size / PAGE_SIZE as u32;
     let pairs = u32::try_from(settings.cores.len())
         .ok()
@@ -235,7 +236,7 @@ pub fn frames(settings: &Settings) -> Result<u32, String> {
         .checked_mul(pages)
         .zip(pairs)
         .and_then(|(per, pairs)| per.checked_mul(pairs))
-        .ok_or_else(|| "-q x -o x queue pairs is too large".to_string())
+        .ok_or_else(|| anyhow!("-q x -o x queue pairs is too large"))
 }
 
 /// How long a run lasts: the warm-up, then the measurement.
