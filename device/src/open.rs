@@ -120,7 +120,7 @@ pub fn new_uuid() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    t ^ (u64::from(std::process::id()) << 40) ^ made.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    t ^ (u64::from(std::process::id()) << 40) ^ pollfs_core::rng::mix(made)
 }
 
 /// Opens the device `spec` names, as `options` say. Files it made are

@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 use hdrhistogram::Histogram;
 use pollfs_core::dev::{Command, DeviceQueue, Tag};
+use pollfs_core::rng::SplitMix64;
 use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 
 use super::args::Settings;
@@ -40,7 +41,7 @@ struct Pair<Q> {
     tags: Vec<Option<Tag>>,
     issued: Vec<Instant>,
     cursor: u64,
-    rng: u64,
+    rng: SplitMix64,
     stats: QueueStats,
 }
 
@@ -104,7 +105,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
                 issued: vec![Instant::now(); depth as usize],
                 // Sequential streams start spread over the namespace.
                 cursor: layout.slots / u64::from(total_queues) * u64::from(n),
-                rng: 0x9E37_79B9_7F4A_7C15 ^ (u64::from(n) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+                rng: SplitMix64::new(u64::from(n)),
                 stats: QueueStats {
                     queue: n,
                     core: settings.cores[index as usize],
@@ -206,13 +207,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
     fn next_io(&mut self, p: usize) -> (u64, bool) {
         let slots = self.layout.slots;
         let pair = &mut self.pairs[p];
-        let mut rand = || {
-            // xorshift64*: cheap and good enough to spread offsets.
-            pair.rng ^= pair.rng >> 12;
-            pair.rng ^= pair.rng << 25;
-            pair.rng ^= pair.rng >> 27;
-            pair.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        };
+        let mut rand = || pair.rng.next_u64();
         let read = rand() % 100 < u64::from(self.settings.rwmixread);
         let offset = if self.settings.io_pattern.random() {
             rand() % slots
