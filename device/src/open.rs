@@ -272,7 +272,7 @@ pub(crate) fn open_pending(
             open.finish(legs, Arena::Vfio(arena), Inner::Vfio)
         }
         #[cfg(not(target_os = "linux"))]
-        (0, [addr]) => Err(OpenError::new(spec, OpenErrorKind::NoVfio)),
+        (0, [_]) => Err(OpenError::new(spec, OpenErrorKind::NoVfio)),
         (0, _) => mixed(Arenas::TwoVfio),
         _ => mixed(Arenas::EmuWithVfio),
     }
