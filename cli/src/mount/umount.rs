@@ -108,7 +108,8 @@ impl Registration {
             .create_new(true)
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        sys::try_flock(&file, true).map_err(|e| format!("{}: {e}", path.display()))?;
+        pollfs_device::lock::try_flock(&file, true)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         let _ = writeln!(file, "pid {}", std::process::id());
         Ok(Registration { file, path })
     }
@@ -162,8 +163,8 @@ pub fn run(args: &Args) -> Result<(), String> {
              cannot tell when it has written its checkpoint"
         ));
     };
-    if sys::try_flock(&file, false).is_err() {
-        sys::flock_wait(&file, false)
+    if pollfs_device::lock::try_flock(&file, false).is_err() {
+        pollfs_device::lock::flock_wait(&file, false)
             .map_err(|e| format!("{shown}: waiting for the server: {e}"))?;
     }
     let mut said = String::new();

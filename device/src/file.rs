@@ -1,9 +1,10 @@
-//! The file behind a `file:PATH` device. The tools look at what is there
-//! before writing anything; a file a run creates is removed again if the
-//! run fails, and a file it did not create is never removed.
+//! The file behind a `file:PATH` device: what is there is looked at
+//! before anything is written; a file an open creates is removed again if
+//! the open (or the run it was for) fails, and a file it did not create is
+//! never removed.
 
 use std::fs::OpenOptions;
-use std::io::{Seek, SeekFrom};
+use std::io::{self, Seek, SeekFrom};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
@@ -22,49 +23,48 @@ pub struct Existing {
 
 /// What is at `path`, or `None` if nothing is. Anything but a regular file
 /// or a block device (a directory, a FIFO that a read would block on) is
-/// an error.
-pub fn inspect(path: &Path) -> Result<Option<Existing>, String> {
-    let shown = path.display();
+/// an error of kind `InvalidInput`.
+pub fn inspect(path: &Path) -> io::Result<Option<Existing>> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{shown}: {e}")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
     };
     let kind = meta.file_type();
     let block_device = kind.is_block_device();
     if !kind.is_file() && !block_device {
-        return Err(format!("{shown}: not a regular file or a block device"));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file or a block device",
+        ));
     }
     // A block device's metadata says 0 bytes; its end says how big it is.
     let len = if block_device {
-        std::fs::File::open(path)
-            .and_then(|mut f| f.seek(SeekFrom::End(0)))
-            .map_err(|e| format!("{shown}: {e}"))?
+        std::fs::File::open(path).and_then(|mut f| f.seek(SeekFrom::End(0)))?
     } else {
         meta.len()
     };
-    let head = crate::signature::read_file_head(path)
-        .map_err(|e| format!("{shown}: {e}"))?
-        .unwrap_or_default();
+    let head = crate::signature::read_file_head(path)?.unwrap_or_default();
     Ok(Some(Existing {
         len,
-        allocated: if block_device {
-            0
-        } else {
-            crate::host::allocated(&meta)
-        },
+        allocated: if block_device { 0 } else { allocated(&meta) },
         block_device,
         head,
     }))
 }
 
-/// Free bytes on the filesystem that holds (or will hold) `path`.
-pub fn free_space_for(path: &Path) -> Option<u64> {
-    let dir = match path.parent() {
+/// Disk a file occupies (less than its length if it is sparse).
+pub fn allocated(meta: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.blocks().saturating_mul(512)
+}
+
+/// The folder that holds (or will hold) `path`.
+pub fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
-    };
-    crate::host::free_space(dir)
+    }
 }
 
 /// A file this run created: removed when dropped, unless [`Created::keep`]
@@ -77,21 +77,21 @@ pub struct Created {
 
 impl Created {
     /// Creates `path`, which must not exist, `len` bytes long (sparse).
-    pub fn new(path: &Path, len: u64) -> Result<Created, String> {
+    pub fn new(path: &Path, len: u64) -> io::Result<Created> {
         // `create_new`: if something appeared at `path` since it was
         // inspected, it is not ours to size or to remove.
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
         let created = Created {
             path: path.to_path_buf(),
             keep: false,
         };
-        file.set_len(len)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        file.set_len(len)?;
         Ok(created)
+    }
+
+    /// Where it is.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// The run succeeded: leave the file in place.
@@ -145,8 +145,9 @@ mod tests {
 
     #[test]
     fn directories_are_not_devices() {
-        assert!(inspect(&std::env::temp_dir())
-            .unwrap_err()
-            .contains("not a regular file"));
+        assert_eq!(
+            inspect(&std::env::temp_dir()).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
     }
 }

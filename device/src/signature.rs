@@ -1,15 +1,16 @@
-//! What a device or file already holds. `mkfs` and `bench` write over the
-//! whole device, so before writing anything they read its first
-//! [`PROBE_BYTES`] and refuse one that holds anything (a known signature or
-//! any non-zero byte) unless the user passed `--force`. A missing file, or
-//! one that is all zeros there, is empty.
+//! What a device or file already holds. Formatting (mkfs, the bench)
+//! writes over the whole device, so before writing anything
+//! [`crate::open`] reads its first [`PROBE_BYTES`] and refuses one that
+//! holds anything (a known signature or any non-zero byte) unless the
+//! caller forces it. A missing file, or one that is all zeros there, is
+//! empty.
 
 use std::fmt;
 use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use pollfs_core::dev::{BlockDevice, Command, DeviceQueue, FrameArena};
+use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena};
 use pollfs_core::units::{FrameId, Lba, PAGE_SIZE};
 
 /// Bytes looked at: far enough to see the btrfs superblock's magic, which
@@ -125,21 +126,6 @@ pub fn identify(head: &[u8]) -> Option<Found> {
     Some(found)
 }
 
-/// Refuses to go on if `head` holds anything, unless `force`. `what` names
-/// the device in the message (`file:/tmp/x`, `vfio:0000:01:00.0`).
-pub fn refuse_unless_forced(what: &str, head: &[u8], force: bool) -> Result<(), String> {
-    match identify(head) {
-        None => Ok(()),
-        Some(found) if force => {
-            eprintln!("pollfs: {what}: overwriting {found} (--force)");
-            Ok(())
-        }
-        Some(found) => Err(format!(
-            "{what}: holds {found}; pass --force to overwrite it"
-        )),
-    }
-}
-
 /// The first [`PROBE_BYTES`] of a file or block device (fewer if it is
 /// shorter); `None` if it does not exist.
 pub fn read_file_head(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
@@ -155,21 +141,21 @@ pub fn read_file_head(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
 
 /// The first [`PROBE_BYTES`] of a block device (fewer if it is smaller),
 /// read one page at a time through frame 0, before anything else uses it.
-pub fn read_device_head<D: BlockDevice>(dev: &D) -> Result<Vec<u8>, String> {
+/// A device that does not answer within ten seconds is reported as
+/// [`DevError::Timeout`].
+pub fn read_device_head<D: BlockDevice>(dev: &D) -> Result<Vec<u8>, DevError> {
     let geometry = dev.geometry();
     let pages = geometry
         .capacity_pages()
         .min((PROBE_BYTES / PAGE_SIZE) as u64);
-    let mut q = dev.open_queue().map_err(|e| e.to_string())?;
+    let mut q = dev.open_queue()?;
     let mut head = vec![0u8; pages as usize * PAGE_SIZE];
     for (page, buf) in head.chunks_mut(PAGE_SIZE).enumerate() {
         let lba = Lba(page as u64 * geometry.blocks_per_page());
-        let tag = q
-            .submit(&Command::Read {
-                lba,
-                frames: &[FrameId(0)],
-            })
-            .map_err(|e| e.to_string())?;
+        let tag = q.submit(&Command::Read {
+            lba,
+            frames: &[FrameId(0)],
+        })?;
         let mut result = None;
         // A device that never answers is reported, not waited on forever.
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -180,12 +166,8 @@ pub fn read_device_head<D: BlockDevice>(dev: &D) -> Result<Vec<u8>, String> {
                 }
             });
         }
-        result
-            .ok_or_else(|| format!("reading block {} timed out", lba.0))?
-            .map_err(|e| e.to_string())?;
-        dev.frames()
-            .read(FrameId(0), 0, buf)
-            .map_err(|e| e.to_string())?;
+        result.ok_or(DevError::Timeout)??;
+        dev.frames().read(FrameId(0), 0, buf)?;
     }
     Ok(head)
 }
@@ -260,9 +242,5 @@ mod tests {
         let head = read_device_head(&dev).unwrap();
         assert_eq!(head.len(), PROBE_BYTES);
         assert_eq!(identify(&head), Some(Found::Btrfs));
-        assert!(refuse_unless_forced("ram", &head, false)
-            .unwrap_err()
-            .contains("ram: holds a btrfs filesystem; pass --force"));
-        assert!(refuse_unless_forced("ram", &head, true).is_ok());
     }
 }
