@@ -15,7 +15,8 @@ use super::{Config, Fs, Handles, Shared};
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena};
 use crate::error::{Damage, Error, Result};
-use crate::persist::record::{Kind, Shadow};
+use crate::persist::record::Kind;
+use crate::persist::shadow::Shadow;
 use crate::persist::Journal;
 use crate::space::Allocator;
 use crate::stats::Stats;
@@ -178,8 +179,8 @@ impl<D: BlockDevice> Fs<D> {
                 inodes.insert(InodeId(ino), Arc::new(inode));
                 next = next.max(ino + 1);
             }
-            for ((parent, name), &ino) in &shadow.entries {
-                tree.insert(*parent, name, ino);
+            for (parent, name, ino) in shadow.tree.entries() {
+                tree.insert(parent, name, ino);
                 shared
                     .meta_bytes
                     .fetch_add(1 + 8 + 8 + 2 + name.len() as u64, Ordering::AcqRel);

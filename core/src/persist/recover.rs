@@ -17,7 +17,9 @@ use super::format::{
     Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, FRAME_LOG, MAX_SEQUENCE,
 };
 use super::metaio::MetaIo;
-use super::record::{Problem, Record, Shadow};
+use super::problems::Problem;
+use super::record::Record;
+use super::shadow::Shadow;
 use crate::error::{Damage, Error, Result};
 use crate::units::PAGE_SIZE;
 

@@ -125,30 +125,17 @@ impl Cx {
     }
 }
 
-/// Record tags, as [`Record::encode`] writes them (checked against it
-/// when the base image is read).
-pub const TAG_INODE: u8 = 1;
-/// See [`TAG_INODE`].
-pub const TAG_LINK: u8 = 2;
-/// See [`TAG_INODE`].
-pub const TAG_UNLINK: u8 = 3;
-/// See [`TAG_INODE`].
-pub const TAG_RENAME: u8 = 4;
-/// See [`TAG_INODE`].
-pub const TAG_FREE: u8 = 5;
-/// See [`TAG_INODE`].
-pub const TAG_IMAGE_END: u8 = 6;
-/// See [`TAG_INODE`].
-pub const TAG_DATA: u8 = 7;
-/// See [`TAG_INODE`].
-pub const TAG_HOME: u8 = 8;
+pub use pollfs_core::persist::record::tag::{
+    DATA as TAG_DATA, FREE as TAG_FREE, HOME as TAG_HOME, IMAGE_END as TAG_IMAGE_END,
+    INODE as TAG_INODE, LINK as TAG_LINK, RENAME as TAG_RENAME, UNLINK as TAG_UNLINK,
+};
 
 /// Inode kind codes, as [`Record::encode`] writes them.
-pub const KIND_FILE: u8 = 1;
+pub const KIND_FILE: u8 = Kind::File.code();
 /// See [`KIND_FILE`].
-pub const KIND_DIR: u8 = 2;
+pub const KIND_DIR: u8 = Kind::Dir.code();
 /// See [`KIND_FILE`].
-pub const KIND_SYMLINK: u8 = 3;
+pub const KIND_SYMLINK: u8 = Kind::Symlink.code();
 
 /// Bytes with an encoded length of their own (a name, a link target):
 /// `len` is what the encoding says, whatever `bytes` hold.
@@ -224,11 +211,7 @@ pub struct Rec {
 }
 
 fn kind_code(k: Kind) -> u8 {
-    match k {
-        Kind::File => KIND_FILE,
-        Kind::Dir => KIND_DIR,
-        Kind::Symlink => KIND_SYMLINK,
-    }
+    k.code()
 }
 
 fn text(s: &str) -> Text {
