@@ -652,3 +652,211 @@ impl Touched {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::persist::record::tests::{inode, link, rename};
+    use crate::persist::record::InodeMeta;
+
+    /// `tree` with a new inode of `kind` linked as `name` in `dir`.
+    fn make(t: &mut Tree, ino: u64, dir: u64, name: &str, kind: Kind) -> Effects {
+        t.may_create(dir, name, kind).unwrap();
+        t.apply(&Record::Inode {
+            ino,
+            meta: inode(kind),
+        })
+        .unwrap();
+        t.apply(&link(dir, name, ino)).unwrap()
+    }
+
+    fn nlink(t: &Tree, ino: u64) -> u32 {
+        t.node(ino).unwrap().nlink
+    }
+
+    /// /a (dir 2), /a/f (file 3), /b (dir 4).
+    fn small() -> Tree {
+        let mut t = Tree::with_root();
+        make(&mut t, 2, ROOT_INO, "a", Kind::Dir);
+        make(&mut t, 3, 2, "f", Kind::File);
+        make(&mut t, 4, ROOT_INO, "b", Kind::Dir);
+        t
+    }
+
+    #[test]
+    fn links_count_and_effects_name_what_changed() {
+        let mut t = Tree::with_root();
+        let e = make(&mut t, 2, ROOT_INO, "d", Kind::Dir);
+        let root = Node {
+            nlink: 3,
+            ..Node::root()
+        };
+        let d = Node {
+            kind: Kind::Dir,
+            nlink: 2,
+            parent: ROOT_INO,
+        };
+        assert_eq!(e.changed, [(2, d), (ROOT_INO, root)]);
+        assert_eq!(e.unlinked, None);
+        let e = make(&mut t, 3, 2, "f", Kind::File);
+        assert_eq!(e.changed.len(), 1, "a file's link changes only the file");
+        t.may_link(3, ROOT_INO, "g").unwrap();
+        t.apply(&link(ROOT_INO, "g", 3)).unwrap();
+        assert_eq!((nlink(&t, 3), nlink(&t, 2), nlink(&t, ROOT_INO)), (2, 2, 3));
+        let e = t
+            .apply(&Record::Unlink {
+                parent: 2,
+                name: "f".into(),
+            })
+            .unwrap();
+        assert_eq!(e.unlinked, None, "one link is left");
+        let e = t
+            .apply(&Record::Unlink {
+                parent: ROOT_INO,
+                name: "g".into(),
+            })
+            .unwrap();
+        assert_eq!(e.unlinked, Some(3));
+        t.apply(&Record::Free { ino: 3 }).unwrap();
+        assert_eq!(t.node(3), None);
+        assert_eq!(t.problems(), []);
+    }
+
+    #[test]
+    fn a_moved_directory_takes_its_dotdot_along() {
+        let mut t = small();
+        assert!(t.may_rename(ROOT_INO, "a", 4, "a", false, false).unwrap());
+        t.apply(&rename(ROOT_INO, "a", 4, "a", false)).unwrap();
+        assert_eq!(t.node(2).unwrap().parent, 4);
+        assert_eq!((nlink(&t, ROOT_INO), nlink(&t, 4)), (3, 3));
+        assert_eq!(t.problems(), []);
+        // Exchange swaps two entries: a directory's `..` follows it.
+        assert_eq!(
+            t.may_rename(4, "a", ROOT_INO, "b", false, true),
+            Err(NamespaceError::InvalidMove)
+        );
+        make(&mut t, 5, ROOT_INO, "c", Kind::File);
+        t.may_rename(4, "a", ROOT_INO, "c", false, true).unwrap();
+        t.apply(&rename(4, "a", ROOT_INO, "c", true)).unwrap();
+        assert_eq!(t.get(ROOT_INO, "c"), Some(2));
+        assert_eq!(t.get(4, "a"), Some(5));
+        assert_eq!(t.node(2).unwrap().parent, ROOT_INO);
+        assert_eq!(t.problems(), []);
+    }
+
+    #[test]
+    fn requests_posix_refuses_are_refused() {
+        let t = small();
+        use NamespaceError as E;
+        assert_eq!(t.may_create(ROOT_INO, "a", Kind::File), Err(E::Exists));
+        assert_eq!(t.may_create(3, "x", Kind::File), Err(E::NotADirectory));
+        assert_eq!(t.may_create(99, "x", Kind::File), Err(E::NotFound));
+        assert_eq!(t.may_link(2, ROOT_INO, "x"), Err(E::NotPermitted));
+        assert_eq!(t.may_remove(ROOT_INO, "a", false), Err(E::IsADirectory));
+        assert_eq!(t.may_remove(2, "f", true), Err(E::NotADirectory));
+        assert_eq!(t.may_remove(ROOT_INO, "a", true), Err(E::NotEmpty));
+        assert_eq!(t.may_remove(ROOT_INO, "b", true), Ok(()));
+        // A directory never moves under itself, directly or deeper.
+        assert_eq!(
+            t.may_rename(ROOT_INO, "a", 2, "x", false, false),
+            Err(E::InvalidMove)
+        );
+        // Replacing: a directory only by a directory, and only if empty.
+        assert_eq!(
+            t.may_rename(2, "f", ROOT_INO, "b", false, false),
+            Err(E::IsADirectory)
+        );
+        assert_eq!(
+            t.may_rename(ROOT_INO, "b", 2, "f", false, false),
+            Err(E::NotADirectory)
+        );
+        assert_eq!(
+            t.may_rename(ROOT_INO, "b", ROOT_INO, "a", false, false),
+            Err(E::NotEmpty)
+        );
+        assert_eq!(
+            t.may_rename(ROOT_INO, "b", ROOT_INO, "a", true, false),
+            Err(E::Exists)
+        );
+        assert_eq!(
+            t.may_rename(ROOT_INO, "a", ROOT_INO, "a", false, false),
+            Ok(false)
+        );
+        assert_eq!(
+            t.may_rename(ROOT_INO, "b", ROOT_INO, "x", false, true),
+            Err(E::NotFound)
+        );
+    }
+
+    #[test]
+    fn link_limits_hold() {
+        let mut t = small();
+        t.set_nlink(3, MAX_LINKS);
+        assert_eq!(
+            t.may_link(3, ROOT_INO, "x"),
+            Err(NamespaceError::TooManyLinks)
+        );
+        t.set_nlink(ROOT_INO, MAX_LINKS);
+        assert_eq!(
+            t.may_create(ROOT_INO, "x", Kind::Dir),
+            Err(NamespaceError::TooManyLinks)
+        );
+        assert_eq!(t.may_create(ROOT_INO, "x", Kind::File), Ok(()));
+        // A removed directory takes no entries, and an unlinked file no
+        // new name.
+        let mut t = small();
+        t.apply(&Record::Unlink {
+            parent: ROOT_INO,
+            name: "b".into(),
+        })
+        .unwrap();
+        assert_eq!(
+            t.may_create(4, "x", Kind::File),
+            Err(NamespaceError::NotADirectory)
+        );
+        t.apply(&Record::Unlink {
+            parent: 2,
+            name: "f".into(),
+        })
+        .unwrap();
+        assert_eq!(t.may_link(3, ROOT_INO, "x"), Err(NamespaceError::NotFound));
+    }
+
+    #[test]
+    fn entry_bytes_and_listing_order_follow_the_entries() {
+        let mut t = small();
+        let sum = |t: &Tree| t.entries().map(|(_, n, _)| link_len(n.len())).sum::<u64>();
+        assert_eq!(t.entry_bytes(), sum(&t));
+        t.apply(&rename(2, "f", ROOT_INO, "a-much-longer-name", false))
+            .unwrap();
+        assert_eq!(t.entry_bytes(), sum(&t));
+        make(&mut t, 5, ROOT_INO, "0", Kind::File);
+        // Listed in the order added, whatever the names.
+        let names: Vec<String> = t
+            .list(ROOT_INO, 0, 10)
+            .into_iter()
+            .map(|(_, n, _)| n)
+            .collect();
+        assert_eq!(names, ["a", "b", "a-much-longer-name", "0"]);
+        let after = t.list(ROOT_INO, 0, 2)[1].0;
+        assert_eq!(t.list(ROOT_INO, after, 10).len(), 2);
+    }
+
+    #[test]
+    fn a_loaded_image_equals_the_tree_it_was_taken_from() {
+        let t = small();
+        let mut loaded = Tree::default();
+        for (ino, n) in t.nodes() {
+            let mut meta = InodeMeta::new(n.kind, 0, 0, 0, 0);
+            meta.nlink = n.nlink;
+            meta.parent = n.parent;
+            loaded.load(&Record::Inode { ino, meta }).unwrap();
+        }
+        for (p, name, ino) in t.entries() {
+            loaded.load(&link(p, name, ino)).unwrap();
+        }
+        assert!(loaded == t);
+        assert!(loaded.load(&link(ROOT_INO, "a", 3)).is_err(), "twice");
+        assert!(loaded.load(&Record::Free { ino: 3 }).is_err());
+    }
+}
