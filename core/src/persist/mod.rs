@@ -12,6 +12,7 @@
 //! checksums, filesystem id and sequence numbers follow on, then makes
 //! sure no intact later write lies beyond the end it found.
 //!
+//! - [`damage`]: what exactly is wrong with a damaged image.
 //! - [`format`]: on-disk structures (layout, superblock, frames).
 //! - [`record`]: log records and their encoding.
 //! - [`tree`]: the namespace as a state machine that records change, held
@@ -31,6 +32,7 @@
 //! metadata, never from in-memory state, and its blocks are taken from
 //! blocks nothing durable references.
 
+pub mod damage;
 pub mod format;
 mod journal;
 mod metaio;

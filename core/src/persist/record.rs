@@ -35,7 +35,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::format::{Dec, Enc, Short};
-use crate::error::Damage;
+use crate::error::{Damage, RecordDamage};
 use crate::space::Extent;
 use crate::units::{
     BlockNo, MAX_FILE_PAGES, MAX_FILE_SIZE, MAX_INODE, MAX_NAME_LEN, MAX_SYMLINK_LEN, PAGE_SIZE_U64,
@@ -249,34 +249,34 @@ pub enum Record {
 }
 
 fn short(_: Short) -> Damage {
-    Damage::Record("truncated")
+    Damage::Record(RecordDamage::Truncated)
 }
 
 fn ino(d: &mut Dec<'_>) -> Result<u64, Damage> {
     let ino = d.u64().map_err(short)?;
     if ino == 0 || ino > MAX_INODE {
-        return Err(Damage::Record("inode number out of range"));
+        return Err(Damage::Record(RecordDamage::InodeNumber(ino)));
     }
     Ok(ino)
 }
 
-fn page(d: &mut Dec<'_>) -> Result<u64, Damage> {
+fn page(d: &mut Dec<'_>, ino: u64) -> Result<u64, Damage> {
     let page = d.u64().map_err(short)?;
     if page >= MAX_FILE_PAGES {
-        return Err(Damage::Record("page index past the largest file"));
+        return Err(Damage::Record(RecordDamage::PageIndex { ino, page }));
     }
     Ok(page)
 }
 
 fn name(d: &mut Dec<'_>) -> Result<String, Damage> {
-    let len = d.u16().map_err(short)? as usize;
-    if len == 0 || len > MAX_NAME_LEN {
-        return Err(Damage::Record("name length out of range"));
+    let len = d.u16().map_err(short)?;
+    if len == 0 || usize::from(len) > MAX_NAME_LEN {
+        return Err(Damage::Record(RecordDamage::NameLength(len)));
     }
-    let s = core::str::from_utf8(d.bytes(len).map_err(short)?)
-        .map_err(|_| Damage::Record("name is not UTF-8"))?;
+    let s = core::str::from_utf8(d.bytes(usize::from(len)).map_err(short)?)
+        .map_err(|_| Damage::Record(RecordDamage::NameBytes))?;
     if s.bytes().any(|b| b == 0 || b == b'/') || s == "." || s == ".." {
-        return Err(Damage::Record("name contains NUL or '/', or is . or .."));
+        return Err(Damage::Record(RecordDamage::NameBytes));
     }
     Ok(String::from(s))
 }
@@ -286,10 +286,11 @@ fn put_name(e: &mut Enc, name: &str) {
     e.bytes(name.as_bytes());
 }
 
-fn extents(d: &mut Dec<'_>) -> Result<Vec<Extent>, Damage> {
-    let n = d.u32().map_err(short)? as usize;
+fn extents(d: &mut Dec<'_>, ino: u64) -> Result<Vec<Extent>, Damage> {
+    let count = d.u32().map_err(short)?;
+    let n = count as usize;
     if n > d.remaining() / EXTENT_LEN as usize {
-        return Err(Damage::Record("extent count past the record's end"));
+        return Err(Damage::Record(RecordDamage::ExtentCount { ino, count }));
     }
     let mut out = Vec::with_capacity(n);
     let mut next_free = 0;
@@ -302,10 +303,16 @@ fn extents(d: &mut Dec<'_>) -> Result<Vec<Extent>, Damage> {
             || file_end.is_none_or(|end| end > MAX_FILE_PAGES)
             || dev.checked_add(len).is_none()
         {
-            return Err(Damage::Record("extent out of range"));
+            return Err(Damage::Record(RecordDamage::ExtentRange {
+                ino,
+                file_block,
+            }));
         }
         if file_block < next_free {
-            return Err(Damage::Record("extents overlap or are out of order"));
+            return Err(Damage::Record(RecordDamage::ExtentOrder {
+                ino,
+                file_block,
+            }));
         }
         next_free = file_block + len;
         out.push(Extent {
@@ -317,12 +324,12 @@ fn extents(d: &mut Dec<'_>) -> Result<Vec<Extent>, Damage> {
     Ok(out)
 }
 
-fn inode_meta(d: &mut Dec<'_>) -> Result<InodeMeta, Damage> {
-    let kind =
-        Kind::from_code(d.u8().map_err(short)?).ok_or(Damage::Record("unknown inode kind"))?;
+fn inode_meta(d: &mut Dec<'_>, ino: u64) -> Result<InodeMeta, Damage> {
+    let code = d.u8().map_err(short)?;
+    let kind = Kind::from_code(code).ok_or(Damage::Record(RecordDamage::Kind { ino, code }))?;
     let perm = d.u16().map_err(short)?;
     if perm & !0o7777 != 0 {
-        return Err(Damage::Record("permission bits out of range"));
+        return Err(Damage::Record(RecordDamage::Perm { ino, perm }));
     }
     let mut m = InodeMeta {
         kind,
@@ -339,31 +346,33 @@ fn inode_meta(d: &mut Dec<'_>) -> Result<InodeMeta, Damage> {
         target: String::new(),
     };
     if m.parent > MAX_INODE || (kind != Kind::Dir && m.parent != 0) {
-        return Err(Damage::Record("parent out of range"));
+        return Err(Damage::Record(RecordDamage::Parent {
+            ino,
+            parent: m.parent,
+        }));
     }
+    let bad_size = Damage::Record(RecordDamage::Size { ino, size: m.size });
     if m.size > MAX_FILE_SIZE {
-        return Err(Damage::Record("file size past the largest file"));
+        return Err(bad_size);
     }
     match kind {
-        Kind::File => m.extents = extents(d)?,
+        Kind::File => m.extents = extents(d, ino)?,
         Kind::Symlink => {
+            let bad_target = Damage::Record(RecordDamage::Target { ino });
             let len = d.u16().map_err(short)? as usize;
             if len == 0 || len > MAX_SYMLINK_LEN {
-                return Err(Damage::Record("link target length out of range"));
+                return Err(bad_target);
             }
             m.target = String::from(
-                core::str::from_utf8(d.bytes(len).map_err(short)?)
-                    .map_err(|_| Damage::Record("link target is not UTF-8"))?,
+                core::str::from_utf8(d.bytes(len).map_err(short)?).map_err(|_| bad_target)?,
             );
             if m.target.bytes().any(|b| b == 0) || m.size != len as u64 {
-                return Err(Damage::Record(
-                    "link target holds NUL or mismatches its size",
-                ));
+                return Err(bad_target);
             }
         }
         Kind::Dir => {
             if m.size != 0 {
-                return Err(Damage::Record("a directory with a size"));
+                return Err(bad_size);
             }
         }
     }
@@ -428,10 +437,13 @@ impl Record {
     /// Decodes one record, checking every value.
     pub fn decode(d: &mut Dec<'_>) -> Result<Record, Damage> {
         Ok(match d.u8().map_err(short)? {
-            TAG_INODE => Record::Inode {
-                ino: ino(d)?,
-                meta: inode_meta(d)?,
-            },
+            TAG_INODE => {
+                let ino = ino(d)?;
+                Record::Inode {
+                    ino,
+                    meta: inode_meta(d, ino)?,
+                }
+            }
             TAG_LINK => {
                 let parent = ino(d)?;
                 let child = ino(d)?;
@@ -453,22 +465,28 @@ impl Record {
                 exchange: match d.u8().map_err(short)? {
                     0 => false,
                     1 => true,
-                    _ => return Err(Damage::Record("rename flags out of range")),
+                    x => return Err(Damage::Record(RecordDamage::RenameFlags(x))),
                 },
             },
             TAG_FREE => Record::Free { ino: ino(d)? },
             TAG_IMAGE_END => Record::ImageEnd,
-            TAG_DATA => Record::Data {
-                ino: ino(d)?,
-                page: page(d)?,
-                block: d.u64().map_err(short)?,
-                bytes: d.bytes(PAGE_SIZE_U64 as usize).map_err(short)?.to_vec(),
-            },
-            TAG_HOME => Record::Home {
-                ino: ino(d)?,
-                page: page(d)?,
-            },
-            _ => return Err(Damage::Record("unknown record type")),
+            TAG_DATA => {
+                let ino = ino(d)?;
+                Record::Data {
+                    ino,
+                    page: page(d, ino)?,
+                    block: d.u64().map_err(short)?,
+                    bytes: d.bytes(PAGE_SIZE_U64 as usize).map_err(short)?.to_vec(),
+                }
+            }
+            TAG_HOME => {
+                let ino = ino(d)?;
+                Record::Home {
+                    ino,
+                    page: page(d, ino)?,
+                }
+            }
+            tag => return Err(Damage::Record(RecordDamage::Tag(tag))),
         })
     }
 

@@ -22,7 +22,7 @@ use super::format::{Enc, Layout};
 use super::problems::{space_problems, Problem};
 use super::record::{encode_inode, InodeMeta, Kind, Record, DATA_RECORD_LEN};
 use super::tree::{Effects, Node, Tree};
-use crate::error::Damage;
+use crate::error::{Damage, ReplayDamage};
 use crate::space::Extent;
 use crate::units::ROOT_INO;
 
@@ -136,13 +136,16 @@ impl Shadow {
                 block,
                 bytes,
             } => {
-                let m = self.inodes.get(ino).ok_or(Damage::Replay(
-                    "a record names an inode that does not exist",
-                ))?;
+                let m = self
+                    .inodes
+                    .get(ino)
+                    .ok_or(Damage::Replay(ReplayDamage::NoInode(*ino)))?;
                 if m.kind != Kind::File || block_of(m, *page) != Some(*block) {
-                    return Err(Damage::Replay(
-                        "data for a page its file does not map to that block",
-                    ));
+                    return Err(Damage::Replay(ReplayDamage::DataUnmapped {
+                        ino: *ino,
+                        page: *page,
+                        block: *block,
+                    }));
                 }
                 if self
                     .data

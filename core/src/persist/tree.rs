@@ -31,7 +31,7 @@ use alloc::vec::Vec;
 
 use super::problems::Problem;
 use super::record::{link_len, Kind, Record};
-use crate::error::{Damage, NamespaceError};
+use crate::error::{Damage, NamespaceError, ReplayDamage};
 use crate::units::{MAX_LINKS, ROOT_INO};
 
 /// What the tree knows of an inode.
@@ -103,7 +103,7 @@ impl PartialEq for Tree {
 impl Eq for Tree {}
 
 /// Why a record does not apply.
-fn replay(what: &'static str) -> Damage {
+fn replay(what: ReplayDamage) -> Damage {
     Damage::Replay(what)
 }
 
@@ -329,15 +329,18 @@ impl Tree {
             }
             Record::Link { parent, name, ino } => {
                 if !self.is_dir(*parent) || self.get(*parent, name).is_some() {
-                    return Err(replay("a link into no directory, or over an entry"));
+                    return Err(replay(ReplayDamage::LinkInto {
+                        parent: *parent,
+                        ino: *ino,
+                    }));
                 }
-                self.node(*ino).ok_or(replay(NO_INODE))?;
+                self.node(*ino).ok_or(replay(ReplayDamage::NoInode(*ino)))?;
                 self.link(*parent, name, *ino, &mut touched);
             }
             Record::Unlink { parent, name } => {
                 let ino = self
                     .take_entry(*parent, name)
-                    .ok_or(replay("an unlink of no entry"))?;
+                    .ok_or(replay(ReplayDamage::NoEntry { dir: *parent }))?;
                 self.unlinked(*parent, ino, &mut touched)?;
             }
             Record::Rename {
@@ -348,12 +351,13 @@ impl Tree {
                 exchange,
             } => self.rename(*from, from_name, *to, to_name, *exchange, &mut touched)?,
             Record::Free { ino } => {
-                if *ino == ROOT_INO || self.node(*ino).is_some_and(|n| n.nlink != 0) {
-                    return Err(replay("a free of an inode that still has links"));
+                let nlink = self.node(*ino).map_or(0, |n| n.nlink);
+                if *ino == ROOT_INO || nlink != 0 {
+                    return Err(replay(ReplayDamage::FreeLinked { ino: *ino, nlink }));
                 }
                 self.nodes.remove(ino);
             }
-            Record::ImageEnd => return Err(replay("an image end outside an image")),
+            Record::ImageEnd => return Err(replay(ReplayDamage::ImageEnd)),
             Record::Data { .. } | Record::Home { .. } => {}
         }
         Ok(self.effects(touched))
@@ -373,11 +377,11 @@ impl Tree {
             ),
             Record::Link { parent, name, ino } => {
                 if self.get(*parent, name).is_some() {
-                    return Err(replay("an image names one entry twice"));
+                    return Err(replay(ReplayDamage::ImageEntryTwice { parent: *parent }));
                 }
                 self.put_entry(*parent, name, *ino);
             }
-            _ => return Err(replay("an image holds a record images never do")),
+            _ => return Err(replay(ReplayDamage::ImageRecord)),
         }
         Ok(())
     }
@@ -412,13 +416,16 @@ impl Tree {
 
     /// Counts an entry of `parent` for `ino` gone.
     fn unlinked(&mut self, parent: u64, ino: u64, touched: &mut Touched) -> Result<(), Damage> {
-        let kind = self.node(ino).ok_or(replay(NO_INODE))?.kind;
+        let kind = self
+            .node(ino)
+            .ok_or(replay(ReplayDamage::NoInode(ino)))?
+            .kind;
         if kind == Kind::Dir && self.node(parent).is_none() {
-            return Err(replay(NO_INODE));
+            return Err(replay(ReplayDamage::NoInode(parent)));
         }
         touched.add(ino);
         let Some(n) = self.nodes.get_mut(&ino) else {
-            return Err(replay(NO_INODE));
+            return Err(replay(ReplayDamage::NoInode(ino)));
         };
         if kind == Kind::Dir {
             n.nlink = 0;
@@ -445,17 +452,17 @@ impl Tree {
         touched: &mut Touched,
     ) -> Result<(), Damage> {
         if !self.is_dir(from) || !self.is_dir(to) {
-            return Err(replay("a rename between non-directories"));
+            return Err(replay(ReplayDamage::RenameNotDir { from, to }));
         }
         let src = self
             .get(from, from_name)
-            .ok_or(replay("a rename of no entry"))?;
+            .ok_or(replay(ReplayDamage::NoEntry { dir: from }))?;
         if from == to && from_name == to_name {
             return Ok(());
         }
         let dst = self.get(to, to_name);
         if exchange {
-            let dst = dst.ok_or(replay("an exchange with no entry"))?;
+            let dst = dst.ok_or(replay(ReplayDamage::NoEntry { dir: to }))?;
             self.put_entry(from, from_name, dst);
             self.put_entry(to, to_name, src);
             self.moved(src, from, to, touched);
@@ -624,8 +631,6 @@ impl Tree {
         out
     }
 }
-
-const NO_INODE: &str = "a record names an inode that does not exist";
 
 impl Node {
     /// The root of an empty filesystem: `.` and its own `..`.
