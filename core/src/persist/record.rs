@@ -625,7 +625,18 @@ pub(crate) mod tests {
         assert!(!ok(1, file(0, alloc::vec![ext(4, 9, 2), ext(5, 20, 1)])));
         let mut bad_perm = file(0, alloc::vec![]);
         bad_perm.perm = 0o10000;
-        assert!(!ok(1, bad_perm));
+        // The cause names the inode and the value.
+        let bytes = Record::encode_all(&[Record::Inode {
+            ino: 7,
+            meta: bad_perm,
+        }]);
+        assert_eq!(
+            Record::decode_all(&bytes),
+            Err(Damage::Record(RecordDamage::Perm {
+                ino: 7,
+                perm: 0o10000
+            }))
+        );
         let mut sym = inode(Kind::Symlink);
         sym.target = "t".repeat(MAX_SYMLINK_LEN);
         sym.size = MAX_SYMLINK_LEN as u64;

@@ -381,20 +381,45 @@ mod tests {
 
     #[test]
     fn records_that_make_no_sense_are_refused() {
+        use crate::error::ReplayDamage as R;
         let mut s = tree();
-        assert!(s.apply(&link(ROOT_INO, "d", 3)).is_err(), "over an entry");
-        assert!(s.apply(&link(3, "x", 2)).is_err(), "into a file");
-        assert!(s
-            .apply(&Record::Unlink {
-                parent: ROOT_INO,
-                name: "nope".into()
-            })
-            .is_err());
-        assert!(s
-            .apply(&rename(ROOT_INO, "nope", ROOT_INO, "x", false))
-            .is_err());
-        assert!(s.apply(&Record::Free { ino: 3 }).is_err(), "still linked");
-        assert!(s.apply(&Record::ImageEnd).is_err());
+        let refused = |s: &mut Shadow, r: &Record| match s.apply(r) {
+            Err(Damage::Replay(why)) => why,
+            other => panic!("{r:?}: {other:?}"),
+        };
+        let over = refused(&mut s, &link(ROOT_INO, "d", 3));
+        assert_eq!(over, R::LinkInto { parent: 1, ino: 3 });
+        let into_file = refused(&mut s, &link(3, "x", 2));
+        assert_eq!(into_file, R::LinkInto { parent: 3, ino: 2 });
+        let unlink = Record::Unlink {
+            parent: ROOT_INO,
+            name: "nope".into(),
+        };
+        assert_eq!(refused(&mut s, &unlink), R::NoEntry { dir: ROOT_INO });
+        let no_entry = rename(ROOT_INO, "nope", ROOT_INO, "x", false);
+        assert_eq!(refused(&mut s, &no_entry), R::NoEntry { dir: ROOT_INO });
+        let free = Record::Free { ino: 3 };
+        assert_eq!(refused(&mut s, &free), R::FreeLinked { ino: 3, nlink: 2 });
+        assert_eq!(refused(&mut s, &Record::ImageEnd), R::ImageEnd);
+        let data = Record::Data {
+            ino: 3,
+            page: 0,
+            block: 5000,
+            bytes: alloc::vec![0; 4096],
+        };
+        let unmapped = refused(&mut s, &data);
+        assert_eq!(
+            unmapped,
+            R::DataUnmapped {
+                ino: 3,
+                page: 0,
+                block: 5000
+            }
+        );
+        assert_eq!(
+            alloc::format!("{}", Damage::Replay(unmapped)),
+            "record does not apply: data for page 0 of inode 3, which does not map it to block 5000"
+        );
     }
 
     #[test]
