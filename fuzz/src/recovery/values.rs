@@ -125,6 +125,7 @@ impl Cx {
     }
 }
 
+/// Record tags, the engine's own (`persist::record::tag`).
 pub use pollfs_core::persist::record::tag::{
     DATA as TAG_DATA, FREE as TAG_FREE, HOME as TAG_HOME, IMAGE_END as TAG_IMAGE_END,
     INODE as TAG_INODE, LINK as TAG_LINK, RENAME as TAG_RENAME, UNLINK as TAG_UNLINK,
@@ -210,10 +211,6 @@ pub struct Rec {
     pub bytes: Vec<u8>,
 }
 
-fn kind_code(k: Kind) -> u8 {
-    k.code()
-}
-
 fn text(s: &str) -> Text {
     Text::new(s.as_bytes().to_vec())
 }
@@ -225,7 +222,7 @@ impl From<&Record> for Rec {
                 tag: TAG_INODE,
                 ino: *ino,
                 parent: m.parent,
-                kind: kind_code(m.kind),
+                kind: m.kind.code(),
                 perm: m.perm,
                 uid: m.uid,
                 gid: m.gid,
