@@ -1,5 +1,6 @@
 //! Errors: one small enum per kind of operation, joined into [`Error`].
 
+pub use crate::persist::damage::{CheckpointDamage, RecordDamage, ReplayDamage, SuperblockField};
 use core::fmt;
 
 use crate::dev::DevError;
@@ -123,7 +124,7 @@ pub enum Damage {
     /// The image uses feature flags this code does not know.
     Features(u32),
     /// Superblock fields contradict each other.
-    SuperblockFields(&'static str),
+    SuperblockFields(SuperblockField),
     /// The filesystem is larger than the device it is on.
     DeviceTooSmall {
         /// Blocks the filesystem spans.
@@ -139,11 +140,11 @@ pub enum Damage {
         device: u32,
     },
     /// A checkpoint frame is missing, damaged or out of place.
-    Checkpoint(&'static str),
+    Checkpoint(CheckpointDamage),
     /// A metadata record is malformed or out of range.
-    Record(&'static str),
+    Record(RecordDamage),
     /// A record contradicts the metadata before it.
-    Replay(&'static str),
+    Replay(ReplayDamage),
     /// A log write is damaged (or missing) while later log writes follow
     /// it: the log has a hole, not an end.
     LogHole {

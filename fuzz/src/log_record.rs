@@ -11,7 +11,8 @@
 //! Shared with host-tests (by path), which replays the committed corpus.
 
 use pollfs_core::persist::format::{Frame, Layout, Superblock};
-use pollfs_core::persist::record::{Record, Shadow};
+use pollfs_core::persist::record::Record;
+use pollfs_core::persist::shadow::Shadow;
 
 /// Runs one input; panics if a parser does, or if a check fails.
 pub fn run(bytes: &[u8]) {

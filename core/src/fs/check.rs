@@ -7,6 +7,7 @@ use core::sync::atomic::Ordering;
 use super::inode::pages_for;
 use super::Shared;
 use crate::dev::BlockDevice;
+use crate::persist::problems::Problem;
 use crate::units::{InodeId, PageIndex};
 
 /// A broken invariant.
@@ -54,18 +55,17 @@ pub enum InvariantError {
         /// The file.
         ino: InodeId,
     },
-    /// An entry names an inode that is not live.
-    DanglingEntry {
-        /// The inode named.
-        ino: InodeId,
-    },
-    /// An inode's link count differs from the links its entries make.
+    /// The namespace tree breaks one of its invariants (the checks fsck
+    /// runs on an image's tree).
+    Tree(Problem),
+    /// A live inode's link count differs from the tree's, or the tree has
+    /// no node for it.
     LinkCount {
         /// The inode.
         ino: InodeId,
         /// Its link count.
         nlink: u32,
-        /// Links counted from the namespace.
+        /// The tree's count (0 if it has no node).
         counted: u32,
     },
 }
@@ -163,33 +163,24 @@ pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> 
     Ok(())
 }
 
-/// Every entry names a live inode, and every inode's link count is the
-/// links the namespace makes (a directory: its entry, `.`, and each
-/// subdirectory's `..`).
+/// The namespace tree holds its invariants (fsck's [`Tree::problems`]),
+/// and every live inode's link count is the tree's.
+///
+/// [`Tree::problems`]: crate::persist::tree::Tree::problems
 fn links<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> {
     let tree = fs.tree.read();
-    let inodes = fs.inodes.read();
-    let mut counted: BTreeMap<u64, u32> = BTreeMap::new();
-    *counted.entry(crate::units::ROOT_INO).or_default() += 2;
-    for (dir, _, ino) in tree.all() {
-        let inode = inodes
-            .get(&InodeId(ino))
-            .ok_or(InvariantError::DanglingEntry { ino: InodeId(ino) })?;
-        if inode.kind == crate::persist::record::Kind::Dir {
-            *counted.entry(ino).or_default() += 2;
-            *counted.entry(dir).or_default() += 1;
-        } else {
-            *counted.entry(ino).or_default() += 1;
-        }
+    if let Some(p) = tree.problems().into_iter().next() {
+        return Err(InvariantError::Tree(p));
     }
+    let inodes = fs.inodes.read();
     for (id, inode) in inodes.iter() {
         let nlink = inode.nlink.load(Ordering::Acquire);
-        let c = counted.get(&id.0).copied().unwrap_or(0);
-        if nlink != c {
+        let counted = tree.node(id.0).map_or(0, |n| n.nlink);
+        if nlink != counted {
             return Err(InvariantError::LinkCount {
                 ino: *id,
                 nlink,
-                counted: c,
+                counted,
             });
         }
     }

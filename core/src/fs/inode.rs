@@ -137,10 +137,12 @@ pub(crate) struct Inode {
     /// Permission bits and owner. A leaf lock.
     pub(crate) owner: Mutex<Owner>,
     /// Links (entries, and for a directory its `.` and its subdirectories'
-    /// `..`). Changed only under the namespace lock. Zero: unlinked, its
-    /// data kept until the last open handle closes.
+    /// `..`): a copy of the namespace tree's count, written only from a
+    /// record's effects under the namespace lock, so `stat` reads it
+    /// without the lock. Zero: unlinked, its data kept until the last open
+    /// handle closes.
     pub(crate) nlink: AtomicU32,
-    /// A directory's parent; changed only under the namespace lock.
+    /// A directory's parent: a copy of the tree's, written as `nlink` is.
     pub(crate) parent: AtomicU64,
     /// Times in nanoseconds since the Unix epoch. A write sets `mtime` and
     /// `ctime` without marking the inode for logging (lazytime): they reach

@@ -14,7 +14,7 @@
 //!
 //! - `config`: settings; `shared`: the state every session shares;
 //!   `mount`: assembly (in memory, format, recovery); `namespace`: the
-//!   tree; `file`, `ops`, `lend`: handles and their operations; `read`,
+//!   operations on the tree (`persist::tree`, which replay shares); `file`, `ops`, `lend`: handles and their operations; `read`,
 //!   `write`, `size`, `sync_data`, `commit`: the I/O paths; `check`: the
 //!   invariant checker.
 

@@ -8,14 +8,14 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::inode::Inode;
-use super::namespace::Tree;
 #[cfg(feature = "std")]
 use super::shared::NEXT_FS_ID;
 use super::{Config, Fs, Handles, Shared};
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena};
 use crate::error::{Damage, Error, Result};
-use crate::persist::record::{Kind, Shadow};
+use crate::persist::shadow::Shadow;
+use crate::persist::tree::Tree;
 use crate::persist::Journal;
 use crate::space::Allocator;
 use crate::stats::Stats;
@@ -135,7 +135,8 @@ impl<D: BlockDevice> Fs<D> {
         Ok(fs)
     }
 
-    /// Builds inodes, the tree and the allocator's state from `shadow`
+    /// Builds inodes, the tree (the shadow's own, which recovery replayed)
+    /// and the allocator's state from `shadow`
     /// (which recovery checked: inode numbers in range, extents in the data
     /// area and disjoint, a connected tree), with `chain`'s blocks taken by
     /// the checkpoint; then reclaims orphans.
@@ -169,21 +170,16 @@ impl<D: BlockDevice> Fs<D> {
                     }
                     shared.meta_len_changed(&inode, ext.len(), false);
                 }
-                if m.kind == Kind::Dir {
-                    tree.add_dir(ino);
-                }
                 if ino != ROOT_INO && m.nlink == 0 {
                     orphans.push(ino);
                 }
                 inodes.insert(InodeId(ino), Arc::new(inode));
                 next = next.max(ino + 1);
             }
-            for ((parent, name), &ino) in &shadow.entries {
-                tree.insert(*parent, name, ino);
-                shared
-                    .meta_bytes
-                    .fetch_add(1 + 8 + 8 + 2 + name.len() as u64, Ordering::AcqRel);
-            }
+            *tree = shadow.tree.clone();
+            shared
+                .meta_bytes
+                .fetch_add(tree.entry_bytes(), Ordering::AcqRel);
             shared.next_ino.store(next, Ordering::Relaxed);
         }
         for ino in orphans {

@@ -1,17 +1,21 @@
-//! The namespace: a tree of directories keyed by (directory, name), and
-//! every operation that changes it.
+//! The namespace operations of a mounted filesystem.
+//!
+//! The namespace itself is a [`Tree`], the state machine recovery replays
+//! too: each operation asks the tree whether the request may go ahead
+//! (`Tree::may_*`), builds the record, applies it to the tree, copies the
+//! link counts and parents it changed into the live inodes (read without
+//! the lock by `stat`), and stages it. The rules of links, parents,
+//! emptiness and renames are the tree's; what is here is names, times,
+//! space for the next checkpoint, and handles.
 //!
 //! One lock (the namespace lock, [`Shared::tree`](super::Shared)) guards
-//! the tree, link counts and directories' parents; each change stages its
-//! records while holding it, so the log receives them in the order they
-//! were made. It is taken after an inode's own locks, never before them.
+//! the tree; each change stages its records while holding it, so the log
+//! receives them in the order they were made. It is taken after an
+//! inode's own locks, never before them.
 //!
-//! Each directory numbers its entries as they are added (cookies, kept in
-//! memory only); `read_dir` returns entries in cookie order after a given
-//! cookie, so a listing that runs alongside creates and removes returns no
-//! entry twice and skips none that existed throughout.
+//! `read_dir` returns entries in the order they were added, after a
+//! cookie (see [`Tree::list`]).
 
-use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -21,82 +25,9 @@ use super::inode::{Inode, Owner};
 use super::{File, Fs, Shared};
 use crate::dev::BlockDevice;
 use crate::error::{Error, NameError, NamespaceError, Result, SpaceError};
-use crate::persist::record::{InodeMeta, Kind, Record};
-use crate::units::{InodeId, MAX_INODE, MAX_LINKS, MAX_NAME_LEN, MAX_SYMLINK_LEN, ROOT_INO};
-
-/// One entry of a directory.
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    ino: u64,
-    cookie: u64,
-}
-
-/// A directory's entries, by name and in the order they were added.
-#[derive(Debug, Default)]
-struct Dir {
-    by_name: BTreeMap<String, Entry>,
-    by_cookie: BTreeMap<u64, String>,
-    next_cookie: u64,
-}
-
-/// Every directory's entries.
-#[derive(Debug, Default)]
-pub(crate) struct Tree {
-    dirs: BTreeMap<u64, Dir>,
-}
-
-impl Tree {
-    pub(crate) fn add_dir(&mut self, ino: u64) {
-        self.dirs.entry(ino).or_insert_with(|| Dir {
-            // Cookies 0..2 stand for `.` and `..` in a listing.
-            next_cookie: 3,
-            ..Dir::default()
-        });
-    }
-    fn remove_dir(&mut self, ino: u64) {
-        self.dirs.remove(&ino);
-    }
-    fn is_dir(&self, ino: u64) -> bool {
-        self.dirs.contains_key(&ino)
-    }
-    pub(crate) fn get(&self, dir: u64, name: &str) -> Option<u64> {
-        self.dirs.get(&dir)?.by_name.get(name).map(|e| e.ino)
-    }
-    pub(crate) fn insert(&mut self, dir: u64, name: &str, ino: u64) {
-        if let Some(d) = self.dirs.get_mut(&dir) {
-            let cookie = d.next_cookie;
-            d.next_cookie += 1;
-            d.by_cookie.insert(cookie, name.to_string());
-            d.by_name.insert(name.to_string(), Entry { ino, cookie });
-        }
-    }
-    fn remove(&mut self, dir: u64, name: &str) -> Option<u64> {
-        let d = self.dirs.get_mut(&dir)?;
-        let e = d.by_name.remove(name)?;
-        d.by_cookie.remove(&e.cookie);
-        Some(e.ino)
-    }
-    fn is_empty(&self, dir: u64) -> bool {
-        self.dirs.get(&dir).is_none_or(|d| d.by_name.is_empty())
-    }
-    /// Entries of `dir` with cookies above `after`, at most `max`.
-    fn list(&self, dir: u64, after: u64, max: usize) -> Vec<(u64, String, u64)> {
-        let Some(d) = self.dirs.get(&dir) else {
-            return Vec::new();
-        };
-        d.by_cookie
-            .range(after.saturating_add(1)..)
-            .take(max)
-            .filter_map(|(&c, n)| d.by_name.get(n).map(|e| (c, n.clone(), e.ino)))
-            .collect()
-    }
-    /// Every entry, as (directory, name, inode).
-    pub(crate) fn all(&self) -> impl Iterator<Item = (u64, &str, u64)> + '_ {
-        self.dirs
-            .iter()
-            .flat_map(|(&dir, d)| d.by_name.iter().map(move |(n, e)| (dir, n.as_str(), e.ino)))
-    }
-}
+use crate::persist::record::{link_len, InodeMeta, Kind, Record};
+use crate::persist::tree::{Effects, Tree};
+use crate::units::{InodeId, MAX_INODE, MAX_NAME_LEN, MAX_SYMLINK_LEN, ROOT_INO};
 
 /// One entry of a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,13 +111,40 @@ impl<D: BlockDevice> Shared<D> {
         self.journal.as_ref().map(|j| j.stage(record, seq))
     }
 
-    /// The inode `ino`, which must be a directory present in `tree`.
+    /// The inode `ino`, which must be a directory still linked in `tree`.
     fn dir(&self, tree: &Tree, ino: u64) -> Result<Arc<Inode>> {
-        let inode = self.inode(InodeId(ino)).ok_or(NamespaceError::NotFound)?;
-        if inode.kind != Kind::Dir || !tree.is_dir(ino) {
-            return Err(NamespaceError::NotADirectory.into());
+        tree.may_hold_entries(ino)?;
+        Ok(self.inode(InodeId(ino)).ok_or(NamespaceError::NotFound)?)
+    }
+
+    /// Applies `record` to the tree (the caller checked the request with
+    /// the tree's `may_*` under the same lock), copies the link counts and
+    /// parents it changed into the live inodes, counts the entries' share
+    /// of the next checkpoint, and stages it.
+    pub(crate) fn change(&self, tree: &mut Tree, record: Record) -> Result<Effects> {
+        let before = tree.entry_bytes();
+        // The checks passed, so the tree takes the record; should it not,
+        // nothing is staged and the caller reports the damage.
+        let effects = tree
+            .apply(&record)
+            .map_err(|damage| Error::Corrupt { block: 0, damage })?;
+        let after = tree.entry_bytes();
+        if after >= before {
+            self.meta_bytes.fetch_add(after - before, Ordering::AcqRel);
+        } else {
+            self.meta_bytes.fetch_sub(before - after, Ordering::AcqRel);
         }
-        Ok(inode)
+        {
+            let inodes = self.inodes.read();
+            for (ino, node) in &effects.changed {
+                if let Some(inode) = inodes.get(&InodeId(*ino)) {
+                    inode.nlink.store(node.nlink, Ordering::Release);
+                    inode.parent.store(node.parent, Ordering::Release);
+                }
+            }
+        }
+        self.stage(record, None);
+        Ok(effects)
     }
 
     /// Creates an inode of `kind` linked as `name` in `parent`. A file comes
@@ -203,12 +161,7 @@ impl<D: BlockDevice> Shared<D> {
         let now = (self.config.wall_clock)();
         let mut tree = self.tree.write();
         let dir = self.dir(&tree, parent)?;
-        if tree.get(parent, name).is_some() {
-            return Err(NamespaceError::Exists.into());
-        }
-        if kind == Kind::Dir && dir.nlink.load(Ordering::Acquire) >= MAX_LINKS {
-            return Err(NamespaceError::TooManyLinks.into());
-        }
+        tree.may_create(parent, name, kind)?;
         let mut meta = InodeMeta::new(kind, who.perm & 0o7777, who.uid, who.gid, now);
         if kind == Kind::Symlink {
             meta.target = target.to_string();
@@ -216,7 +169,7 @@ impl<D: BlockDevice> Shared<D> {
         }
         // A new inode and entry grow the next checkpoint: refuse them, as a
         // full device, if the blocks held back for metadata could not.
-        let grows = meta.record_len() + link_len(name);
+        let grows = meta.record_len() + link_len(name.len());
         if self.space.lock().free_blocks() < self.meta_reserve(grows) {
             return Err(SpaceError::DeviceFull.into());
         }
@@ -230,60 +183,32 @@ impl<D: BlockDevice> Shared<D> {
         }
         self.inodes.write().insert(InodeId(ino), inode.clone());
         self.meta_len_changed(&inode, 0, false);
-        self.stage(Record::Inode { ino, meta }, None);
-        if kind == Kind::Dir {
-            tree.add_dir(ino);
-        }
-        self.link_entry(&mut tree, &dir, name, &inode, now);
+        self.change(&mut tree, Record::Inode { ino, meta })?;
+        self.link_entry(&mut tree, &dir, name, &inode, now)?;
         Ok(inode)
     }
 
-    /// Adds the entry `name` in `dir` for `inode`, counting its links, and
-    /// stages the record.
-    fn link_entry(&self, tree: &mut Tree, dir: &Inode, name: &str, inode: &Inode, now: u64) {
-        tree.insert(dir.id.0, name, inode.id.0);
-        if inode.kind == Kind::Dir {
-            inode.nlink.fetch_add(2, Ordering::AcqRel);
-            inode.parent.store(dir.id.0, Ordering::Release);
-            dir.nlink.fetch_add(1, Ordering::AcqRel);
-        } else {
-            inode.nlink.fetch_add(1, Ordering::AcqRel);
-        }
-        inode.ctime.store(now, Ordering::Relaxed);
-        dir.touch(now);
-        self.meta_bytes.fetch_add(link_len(name), Ordering::AcqRel);
-        self.stage(
+    /// Adds the entry `name` in `dir` for `inode` (the caller checked the
+    /// request) and stages the record.
+    fn link_entry(
+        &self,
+        tree: &mut Tree,
+        dir: &Inode,
+        name: &str,
+        inode: &Inode,
+        now: u64,
+    ) -> Result<()> {
+        self.change(
+            tree,
             Record::Link {
                 parent: dir.id.0,
                 name: name.to_string(),
                 ino: inode.id.0,
             },
-            None,
-        );
-    }
-
-    /// Counts the entry of `dir` for `inode` gone (the caller removed it
-    /// from the tree and stages the record). Returns the inode if it has
-    /// no link left, for the caller to release after the lock.
-    fn unlinked(
-        &self,
-        tree: &mut Tree,
-        dir: &Inode,
-        name: &str,
-        inode: &Arc<Inode>,
-        now: u64,
-    ) -> Option<Arc<Inode>> {
-        if inode.kind == Kind::Dir {
-            inode.nlink.store(0, Ordering::Release);
-            dir.nlink.fetch_sub(1, Ordering::AcqRel);
-            tree.remove_dir(inode.id.0);
-        } else {
-            inode.nlink.fetch_sub(1, Ordering::AcqRel);
-        }
+        )?;
         inode.ctime.store(now, Ordering::Relaxed);
         dir.touch(now);
-        self.meta_bytes.fetch_sub(link_len(name), Ordering::AcqRel);
-        (inode.nlink.load(Ordering::Acquire) == 0).then(|| inode.clone())
+        Ok(())
     }
 
     /// Lets an inode with no link left go: now if no handle has it open,
@@ -294,29 +219,6 @@ impl<D: BlockDevice> Shared<D> {
         inode.open.fetch_add(1, Ordering::AcqRel);
         self.close(&inode);
     }
-
-    /// True if directory `ino` is `ancestor` or lies under it.
-    fn under(&self, mut ino: u64, ancestor: u64) -> bool {
-        // Bounded: a tree has no cycles, but never loop on a broken one.
-        for _ in 0..=self.inodes.read().len() {
-            if ino == ancestor {
-                return true;
-            }
-            if ino == ROOT_INO {
-                return false;
-            }
-            match self.inode(InodeId(ino)) {
-                Some(i) => ino = i.parent.load(Ordering::Acquire),
-                None => return false,
-            }
-        }
-        false
-    }
-}
-
-fn link_len(name: &str) -> u64 {
-    // An entry's record in a checkpoint image: tag, parent, inode, name.
-    1 + 8 + 8 + 2 + name.len() as u64
 }
 
 impl<D: BlockDevice> Fs<D> {
@@ -401,22 +303,9 @@ impl<D: BlockDevice> Fs<D> {
         let now = (shared.config.wall_clock)();
         let mut tree = shared.tree.write();
         let dir = shared.dir(&tree, parent)?;
+        tree.may_link(ino, parent, name)?;
         let inode = shared.inode(InodeId(ino)).ok_or(NamespaceError::NotFound)?;
-        if inode.kind == Kind::Dir {
-            return Err(NamespaceError::NotPermitted.into());
-        }
-        let links = inode.nlink.load(Ordering::Acquire);
-        if links == 0 {
-            return Err(NamespaceError::NotFound.into());
-        }
-        if links >= MAX_LINKS {
-            return Err(NamespaceError::TooManyLinks.into());
-        }
-        if tree.get(parent, name).is_some() {
-            return Err(NamespaceError::Exists.into());
-        }
-        shared.link_entry(&mut tree, &dir, name, &inode, now);
-        Ok(())
+        shared.link_entry(&mut tree, &dir, name, &inode, now)
     }
 
     /// Removes the entry `name` of `parent`, which must not be a directory.
@@ -438,24 +327,19 @@ impl<D: BlockDevice> Fs<D> {
         let gone = {
             let mut tree = shared.tree.write();
             let dir = shared.dir(&tree, parent)?;
+            tree.may_remove(parent, name, want_dir)?;
             let ino = tree.get(parent, name).ok_or(NamespaceError::NotFound)?;
             let inode = shared.inode(InodeId(ino)).ok_or(NamespaceError::NotFound)?;
-            match (inode.kind == Kind::Dir, want_dir) {
-                (true, false) => return Err(NamespaceError::IsADirectory.into()),
-                (false, true) => return Err(NamespaceError::NotADirectory.into()),
-                (true, true) if !tree.is_empty(ino) => return Err(NamespaceError::NotEmpty.into()),
-                _ => {}
-            }
-            tree.remove(parent, name);
-            let gone = shared.unlinked(&mut tree, &dir, name, &inode, now);
-            shared.stage(
+            let effects = shared.change(
+                &mut tree,
                 Record::Unlink {
                     parent,
                     name: name.to_string(),
                 },
-                None,
-            );
-            gone
+            )?;
+            inode.ctime.store(now, Ordering::Relaxed);
+            dir.touch(now);
+            effects.unlinked.map(|_| inode)
         };
         if let Some(inode) = gone {
             shared.release(inode);
@@ -484,69 +368,24 @@ impl<D: BlockDevice> Fs<D> {
             let mut tree = shared.tree.write();
             let from_dir = shared.dir(&tree, from)?;
             let to_dir = shared.dir(&tree, to)?;
-            let src_ino = tree.get(from, from_name).ok_or(NamespaceError::NotFound)?;
-            let src = shared
-                .inode(InodeId(src_ino))
-                .ok_or(NamespaceError::NotFound)?;
+            if !tree.may_rename(
+                from,
+                from_name,
+                to,
+                to_name,
+                flags.noreplace,
+                flags.exchange,
+            )? {
+                return Ok(());
+            }
+            let src = tree.get(from, from_name).ok_or(NamespaceError::NotFound)?;
+            let src = shared.inode(InodeId(src)).ok_or(NamespaceError::NotFound)?;
             let dst = match tree.get(to, to_name) {
                 Some(i) => Some(shared.inode(InodeId(i)).ok_or(NamespaceError::NotFound)?),
                 None => None,
             };
-            if flags.noreplace && dst.is_some() {
-                return Err(NamespaceError::Exists.into());
-            }
-            if from == to && from_name == to_name {
-                return Ok(());
-            }
-            if src.kind == Kind::Dir && shared.under(to, src_ino) {
-                return Err(NamespaceError::InvalidMove.into());
-            }
-            let gone = if flags.exchange {
-                let dst = dst.ok_or(NamespaceError::NotFound)?;
-                if dst.kind == Kind::Dir && shared.under(from, dst.id.0) {
-                    return Err(NamespaceError::InvalidMove.into());
-                }
-                tree.remove(from, from_name);
-                tree.remove(to, to_name);
-                tree.insert(from, from_name, dst.id.0);
-                tree.insert(to, to_name, src_ino);
-                moved(&src, &from_dir, &to_dir);
-                moved(&dst, &to_dir, &from_dir);
-                dst.ctime.store(now, Ordering::Relaxed);
-                None
-            } else {
-                let mut gone = None;
-                if let Some(dst) = &dst {
-                    if dst.id.0 == src_ino {
-                        // Two links to one inode: POSIX says do nothing.
-                        return Ok(());
-                    }
-                    match (src.kind == Kind::Dir, dst.kind == Kind::Dir) {
-                        (true, false) => return Err(NamespaceError::NotADirectory.into()),
-                        (false, true) => return Err(NamespaceError::IsADirectory.into()),
-                        (true, true) if !tree.is_empty(dst.id.0) => {
-                            return Err(NamespaceError::NotEmpty.into())
-                        }
-                        _ => {}
-                    }
-                    tree.remove(to, to_name);
-                    gone = shared.unlinked(&mut tree, &to_dir, to_name, dst, now);
-                }
-                tree.remove(from, from_name);
-                tree.insert(to, to_name, src_ino);
-                shared
-                    .meta_bytes
-                    .fetch_add(link_len(to_name), Ordering::AcqRel);
-                shared
-                    .meta_bytes
-                    .fetch_sub(link_len(from_name), Ordering::AcqRel);
-                moved(&src, &from_dir, &to_dir);
-                gone
-            };
-            src.ctime.store(now, Ordering::Relaxed);
-            from_dir.touch(now);
-            to_dir.touch(now);
-            shared.stage(
+            let effects = shared.change(
+                &mut tree,
                 Record::Rename {
                     from,
                     from_name: from_name.to_string(),
@@ -554,9 +393,14 @@ impl<D: BlockDevice> Fs<D> {
                     to_name: to_name.to_string(),
                     exchange: flags.exchange,
                 },
-                None,
-            );
-            gone
+            )?;
+            if let Some(dst) = &dst {
+                dst.ctime.store(now, Ordering::Relaxed);
+            }
+            src.ctime.store(now, Ordering::Relaxed);
+            from_dir.touch(now);
+            to_dir.touch(now);
+            effects.unlinked.and(dst)
         };
         if let Some(inode) = gone {
             shared.release(inode);
@@ -747,20 +591,8 @@ impl<D: BlockDevice> Fs<D> {
     /// name.
     pub fn entries(&self) -> Vec<(String, u64)> {
         let tree = self.shared.tree.read();
-        tree.dirs
-            .get(&ROOT_INO)
-            .map(|d| d.by_name.iter().map(|(n, e)| (n.clone(), e.ino)).collect())
-            .unwrap_or_default()
+        tree.entries_of(ROOT_INO)
+            .map(|(n, ino)| (n.to_string(), ino))
+            .collect()
     }
-}
-
-/// A directory's `..` moves with it from `from` to `to` (the caller holds
-/// the namespace lock).
-fn moved(inode: &Inode, from: &Inode, to: &Inode) {
-    if inode.kind != Kind::Dir || from.id == to.id {
-        return;
-    }
-    inode.parent.store(to.id.0, Ordering::Release);
-    from.nlink.fetch_sub(1, Ordering::AcqRel);
-    to.nlink.fetch_add(1, Ordering::AcqRel);
 }

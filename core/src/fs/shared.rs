@@ -8,13 +8,13 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::inode::Inode;
-use super::namespace::Tree;
 use super::Config;
 #[cfg(feature = "std")]
 use super::Session;
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, Geometry};
 use crate::persist::record::{inode_record_len, Record};
+use crate::persist::tree::Tree;
 use crate::persist::{Journal, PendingFree};
 use crate::space::Allocator;
 use crate::stats::{Counters, Stats};
@@ -233,7 +233,12 @@ impl<D: BlockDevice> Shared<D> {
         self.meta_len_changed(inode, 0, true);
         // The inode is gone from the durable view once this is logged; its
         // blocks are held until then.
-        self.stage(Record::Free { ino: inode.id.0 }, None);
+        {
+            let mut tree = self.tree.write();
+            // The tree refuses a free only of a linked inode, and an
+            // unlinked inode gains no link: there is nothing to undo.
+            let _ = self.change(&mut tree, Record::Free { ino: inode.id.0 });
+        }
         self.free_extents(inode, &freed);
         self.inodes.write().remove(&inode.id);
     }

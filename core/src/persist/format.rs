@@ -5,7 +5,7 @@
 
 use alloc::vec::Vec;
 
-use crate::error::Damage;
+use crate::error::{Damage, SuperblockField};
 use crate::units::{PAGE_SIZE, PAGE_SIZE_U64};
 
 /// CRC-32C (Castagnoli), the checksum of every superblock, log write and
@@ -259,7 +259,7 @@ impl Superblock {
     /// from it later can overflow).
     pub fn decode(block: &[u8]) -> Result<Superblock, Damage> {
         let mut d = Dec::new(block);
-        let short = |_| Damage::SuperblockFields("truncated");
+        let short = |_| Damage::SuperblockFields(SuperblockField::Truncated);
         if d.u64().map_err(short)? != MAGIC {
             return Err(Damage::NotPollfs);
         }
@@ -306,26 +306,37 @@ impl Superblock {
     fn check(&self) -> Result<(), Damage> {
         let bad = |what| Err(Damage::SuperblockFields(what));
         if !self.layout.valid() {
-            return bad("layout does not match the filesystem size");
+            return bad(SuperblockField::Layout {
+                blocks: self.layout.blocks,
+            });
         }
         if self.lba_size != 512 && self.lba_size != 4096 {
-            return bad("device block size is neither 512 nor 4096");
+            return bad(SuperblockField::BlockSize(self.lba_size));
         }
         if self.log_head >= self.layout.log_blocks {
-            return bad("log head is past the log");
+            return bad(SuperblockField::LogHead {
+                head: self.log_head,
+                log_blocks: self.layout.log_blocks,
+            });
         }
         if self.generation == 0 || self.generation > MAX_SEQUENCE || self.ckpt_lsn > MAX_SEQUENCE {
-            return bad("generation or sequence number out of range");
+            return bad(SuperblockField::Sequence {
+                generation: self.generation,
+                ckpt_lsn: self.ckpt_lsn,
+            });
         }
         let first = u64::from(self.ckpt.blocks);
         if first == 0
             || first > CKPT_FRAME_MAX_BLOCKS
             || !self.layout.in_data(self.ckpt.block, first)
         {
-            return bad("checkpoint location is outside the data area");
+            return bad(SuperblockField::CheckpointLocation {
+                block: self.ckpt.block,
+                blocks: self.ckpt.blocks,
+            });
         }
         if self.ckpt_total < first || self.ckpt_total > self.layout.data_blocks() {
-            return bad("checkpoint size is out of range");
+            return bad(SuperblockField::CheckpointSize(self.ckpt_total));
         }
         Ok(())
     }

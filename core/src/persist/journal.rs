@@ -21,8 +21,9 @@ use super::format::{
     Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, MAX_SEQUENCE,
 };
 use super::metaio::MetaIo;
-use super::record::{Record, Shadow};
+use super::record::Record;
 use super::recover::{first_location, Recovered};
+use super::shadow::Shadow;
 use crate::error::{Result, SpaceError};
 use crate::lock::{Held, Level, Mode, RangeLock};
 use crate::sync::Mutex;

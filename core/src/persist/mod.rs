@@ -12,8 +12,14 @@
 //! checksums, filesystem id and sequence numbers follow on, then makes
 //! sure no intact later write lies beyond the end it found.
 //!
+//! - [`damage`]: what exactly is wrong with a damaged image.
 //! - [`format`]: on-disk structures (layout, superblock, frames).
-//! - [`record`]: log records and the durable view they build.
+//! - [`record`]: log records and their encoding.
+//! - [`tree`]: the namespace as a state machine that records change, held
+//!   by the mounted filesystem and by replay alike.
+//! - [`shadow`]: replay, the durable view a crash would leave (the tree
+//!   plus each inode's attributes, extents and live data).
+//! - [`problems`]: fsck's checks of that view.
 //! - `metaio`: whole-block metadata I/O, one trait for mount and commits.
 //! - `recover`: reading an image back (mount, fsck and repair share it).
 //! - `journal`: group commit and checkpoints of a mounted filesystem.
@@ -26,12 +32,16 @@
 //! metadata, never from in-memory state, and its blocks are taken from
 //! blocks nothing durable references.
 
+pub mod damage;
 pub mod format;
 mod journal;
 mod metaio;
 mod offline;
+pub mod problems;
 pub mod record;
 mod recover;
+pub mod shadow;
+pub mod tree;
 
 pub(crate) use journal::{CommitEnv, Journal, PendingFree};
 pub(crate) use metaio::{chunks, MetaIo};

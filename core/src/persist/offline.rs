@@ -9,8 +9,10 @@ use core::cell::RefCell;
 use super::format::{Frame, Layout, Location, Superblock, FRAME_CKPT};
 use super::journal::{CommitEnv, Journal, PendingFree};
 use super::metaio::{BlockIo, MetaIo};
-use super::record::{Owner, Problem, Record, Shadow};
+use super::problems::{Owner, Problem};
+use super::record::Record;
 use super::recover::{recover, Mode, Recovered};
+use super::shadow::Shadow;
 use super::META_FRAMES;
 use crate::dev::{BlockDevice, FrameArena};
 use crate::error::{Error, Result, SpaceError};
@@ -198,7 +200,7 @@ pub fn repair<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Resu
     let layout = rec.superblock.layout;
     // Each round fixes what it finds; structural fixes first, link counts
     // once nothing else is wrong. Bound the rounds anyway.
-    let rounds = rec.shadow.inodes.len() + rec.shadow.entries.len() + rec.chain.len() + 2;
+    let rounds = rec.shadow.inodes.len() + rec.shadow.tree.entry_count() + rec.chain.len() + 2;
     for _ in 0..rounds {
         let problems = rec.shadow.problems(&layout, &rec.chain);
         if problems.is_empty() {
@@ -272,10 +274,10 @@ fn fix(shadow: &mut Shadow, p: &Problem) -> &'static str {
             // first); drop the others.
             let parent = shadow.inodes.get(ino).map_or(0, |m| m.parent);
             let naming: Vec<(u64, String)> = shadow
-                .entries
-                .iter()
-                .filter(|(_, &i)| i == *ino)
-                .map(|(k, _)| k.clone())
+                .tree
+                .entries()
+                .filter(|&(_, _, i)| i == *ino)
+                .map(|(p, n, _)| (p, String::from(n)))
                 .collect();
             let keep = naming.iter().position(|(p, _)| *p == parent).unwrap_or(0);
             for (i, (p, n)) in naming.iter().enumerate() {
@@ -283,17 +285,17 @@ fn fix(shadow: &mut Shadow, p: &Problem) -> &'static str {
                     shadow.drop_entry(*p, n);
                 }
             }
-            if let (Some((p, _)), Some(m)) = (naming.get(keep), shadow.inodes.get_mut(ino)) {
-                m.parent = *p;
+            if let Some((p, _)) = naming.get(keep) {
+                shadow.set_parent(*ino, *p);
             }
             "kept one entry and made '..' agree"
         }
         Problem::Unreachable { ino } => {
             let naming: Vec<(u64, String)> = shadow
-                .entries
-                .iter()
-                .filter(|(_, &i)| i == *ino)
-                .map(|(k, _)| k.clone())
+                .tree
+                .entries()
+                .filter(|&(_, _, i)| i == *ino)
+                .map(|(p, n, _)| (p, String::from(n)))
                 .collect();
             for (p, n) in &naming {
                 shadow.drop_entry(*p, n);

@@ -17,8 +17,10 @@ use super::format::{
     Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, FRAME_LOG, MAX_SEQUENCE,
 };
 use super::metaio::MetaIo;
-use super::record::{Problem, Record, Shadow};
-use crate::error::{Damage, Error, Result};
+use super::problems::Problem;
+use super::record::Record;
+use super::shadow::Shadow;
+use crate::error::{CheckpointDamage, Damage, Error, Result};
 use crate::units::PAGE_SIZE;
 
 /// How recovery treats damage.
@@ -139,7 +141,7 @@ async fn checkpoint<M: MetaIo>(io: &M, sb: &Superblock) -> Result<(Vec<u8>, Vec<
         let blocks = u64::from(loc.blocks);
         let bad = |what| corrupt(loc.block, Damage::Checkpoint(what));
         if blocks == 0 || blocks > CKPT_FRAME_MAX_BLOCKS || !layout.in_data(loc.block, blocks) {
-            return Err(bad("a frame lies outside the data area"));
+            return Err(bad(CheckpointDamage::OutsideData { index }));
         }
         let end = loc.block + blocks;
         let overlaps = taken
@@ -148,21 +150,21 @@ async fn checkpoint<M: MetaIo>(io: &M, sb: &Superblock) -> Result<(Vec<u8>, Vec<
             .is_some_and(|(_, &e)| e > loc.block);
         total += blocks;
         if overlaps || total > sb.ckpt_total {
-            return Err(bad("the chain loops or is longer than the superblock says"));
+            return Err(bad(CheckpointDamage::Loops { index }));
         }
         taken.insert(loc.block, end);
         let bytes = io.read(loc.block, blocks as usize).await?;
-        let (f, crc) = Frame::header(&bytes).ok_or(bad("a frame header is invalid"))?;
+        let (f, crc) = Frame::header(&bytes).ok_or(bad(CheckpointDamage::Header { index }))?;
         if f.kind != FRAME_CKPT
             || f.uuid != sb.uuid
             || f.lsn != sb.ckpt_lsn
             || f.index != index
             || u64::from(f.blocks) != blocks
         {
-            return Err(bad("a frame does not belong to this checkpoint"));
+            return Err(bad(CheckpointDamage::Foreign { index }));
         }
         let payload =
-            Frame::payload(&bytes, &f, crc).ok_or(bad("a frame's checksum mismatches"))?;
+            Frame::payload(&bytes, &f, crc).ok_or(bad(CheckpointDamage::Checksum { index }))?;
         stream.extend_from_slice(payload);
         runs.push((loc.block, blocks));
         if f.next.blocks == 0 {
@@ -173,7 +175,10 @@ async fn checkpoint<M: MetaIo>(io: &M, sb: &Superblock) -> Result<(Vec<u8>, Vec<
     if total != sb.ckpt_total {
         return Err(corrupt(
             sb.ckpt.block,
-            Damage::Checkpoint("the chain is shorter than the superblock says"),
+            Damage::Checkpoint(CheckpointDamage::Short {
+                found: total,
+                expected: sb.ckpt_total,
+            }),
         ));
     }
     Ok((stream, runs))
@@ -279,7 +284,7 @@ pub(crate) async fn recover<M: MetaIo>(
     if in_image {
         return Err(corrupt(
             at,
-            Damage::Checkpoint("the image has no end marker"),
+            Damage::Checkpoint(CheckpointDamage::NoImageEnd),
         ));
     }
     let mut out = Recovered {

@@ -167,10 +167,10 @@ impl Model {
             .map(|(&i, _)| i)
             .collect();
         let entries = shadow
-            .entries
-            .iter()
-            .map(|((parent, name), &ino)| Entry {
-                parent: *parent,
+            .tree
+            .entries()
+            .map(|(parent, name, ino)| Entry {
+                parent,
                 name: name.as_bytes().to_vec(),
                 ino,
             })

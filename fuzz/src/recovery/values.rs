@@ -125,30 +125,18 @@ impl Cx {
     }
 }
 
-/// Record tags, as [`Record::encode`] writes them (checked against it
-/// when the base image is read).
-pub const TAG_INODE: u8 = 1;
-/// See [`TAG_INODE`].
-pub const TAG_LINK: u8 = 2;
-/// See [`TAG_INODE`].
-pub const TAG_UNLINK: u8 = 3;
-/// See [`TAG_INODE`].
-pub const TAG_RENAME: u8 = 4;
-/// See [`TAG_INODE`].
-pub const TAG_FREE: u8 = 5;
-/// See [`TAG_INODE`].
-pub const TAG_IMAGE_END: u8 = 6;
-/// See [`TAG_INODE`].
-pub const TAG_DATA: u8 = 7;
-/// See [`TAG_INODE`].
-pub const TAG_HOME: u8 = 8;
+/// Record tags, the engine's own (`persist::record::tag`).
+pub use pollfs_core::persist::record::tag::{
+    DATA as TAG_DATA, FREE as TAG_FREE, HOME as TAG_HOME, IMAGE_END as TAG_IMAGE_END,
+    INODE as TAG_INODE, LINK as TAG_LINK, RENAME as TAG_RENAME, UNLINK as TAG_UNLINK,
+};
 
 /// Inode kind codes, as [`Record::encode`] writes them.
-pub const KIND_FILE: u8 = 1;
+pub const KIND_FILE: u8 = Kind::File.code();
 /// See [`KIND_FILE`].
-pub const KIND_DIR: u8 = 2;
+pub const KIND_DIR: u8 = Kind::Dir.code();
 /// See [`KIND_FILE`].
-pub const KIND_SYMLINK: u8 = 3;
+pub const KIND_SYMLINK: u8 = Kind::Symlink.code();
 
 /// Bytes with an encoded length of their own (a name, a link target):
 /// `len` is what the encoding says, whatever `bytes` hold.
@@ -223,14 +211,6 @@ pub struct Rec {
     pub bytes: Vec<u8>,
 }
 
-fn kind_code(k: Kind) -> u8 {
-    match k {
-        Kind::File => KIND_FILE,
-        Kind::Dir => KIND_DIR,
-        Kind::Symlink => KIND_SYMLINK,
-    }
-}
-
 fn text(s: &str) -> Text {
     Text::new(s.as_bytes().to_vec())
 }
@@ -242,7 +222,7 @@ impl From<&Record> for Rec {
                 tag: TAG_INODE,
                 ino: *ino,
                 parent: m.parent,
-                kind: kind_code(m.kind),
+                kind: m.kind.code(),
                 perm: m.perm,
                 uid: m.uid,
                 gid: m.gid,
