@@ -14,7 +14,8 @@
 //!
 //! - `config`: settings; `shared`: the state every session shares;
 //!   `mount`: assembly (in memory, format, recovery); `namespace`: the
-//!   tree; `file`, `ops`, `lend`: handles and their operations; `read`,
+//!   tree; `file`, `ops`, `file_io`: handles and their operations;
+//!   `session`: the context operations run in; `read`,
 //!   `write`, `size`, `sync_data`, `commit`: the I/O paths; `check`: the
 //!   invariant checker.
 
@@ -25,14 +26,14 @@ mod config;
 mod cursor;
 mod direct;
 mod file;
-pub(crate) mod inode;
-mod io;
 #[cfg(feature = "std")]
-mod lend;
+mod file_io;
+pub(crate) mod inode;
 mod mount;
 mod namespace;
 mod ops;
 mod read;
+mod session;
 mod shared;
 mod size;
 mod statfs;
@@ -49,8 +50,8 @@ pub use cursor::FileCursor;
 pub use file::{File, Metadata};
 #[cfg(all(test, loom))]
 use inode::Inode;
-pub use io::Session;
 pub use namespace::{DirEntry, NewInode, RenameFlags, SetAttr};
+pub use session::Session;
 pub(crate) use shared::Shared;
 pub use statfs::StatFs;
 
@@ -96,7 +97,7 @@ impl<D: BlockDevice> Drop for Handles<D> {
             // Pooled sessions hold the mount: let them go.
             let pooled = core::mem::take(&mut *self.0.pool.lock());
             drop(pooled);
-            lend::forget(self.0.id);
+            file_io::forget(self.0.id);
         }
     }
 }
@@ -127,7 +128,7 @@ impl<D: BlockDevice> Fs<D> {
     fn with_session<R>(&self, f: impl FnOnce(&Session<D>) -> Result<R>) -> Result<R> {
         #[cfg(feature = "std")]
         {
-            let lent = lend::lend(&self.shared)?;
+            let lent = file_io::lend(&self.shared)?;
             f(&lent)
         }
         #[cfg(not(feature = "std"))]
