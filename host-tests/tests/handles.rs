@@ -100,6 +100,19 @@ fn errors_convert_to_io_errors_with_their_errno() {
     let e = f.read_exact_at(&mut buf, 0).unwrap_err();
     assert_eq!(e, Error::Range(RangeError::EndOfFile));
     assert_eq!(as_io(e).kind(), ErrorKind::UnexpectedEof);
+    // readlink of a file is EINVAL; a link met on a path, which is not
+    // followed, is ELOOP.
+    let who = pollfs_core::NewInode::new(0o777, 0, 0);
+    let link = fs.symlink_in(pollfs_core::ROOT_INO, "l", "x", who).unwrap();
+    let e = fs.readlink(f.ino()).unwrap_err();
+    assert_eq!(e, Error::Namespace(NamespaceError::NotASymlink));
+    assert_eq!(as_io(e).raw_os_error(), Some(22));
+    assert_eq!(fs.readlink(link).unwrap(), "x");
+    for path in ["l", "l/y"] {
+        let e = fs.open(path).unwrap_err();
+        assert_eq!(e, Error::Namespace(NamespaceError::IsASymlink), "{path}");
+        assert_eq!(as_io(e).raw_os_error(), Some(40));
+    }
     // `?` into a boxed error works.
     let boxed: Box<dyn std::error::Error> = Box::new(fs.open("nope").unwrap_err());
     assert_eq!(boxed.to_string(), "no such file");
