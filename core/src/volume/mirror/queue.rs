@@ -3,7 +3,7 @@
 //! - Reads go to one leg in sync, round robin per queue; a leg that fails
 //!   one is counted and the read goes to the next leg in sync not yet
 //!   tried.
-//! - Writes, trims and write-zeroes are routed (`Shared::route`): to the
+//! - Writes, trims and write-zeroes are routed (`MirrorState::route`): to the
 //!   legs in sync, plus the leg being resynced if the range is below its
 //!   cursor; a write overlapping the window being copied parks and is
 //!   routed again on a later poll. Each is registered under the view it
@@ -21,7 +21,7 @@ use core::sync::atomic::Ordering::SeqCst;
 
 use super::super::fanout::Fanout;
 use super::super::slots::Slots;
-use super::shared::{Route, Shared};
+use super::state::{MirrorState, Route};
 use super::view::Views;
 use crate::dev::{BlockDevice, Command, CommandKind, Completion, DevError, DeviceQueue, Tag};
 use crate::units::{FrameId, Lba, Nanos};
@@ -98,7 +98,7 @@ impl Op {
 
 /// A queue of a [`super::Mirror`].
 pub struct MirrorQueue<D: BlockDevice> {
-    shared: Arc<Shared<D>>,
+    shared: Arc<MirrorState<D>>,
     fanout: Fanout<D::Queue>,
     ops: Slots<Op>,
     /// Writes waiting for the resync window to move past them.
@@ -122,7 +122,7 @@ impl<D: BlockDevice> core::fmt::Debug for MirrorQueue<D> {
 }
 
 impl<D: BlockDevice> MirrorQueue<D> {
-    pub(super) fn open(shared: Arc<Shared<D>>) -> MirrorQueue<D> {
+    pub(super) fn open(shared: Arc<MirrorState<D>>) -> MirrorQueue<D> {
         let queues = shared.legs.iter().map(|l| l.open_queue().ok()).collect();
         let views = Views::new(shared.new_slot());
         MirrorQueue {
