@@ -210,7 +210,10 @@ impl<T: Transport> NvmeQueue<T> {
         true
     }
 
-    pub(super) fn on_completion(&mut self, e: CompletionEntry) -> Result<(), ProtocolError> {
+    pub(super) fn on_completion(
+        &mut self,
+        e: CompletionEntry,
+    ) -> Result<(), ProtocolError<T::Error>> {
         let cid = e.cid();
         if !self.cids.is_busy(cid) {
             return Err(ProtocolError::UnknownCid(cid));
@@ -235,7 +238,7 @@ impl<T: Transport> NvmeQueue<T> {
 
     /// Takes what completed from the transport and accounts it; an error
     /// means the controller broke the queue protocol.
-    pub(super) fn reap(&mut self, now: Nanos) -> Result<(), ProtocolError> {
+    pub(super) fn reap(&mut self, now: Nanos) -> Result<(), ProtocolError<T::Error>> {
         self.reaped.clear();
         let limit = usize::from(self.qp.entries());
         let polled = self.qp.poll(now, limit, &mut self.reaped);

@@ -120,7 +120,7 @@ impl<T: Transport> NvmeQueue<T> {
         ctrl: Arc<Controller<T>>,
         arena: Arc<T::Frames>,
         geometry: Geometry,
-    ) -> Result<Self, DriverError> {
+    ) -> Result<Self, DriverError<T::Error>> {
         if ctrl.is_dead() {
             return Err(DriverError::Dead);
         }
