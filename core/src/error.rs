@@ -44,9 +44,11 @@ pub enum NamespaceError {
     /// Not allowed: a hard link to a directory, removing or renaming the
     /// root.
     NotPermitted,
-    /// Not a symbolic link (`readlink`), or a symbolic link where a file or
-    /// directory was needed (paths are not followed through links).
+    /// `readlink` of something other than a symbolic link.
     NotASymlink,
+    /// A symbolic link where a file or directory was needed: paths are not
+    /// followed through links (resolve the link's target and use that).
+    IsASymlink,
 }
 
 /// Errors of data and size operations (`read_at`, `write_at`, `set_len`,
@@ -256,6 +258,10 @@ impl fmt::Display for NamespaceError {
             NamespaceError::TooManyLinks => write!(f, "too many links"),
             NamespaceError::NotPermitted => write!(f, "operation not permitted"),
             NamespaceError::NotASymlink => write!(f, "not a symbolic link"),
+            NamespaceError::IsASymlink => write!(
+                f,
+                "a symbolic link where a file or directory was needed (links are not followed)"
+            ),
         }
     }
 }
@@ -349,6 +355,7 @@ impl Error {
         const EISDIR: i32 = 21;
         const EMLINK: i32 = 31;
         const ENOTEMPTY: i32 = 39;
+        const ELOOP: i32 = 40;
         const EINVAL: i32 = 22;
         const EFBIG: i32 = 27;
         const ENOSPC: i32 = 28;
@@ -365,7 +372,11 @@ impl Error {
             Error::Namespace(NamespaceError::InvalidMove) => EINVAL,
             Error::Namespace(NamespaceError::TooManyLinks) => EMLINK,
             Error::Namespace(NamespaceError::NotPermitted) => EPERM,
+            // As readlink(2) says of a file that is not a link.
             Error::Namespace(NamespaceError::NotASymlink) => EINVAL,
+            // As open(2) with O_NOFOLLOW, and openat2(2) with
+            // RESOLVE_NO_SYMLINKS, say of a link met on the path.
+            Error::Namespace(NamespaceError::IsASymlink) => ELOOP,
             Error::Range(RangeError::Overflow) => EINVAL,
             Error::Range(RangeError::TooLarge) => EFBIG,
             Error::Range(RangeError::EndOfFile) => return None,

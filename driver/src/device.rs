@@ -41,7 +41,7 @@ impl<T: Transport> NvmeDevice<T> {
         clock: impl Clock + 'static,
         config: DriverConfig,
         frames: u32,
-    ) -> Result<Self, DriverError> {
+    ) -> Result<Self, DriverError<T::Error>> {
         let (ctrl, geometry) = Self::bring_up(transport, clock, config)?;
         let frames = Arc::new(ctrl.transport().alloc_frames(frames)?);
         Ok(NvmeDevice {
@@ -61,7 +61,7 @@ impl<T: Transport> NvmeDevice<T> {
         clock: impl Clock + 'static,
         config: DriverConfig,
         arena: Arc<T::Frames>,
-    ) -> Result<Self, DriverError> {
+    ) -> Result<Self, DriverError<T::Error>> {
         let (ctrl, geometry) = Self::bring_up(transport, clock, config)?;
         Ok(NvmeDevice {
             ctrl: Arc::new(ctrl),
@@ -75,7 +75,7 @@ impl<T: Transport> NvmeDevice<T> {
         transport: T,
         clock: impl Clock + 'static,
         config: DriverConfig,
-    ) -> Result<(Controller<T>, Geometry), DriverError> {
+    ) -> Result<(Controller<T>, Geometry), DriverError<T::Error>> {
         let ctrl = Controller::new(transport, Box::new(clock), config)?;
         let info = *ctrl.info();
         let ns = info.namespace;
@@ -123,7 +123,7 @@ impl<T: Transport> NvmeDevice<T> {
     }
     /// Opens a queue, keeping the driver's own type (with stats and
     /// driver errors) rather than the engine's.
-    pub fn open_nvme_queue(&self) -> Result<NvmeQueue<T>, DriverError> {
+    pub fn open_nvme_queue(&self) -> Result<NvmeQueue<T>, DriverError<T::Error>> {
         NvmeQueue::open(self.ctrl.clone(), self.frames.clone(), self.geometry)
     }
 }

@@ -1,16 +1,20 @@
 //! The driver's error type. Engine-facing paths flatten it into
 //! [`DevError`]; setup paths return it whole so a caller can see which
 //! step failed and what the controller said.
+//!
+//! It is generic over the transport's own error
+//! ([`Transport::Error`](crate::transport::Transport::Error): DMA memory on
+//! PCIe, the connection on TCP), which the neutral layer carries without
+//! knowing what it is.
 
 use core::fmt;
 
 use pollfs_core::dev::DevError;
 
-use crate::pcie::hal::DmaError;
 use crate::qpair::ProtocolError;
 use crate::spec::identify::IdentifyError;
 use crate::spec::status::{specific, Status, StatusType};
-use crate::transport::QpairError;
+use crate::transport::{QpairError, TransportError};
 
 /// A step of controller bring-up or reset that can time out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,12 +27,14 @@ pub enum Stage {
     Admin,
 }
 
-/// Everything that can go wrong in the driver.
+/// Everything that can go wrong in the driver, `E` being what can go wrong
+/// in its transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum DriverError {
-    /// DMA memory could not be allocated or accessed.
-    Dma(DmaError),
+pub enum DriverError<E> {
+    /// The transport failed: DMA memory could not be allocated or accessed
+    /// (PCIe), a connection failed or broke its protocol (TCP).
+    Transport(E),
     /// A step did not finish within its deadline (CAP.TO or the admin
     /// timeout), measured with the caller's clock.
     Timeout(Stage),
@@ -48,21 +54,21 @@ pub enum DriverError {
         status: Status,
     },
     /// The controller broke the queue protocol.
-    Protocol(ProtocolError),
-    /// A queue pair's transport refused or failed a command.
-    Transport(QpairError),
+    Protocol(ProtocolError<E>),
+    /// A queue pair refused or failed a command.
+    Qpair(QpairError),
     /// No I/O queue ids are left.
     NoQueues,
     /// Resets keep failing; the controller is given up on.
     Dead,
 }
 
-impl core::error::Error for DriverError {}
+impl<E: TransportError> core::error::Error for DriverError<E> {}
 
-impl fmt::Display for DriverError {
+impl<E: TransportError> fmt::Display for DriverError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DriverError::Dma(e) => write!(f, "DMA: {e}"),
+            DriverError::Transport(e) => write!(f, "{}: {e}", E::NAME),
             DriverError::Timeout(s) => write!(f, "timed out in {s:?}"),
             DriverError::Fatal => write!(f, "controller fatal status"),
             DriverError::DeviceGone => write!(f, "device not responding"),
@@ -72,36 +78,31 @@ impl fmt::Display for DriverError {
                 write!(f, "admin opcode {opcode:#04x} failed: {status:?}")
             }
             DriverError::Protocol(e) => write!(f, "queue protocol violation: {e}"),
-            DriverError::Transport(e) => write!(f, "transport: {e}"),
+            DriverError::Qpair(e) => write!(f, "transport: {e}"),
             DriverError::NoQueues => write!(f, "no I/O queues left"),
             DriverError::Dead => write!(f, "controller failed and could not be reset"),
         }
     }
 }
 
-impl From<DmaError> for DriverError {
-    fn from(e: DmaError) -> Self {
-        DriverError::Dma(e)
-    }
-}
-impl From<IdentifyError> for DriverError {
+impl<E> From<IdentifyError> for DriverError<E> {
     fn from(e: IdentifyError) -> Self {
         DriverError::Identify(e)
     }
 }
-impl From<ProtocolError> for DriverError {
-    fn from(e: ProtocolError) -> Self {
+impl<E> From<ProtocolError<E>> for DriverError<E> {
+    fn from(e: ProtocolError<E>) -> Self {
         DriverError::Protocol(e)
     }
 }
-impl From<QpairError> for DriverError {
+impl<E> From<QpairError> for DriverError<E> {
     fn from(e: QpairError) -> Self {
-        DriverError::Transport(e)
+        DriverError::Qpair(e)
     }
 }
 
-impl From<DriverError> for DevError {
-    fn from(e: DriverError) -> Self {
+impl<E> From<DriverError<E>> for DevError {
+    fn from(e: DriverError<E>) -> Self {
         match e {
             DriverError::Timeout(_) => DevError::Timeout,
             DriverError::Identify(_) | DriverError::Unsupported(_) => DevError::BadGeometry,
@@ -112,7 +113,7 @@ impl From<DriverError> for DevError {
             {
                 DevError::NoQueues
             }
-            DriverError::Transport(QpairError::BadPayload) => DevError::InvalidRequest,
+            DriverError::Qpair(QpairError::BadPayload) => DevError::InvalidRequest,
             _ => DevError::ControllerFailed,
         }
     }

@@ -26,7 +26,9 @@
 //! - [`device`]: [`NvmeDevice`], the `pollfs_core::dev::BlockDevice`.
 //!
 //! Everything from `qpair` up is transport-neutral and generic over one
-//! [`Transport`] type, statically dispatched. Every value read from the
+//! [`Transport`] type, statically dispatched; it names no transport, and
+//! its errors carry the transport's own as an opaque
+//! [`Transport::Error`]. Every value read from the
 //! device is validated before use; a device that lies gets an error, never
 //! a panic or an out-of-bounds access. The crate is `no_std` + `alloc`
 //! without `emu` and `vfio`, and has no unsafe code outside the VFIO

@@ -8,11 +8,13 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
+use crate::transport::TransportError;
+
 /// A device broke the queue protocol; the queue cannot be trusted until
-/// the controller is reset.
+/// the controller is reset. `E` is the transport's own error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ProtocolError {
+pub enum ProtocolError<E> {
     /// A completion named a command id that is not in flight.
     UnknownCid(u16),
     /// A completion's SQ head is outside the ring or the in-flight window.
@@ -22,16 +24,13 @@ pub enum ProtocolError {
     /// What the controller sent could not be read (PCIe: ring memory out
     /// of reach).
     Unreadable,
-    /// An NVMe/TCP connection failed, or its controller broke the
-    /// transport protocol; the connection is closed.
-    Tcp(crate::tcp::TcpError),
+    /// The transport failed under the queue (a connection failed, or its
+    /// controller broke the transport's own protocol; the connection is
+    /// closed).
+    Transport(E),
 }
 
-// Returned by every poll of every queue, PCIe's too: small enough to
-// travel in registers.
-const _: () = assert!(core::mem::size_of::<ProtocolError>() <= 8);
-
-impl core::fmt::Display for ProtocolError {
+impl<E: TransportError> core::fmt::Display for ProtocolError<E> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             ProtocolError::UnknownCid(c) => {
@@ -40,12 +39,12 @@ impl core::fmt::Display for ProtocolError {
             ProtocolError::BadSqHead(h) => write!(f, "completion with an impossible SQ head {h}"),
             ProtocolError::WrongSqId(q) => write!(f, "completion from submission queue {q}"),
             ProtocolError::Unreadable => write!(f, "completion queue memory could not be read"),
-            ProtocolError::Tcp(e) => write!(f, "NVMe/TCP: {e}"),
+            ProtocolError::Transport(e) => write!(f, "{}: {e}", E::NAME),
         }
     }
 }
 
-impl core::error::Error for ProtocolError {}
+impl<E: TransportError> core::error::Error for ProtocolError<E> {}
 
 /// Free command ids of one queue. Ids are `0..capacity`; a completion
 /// carrying an id that is not currently allocated is caught here.

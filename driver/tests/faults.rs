@@ -12,7 +12,7 @@ use common::*;
 use pollfs_core::dev::{BlockDevice, Command, Completion, DevError, DeviceQueue};
 use pollfs_core::units::{FrameId, Lba, Nanos};
 use pollfs_driver::emu::{EmuConfig, EmuController, EmuMemory, Hostile};
-use pollfs_driver::pcie::hal::Registers;
+use pollfs_driver::pcie::hal::{DmaError, Registers};
 use pollfs_driver::spec::status::{generic, Status, StatusType};
 use pollfs_driver::{DriverConfig, DriverError, NvmeDevice, PcieTransport};
 
@@ -283,7 +283,7 @@ fn hostile_duplicate_completions_are_caught() {
     assert!(resets >= 1);
 }
 
-fn bring_up(set: impl FnOnce(&EmuController)) -> Result<(), DriverError> {
+fn bring_up(set: impl FnOnce(&EmuController)) -> Result<(), DriverError<DmaError>> {
     let mem = EmuMemory::new();
     let ctrl = EmuController::new(EmuConfig::default(), mem.clone());
     set(&ctrl);

@@ -100,6 +100,19 @@ fn errors_convert_to_io_errors_with_their_errno() {
     let e = f.read_exact_at(&mut buf, 0).unwrap_err();
     assert_eq!(e, Error::Range(RangeError::EndOfFile));
     assert_eq!(as_io(e).kind(), ErrorKind::UnexpectedEof);
+    // readlink of a file is EINVAL; a link met on a path, which is not
+    // followed, is ELOOP.
+    let who = pollfs_core::NewInode::new(0o777, 0, 0);
+    let link = fs.symlink_in(pollfs_core::ROOT_INO, "l", "x", who).unwrap();
+    let e = fs.readlink(f.ino()).unwrap_err();
+    assert_eq!(e, Error::Namespace(NamespaceError::NotASymlink));
+    assert_eq!(as_io(e).raw_os_error(), Some(22));
+    assert_eq!(fs.readlink(link).unwrap(), "x");
+    for path in ["l", "l/y"] {
+        let e = fs.open(path).unwrap_err();
+        assert_eq!(e, Error::Namespace(NamespaceError::IsASymlink), "{path}");
+        assert_eq!(as_io(e).raw_os_error(), Some(40));
+    }
     // `?` into a boxed error works.
     let boxed: Box<dyn std::error::Error> = Box::new(fs.open("nope").unwrap_err());
     assert_eq!(boxed.to_string(), "no such file");
@@ -140,4 +153,64 @@ fn explicit_sessions_and_lent_ones_see_the_same_file() {
         s.read_at(&stranger, &mut buf, 0),
         Err(Error::Config(_))
     ));
+}
+
+#[test]
+fn the_last_handle_closes_the_device_while_threads_that_used_it_live_on() {
+    use pollfs_core::Fs;
+    use pollfs_driver::emu::StdClock;
+    use pollfs_driver::PcieTransport;
+    use pollfs_driver::{DriverConfig, EmuConfig, EmuController, EmuMemory, NvmeDevice};
+    use std::sync::mpsc::channel;
+
+    let memory = EmuMemory::new();
+    let emu = EmuConfig {
+        block_size: 4096,
+        ..EmuConfig::default()
+    };
+    let ctrl = EmuController::new(emu, memory.clone());
+    let open = || {
+        let transport = PcieTransport::new(ctrl.clone(), memory.clone());
+        NvmeDevice::new(transport, StdClock::new(), DriverConfig::default(), 128).unwrap()
+    };
+    let config = pollfs_host_tests::setup::config(96);
+    let fs = Fs::format(open(), config, 7).unwrap();
+    let used = channel();
+    // Each thread waits on `quit` until its sender drops.
+    let (quit_send, quit) = channel::<()>();
+    let quit = Arc::new(std::sync::Mutex::new(quit));
+    let mut threads = Vec::new();
+    for t in 0..4u64 {
+        let f = fs.create(&format!("f{t}")).unwrap();
+        let (used, quit) = (used.0.clone(), quit.clone());
+        threads.push(std::thread::spawn(move || {
+            f.write_all_at(&pattern(t, 0, 8192), 0).unwrap();
+            f.sync_data().unwrap();
+            drop(f);
+            used.send(()).unwrap();
+            // Lives on, its session adopted, while the mount goes.
+            let _ = quit.lock().unwrap().recv();
+        }));
+    }
+    for _ in 0..4 {
+        used.1.recv().unwrap();
+    }
+    assert!(ctrl.io_queues() >= 4, "each thread had a queue of its own");
+    fs.unmount().unwrap();
+    // The threads still run: every queue pair and DMA region is back all
+    // the same, and the driver holds the controller no more.
+    assert_eq!(ctrl.io_queues(), 0);
+    assert_eq!(memory.regions(), 0);
+    assert_eq!(Arc::strong_count(&ctrl), 1);
+    let fs = Fs::mount(open(), config).unwrap();
+    let mut buf = vec![0; 8192];
+    for t in 0..4u64 {
+        let f = fs.open(&format!("f{t}")).unwrap();
+        f.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(buf, pattern(t, 0, 8192));
+    }
+    drop(quit_send);
+    for t in threads {
+        t.join().unwrap();
+    }
 }

@@ -12,6 +12,8 @@
 //! [`fault::FaultyDevice`] (wraps any device and fails commands on a plan) and,
 //! with the `std` feature, [`file::FileDevice`] (a regular file via `pread`
 //! and `pwrite`). The NVMe driver crate implements the same traits.
+//! [`requests`] is the request table of a queue that splits requests into
+//! pieces, shared by the NVMe queue and the volumes.
 
 pub mod either;
 pub mod fault;
@@ -19,6 +21,7 @@ pub mod fault;
 pub mod file;
 pub mod immediate;
 pub mod ram;
+pub mod requests;
 
 use alloc::vec::Vec;
 

@@ -14,7 +14,10 @@
 //!
 //! - `config`: settings; `shared`: the state every session shares;
 //!   `mount`: assembly (in memory, format, recovery); `namespace`: the
-//!   operations on the tree (`persist::tree`, which replay shares); `file`, `ops`, `lend`: handles and their operations; `read`,
+//!   operations on the tree (`persist::tree`, which replay shares); `file`,
+//!   `ops`, `file_io`: handles and their operations; `session`: the context
+//!   operations run in; `lender`: the sessions `File`'s own methods borrow,
+//!   owned by the mount's handles; `read`,
 //!   `write`, `size`, `sync_data`, `commit`: the I/O paths; `check`: the
 //!   invariant checker.
 
@@ -25,14 +28,16 @@ mod config;
 mod cursor;
 mod direct;
 mod file;
-pub(crate) mod inode;
-mod io;
 #[cfg(feature = "std")]
-mod lend;
+mod file_io;
+pub(crate) mod inode;
+#[cfg(feature = "std")]
+mod lender;
 mod mount;
 mod namespace;
 mod ops;
 mod read;
+mod session;
 mod shared;
 mod size;
 mod statfs;
@@ -40,7 +45,6 @@ mod sync_data;
 mod write;
 
 use alloc::sync::Arc;
-use core::sync::atomic::Ordering;
 
 pub use check::InvariantError;
 pub use config::Config;
@@ -49,8 +53,8 @@ pub use cursor::FileCursor;
 pub use file::{File, Metadata};
 #[cfg(all(test, loom))]
 use inode::Inode;
-pub use io::Session;
 pub use namespace::{DirEntry, NewInode, RenameFlags, SetAttr};
+pub use session::Session;
 pub(crate) use shared::Shared;
 pub use statfs::StatFs;
 
@@ -71,32 +75,36 @@ pub use crate::units::{MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO};
 pub struct Fs<D: BlockDevice> {
     pub(crate) shared: Arc<Shared<D>>,
     /// Shared by every `Fs` and `File` of this mount: when the last goes,
-    /// sessions kept for lending are dropped.
-    _handles: Arc<Handles<D>>,
+    /// so does every session kept for lending.
+    handles: Arc<Handles<D>>,
 }
 
 impl<D: BlockDevice> Clone for Fs<D> {
     fn clone(&self) -> Self {
         Fs {
             shared: self.shared.clone(),
-            _handles: self._handles.clone(),
+            handles: self.handles.clone(),
         }
     }
 }
 
-/// The user's handles on a mount, counted.
+/// What the user's handles on a mount own together.
 #[derive(Debug)]
-struct Handles<D: BlockDevice>(Arc<Shared<D>>);
+struct Handles<D: BlockDevice> {
+    /// The sessions `File`'s own methods borrow (hosted builds).
+    #[cfg(feature = "std")]
+    lender: lender::Lender<D>,
+    #[cfg(not(feature = "std"))]
+    _device: core::marker::PhantomData<D>,
+}
 
-impl<D: BlockDevice> Drop for Handles<D> {
-    fn drop(&mut self) {
-        self.0.closed.store(true, Ordering::Release);
-        #[cfg(feature = "std")]
-        {
-            // Pooled sessions hold the mount: let them go.
-            let pooled = core::mem::take(&mut *self.0.pool.lock());
-            drop(pooled);
-            lend::forget(self.0.id);
+impl<D: BlockDevice> Handles<D> {
+    fn new() -> Handles<D> {
+        Handles {
+            #[cfg(feature = "std")]
+            lender: lender::Lender::new(),
+            #[cfg(not(feature = "std"))]
+            _device: core::marker::PhantomData,
         }
     }
 }
@@ -127,7 +135,7 @@ impl<D: BlockDevice> Fs<D> {
     fn with_session<R>(&self, f: impl FnOnce(&Session<D>) -> Result<R>) -> Result<R> {
         #[cfg(feature = "std")]
         {
-            let lent = lend::lend(&self.shared)?;
+            let lent = lender::lend(self)?;
             f(&lent)
         }
         #[cfg(not(feature = "std"))]

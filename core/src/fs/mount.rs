@@ -8,8 +8,6 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::inode::Inode;
-#[cfg(feature = "std")]
-use super::shared::NEXT_FS_ID;
 use super::{Config, Fs, Handles, Shared};
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena};
@@ -78,11 +76,6 @@ impl<D: BlockDevice> Fs<D> {
             n => n.min(cache_pages.saturating_sub(2)).max(1),
         };
         let shared = Arc::new(Shared {
-            #[cfg(feature = "std")]
-            id: NEXT_FS_ID.fetch_add(1, Ordering::Relaxed),
-            closed: core::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "std")]
-            pool: Mutex::new(Vec::new()),
             dev,
             geometry,
             config,
@@ -100,7 +93,7 @@ impl<D: BlockDevice> Fs<D> {
             unflushed: AtomicU64::new(0),
         });
         Ok(Fs {
-            _handles: Arc::new(Handles(shared.clone())),
+            handles: Arc::new(Handles::new()),
             shared,
         })
     }

@@ -480,7 +480,7 @@ impl<D: BlockDevice> Fs<D> {
             let kind = self.shared.inode(InodeId(dir)).map(|i| i.kind);
             match kind {
                 Some(Kind::Dir) => {}
-                Some(Kind::Symlink) => return Err(NamespaceError::NotASymlink.into()),
+                Some(Kind::Symlink) => return Err(NamespaceError::IsASymlink.into()),
                 _ => return Err(NamespaceError::NotADirectory.into()),
             }
         }
@@ -531,7 +531,7 @@ impl<D: BlockDevice> Fs<D> {
         match inode.kind {
             Kind::File => {}
             Kind::Dir => return Err(NamespaceError::IsADirectory.into()),
-            Kind::Symlink => return Err(NamespaceError::NotASymlink.into()),
+            Kind::Symlink => return Err(NamespaceError::IsASymlink.into()),
         }
         if !inode.try_open() {
             return Err(NamespaceError::NotFound.into());

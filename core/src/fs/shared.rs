@@ -9,8 +9,6 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use super::inode::Inode;
 use super::Config;
-#[cfg(feature = "std")]
-use super::Session;
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, Geometry};
 use crate::persist::record::{inode_record_len, Record};
@@ -21,21 +19,8 @@ use crate::stats::{Counters, Stats};
 use crate::sync::{Mutex, RwLock};
 use crate::units::{BlockNo, InodeId};
 
-/// Numbers mounted filesystems, so lent sessions know whose they are.
-#[cfg(feature = "std")]
-pub(crate) static NEXT_FS_ID: AtomicU64 = AtomicU64::new(1);
-
 /// State shared by every session of one mounted filesystem.
 pub(crate) struct Shared<D: BlockDevice> {
-    /// This mount's number (lent sessions are filed by it).
-    #[cfg(feature = "std")]
-    pub(crate) id: u64,
-    /// Every handle on the mount is gone: lent sessions are dropped.
-    pub(crate) closed: core::sync::atomic::AtomicBool,
-    /// Sessions given back by operations that ended on a thread that
-    /// already had one (hosted builds).
-    #[cfg(feature = "std")]
-    pub(crate) pool: Mutex<Vec<Session<D>>>,
     pub(crate) dev: D,
     pub(crate) geometry: Geometry,
     pub(crate) config: Config,

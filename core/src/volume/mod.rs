@@ -31,7 +31,6 @@
 mod fanout;
 pub mod header;
 pub mod mirror;
-mod slots;
 pub mod split;
 mod stripe;
 

@@ -1,13 +1,12 @@
 //! [`Stripe`]: RAID-0 over legs that share one frame arena.
 
-use alloc::collections::VecDeque;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use super::fanout::Fanout;
-use super::slots::Slots;
 use super::split::StripeMap;
 use super::{check_legs, VolumeError};
+use crate::dev::requests::{Merge, Requests};
 use crate::dev::{BlockDevice, Command, Completion, DevError, DeviceQueue, Geometry, Tag};
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 
@@ -95,19 +94,10 @@ impl<D: BlockDevice> BlockDevice for Stripe<D> {
                 .iter()
                 .map(|l| l.geometry().max_frames_per_command())
                 .collect(),
-            ops: Slots::new(),
-            ready: VecDeque::new(),
+            ops: Requests::default(),
             shares: vec![Share::default(); n],
         })
     }
-}
-
-#[derive(Debug, Default)]
-struct Op {
-    /// Leg commands not yet finished.
-    outstanding: u32,
-    /// The first error any of them had.
-    error: Option<DevError>,
 }
 
 /// One leg's part of a request: a contiguous range on the leg, and for
@@ -128,9 +118,8 @@ pub struct StripeQueue<Q> {
     geometry: Geometry,
     /// Most frames one command may carry, per leg.
     leg_frames: Vec<usize>,
-    ops: Slots<Op>,
-    /// Finished operations, in the order they finished.
-    ready: VecDeque<u32>,
+    /// Requests, each the merge of its legs' commands.
+    ops: Requests<Merge>,
     /// Per leg, the request being split (kept to reuse its buffers).
     shares: Vec<Share>,
 }
@@ -263,7 +252,7 @@ impl<Q: DeviceQueue> StripeQueue<Q> {
 impl<Q: DeviceQueue> DeviceQueue for StripeQueue<Q> {
     fn submit(&mut self, cmd: &Command<'_>) -> Result<Tag, DevError> {
         cmd.validate(&self.geometry)?;
-        if self.ops.used() >= self.geometry.queue_depth as usize {
+        if self.ops.in_flight() >= self.geometry.queue_depth as usize {
             return Err(DevError::QueueFull);
         }
         let (id, _) = self.ops.take();
@@ -278,50 +267,31 @@ impl<Q: DeviceQueue> DeviceQueue for StripeQueue<Q> {
             },
         };
         if sent == 0 {
-            self.ops.release(id);
+            self.ops.withdraw(id);
             return Err(error.unwrap_or(DevError::InvalidRequest));
         }
         if let Some(op) = self.ops.get_mut(id) {
-            op.outstanding = sent;
-            op.error = error;
+            *op = Merge::new(sent);
+            if let Some(e) = error {
+                op.fail(e);
+            }
         }
         Ok(Tag(id))
     }
 
     fn poll(&mut self, now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
-        let (ops, ready) = (&mut self.ops, &mut self.ready);
+        let ops = &mut self.ops;
         self.fanout.poll(now, max, &mut |id, _leg, result| {
-            if let Some(op) = ops.get_mut(id) {
-                op.outstanding = op.outstanding.saturating_sub(1);
-                if let Err(e) = result {
-                    op.error.get_or_insert(e);
-                }
-                if op.outstanding == 0 {
-                    ready.push_back(id);
-                }
+            if ops.get_mut(id).is_some_and(|op| op.piece_done(result)) {
+                let result = ops.get(id).map_or(Ok(()), Merge::result);
+                ops.finish(id, result);
             }
         });
-        let mut n = 0;
-        while n < max {
-            let Some(id) = self.ready.pop_front() else {
-                break;
-            };
-            let result = match self.ops.get_mut(id).and_then(|op| op.error) {
-                Some(e) => Err(e),
-                None => Ok(()),
-            };
-            self.ops.release(id);
-            done(Completion {
-                tag: Tag(id),
-                result,
-            });
-            n += 1;
-        }
-        n
+        self.ops.hand_back(max, done)
     }
 
     fn in_flight(&self) -> usize {
-        self.ops.used()
+        self.ops.in_flight()
     }
 }
 

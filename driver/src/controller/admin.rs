@@ -45,7 +45,7 @@ impl<Q: Qpair> Admin<Q> {
         }
     }
     /// Forgets every command (the controller dropped the queue).
-    pub fn forget(&mut self) -> Result<(), DriverError> {
+    pub fn forget(&mut self) -> Result<(), DriverError<Q::Error>> {
         self.qp.reset().map_err(qpair_error)?;
         self.cids = CidPool::new(self.qp.entries() - 1);
         self.discard.fill(false);
@@ -54,8 +54,8 @@ impl<Q: Qpair> Admin<Q> {
     }
 }
 
-pub(super) fn qpair_error(e: QpairError) -> DriverError {
-    DriverError::Transport(e)
+pub(super) fn qpair_error<E>(e: QpairError) -> DriverError<E> {
+    DriverError::Qpair(e)
 }
 
 /// What every admin sequence needs besides the queue itself.
@@ -72,8 +72,8 @@ pub(super) struct Link<'a, 'b, T: Transport> {
     pub admin: &'a mut Admin<T::Qpair>,
 }
 
-impl<T: Transport> AdminCommands for Link<'_, '_, T> {
-    fn run(&mut self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError> {
+impl<T: Transport> AdminCommands<T::Error> for Link<'_, '_, T> {
+    fn run(&mut self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError<T::Error>> {
         self.ctx.command(self.admin, sqe, Payload::None, &mut [])
     }
 }
@@ -83,19 +83,32 @@ pub(super) fn deadline(clock: &dyn Clock, span: u64) -> Nanos {
 }
 
 impl<T: Transport> Ctx<'_, T> {
-    pub fn get(&self, admin: &mut Admin<T::Qpair>, p: Property) -> Result<u64, DriverError> {
+    pub fn get(
+        &self,
+        admin: &mut Admin<T::Qpair>,
+        p: Property,
+    ) -> Result<u64, DriverError<T::Error>> {
         let mut link = Link { ctx: self, admin };
         self.transport.get_property(&mut link, p)
     }
     /// A 32-bit property; all ones means the controller is gone.
-    pub fn get32(&self, admin: &mut Admin<T::Qpair>, p: Property) -> Result<u32, DriverError> {
+    pub fn get32(
+        &self,
+        admin: &mut Admin<T::Qpair>,
+        p: Property,
+    ) -> Result<u32, DriverError<T::Error>> {
         let v = self.get(admin, p)? as u32;
         if v == u32::MAX {
             return Err(DriverError::DeviceGone);
         }
         Ok(v)
     }
-    pub fn set(&self, admin: &mut Admin<T::Qpair>, p: Property, v: u64) -> Result<(), DriverError> {
+    pub fn set(
+        &self,
+        admin: &mut Admin<T::Qpair>,
+        p: Property,
+        v: u64,
+    ) -> Result<(), DriverError<T::Error>> {
         let mut link = Link { ctx: self, admin };
         self.transport.set_property(&mut link, p, v)
     }
@@ -107,7 +120,7 @@ impl<T: Transport> Ctx<'_, T> {
         want: bool,
         until: Nanos,
         stage: Stage,
-    ) -> Result<(), DriverError> {
+    ) -> Result<(), DriverError<T::Error>> {
         loop {
             let csts = Csts(self.get32(admin, Property::Csts)?);
             if want && csts.fatal() {
@@ -128,7 +141,11 @@ impl<T: Transport> Ctx<'_, T> {
     /// Clears CC.EN and waits for RDY=0, lets the transport attach the
     /// admin queue, then sets CC.EN with the driver's configuration and
     /// waits for RDY=1 (7.6.1).
-    pub fn enable(&self, admin: &mut Admin<T::Qpair>, cap: Cap) -> Result<(), DriverError> {
+    pub fn enable(
+        &self,
+        admin: &mut Admin<T::Qpair>,
+        cap: Cap,
+    ) -> Result<(), DriverError<T::Error>> {
         let to = cap.timeout_ns().max(500_000_000);
         let cc = Cc(self.get32(admin, Property::Cc)?);
         let ready = Csts(self.get32(admin, Property::Csts)?).ready();
@@ -150,7 +167,7 @@ impl<T: Transport> Ctx<'_, T> {
         &self,
         admin: &mut Admin<T::Qpair>,
         config: &DriverConfig,
-    ) -> Result<(IdentifyController, IdentifyNamespace, u16), DriverError> {
+    ) -> Result<(IdentifyController, IdentifyNamespace, u16), DriverError<T::Error>> {
         let mut page = [0u8; IDENTIFY_SIZE];
         let identify = |cns, nsid| SubmissionEntry::identify(cns, nsid, 0);
         let data = Payload::In(IDENTIFY_SIZE);
@@ -179,7 +196,7 @@ impl<T: Transport> Ctx<'_, T> {
         &self,
         admin: &mut Admin<T::Qpair>,
         want: u16,
-    ) -> Result<u16, DriverError> {
+    ) -> Result<u16, DriverError<T::Error>> {
         let sqe = SubmissionEntry::set_num_queues(want, want);
         let done = self.command(admin, sqe, Payload::None, &mut [])?;
         let nsqa = (done.dw0 & 0xffff) as u16;
@@ -194,7 +211,7 @@ impl<T: Transport> Ctx<'_, T> {
 
     /// Drains completions of fire-and-forget commands; any other
     /// completion is a protocol violation (nobody is waiting for one).
-    pub fn reap_discarded(&self, admin: &mut Admin<T::Qpair>) -> Result<(), DriverError> {
+    pub fn reap_discarded(&self, admin: &mut Admin<T::Qpair>) -> Result<(), DriverError<T::Error>> {
         admin.reaped.clear();
         let now = self.clock.now();
         let max = usize::from(admin.qp.entries());
@@ -219,7 +236,7 @@ impl<T: Transport> Ctx<'_, T> {
         mut sqe: SubmissionEntry,
         payload: Payload<'_>,
         inbound: &mut [u8],
-    ) -> Result<CompletionEntry, DriverError> {
+    ) -> Result<CompletionEntry, DriverError<T::Error>> {
         let until = deadline(self.clock, self.timeout);
         let cid = loop {
             if let Some(cid) = admin.cids.alloc() {

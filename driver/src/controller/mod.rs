@@ -93,7 +93,7 @@ impl<T: Transport> Controller<T> {
         transport: T,
         clock: Box<dyn Clock>,
         config: DriverConfig,
-    ) -> Result<Self, DriverError> {
+    ) -> Result<Self, DriverError<T::Error>> {
         // The admin queue comes first: a fabric reads properties over it.
         let mut entries = config.admin_entries.clamp(2, 4096);
         let mut admin = Admin::new(transport.create_admin_qpair(entries)?);
@@ -229,7 +229,7 @@ impl<T: Transport> Controller<T> {
     /// Runs one admin command synchronously. A protocol violation or a
     /// timeout on the admin queue resets the controller, since the admin
     /// queue can no longer be trusted.
-    pub fn admin(&self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError> {
+    pub fn admin(&self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError<T::Error>> {
         self.with_admin(|ctx, admin| ctx.command(admin, sqe, Payload::None, &mut []))
     }
 
@@ -237,8 +237,8 @@ impl<T: Transport> Controller<T> {
     /// `f` left the admin queue untrustworthy.
     fn with_admin<R>(
         &self,
-        f: impl FnOnce(&Ctx<'_, T>, &mut Admin<T::Qpair>) -> Result<R, DriverError>,
-    ) -> Result<R, DriverError> {
+        f: impl FnOnce(&Ctx<'_, T>, &mut Admin<T::Qpair>) -> Result<R, DriverError<T::Error>>,
+    ) -> Result<R, DriverError<T::Error>> {
         if self.is_dead() {
             return Err(DriverError::Dead);
         }
@@ -255,7 +255,7 @@ impl<T: Transport> Controller<T> {
 
     /// Reads `dst.len()` bytes (at most 4 KiB, a multiple of 4) of log page
     /// `lid` (Get Log Page, 5.14) for all namespaces.
-    pub fn get_log_page(&self, lid: u8, dst: &mut [u8]) -> Result<(), DriverError> {
+    pub fn get_log_page(&self, lid: u8, dst: &mut [u8]) -> Result<(), DriverError<T::Error>> {
         let len = dst.len().min(IDENTIFY_SIZE);
         let sqe = SubmissionEntry::get_log_page(lid, 0xffff_ffff, (len / 4) as u32, 0);
         self.with_admin(|ctx, admin| {
@@ -265,14 +265,14 @@ impl<T: Transport> Controller<T> {
     }
 
     /// The SMART / Health log (512 bytes).
-    pub fn smart_log(&self) -> Result<[u8; 512], DriverError> {
+    pub fn smart_log(&self) -> Result<[u8; 512], DriverError<T::Error>> {
         let mut b = [0u8; 512];
         self.get_log_page(log_page::SMART, &mut b)?;
         Ok(b)
     }
 
     /// Takes an I/O queue id.
-    pub fn alloc_qid(&self) -> Result<u16, DriverError> {
+    pub fn alloc_qid(&self) -> Result<u16, DriverError<T::Error>> {
         self.admin
             .lock()
             .free_qids
@@ -289,14 +289,14 @@ impl<T: Transport> Controller<T> {
 
     /// Makes the controller serve the I/O queue pair `qp` (at creation and
     /// after a reset).
-    pub fn connect_qpair(&self, qp: &mut T::Qpair) -> Result<(), DriverError> {
+    pub fn connect_qpair(&self, qp: &mut T::Qpair) -> Result<(), DriverError<T::Error>> {
         self.with_admin(|ctx, admin| {
             let mut link = Link { ctx, admin };
             ctx.transport.connect_qpair(qp, &mut link)
         })
     }
     /// Makes the controller drop I/O queue `qid`.
-    pub fn disconnect_qpair(&self, qid: u16) -> Result<(), DriverError> {
+    pub fn disconnect_qpair(&self, qid: u16) -> Result<(), DriverError<T::Error>> {
         self.with_admin(|ctx, admin| {
             let mut link = Link { ctx, admin };
             ctx.transport.disconnect_qpair(qid, &mut link)
@@ -375,7 +375,7 @@ impl<T: Transport> Controller<T> {
     }
 
     /// Drains completions of fire-and-forget admin commands.
-    pub fn reap_admin(&self) -> Result<(), DriverError> {
+    pub fn reap_admin(&self) -> Result<(), DriverError<T::Error>> {
         if let Some(mut admin) = self.admin.try_lock() {
             self.ctx().reap_discarded(&mut admin)?;
         }

@@ -20,7 +20,7 @@ impl<T: Transport> Controller<T> {
     /// disable, start the admin queue afresh, enable, renegotiate queues.
     /// After `max_resets` resets in a row without a successful I/O the
     /// controller is declared dead.
-    pub fn reset(&self, seen: u64) -> Result<(), DriverError> {
+    pub fn reset(&self, seen: u64) -> Result<(), DriverError<T::Error>> {
         let mut admin = self.admin.lock();
         if self.generation.load(Ordering::Acquire) != seen {
             return Ok(());
@@ -48,7 +48,11 @@ impl<T: Transport> Controller<T> {
         result
     }
 
-    fn reinit(&self, ctx: &Ctx<'_, T>, admin: &mut Admin<T::Qpair>) -> Result<(), DriverError> {
+    fn reinit(
+        &self,
+        ctx: &Ctx<'_, T>,
+        admin: &mut Admin<T::Qpair>,
+    ) -> Result<(), DriverError<T::Error>> {
         self.drop_live_queues(ctx, admin);
         admin.forget()?;
         ctx.transport.reconnect_admin(&mut admin.qp)?;

@@ -12,7 +12,7 @@ use crate::transport::fake::{ticking_clock, Action, Event, FakeTransport};
 fn controller(
     fake: &FakeTransport,
     config: DriverConfig,
-) -> Result<Controller<FakeTransport>, DriverError> {
+) -> Result<Controller<FakeTransport>, DriverError<core::convert::Infallible>> {
     Controller::new(fake.clone(), Box::new(ticking_clock()), config)
 }
 

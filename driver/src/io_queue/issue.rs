@@ -1,7 +1,8 @@
 //! Issuing NVMe commands for engine requests and accounting their
 //! completions: piecewise trim/zero, retry on status.
 
-use pollfs_core::dev::{Completion, DevError, Tag};
+use pollfs_core::dev::requests::Merge;
+use pollfs_core::dev::DevError;
 use pollfs_core::units::Nanos;
 
 use super::{NvmeQueue, Request, Slot, Unissued, MAX_ZERO_BLOCKS};
@@ -61,18 +62,18 @@ impl<T: Transport> NvmeQueue<T> {
             };
         }
         self.stats.commands += 1;
-        if let Some(r) = self.requests.get_mut(&tag) {
-            r.outstanding += 1;
+        if let Some(r) = self.requests.get_mut(tag) {
+            r.merge.sent();
         }
         Ok(())
     }
 
     pub(super) fn new_request(&mut self, rest: Option<Unissued>) -> u32 {
-        let tag = self.requests.insert(Request {
-            outstanding: 0,
-            error: None,
+        let (tag, r) = self.requests.take();
+        *r = Request {
+            merge: Merge::default(),
             rest,
-        });
+        };
         if rest.is_some() {
             self.with_rest.push_back(tag);
         }
@@ -81,8 +82,8 @@ impl<T: Transport> NvmeQueue<T> {
 
     /// Hands a request back if nothing of it is outstanding or unissued.
     pub(super) fn maybe_complete(&mut self, tag: u32) {
-        let finished = match self.requests.get(&tag) {
-            Some(r) => r.outstanding == 0 && r.rest.is_none(),
+        let finished = match self.requests.get(tag) {
+            Some(r) => r.merge.outstanding() == 0 && r.rest.is_none(),
             None => false,
         };
         if finished {
@@ -92,26 +93,23 @@ impl<T: Transport> NvmeQueue<T> {
 
     /// Hands a finished request back.
     fn complete(&mut self, tag: u32) {
-        if let Some(r) = self.requests.remove(&tag) {
-            self.done.push(Completion {
-                tag: Tag(tag),
-                result: r.error.map_or(Ok(()), Err),
-            });
+        if let Some(r) = self.requests.get(tag) {
+            let result = r.merge.result();
+            self.requests.finish(tag, result);
         }
     }
 
     /// Records an issue failure against a request; a request nothing of
     /// which reached the device is withdrawn so `submit` can report it.
     pub(super) fn abandon(&mut self, tag: u32, e: DevError) -> Option<DevError> {
-        let r = self.requests.get_mut(&tag)?;
+        let r = self.requests.get_mut(tag)?;
         r.rest = None;
-        if r.outstanding == 0 {
-            self.requests.remove(&tag);
+        if r.merge.outstanding() == 0 {
             // Never handed to the engine: the tag is free at once.
-            self.requests.release(tag);
+            self.requests.withdraw(tag);
             return Some(e);
         }
-        r.error.get_or_insert(e);
+        r.merge.fail(e);
         None
     }
 
@@ -121,7 +119,7 @@ impl<T: Transport> NvmeQueue<T> {
             let Some(&tag) = self.with_rest.front() else {
                 return;
             };
-            let rest = self.requests.get(&tag).and_then(|r| r.rest);
+            let rest = self.requests.get(tag).and_then(|r| r.rest);
             let Some(mut rest) = rest else {
                 self.with_rest.pop_front();
                 self.maybe_complete(tag);
@@ -154,15 +152,15 @@ impl<T: Transport> NvmeQueue<T> {
                 Ok(()) => {
                     rest.lba += n;
                     rest.blocks -= n;
-                    if let Some(r) = self.requests.get_mut(&tag) {
+                    if let Some(r) = self.requests.get_mut(tag) {
                         r.rest = (rest.blocks > 0).then_some(rest);
                     }
                 }
                 Err(DevError::QueueFull) => return,
                 Err(e) => {
-                    if let Some(r) = self.requests.get_mut(&tag) {
+                    if let Some(r) = self.requests.get_mut(tag) {
                         r.rest = None;
-                        r.error.get_or_insert(e);
+                        r.merge.fail(e);
                     }
                 }
             }
@@ -179,14 +177,12 @@ impl<T: Transport> NvmeQueue<T> {
         if result.is_ok() {
             self.ctrl.note_success();
         }
-        let finished = match self.requests.get_mut(&tag) {
+        let finished = match self.requests.get_mut(tag) {
             Some(r) => {
-                r.outstanding = r.outstanding.saturating_sub(1);
-                if let Err(e) = result {
-                    r.error.get_or_insert(e);
+                if result.is_err() {
                     r.rest = None;
                 }
-                r.outstanding == 0 && r.rest.is_none()
+                r.merge.piece_done(result) && r.rest.is_none()
             }
             None => false,
         };
@@ -210,7 +206,10 @@ impl<T: Transport> NvmeQueue<T> {
         true
     }
 
-    pub(super) fn on_completion(&mut self, e: CompletionEntry) -> Result<(), ProtocolError> {
+    pub(super) fn on_completion(
+        &mut self,
+        e: CompletionEntry,
+    ) -> Result<(), ProtocolError<T::Error>> {
         let cid = e.cid();
         if !self.cids.is_busy(cid) {
             return Err(ProtocolError::UnknownCid(cid));
@@ -235,7 +234,7 @@ impl<T: Transport> NvmeQueue<T> {
 
     /// Takes what completed from the transport and accounts it; an error
     /// means the controller broke the queue protocol.
-    pub(super) fn reap(&mut self, now: Nanos) -> Result<(), ProtocolError> {
+    pub(super) fn reap(&mut self, now: Nanos) -> Result<(), ProtocolError<T::Error>> {
         self.reaped.clear();
         let limit = usize::from(self.qp.entries());
         let polled = self.qp.poll(now, limit, &mut self.reaped);

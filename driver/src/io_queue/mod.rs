@@ -19,7 +19,6 @@
 
 mod issue;
 mod recovery;
-mod requests;
 #[cfg(test)]
 mod tests;
 
@@ -27,8 +26,8 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
-use requests::{DoneQueue, Requests};
 
+use pollfs_core::dev::requests::{Merge, Requests};
 use pollfs_core::dev::{Command, Completion, DevError, DeviceQueue, FrameArena, Geometry, Tag};
 use pollfs_core::units::Nanos;
 
@@ -74,10 +73,11 @@ struct Unissued {
     blocks: u64,
 }
 
-#[derive(Debug)]
+/// One engine request: the merge of its NVMe commands, and what of it is
+/// still to be issued.
+#[derive(Debug, Default)]
 struct Request {
-    outstanding: u32,
-    error: Option<DevError>,
+    merge: Merge,
     rest: Option<Unissued>,
 }
 
@@ -94,9 +94,8 @@ pub struct NvmeQueue<T: Transport> {
     cids: CidPool,
     slots: Vec<Slot>,
     chunk_frames: usize,
-    requests: Requests,
+    requests: Requests<Request>,
     with_rest: VecDeque<u32>,
-    done: DoneQueue,
     /// Completions taken from the transport and not yet accounted.
     reaped: Vec<CompletionEntry>,
     generation: u64,
@@ -120,7 +119,7 @@ impl<T: Transport> NvmeQueue<T> {
         ctrl: Arc<Controller<T>>,
         arena: Arc<T::Frames>,
         geometry: Geometry,
-    ) -> Result<Self, DriverError> {
+    ) -> Result<Self, DriverError<T::Error>> {
         if ctrl.is_dead() {
             return Err(DriverError::Dead);
         }
@@ -160,7 +159,6 @@ impl<T: Transport> NvmeQueue<T> {
             chunk_frames,
             requests: Requests::default(),
             with_rest: VecDeque::new(),
-            done: DoneQueue::default(),
             reaped: Vec::with_capacity(usize::from(entries)),
             generation,
             next_scan: Nanos(0),
@@ -300,21 +298,11 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                 self.recover();
             }
         }
-        let mut n = 0;
-        while n < max {
-            let Some(c) = self.done.pop() else {
-                break;
-            };
-            self.requests.release(c.tag.0);
-            done(c);
-            n += 1;
-        }
-        self.done.compact();
-        n
+        self.requests.hand_back(max, done)
     }
 
     fn in_flight(&self) -> usize {
-        self.requests.len() + self.done.len()
+        self.requests.in_flight()
     }
 }
 

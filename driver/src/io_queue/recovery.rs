@@ -18,9 +18,9 @@ impl<T: Transport> NvmeQueue<T> {
         }
         let tags: Vec<u32> = self.with_rest.drain(..).collect();
         for tag in tags {
-            if let Some(r) = self.requests.get_mut(&tag) {
+            if let Some(r) = self.requests.get_mut(tag) {
                 r.rest = None;
-                r.error.get_or_insert(e);
+                r.merge.fail(e);
             }
             self.maybe_complete(tag);
         }

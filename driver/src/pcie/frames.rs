@@ -56,10 +56,13 @@ impl<D: DmaRegion> core::fmt::Debug for NvmeFrames<D> {
 
 impl<D: DmaRegion> NvmeFrames<D> {
     /// `count` frames from `dma`.
-    pub fn new<A: DmaAllocator<Region = D>>(dma: &A, count: u32) -> Result<Self, DriverError> {
+    pub fn new<A: DmaAllocator<Region = D>>(
+        dma: &A,
+        count: u32,
+    ) -> Result<Self, DriverError<DmaError>> {
         let bytes = (count as usize)
             .checked_mul(PAGE_SIZE)
-            .ok_or(DriverError::Dma(DmaError::NoMemory))?;
+            .ok_or(DriverError::Transport(DmaError::NoMemory))?;
         let region = dma.alloc(bytes.max(PAGE_SIZE))?;
         Ok(NvmeFrames {
             region,

@@ -37,9 +37,10 @@ pub use frames::{FrameMap, NvmeFrames};
 pub use qpair::PcieQpair;
 
 use crate::error::DriverError;
+use crate::pcie::hal::DmaError;
 use crate::spec::command::SubmissionEntry;
 use crate::spec::regs::{offset, Aqa, Cap};
-use crate::transport::{AdminCommands, Property, QpairSpec, Transport};
+use crate::transport::{AdminCommands, Property, QpairSpec, Transport, TransportError};
 use hal::{DmaAllocator, Registers};
 
 /// A controller on PCIe: its register file and the DMA memory it reaches.
@@ -74,15 +75,31 @@ impl<R: Registers, A: DmaAllocator> PcieTransport<R, A> {
     }
 }
 
+// Returned by every poll of every PCIe queue: small enough to travel in
+// registers.
+const _: () = assert!(core::mem::size_of::<crate::qpair::ProtocolError<DmaError>>() <= 8);
+
+impl TransportError for DmaError {
+    const NAME: &'static str = "DMA";
+}
+
+impl From<DmaError> for DriverError<DmaError> {
+    fn from(e: DmaError) -> Self {
+        DriverError::Transport(e)
+    }
+}
+
 impl<R: Registers + 'static, A: DmaAllocator + 'static> Transport for PcieTransport<R, A> {
+    /// PCIe's own failures are its DMA memory's.
+    type Error = DmaError;
     type Qpair = PcieQpair<R, A>;
     type Frames = NvmeFrames<A::Region>;
 
     fn get_property(
         &self,
-        _admin: &mut dyn AdminCommands,
+        _admin: &mut dyn AdminCommands<DmaError>,
         property: Property,
-    ) -> Result<u64, DriverError> {
+    ) -> Result<u64, DriverError<DmaError>> {
         let at = property.offset();
         Ok(if property.is_64bit() {
             self.regs.read64(at)
@@ -92,10 +109,10 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Transport for PcieTransp
     }
     fn set_property(
         &self,
-        _admin: &mut dyn AdminCommands,
+        _admin: &mut dyn AdminCommands<DmaError>,
         property: Property,
         value: u64,
-    ) -> Result<(), DriverError> {
+    ) -> Result<(), DriverError<DmaError>> {
         let at = property.offset();
         if property.is_64bit() {
             self.regs.write64(at, value);
@@ -108,7 +125,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Transport for PcieTransp
         self.regs.tick(now);
     }
 
-    fn create_admin_qpair(&self, entries: u16) -> Result<Self::Qpair, DriverError> {
+    fn create_admin_qpair(&self, entries: u16) -> Result<Self::Qpair, DriverError<DmaError>> {
         // One scratch page per command id holds identify and log data.
         PcieQpair::new(
             self.regs.clone(),
@@ -120,7 +137,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Transport for PcieTransp
             FrameMap::EMPTY,
         )
     }
-    fn enable_admin(&self, admin: &mut Self::Qpair) -> Result<(), DriverError> {
+    fn enable_admin(&self, admin: &mut Self::Qpair) -> Result<(), DriverError<DmaError>> {
         use crate::transport::Qpair as _;
         let n = admin.entries();
         self.regs.write32(offset::AQA, Aqa::new(n, n).0);
@@ -129,14 +146,14 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Transport for PcieTransp
         Ok(())
     }
 
-    fn alloc_frames(&self, count: u32) -> Result<Self::Frames, DriverError> {
+    fn alloc_frames(&self, count: u32) -> Result<Self::Frames, DriverError<DmaError>> {
         NvmeFrames::new(&self.dma, count)
     }
     fn create_qpair(
         &self,
         spec: QpairSpec,
         frames: &Arc<Self::Frames>,
-    ) -> Result<Self::Qpair, DriverError> {
+    ) -> Result<Self::Qpair, DriverError<DmaError>> {
         PcieQpair::new(
             self.regs.clone(),
             &self.dma,
@@ -152,8 +169,8 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Transport for PcieTransp
     fn connect_qpair(
         &self,
         qp: &mut Self::Qpair,
-        admin: &mut dyn AdminCommands,
-    ) -> Result<(), DriverError> {
+        admin: &mut dyn AdminCommands<DmaError>,
+    ) -> Result<(), DriverError<DmaError>> {
         use crate::transport::Qpair as _;
         let (qid, n) = (qp.qid(), qp.entries());
         admin.run(SubmissionEntry::create_io_cq(qid, n, qp.cq_iova().0))?;
@@ -166,7 +183,11 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Transport for PcieTransp
     }
     /// Delete I/O SQ (which makes the controller finish or abort what it
     /// holds), then its CQ (5.6, 5.5).
-    fn disconnect_qpair(&self, qid: u16, admin: &mut dyn AdminCommands) -> Result<(), DriverError> {
+    fn disconnect_qpair(
+        &self,
+        qid: u16,
+        admin: &mut dyn AdminCommands<DmaError>,
+    ) -> Result<(), DriverError<DmaError>> {
         let sq = admin.run(SubmissionEntry::delete_io_sq(qid));
         if let Err(e) = sq {
             if !matches!(e, DriverError::Admin { .. }) {

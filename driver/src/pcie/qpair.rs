@@ -16,6 +16,7 @@ use super::hal::{DmaAllocator, DmaRegion, Iova, Registers};
 use super::prp;
 use super::ring::Ring;
 use crate::controller::MPS;
+use crate::pcie::hal::DmaError;
 use crate::qpair::ProtocolError;
 use crate::spec::command::SubmissionEntry;
 use crate::spec::completion::CompletionEntry;
@@ -64,7 +65,7 @@ impl<R: Registers, A: DmaAllocator> PcieQpair<R, A> {
         dstrd: u32,
         max_frames: usize,
         frames: FrameMap,
-    ) -> Result<Self, crate::error::DriverError> {
+    ) -> Result<Self, crate::error::DriverError<DmaError>> {
         use crate::spec::command::SQE_SIZE;
         use crate::spec::completion::CQE_SIZE;
         let n = usize::from(entries);
@@ -225,6 +226,7 @@ impl<R: Registers, A: DmaAllocator> PcieQpair<R, A> {
 }
 
 impl<R: Registers + 'static, A: DmaAllocator + 'static> Qpair for PcieQpair<R, A> {
+    type Error = DmaError;
     fn qid(&self) -> u16 {
         self.ring.qid()
     }
@@ -270,7 +272,7 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Qpair for PcieQpair<R, A
         _now: Nanos,
         max: usize,
         out: &mut Vec<CompletionEntry>,
-    ) -> Result<usize, ProtocolError> {
+    ) -> Result<usize, ProtocolError<DmaError>> {
         let mut n = 0;
         let result = loop {
             if n >= max {

@@ -132,7 +132,7 @@ impl<D: DmaRegion> Ring<D> {
     /// entry is read at once instead, since that read cannot see it half
     /// written. The entry's SQ id and SQ head are validated; the caller
     /// validates the command id.
-    pub fn pop(&mut self) -> Result<Option<CompletionEntry>, ProtocolError> {
+    pub fn pop(&mut self) -> Result<Option<CompletionEntry>, ProtocolError<DmaError>> {
         let off = usize::from(self.cq_head) * CQE_SIZE;
         let unreadable = |_| ProtocolError::Unreadable;
         let e = if self.cq.page_atomic() {

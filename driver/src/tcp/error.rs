@@ -126,6 +126,14 @@ impl TcpError {
     }
 }
 
+// Returned by every poll of every TCP queue: small enough to travel in
+// registers.
+const _: () = assert!(core::mem::size_of::<crate::qpair::ProtocolError<TcpError>>() <= 8);
+
+impl crate::transport::TransportError for TcpError {
+    const NAME: &'static str = "NVMe/TCP";
+}
+
 impl fmt::Display for TcpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {

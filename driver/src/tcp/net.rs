@@ -17,6 +17,7 @@ use super::transport::{TcpOptions, TcpTransport};
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
 use crate::error::DriverError;
+use crate::tcp::TcpError;
 
 /// Largest number of buffers one vectored call passes on.
 const IOV: usize = 12;
@@ -151,7 +152,11 @@ pub type TcpDevice = NvmeDevice<TcpTransport<NetConnector>>;
 impl NvmeDevice<TcpTransport<NetConnector>> {
     /// Connects to the subsystem named by `nvme-tcp://HOST:PORT/NQN?...`
     /// (see [`TcpAddress`]), with `frames` page-cache frames.
-    pub fn tcp(name: &str, config: DriverConfig, frames: u32) -> Result<TcpDevice, DriverError> {
+    pub fn tcp(
+        name: &str,
+        config: DriverConfig,
+        frames: u32,
+    ) -> Result<TcpDevice, DriverError<TcpError>> {
         let address = TcpAddress::parse(name)
             .map_err(|_| DriverError::Unsupported("nvme-tcp device name"))?;
         Self::tcp_with(&address, address.options(), config, frames)
@@ -162,7 +167,7 @@ impl NvmeDevice<TcpTransport<NetConnector>> {
         options: TcpOptions,
         config: DriverConfig,
         frames: u32,
-    ) -> Result<TcpDevice, DriverError> {
+    ) -> Result<TcpDevice, DriverError<TcpError>> {
         let clock = std_clock();
         let transport = Self::transport(address, options, clock.clone())?;
         NvmeDevice::new(transport, clock, config, frames)
@@ -176,7 +181,7 @@ impl NvmeDevice<TcpTransport<NetConnector>> {
         options: TcpOptions,
         config: DriverConfig,
         arena: Arc<TcpFrames>,
-    ) -> Result<TcpDevice, DriverError> {
+    ) -> Result<TcpDevice, DriverError<TcpError>> {
         let clock = std_clock();
         let transport = Self::transport(address, options, clock.clone())?;
         NvmeDevice::with_arena(transport, clock, config, arena)
@@ -185,10 +190,12 @@ impl NvmeDevice<TcpTransport<NetConnector>> {
         address: &TcpAddress,
         options: TcpOptions,
         clock: impl Fn() -> Nanos + Send + Sync + Clone + 'static,
-    ) -> Result<TcpTransport<NetConnector>, DriverError> {
+    ) -> Result<TcpTransport<NetConnector>, DriverError<TcpError>> {
         let timeout = Duration::from_nanos(options.setup_timeout.max(1));
         let connector = NetConnector::new(&address.host, address.port, timeout).map_err(|e| {
-            DriverError::Protocol(crate::qpair::ProtocolError::Tcp(super::TcpError::Link(e)))
+            DriverError::Protocol(crate::qpair::ProtocolError::Transport(
+                super::TcpError::Link(e),
+            ))
         })?;
         Ok(TcpTransport::new(connector, options, clock))
     }

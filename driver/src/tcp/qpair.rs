@@ -512,6 +512,7 @@ impl<S: Stream> TcpQpair<S> {
 }
 
 impl<S: Stream> Qpair for TcpQpair<S> {
+    type Error = TcpError;
     fn qid(&self) -> u16 {
         self.qid
     }
@@ -545,7 +546,7 @@ impl<S: Stream> Qpair for TcpQpair<S> {
         _now: Nanos,
         max: usize,
         out: &mut Vec<CompletionEntry>,
-    ) -> Result<usize, ProtocolError> {
+    ) -> Result<usize, ProtocolError<TcpError>> {
         let result = self.service(max);
         let mut n = 0;
         while n < max {
@@ -555,7 +556,7 @@ impl<S: Stream> Qpair for TcpQpair<S> {
             out.push(e);
             n += 1;
         }
-        result.map(|()| n).map_err(ProtocolError::Tcp)
+        result.map(|()| n).map_err(ProtocolError::Transport)
     }
     fn read_inbound(&self, cid: u16, dst: &mut [u8]) -> Result<(), QpairError> {
         let c = self.cmds.get(usize::from(cid)).ok_or(QpairError::BadCid)?;

@@ -77,7 +77,7 @@ fn rig() -> Rig {
 }
 
 impl Rig {
-    fn poll(&mut self) -> Result<Vec<CompletionEntry>, ProtocolError> {
+    fn poll(&mut self) -> Result<Vec<CompletionEntry>, ProtocolError<TcpError>> {
         let mut out = Vec::new();
         for _ in 0..100 {
             self.qp.poll(Nanos(0), usize::MAX, &mut out)?;
@@ -86,7 +86,7 @@ impl Rig {
     }
     fn error(&mut self) -> TcpError {
         match self.poll() {
-            Err(ProtocolError::Tcp(e)) => e,
+            Err(ProtocolError::Transport(e)) => e,
             other => panic!("expected a fatal error, got {other:?}"),
         }
     }
@@ -304,7 +304,7 @@ fn responses_are_checked_against_the_queue_and_the_data() {
     assert_eq!(out.len(), 1, "the first response completes the command");
     assert!(matches!(
         e,
-        Err(ProtocolError::Tcp(TcpError::UnknownCid { .. }))
+        Err(ProtocolError::Transport(TcpError::UnknownCid { .. }))
     ));
 
     // An error status needs no data.

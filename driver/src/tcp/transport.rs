@@ -156,8 +156,8 @@ fn busy(status: crate::spec::status::Status) -> bool {
     )
 }
 
-fn tcp(e: TcpError) -> DriverError {
-    DriverError::Protocol(ProtocolError::Tcp(e))
+fn tcp(e: TcpError) -> DriverError<TcpError> {
+    DriverError::Protocol(ProtocolError::Transport(e))
 }
 
 impl<C: Connector> TcpTransport<C> {
@@ -199,7 +199,7 @@ impl<C: Connector> TcpTransport<C> {
         &self,
         qp: &mut TcpQpair<C::Stream>,
         cntlid: u16,
-    ) -> Result<(u16, C::Handle), DriverError> {
+    ) -> Result<(u16, C::Handle), DriverError<TcpError>> {
         let o = &self.options;
         let _ = qp.reset();
         let (stream, handle) = self
@@ -234,7 +234,7 @@ impl<C: Connector> TcpTransport<C> {
             hostnqn: o.hostnqn.clone(),
         }
         .encode();
-        qp.submit_own(sqe, &data).map_err(DriverError::Transport)?;
+        qp.submit_own(sqe, &data).map_err(DriverError::Qpair)?;
         let done = self.wait(qp, until, |qp| qp.take_own_completion())?;
         let status = done.status();
         if !status.is_success() {
@@ -251,7 +251,10 @@ impl<C: Connector> TcpTransport<C> {
     /// the controller answers Command Sequence Error or Controller Busy:
     /// after a queue's connection closes, the target keeps its id until
     /// it has torn the queue down (Linux: "qid has already been created").
-    fn establish_io(&self, qp: &mut TcpQpair<C::Stream>) -> Result<(u16, C::Handle), DriverError> {
+    fn establish_io(
+        &self,
+        qp: &mut TcpQpair<C::Stream>,
+    ) -> Result<(u16, C::Handle), DriverError<TcpError>> {
         let until = self.deadline(self.options.setup_timeout);
         loop {
             match self.establish(qp, self.cntlid()) {
@@ -271,7 +274,7 @@ impl<C: Connector> TcpTransport<C> {
         qp: &mut TcpQpair<C::Stream>,
         until: Nanos,
         mut done: impl FnMut(&mut TcpQpair<C::Stream>) -> Option<R>,
-    ) -> Result<R, DriverError> {
+    ) -> Result<R, DriverError<TcpError>> {
         loop {
             qp.service(usize::MAX).map_err(tcp)?;
             if let Some(r) = done(qp) {
@@ -286,7 +289,7 @@ impl<C: Connector> TcpTransport<C> {
     }
 
     /// Connects the admin queue, a new association each time.
-    fn connect_admin(&self, qp: &mut TcpQpair<C::Stream>) -> Result<(), DriverError> {
+    fn connect_admin(&self, qp: &mut TcpQpair<C::Stream>) -> Result<(), DriverError<TcpError>> {
         let (cntlid, _handle) = self.establish(qp, CNTLID_DYNAMIC)?;
         self.cntlid.store(u32::from(cntlid), Ordering::Relaxed);
         Ok(())
@@ -294,14 +297,15 @@ impl<C: Connector> TcpTransport<C> {
 }
 
 impl<C: Connector> Transport for TcpTransport<C> {
+    type Error = TcpError;
     type Qpair = TcpQpair<C::Stream>;
     type Frames = TcpFrames;
 
     fn get_property(
         &self,
-        admin: &mut dyn AdminCommands,
+        admin: &mut dyn AdminCommands<TcpError>,
         property: Property,
-    ) -> Result<u64, DriverError> {
+    ) -> Result<u64, DriverError<TcpError>> {
         let wide = property.is_64bit();
         let done = admin.run(SubmissionEntry::property_get(
             property.offset() as u32,
@@ -312,10 +316,10 @@ impl<C: Connector> Transport for TcpTransport<C> {
     }
     fn set_property(
         &self,
-        admin: &mut dyn AdminCommands,
+        admin: &mut dyn AdminCommands<TcpError>,
         property: Property,
         value: u64,
-    ) -> Result<(), DriverError> {
+    ) -> Result<(), DriverError<TcpError>> {
         admin
             .run(SubmissionEntry::property_set(
                 property.offset() as u32,
@@ -325,18 +329,18 @@ impl<C: Connector> Transport for TcpTransport<C> {
             .map(drop)
     }
 
-    fn create_admin_qpair(&self, entries: u16) -> Result<Self::Qpair, DriverError> {
+    fn create_admin_qpair(&self, entries: u16) -> Result<Self::Qpair, DriverError<TcpError>> {
         let mut qp = TcpQpair::new(0, entries, None, 0, ADMIN_IN_CAPSULE);
         self.connect_admin(&mut qp)?;
         Ok(qp)
     }
-    fn enable_admin(&self, _admin: &mut Self::Qpair) -> Result<(), DriverError> {
+    fn enable_admin(&self, _admin: &mut Self::Qpair) -> Result<(), DriverError<TcpError>> {
         Ok(())
     }
     /// A new association: the controller the admin queue talked to is
     /// gone with its connection. Retries while the target refuses or
     /// fails, up to `reconnect_timeout`.
-    fn reconnect_admin(&self, admin: &mut Self::Qpair) -> Result<(), DriverError> {
+    fn reconnect_admin(&self, admin: &mut Self::Qpair) -> Result<(), DriverError<TcpError>> {
         let until = self.deadline(self.options.reconnect_timeout);
         loop {
             match self.connect_admin(admin) {
@@ -360,14 +364,14 @@ impl<C: Connector> Transport for TcpTransport<C> {
         (kato > 0).then_some(kato * 1_000_000 / 2)
     }
 
-    fn alloc_frames(&self, count: u32) -> Result<Self::Frames, DriverError> {
+    fn alloc_frames(&self, count: u32) -> Result<Self::Frames, DriverError<TcpError>> {
         Ok(TcpFrames::new(count))
     }
     fn create_qpair(
         &self,
         spec: QpairSpec,
         frames: &Arc<Self::Frames>,
-    ) -> Result<Self::Qpair, DriverError> {
+    ) -> Result<Self::Qpair, DriverError<TcpError>> {
         Ok(TcpQpair::new(
             spec.qid,
             spec.entries,
@@ -379,8 +383,8 @@ impl<C: Connector> Transport for TcpTransport<C> {
     fn connect_qpair(
         &self,
         qp: &mut Self::Qpair,
-        _admin: &mut dyn AdminCommands,
-    ) -> Result<(), DriverError> {
+        _admin: &mut dyn AdminCommands<TcpError>,
+    ) -> Result<(), DriverError<TcpError>> {
         let (_, handle) = self.establish_io(qp)?;
         if let Some(old) = self.links.lock().insert(qp.qid(), handle) {
             self.connector.shut(&old);
@@ -392,8 +396,8 @@ impl<C: Connector> Transport for TcpTransport<C> {
     fn disconnect_qpair(
         &self,
         qid: u16,
-        _admin: &mut dyn AdminCommands,
-    ) -> Result<(), DriverError> {
+        _admin: &mut dyn AdminCommands<TcpError>,
+    ) -> Result<(), DriverError<TcpError>> {
         if let Some(h) = self.links.lock().remove(&qid) {
             self.connector.shut(&h);
         }

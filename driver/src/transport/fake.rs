@@ -15,6 +15,8 @@ use pollfs_core::units::{FrameId, Nanos};
 use spin::Mutex;
 
 use super::{AdminCommands, Payload, Property, Qpair, QpairError, QpairSpec, Transport};
+use core::convert::Infallible;
+
 use crate::error::DriverError;
 use crate::qpair::ProtocolError;
 use crate::spec::command::{admin_opcode, cns, SubmissionEntry};
@@ -260,6 +262,7 @@ impl FakeQpair {
 }
 
 impl Qpair for FakeQpair {
+    type Error = Infallible;
     fn qid(&self) -> u16 {
         self.qid
     }
@@ -288,7 +291,7 @@ impl Qpair for FakeQpair {
         now: Nanos,
         max: usize,
         out: &mut Vec<CompletionEntry>,
-    ) -> Result<usize, ProtocolError> {
+    ) -> Result<usize, ProtocolError<Infallible>> {
         if !self.served(&self.state.lock()) {
             self.pending.clear();
             return Ok(0);
@@ -320,10 +323,15 @@ impl Qpair for FakeQpair {
 }
 
 impl Transport for FakeTransport {
+    type Error = Infallible;
     type Qpair = FakeQpair;
     type Frames = FakeFrames;
 
-    fn get_property(&self, _: &mut dyn AdminCommands, p: Property) -> Result<u64, DriverError> {
+    fn get_property(
+        &self,
+        _: &mut dyn AdminCommands<Infallible>,
+        p: Property,
+    ) -> Result<u64, DriverError<Infallible>> {
         let s = self.state.lock();
         Ok(match p {
             Property::Cap => s.cap.0,
@@ -334,10 +342,10 @@ impl Transport for FakeTransport {
     }
     fn set_property(
         &self,
-        _: &mut dyn AdminCommands,
+        _: &mut dyn AdminCommands<Infallible>,
         p: Property,
         v: u64,
-    ) -> Result<(), DriverError> {
+    ) -> Result<(), DriverError<Infallible>> {
         let mut s = self.state.lock();
         s.log.push(Event::Set(p, v));
         if p == Property::Cc {
@@ -355,25 +363,29 @@ impl Transport for FakeTransport {
         }
         Ok(())
     }
-    fn create_admin_qpair(&self, entries: u16) -> Result<FakeQpair, DriverError> {
+    fn create_admin_qpair(&self, entries: u16) -> Result<FakeQpair, DriverError<Infallible>> {
         Ok(FakeQpair::new(self.state.clone(), 0, entries))
     }
-    fn enable_admin(&self, admin: &mut FakeQpair) -> Result<(), DriverError> {
+    fn enable_admin(&self, admin: &mut FakeQpair) -> Result<(), DriverError<Infallible>> {
         admin.pending.clear();
         self.state.lock().log.push(Event::EnableAdmin);
         Ok(())
     }
-    fn alloc_frames(&self, count: u32) -> Result<FakeFrames, DriverError> {
+    fn alloc_frames(&self, count: u32) -> Result<FakeFrames, DriverError<Infallible>> {
         Ok(FakeFrames(count))
     }
-    fn create_qpair(&self, spec: QpairSpec, _: &Arc<FakeFrames>) -> Result<FakeQpair, DriverError> {
+    fn create_qpair(
+        &self,
+        spec: QpairSpec,
+        _: &Arc<FakeFrames>,
+    ) -> Result<FakeQpair, DriverError<Infallible>> {
         Ok(FakeQpair::new(self.state.clone(), spec.qid, spec.entries))
     }
     fn connect_qpair(
         &self,
         qp: &mut FakeQpair,
-        _: &mut dyn AdminCommands,
-    ) -> Result<(), DriverError> {
+        _: &mut dyn AdminCommands<Infallible>,
+    ) -> Result<(), DriverError<Infallible>> {
         let mut s = self.state.lock();
         s.log.push(Event::Connect(qp.qid));
         let token = s.next_token;
@@ -382,7 +394,11 @@ impl Transport for FakeTransport {
         qp.token = token;
         Ok(())
     }
-    fn disconnect_qpair(&self, qid: u16, _: &mut dyn AdminCommands) -> Result<(), DriverError> {
+    fn disconnect_qpair(
+        &self,
+        qid: u16,
+        _: &mut dyn AdminCommands<Infallible>,
+    ) -> Result<(), DriverError<Infallible>> {
         let mut s = self.state.lock();
         s.log.push(Event::Disconnect(qid));
         s.live.remove(&qid);

@@ -135,14 +135,29 @@ impl core::fmt::Display for QpairError {
 
 impl core::error::Error for QpairError {}
 
+/// A transport's own failures, as the neutral layer's errors
+/// ([`DriverError`], [`ProtocolError`]) carry them: small, copyable values
+/// that say what went wrong.
+pub trait TransportError:
+    Copy + Eq + core::fmt::Debug + core::fmt::Display + Send + Sync + 'static
+{
+    /// What failed, as messages name it ("DMA", "NVMe/TCP").
+    const NAME: &'static str;
+}
+
+/// A transport that cannot fail by itself (the fake under unit tests).
+impl TransportError for core::convert::Infallible {
+    const NAME: &'static str = "none";
+}
+
 /// Runs admin commands synchronously for a transport that needs them to
 /// manage queues or properties (PCIe's Create I/O SQ, a fabric's Property
 /// Get). The controller implements it over its admin queue; a timeout or
 /// a protocol violation there makes the controller reset afterwards.
-pub trait AdminCommands {
+pub trait AdminCommands<E> {
     /// Submits `sqe` on the admin queue and waits for its completion; an
     /// error status is `DriverError::Admin`.
-    fn run(&mut self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError>;
+    fn run(&mut self, sqe: SubmissionEntry) -> Result<CompletionEntry, DriverError<E>>;
 }
 
 /// One queue pair's host side: submission and completion of commands
@@ -151,6 +166,8 @@ pub trait AdminCommands {
 /// A queue pair belongs to one thread (it is `Send`, not shared); nothing
 /// on its path takes a lock.
 pub trait Qpair: Send + 'static {
+    /// The transport's own failures (see [`Transport::Error`]).
+    type Error: TransportError;
     /// Queue id.
     fn qid(&self) -> u16;
     /// Queue size in entries (one more than the command ids it has).
@@ -177,7 +194,7 @@ pub trait Qpair: Send + 'static {
         now: Nanos,
         max: usize,
         out: &mut alloc::vec::Vec<CompletionEntry>,
-    ) -> Result<usize, ProtocolError>;
+    ) -> Result<usize, ProtocolError<Self::Error>>;
     /// Copies out the bytes the device returned for command `cid`'s
     /// [`Payload::In`] (valid after its completion, until `cid` is reused).
     fn read_inbound(&self, cid: u16, dst: &mut [u8]) -> Result<(), QpairError>;
@@ -190,8 +207,12 @@ pub trait Qpair: Send + 'static {
 /// A way to reach one NVMe controller: its properties, its queue pairs,
 /// and the memory the engine's page-cache frames live in.
 pub trait Transport: Send + Sync + 'static {
+    /// What can go wrong in the transport itself: DMA memory on PCIe, the
+    /// connection on TCP. The neutral layer carries it in its errors
+    /// without looking inside.
+    type Error: TransportError;
     /// This transport's queue pair (the admin queue and I/O queues alike).
-    type Qpair: Qpair;
+    type Qpair: Qpair<Error = Self::Error>;
     /// The page-cache frames, in memory the transport moves data with
     /// (DMA memory on PCIe).
     type Frames: FrameArena + Send + Sync + 'static;
@@ -201,16 +222,16 @@ pub trait Transport: Send + Sync + 'static {
     /// has gone away reads as all ones.
     fn get_property(
         &self,
-        admin: &mut dyn AdminCommands,
+        admin: &mut dyn AdminCommands<Self::Error>,
         property: Property,
-    ) -> Result<u64, DriverError>;
+    ) -> Result<u64, DriverError<Self::Error>>;
     /// Writes a property (Property Set on a fabric).
     fn set_property(
         &self,
-        admin: &mut dyn AdminCommands,
+        admin: &mut dyn AdminCommands<Self::Error>,
         property: Property,
         value: u64,
-    ) -> Result<(), DriverError>;
+    ) -> Result<(), DriverError<Self::Error>>;
     /// Passes the caller's time to the transport while the controller
     /// waits on it (a CSTS poll, an admin completion). Real hardware
     /// ignores it; the emulated controller releases completions it holds
@@ -221,11 +242,11 @@ pub trait Transport: Send + Sync + 'static {
     /// [`enable_admin`](Self::enable_admin) and CC.EN=1 have run. On a
     /// fabric this connects the admin queue (Fabrics Connect with QID 0),
     /// which properties need, so it comes first on every transport.
-    fn create_admin_qpair(&self, entries: u16) -> Result<Self::Qpair, DriverError>;
+    fn create_admin_qpair(&self, entries: u16) -> Result<Self::Qpair, DriverError<Self::Error>>;
     /// Called with the controller disabled, just before CC.EN is set: PCIe
     /// tells the controller where the admin rings are (AQA, ASQ, ACQ); a
     /// fabric has nothing left to do.
-    fn enable_admin(&self, admin: &mut Self::Qpair) -> Result<(), DriverError>;
+    fn enable_admin(&self, admin: &mut Self::Qpair) -> Result<(), DriverError<Self::Error>>;
 
     /// After a reset has forgotten the admin queue (`Qpair::reset`) and
     /// before properties are written again: a fabric opens a new
@@ -233,7 +254,7 @@ pub trait Transport: Send + Sync + 'static {
     /// controller is gone with its connection), trying for a while if the
     /// controller cannot be reached. PCIe has nothing to do: its rings are
     /// attached again by [`enable_admin`](Self::enable_admin).
-    fn reconnect_admin(&self, _admin: &mut Self::Qpair) -> Result<(), DriverError> {
+    fn reconnect_admin(&self, _admin: &mut Self::Qpair) -> Result<(), DriverError<Self::Error>> {
         Ok(())
     }
     /// What Identify Controller reported, once, at bring-up: a fabric
@@ -247,27 +268,31 @@ pub trait Transport: Send + Sync + 'static {
     }
 
     /// Allocates the page-cache frames, `count` 4 KiB frames.
-    fn alloc_frames(&self, count: u32) -> Result<Self::Frames, DriverError>;
+    fn alloc_frames(&self, count: u32) -> Result<Self::Frames, DriverError<Self::Error>>;
     /// Sets up an I/O queue pair's host side over `frames`; nothing is
     /// asked of the controller yet.
     fn create_qpair(
         &self,
         spec: QpairSpec,
         frames: &alloc::sync::Arc<Self::Frames>,
-    ) -> Result<Self::Qpair, DriverError>;
+    ) -> Result<Self::Qpair, DriverError<Self::Error>>;
     /// Makes the controller serve `qp` (PCIe: Create I/O CQ, then SQ; a
     /// fabric: a connection and Fabrics Connect). Used at creation and to
     /// reconnect after a reset.
     fn connect_qpair(
         &self,
         qp: &mut Self::Qpair,
-        admin: &mut dyn AdminCommands,
-    ) -> Result<(), DriverError>;
+        admin: &mut dyn AdminCommands<Self::Error>,
+    ) -> Result<(), DriverError<Self::Error>>;
     /// Makes the controller drop I/O queue `qid` and whatever it still
     /// holds (PCIe: Delete I/O SQ, then CQ). By id, because a reset drops
     /// queues that other threads own. Best effort: a status error on the
     /// first step does not stop the second.
-    fn disconnect_qpair(&self, qid: u16, admin: &mut dyn AdminCommands) -> Result<(), DriverError>;
+    fn disconnect_qpair(
+        &self,
+        qid: u16,
+        admin: &mut dyn AdminCommands<Self::Error>,
+    ) -> Result<(), DriverError<Self::Error>>;
 }
 
 #[cfg(test)]

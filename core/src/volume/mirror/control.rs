@@ -28,7 +28,7 @@ use core::sync::atomic::Ordering::{Release, SeqCst};
 use super::super::fanout::Fanout;
 use super::super::header::{Header, Recorded};
 use super::members::MirrorEvent;
-use super::shared::Shared;
+use super::state::MirrorState;
 use crate::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena};
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 
@@ -70,7 +70,7 @@ struct Resync {
     error: Option<DevError>,
 }
 
-/// The control section (behind `Shared::control`).
+/// The control section (behind `MirrorState::control`).
 #[derive(Debug)]
 pub(crate) struct Control<Q> {
     fanout: Fanout<Q>,
@@ -103,7 +103,7 @@ impl<Q: DeviceQueue> Control<Q> {
     }
 
     /// Moves every job as far as it can go without waiting.
-    pub(crate) fn step<D: BlockDevice<Queue = Q>>(&mut self, now: Nanos, shared: &Shared<D>) {
+    pub(crate) fn step<D: BlockDevice<Queue = Q>>(&mut self, now: Nanos, shared: &MirrorState<D>) {
         let reaped = &mut self.reaped;
         self.fanout
             .poll(now, 64, &mut |op, leg, r| reaped.push((op, leg, r)));
@@ -142,7 +142,7 @@ impl<Q: DeviceQueue> Control<Q> {
 
     /// Finishes the header job under way, or starts one if the legs are
     /// behind.
-    fn headers<D: BlockDevice<Queue = Q>>(&mut self, shared: &Shared<D>) {
+    fn headers<D: BlockDevice<Queue = Q>>(&mut self, shared: &MirrorState<D>) {
         if let Some(h) = &self.header {
             if h.outstanding > 0 {
                 return;
@@ -204,7 +204,7 @@ impl<Q: DeviceQueue> Control<Q> {
     }
 
     /// Advances the resync, starting one if a stale leg waits.
-    fn resync<D: BlockDevice<Queue = Q>>(&mut self, shared: &Shared<D>) {
+    fn resync<D: BlockDevice<Queue = Q>>(&mut self, shared: &MirrorState<D>) {
         if self.resync.is_none() {
             self.start_resync(shared);
         }
@@ -234,7 +234,7 @@ impl<Q: DeviceQueue> Control<Q> {
         }
     }
 
-    fn start_resync<D: BlockDevice<Queue = Q>>(&mut self, shared: &Shared<D>) {
+    fn start_resync<D: BlockDevice<Queue = Q>>(&mut self, shared: &MirrorState<D>) {
         if !shared.writable || shared.closed.load(SeqCst) {
             return;
         }
@@ -267,7 +267,7 @@ impl<Q: DeviceQueue> Control<Q> {
     }
 
     /// The target failed a write or the flush: it is dropped again.
-    fn target_failed<D: BlockDevice>(&mut self, shared: &Shared<D>, error: DevError) {
+    fn target_failed<D: BlockDevice>(&mut self, shared: &MirrorState<D>, error: DevError) {
         let Some(r) = self.resync.take() else {
             return;
         };
@@ -283,7 +283,7 @@ impl<Q: DeviceQueue> Control<Q> {
     }
 
     /// The target holds everything and is flushed: it is in sync.
-    fn finish<D: BlockDevice>(&mut self, shared: &Shared<D>) {
+    fn finish<D: BlockDevice>(&mut self, shared: &MirrorState<D>) {
         let Some(r) = self.resync.take() else {
             return;
         };
@@ -312,7 +312,7 @@ enum Outcome {
 
 /// Runs the resync's phases as far as completions allow.
 fn advance<D: BlockDevice>(
-    shared: &Shared<D>,
+    shared: &MirrorState<D>,
     fanout: &mut Fanout<D::Queue>,
     r: &mut Resync,
     reserved: u32,
@@ -392,7 +392,7 @@ fn advance<D: BlockDevice>(
 
 /// Sends `cmd` to `leg` as a piece of the resync.
 fn send<D: BlockDevice>(
-    shared: &Shared<D>,
+    shared: &MirrorState<D>,
     fanout: &mut Fanout<D::Queue>,
     r: &mut Resync,
     leg: usize,
@@ -410,7 +410,7 @@ fn send<D: BlockDevice>(
 /// Reads (or writes) the window from (to) `leg` through the window frames
 /// starting at `first`, in commands no larger than the legs take.
 fn send_window<D: BlockDevice>(
-    shared: &Shared<D>,
+    shared: &MirrorState<D>,
     fanout: &mut Fanout<D::Queue>,
     r: &mut Resync,
     leg: usize,
@@ -438,7 +438,7 @@ fn send_window<D: BlockDevice>(
 
 /// Puts header `h` in `frame` and returns where its copy goes on `leg`.
 pub(crate) fn stage_header<D: BlockDevice>(
-    shared: &Shared<D>,
+    shared: &MirrorState<D>,
     leg: usize,
     frame: FrameId,
     h: &Header,

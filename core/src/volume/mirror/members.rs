@@ -4,7 +4,7 @@
 //! [`Members`] sits behind the mirror's membership lock, taken only on the
 //! rare paths (a leg failing, a rejoin, a resync starting or ending, a
 //! header being written, a status read). The hot path reads the atomics
-//! in `Shared` that mirror it.
+//! in `MirrorState` that mirror it.
 
 use alloc::collections::VecDeque;
 use core::fmt;

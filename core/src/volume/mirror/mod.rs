@@ -2,7 +2,7 @@
 //!
 //! - `assemble`: which legs hold the data, from the headers on them.
 //! - `members`: the legs' states, events and error counts.
-//! - `shared`: what every queue shares; routing of writes.
+//! - `state`: what every queue shares (`MirrorState`); routing of writes.
 //! - `queue`: [`MirrorQueue`], the hot path.
 //! - `view`: how a resync waits for writes it cannot see.
 //! - `control`: header writes and resync.
@@ -17,7 +17,7 @@ mod control;
 mod io;
 mod members;
 mod queue;
-mod shared;
+mod state;
 mod view;
 
 #[cfg(test)]
@@ -41,7 +41,7 @@ use crate::sync::Mutex;
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 use control::Control;
 use members::Members;
-use shared::Shared;
+use state::MirrorState;
 
 /// How to open a mirror.
 #[derive(Clone, Copy, Debug)]
@@ -70,7 +70,7 @@ impl Default for OpenOptions {
 /// A mirror over legs of type `D` (use [`crate::dev::either::Either`] to
 /// mix kinds).
 pub struct Mirror<D: BlockDevice> {
-    shared: Arc<Shared<D>>,
+    shared: Arc<MirrorState<D>>,
     frames: MirrorFrames<D>,
 }
 
@@ -97,7 +97,7 @@ impl<D: BlockDevice> core::fmt::Debug for Mirror<D> {
 /// The mirror's frames: the legs' arena less the frames the mirror keeps
 /// for its own I/O (header writes, the resync window) at its end.
 pub struct MirrorFrames<D: BlockDevice> {
-    shared: Arc<Shared<D>>,
+    shared: Arc<MirrorState<D>>,
     count: u32,
 }
 
@@ -332,7 +332,7 @@ impl<D: BlockDevice> Mirror<D> {
             fua: true,
         };
         let count = shape.reserved.start;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(MirrorState {
             legs,
             uuid: a.uuid,
             geometry,
@@ -433,7 +433,7 @@ impl<D: BlockDevice> Mirror<D> {
 }
 
 /// The header `shared`'s membership `m` gives leg `leg`.
-fn header_of<D: BlockDevice>(shared: &Shared<D>, m: &Members, leg: usize) -> Header {
+fn header_of<D: BlockDevice>(shared: &MirrorState<D>, m: &Members, leg: usize) -> Header {
     Header {
         block_size: shared.geometry.block_size,
         uuid: shared.uuid,

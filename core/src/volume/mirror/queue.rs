@@ -3,7 +3,7 @@
 //! - Reads go to one leg in sync, round robin per queue; a leg that fails
 //!   one is counted and the read goes to the next leg in sync not yet
 //!   tried.
-//! - Writes, trims and write-zeroes are routed (`Shared::route`): to the
+//! - Writes, trims and write-zeroes are routed (`MirrorState::route`): to the
 //!   legs in sync, plus the leg being resynced if the range is below its
 //!   cursor; a write overlapping the window being copied parks and is
 //!   routed again on a later poll. Each is registered under the view it
@@ -14,15 +14,14 @@
 //!   was just dropped): a leg dropped from its routing must be known
 //!   dropped after a crash.
 
-use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering::SeqCst;
 
 use super::super::fanout::Fanout;
-use super::super::slots::Slots;
-use super::shared::{Route, Shared};
+use super::state::{MirrorState, Route};
 use super::view::Views;
+use crate::dev::requests::Requests;
 use crate::dev::{BlockDevice, Command, CommandKind, Completion, DevError, DeviceQueue, Tag};
 use crate::units::{FrameId, Lba, Nanos};
 
@@ -47,7 +46,6 @@ struct Op {
     hold: u64,
     /// The membership generation when it was routed.
     sent: u64,
-    result: Result<(), DevError>,
 }
 
 impl Default for Op {
@@ -66,7 +64,6 @@ impl Default for Op {
             view: None,
             hold: 0,
             sent: 0,
-            result: Ok(()),
         }
     }
 }
@@ -98,14 +95,13 @@ impl Op {
 
 /// A queue of a [`super::Mirror`].
 pub struct MirrorQueue<D: BlockDevice> {
-    shared: Arc<Shared<D>>,
+    shared: Arc<MirrorState<D>>,
     fanout: Fanout<D::Queue>,
-    ops: Slots<Op>,
+    ops: Requests<Op>,
     /// Writes waiting for the resync window to move past them.
     parked: Vec<u32>,
     /// Finished on the legs, waiting for a generation to be on the legs.
     held: Vec<u32>,
-    ready: VecDeque<u32>,
     reaped: Vec<(u32, usize, Result<(), DevError>)>,
     /// Where the next read looks for a leg.
     next_read: usize,
@@ -116,22 +112,21 @@ pub struct MirrorQueue<D: BlockDevice> {
 impl<D: BlockDevice> core::fmt::Debug for MirrorQueue<D> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("MirrorQueue")
-            .field("in_flight", &self.ops.used())
+            .field("in_flight", &self.ops.in_flight())
             .finish_non_exhaustive()
     }
 }
 
 impl<D: BlockDevice> MirrorQueue<D> {
-    pub(super) fn open(shared: Arc<Shared<D>>) -> MirrorQueue<D> {
+    pub(super) fn open(shared: Arc<MirrorState<D>>) -> MirrorQueue<D> {
         let queues = shared.legs.iter().map(|l| l.open_queue().ok()).collect();
         let views = Views::new(shared.new_slot());
         MirrorQueue {
             fanout: Fanout::new(queues),
             shared,
-            ops: Slots::new(),
+            ops: Requests::default(),
             parked: Vec::new(),
             held: Vec::new(),
-            ready: VecDeque::new(),
             reaped: Vec::new(),
             next_read: 0,
             views,
@@ -139,10 +134,7 @@ impl<D: BlockDevice> MirrorQueue<D> {
     }
 
     fn finish(&mut self, id: u32, result: Result<(), DevError>) {
-        if let Some(op) = self.ops.get_mut(id) {
-            op.result = result;
-            self.ready.push_back(id);
-        }
+        self.ops.finish(id, result);
     }
 
     /// Sends `cmd` of operation `id` to every leg in `legs` (just routed).
@@ -324,7 +316,7 @@ impl<D: BlockDevice> DeviceQueue for MirrorQueue<D> {
         {
             return Err(DevError::InvalidRequest);
         }
-        if self.ops.used() >= self.shared.geometry.queue_depth as usize {
+        if self.ops.in_flight() >= self.shared.geometry.queue_depth as usize {
             return Err(DevError::QueueFull);
         }
         let (id, op) = self.ops.take();
@@ -339,7 +331,7 @@ impl<D: BlockDevice> DeviceQueue for MirrorQueue<D> {
             op.fua = *fua;
         }
         (op.outstanding, op.ok, op.failed, op.tried) = (0, 0, 0, 0);
-        (op.error, op.view, op.hold, op.result) = (None, None, 0, Ok(()));
+        (op.error, op.view, op.hold) = (None, None, 0);
         match cmd {
             Command::Read { .. } => self.send_read(id),
             Command::Flush => {
@@ -363,23 +355,10 @@ impl<D: BlockDevice> DeviceQueue for MirrorQueue<D> {
         }
         self.reaped = reaped;
         self.retry_waiting();
-        let mut n = 0;
-        while n < max {
-            let Some(id) = self.ready.pop_front() else {
-                break;
-            };
-            let result = self.ops.get_mut(id).map_or(Ok(()), |op| op.result);
-            self.ops.release(id);
-            done(Completion {
-                tag: Tag(id),
-                result,
-            });
-            n += 1;
-        }
-        n
+        self.ops.hand_back(max, done)
     }
 
     fn in_flight(&self) -> usize {
-        self.ops.used()
+        self.ops.in_flight()
     }
 }

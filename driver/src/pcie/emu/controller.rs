@@ -436,6 +436,10 @@ impl EmuController {
     pub fn stats(&self) -> EmuStats {
         self.state.lock().stats
     }
+    /// I/O submission queues the host has created and not deleted.
+    pub fn io_queues(&self) -> usize {
+        self.state.lock().sqs.iter().skip(1).flatten().count()
+    }
     /// Commands currently stuck (completion dropped).
     pub fn stuck(&self) -> usize {
         self.state.lock().stuck.len()

@@ -34,6 +34,7 @@ use crate::clock::Clock;
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
 use crate::error::DriverError;
+use crate::pcie::hal::DmaError;
 use crate::pcie::PcieTransport;
 
 /// PCIe to the emulated controller.
@@ -99,7 +100,7 @@ impl NvmeDevice<EmuTransport> {
         config: DriverConfig,
         frames: u32,
         clock: impl Clock + 'static,
-    ) -> Result<(EmulatedDevice, Arc<EmuController>), DriverError> {
+    ) -> Result<(EmulatedDevice, Arc<EmuController>), DriverError<DmaError>> {
         let mem = EmuMemory::new();
         let ctrl = EmuController::new(emu, mem.clone());
         let transport = PcieTransport::new(ctrl.clone(), mem);
@@ -118,7 +119,7 @@ impl NvmeDevice<EmuTransport> {
         memory: &EmuMemory,
         arena: Arc<EmuFrames>,
         clock: impl Clock + 'static,
-    ) -> Result<(EmulatedDevice, Arc<EmuController>), DriverError> {
+    ) -> Result<(EmulatedDevice, Arc<EmuController>), DriverError<DmaError>> {
         let ctrl = EmuController::new(emu, memory.clone());
         let transport = PcieTransport::new(ctrl.clone(), memory.clone());
         let dev = NvmeDevice::with_arena(transport, clock, config, arena)?;

@@ -30,6 +30,7 @@ use crate::clock::Clock;
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
 use crate::error::DriverError;
+use crate::pcie::hal::DmaError;
 use crate::pcie::PcieTransport;
 
 /// PCIe to a VFIO-bound controller.
@@ -60,7 +61,7 @@ pub enum VfioError {
     /// BAR0 is missing, too small or cannot be mmap'd.
     Bar0,
     /// The controller failed to come up.
-    Driver(DriverError),
+    Driver(DriverError<DmaError>),
 }
 
 impl std::error::Error for VfioError {}
@@ -82,8 +83,8 @@ impl fmt::Display for VfioError {
     }
 }
 
-impl From<DriverError> for VfioError {
-    fn from(e: DriverError) -> Self {
+impl From<DriverError<DmaError>> for VfioError {
+    fn from(e: DriverError<DmaError>) -> Self {
         VfioError::Driver(e)
     }
 }

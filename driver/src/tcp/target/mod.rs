@@ -39,6 +39,7 @@ use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
 use crate::error::DriverError;
 use crate::spec::fabrics::Nqn;
+use crate::tcp::TcpError;
 
 /// What the target offers.
 #[derive(Clone, Debug)]
@@ -241,7 +242,7 @@ impl TestTarget {
         options: TcpOptions,
         config: DriverConfig,
         frames: u32,
-    ) -> Result<TcpDevice, DriverError> {
+    ) -> Result<TcpDevice, DriverError<TcpError>> {
         let clock = super::net::std_clock();
         let transport = super::TcpTransport::new(self.connector(), options, clock.clone());
         NvmeDevice::new(transport, clock, config, frames)

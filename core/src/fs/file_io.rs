@@ -1,136 +1,16 @@
-//! Sessions lent to operations (hosted builds): the calling thread's own
-//! session for the filesystem, made on first use, or, when the thread
-//! already lent it to another operation (several tasks on one thread), one
-//! from the filesystem's pool.
-//!
-//! A thread that runs one operation at a time only ever touches its own
-//! thread-local slot: no lock shared between threads on the I/O path, as
-//! with explicit sessions. A session goes back to the slot of the thread an
-//! operation ends on (a task may move), or to the pool if that slot is
-//! taken. When the last handle on a filesystem drops, the pool is emptied
-//! and this thread's slot cleared; other threads' slots are cleared the
-//! next time they borrow a session, or when they exit.
+//! `File`'s own I/O methods (hosted builds): each borrows a session from
+//! the mount's lender for the one operation (see `lender`) and gives it
+//! back when the operation ends.
 
-use alloc::boxed::Box;
-use alloc::sync::Arc;
-use alloc::vec::Vec;
-use core::any::Any;
-use core::ops::Deref;
-use core::sync::atomic::Ordering;
-use std::cell::RefCell;
-
-use super::{File, Session, Shared};
+use super::lender::{lend, Lent};
+use super::File;
 use crate::dev::BlockDevice;
 use crate::error::Result;
-
-/// A session parked in a thread's slot, whatever its device type.
-trait Parked: Any {
-    fn fs_id(&self) -> u64;
-    fn closed(&self) -> bool;
-    fn into_any(self: Box<Self>) -> Box<dyn Any>;
-}
-
-impl<D: BlockDevice> Parked for Session<D> {
-    fn fs_id(&self) -> u64 {
-        self.fs.id
-    }
-    fn closed(&self) -> bool {
-        self.fs.closed.load(Ordering::Acquire)
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any> {
-        self
-    }
-}
-
-std::thread_local! {
-    /// This thread's sessions, one per filesystem at most.
-    static SLOTS: RefCell<Vec<Box<dyn Parked>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A session lent to one operation; given back when dropped.
-pub(crate) struct Lent<D: BlockDevice> {
-    session: Option<Session<D>>,
-}
-
-impl<D: BlockDevice> Deref for Lent<D> {
-    type Target = Session<D>;
-    fn deref(&self) -> &Session<D> {
-        // Present from creation until drop.
-        self.session.as_ref().unwrap_or_else(|| unreachable!())
-    }
-}
-
-impl<D: BlockDevice> Drop for Lent<D> {
-    fn drop(&mut self) {
-        let Some(session) = self.session.take() else {
-            return;
-        };
-        if session.fs.closed.load(Ordering::Acquire) {
-            return;
-        }
-        let id = session.fs.id;
-        let unplaced = SLOTS
-            .try_with(|slots| {
-                let mut slots = slots.borrow_mut();
-                if slots.iter().any(|p| p.fs_id() == id) {
-                    Some(session)
-                } else {
-                    slots.push(Box::new(session));
-                    None
-                }
-            })
-            .ok()
-            .flatten();
-        if let Some(session) = unplaced {
-            let shared = session.fs.clone();
-            shared.pool.lock().push(session);
-        }
-    }
-}
-
-/// Lends a session of `fs` to one operation.
-pub(crate) fn lend<D: BlockDevice>(fs: &Arc<Shared<D>>) -> Result<Lent<D>> {
-    let id = fs.id;
-    let mine = SLOTS
-        .try_with(|slots| {
-            let mut slots = slots.borrow_mut();
-            // Sessions of filesystems that are gone keep them alive: drop.
-            slots.retain(|p| !p.closed());
-            let i = slots.iter().position(|p| p.fs_id() == id)?;
-            slots
-                .swap_remove(i)
-                .into_any()
-                .downcast::<Session<D>>()
-                .ok()
-        })
-        .ok()
-        .flatten();
-    let session = match mine {
-        Some(s) => *s,
-        None => match fs.pool.lock().pop() {
-            Some(s) => s,
-            None => Session::open(fs.clone())?,
-        },
-    };
-    Ok(Lent {
-        session: Some(session),
-    })
-}
-
-/// Forgets this thread's session of filesystem `id` (its last handle is
-/// gone).
-pub(crate) fn forget(id: u64) {
-    let _ = SLOTS.try_with(|slots| {
-        if let Ok(mut slots) = slots.try_borrow_mut() {
-            slots.retain(|p| p.fs_id() != id);
-        }
-    });
-}
 
 /// The handle's operations, each in a session lent by [`lend`].
 impl<D: BlockDevice> File<D> {
     fn session(&self) -> Result<Lent<D>> {
-        lend(&self.fs.shared)
+        lend(&self.fs)
     }
 
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read

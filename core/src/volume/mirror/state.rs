@@ -31,7 +31,7 @@ pub(crate) enum Route {
     Park,
 }
 
-pub(crate) struct Shared<D: BlockDevice> {
+pub(crate) struct MirrorState<D: BlockDevice> {
     pub legs: Vec<D>,
     pub uuid: u64,
     /// The mirror's geometry.
@@ -68,16 +68,16 @@ pub(crate) struct Shared<D: BlockDevice> {
     pub slots: Mutex<Vec<Arc<ViewSlot>>>,
 }
 
-impl<D: BlockDevice> core::fmt::Debug for Shared<D> {
+impl<D: BlockDevice> core::fmt::Debug for MirrorState<D> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Shared")
+        f.debug_struct("MirrorState")
             .field("uuid", &self.uuid)
             .field("geometry", &self.geometry)
             .finish_non_exhaustive()
     }
 }
 
-impl<D: BlockDevice> Shared<D> {
+impl<D: BlockDevice> MirrorState<D> {
     /// Where a write of blocks `[lba, lba + blocks)` goes now.
     pub fn route(&self, lba: u64, blocks: u64) -> Route {
         let in_sync = self.in_sync.load(SeqCst);
