@@ -28,7 +28,7 @@ use super::inode::Inode;
 use super::{Session, MAX_FILE_SIZE};
 use crate::cache::Lookup;
 use crate::dev::{BlockDevice, Command, DevError, FrameArena};
-use crate::error::{Error, RangeError, Result, SpaceError};
+use crate::error::{RangeError, Result, SpaceError};
 use crate::lock::{Held, Mode};
 use crate::stats::Counter;
 use crate::units::{BlockNo, ByteRange, FrameId, Lba, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
@@ -256,13 +256,9 @@ impl<D: BlockDevice> Session<D> {
         if range.is_empty() {
             return Ok(0);
         }
-        let written = match self.write_direct_once(inode, buf, range).await {
-            Err(Error::Space(SpaceError::DeviceFull)) if self.fs.frees_held() => {
-                self.sync_all_files_async().await?;
-                self.write_direct_once(inode, buf, range).await
-            }
-            other => other,
-        };
+        let written = self
+            .with_room(|| self.write_direct_once(inode, buf, range))
+            .await;
         if written.is_ok() {
             inode.touch_data((self.fs.config.wall_clock)());
         }
@@ -423,6 +419,7 @@ impl<D: BlockDevice> Session<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn runs_split_at_gaps_holes_and_the_maximum() {

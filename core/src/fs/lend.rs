@@ -19,7 +19,7 @@ use core::ops::Deref;
 use core::sync::atomic::Ordering;
 use std::cell::RefCell;
 
-use super::{File, Session, Shared};
+use super::{Allocate, File, Session, Shared};
 use crate::dev::BlockDevice;
 use crate::error::Result;
 
@@ -162,6 +162,12 @@ impl<D: BlockDevice> File<D> {
     pub fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
         self.session()?.punch_hole(self, offset, len)
     }
+    /// `fallocate` on `[offset, offset + len)`: reserves blocks, zeroes
+    /// or punches the range as `what` asks, with fallocate(2)'s size
+    /// rules (see [`Allocate`]).
+    pub fn allocate(&self, offset: u64, len: u64, what: Allocate) -> Result<()> {
+        self.session()?.allocate(self, offset, len, what)
+    }
     /// Makes everything written so far durable (data and the metadata
     /// needed to read it).
     pub fn sync_data(&self) -> Result<()> {
@@ -214,6 +220,12 @@ impl<D: BlockDevice> File<D> {
     /// Future of [`File::punch_hole`].
     pub async fn punch_hole_async(&self, offset: u64, len: u64) -> Result<()> {
         self.session()?.punch_hole_async(self, offset, len).await
+    }
+    /// Future of [`File::allocate`].
+    pub async fn allocate_async(&self, offset: u64, len: u64, what: Allocate) -> Result<()> {
+        self.session()?
+            .allocate_async(self, offset, len, what)
+            .await
     }
     /// Future of [`File::sync_data`].
     pub async fn sync_data_async(&self) -> Result<()> {

@@ -5,7 +5,8 @@
 //! Fs (shared, Send + Sync)
 //!  ├─ namespace: directories keyed by (directory, name); create, mkdir,
 //!  │  link, symlink, unlink, rmdir, rename, read_dir, attributes
-//!  ├─ File (owned handles: read_at, write_at, set_len, punch_hole, sync)
+//!  ├─ File (owned handles: read_at, write_at, set_len, punch_hole,
+//!  │  allocate, sync)
 //!  ├─ Session (a device queue and its counters; one operation at a time)
 //!  ├─ page cache (all files) and block allocator
 //!  ├─ journal (the log, checkpoints), for a filesystem on disk
@@ -15,9 +16,10 @@
 //! - `config`: settings; `shared`: the state every session shares;
 //!   `mount`: assembly (in memory, format, recovery); `namespace`: the
 //!   tree; `file`, `ops`, `lend`: handles and their operations; `read`,
-//!   `write`, `size`, `sync_data`, `commit`: the I/O paths; `check`: the
+//!   `write`, `size`, `allocate`, `sync_data`, `commit`: the I/O paths; `check`: the
 //!   invariant checker.
 
+mod allocate;
 mod check;
 mod commit;
 mod config;
@@ -42,6 +44,7 @@ mod write;
 use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
 
+pub use allocate::Allocate;
 pub use check::InvariantError;
 pub use config::Config;
 #[cfg(feature = "std")]

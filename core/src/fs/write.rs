@@ -1,6 +1,7 @@
 //! The write path: parallel writes inside EOF under extent locks, extending
 //! writes under the inode lock, block allocation, dirty throttling.
 
+use core::future::Future;
 use core::sync::atomic::Ordering;
 
 use super::inode::Inode;
@@ -20,18 +21,29 @@ impl<D: BlockDevice> Session<D> {
     /// for a commit, commits (as [`Session::sync_all_files`]) and tries
     /// again: freed space is reusable without the caller syncing.
     pub(crate) async fn write_inode(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
-        let written = match self.write_once(inode, buf, off).await {
-            Err(Error::Space(SpaceError::DeviceFull)) if self.fs.frees_held() => {
-                self.sync_all_files_async().await?;
-                self.write_once(inode, buf, off).await
-            }
-            other => other,
-        };
+        let written = self.with_room(|| self.write_once(inode, buf, off)).await;
         if written.as_ref().is_ok_and(|&n| n > 0) {
             // Lazily logged (see `Inode::mtime`): no record for this alone.
             inode.touch_data((self.fs.config.wall_clock)());
         }
         written
+    }
+
+    /// Runs `op`; if it finds the device full while blocks freed by
+    /// remove, truncate or punch-hole wait for a commit, commits (as
+    /// [`Session::sync_all_files`]) and runs it once more. The one home of
+    /// that rule for the operations that allocate data blocks.
+    pub(super) async fn with_room<T, F>(&self, mut op: impl FnMut() -> F) -> Result<T>
+    where
+        F: Future<Output = Result<T>>,
+    {
+        match op().await {
+            Err(Error::Space(SpaceError::DeviceFull)) if self.fs.frees_held() => {
+                self.sync_all_files_async().await?;
+                op().await
+            }
+            other => other,
+        }
     }
 
     async fn write_once(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
@@ -120,7 +132,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Copies `data` into page `index` at `in_page` and marks it dirty,
     /// bringing the page in first if the write covers only part of it.
-    async fn write_page(
+    pub(super) async fn write_page(
         &self,
         inode: &Inode,
         index: PageIndex,
@@ -215,7 +227,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Makes a writer write back dirty pages while the cache holds more than
     /// the dirty limit, instead of failing it.
-    async fn throttle(&self, inode: &Inode) -> Result<()> {
+    pub(super) async fn throttle(&self, inode: &Inode) -> Result<()> {
         if self.fs.cache.dirty_pages() <= self.fs.dirty_limit {
             return Ok(());
         }
