@@ -25,6 +25,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
 use super::inode::Inode;
+use super::write::Copy;
 use super::{Session, MAX_FILE_SIZE};
 use crate::cache::Lookup;
 use crate::dev::{BlockDevice, Command, DevError, FrameArena};
@@ -257,7 +258,7 @@ impl<D: BlockDevice> Session<D> {
             return Ok(0);
         }
         let written = self
-            .with_room(|| self.write_direct_once(inode, buf, range))
+            .with_room(|| self.write_outline(inode, range, Copy::Direct(buf)))
             .await;
         if written.is_ok() {
             inode.touch_data((self.fs.config.wall_clock)());
@@ -265,42 +266,9 @@ impl<D: BlockDevice> Session<D> {
         written
     }
 
-    async fn write_direct_once(
-        &self,
-        inode: &Inode,
-        buf: &[u8],
-        range: ByteRange,
-    ) -> Result<usize> {
-        let held = Held::new();
-        if !self.fs.config.file_lock {
-            if let Some(slot) = inode.writers.try_enter(self.drain_hint) {
-                // Inside EOF: registered writers keep truncate and
-                // punch-hole out, as for buffered writes.
-                if range.end <= inode.size() {
-                    let r = self.write_direct_locked(inode, buf, range, &held).await;
-                    inode.writers.exit(slot);
-                    return r;
-                }
-                inode.writers.exit(slot);
-            }
-        }
-        let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
-        let old = inode.size();
-        if range.start > old {
-            self.zero_past_eof(inode, old).await?;
-        }
-        let n = self.write_direct_locked(inode, buf, range, &held).await?;
-        let end = range.start + n as u64;
-        if end > inode.size() {
-            inode.size.store(end, Ordering::Release);
-            inode.meta_changed();
-        }
-        Ok(n)
-    }
-
     /// The write itself, with truncate and punch-hole kept out by the
     /// caller; chunk by chunk, stopping at the first that fails.
-    async fn write_direct_locked(
+    pub(super) async fn write_direct_locked(
         &self,
         inode: &Inode,
         buf: &[u8],

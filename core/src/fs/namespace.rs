@@ -354,13 +354,12 @@ impl<D: BlockDevice> Fs<D> {
         who: NewInode,
         target: &str,
     ) -> Result<Arc<Inode>> {
-        match self.shared.make(parent, name, kind, who, target) {
-            Err(Error::Space(SpaceError::DeviceFull)) if self.shared.frees_held() => {
-                self.sync()?;
-                self.shared.make(parent, name, kind, who, target)
-            }
-            other => other,
+        let made = self.shared.make(parent, name, kind, who, target);
+        if !self.shared.full_until_commit(&made) {
+            return made;
         }
+        self.sync()?;
+        self.shared.make(parent, name, kind, who, target)
     }
 
     /// Creates the directory `name` in `parent`; returns its inode number.

@@ -14,6 +14,7 @@ use super::Config;
 use super::Session;
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, Geometry};
+use crate::error::{Error, Result, SpaceError};
 use crate::persist::record::{inode_record_len, Record};
 use crate::persist::{Journal, PendingFree};
 use crate::space::Allocator;
@@ -120,6 +121,14 @@ impl<D: BlockDevice> Shared<D> {
             return None;
         }
         space.alloc(hint, 1).map(|(b, _)| b)
+    }
+
+    /// True if `r` failed for want of blocks that a commit would free
+    /// (blocks freed by remove, truncate or punch-hole wait for one): the
+    /// caller commits and tries once more. The one home of that rule;
+    /// [`Session::with_room`](super::Session) is its async outline.
+    pub(crate) fn full_until_commit<T>(&self, r: &Result<T>) -> bool {
+        matches!(r, Err(Error::Space(SpaceError::DeviceFull))) && self.frees_held()
     }
 
     /// True if blocks freed by remove, truncate or punch-hole wait for a
