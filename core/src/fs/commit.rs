@@ -1,4 +1,5 @@
-//! Sync on a filesystem with a log: the session's side of a commit.
+//! Sync: the session's side of a commit (with a log, or with the
+//! in-memory journal of `Fs::new`, whose commit is one flush).
 //!
 //! A sync writes back its file's dirty pages (keeping them pinned until the
 //! commit says whether they are durable), then, only if the file's size or
@@ -28,7 +29,7 @@ use crate::units::{BlockNo, FrameId, InodeId, Lba, PageIndex, PAGE_SIZE};
 type Kept = (Arc<Inode>, Vec<u32>);
 
 impl<D: BlockDevice> Session<D> {
-    /// `sync_data`/`sync_all` with a log.
+    /// `sync_data`/`sync_all`.
     pub(crate) async fn sync_logged(&self, inode: &Inode, j: &Journal) -> Result<()> {
         let (kept, ticket) = self.capture(inode, j).await?;
         let committed = j.commit(&self.meta_env(), ticket).await;
@@ -234,10 +235,7 @@ impl<D: BlockDevice> Session<D> {
             if inode.dirty.load(Ordering::Acquire) == 0 && !inode.meta_dirty() {
                 continue;
             }
-            let c = match &self.fs.journal {
-                Some(j) => self.capture(inode, j).await.map(|(k, _)| k),
-                None => self.writeback(inode, true).await,
-            };
+            let c = self.capture(inode, &self.fs.journal).await.map(|(k, _)| k);
             match c {
                 Ok(k) => kept.push((inode.clone(), k)),
                 Err(e) => {
@@ -245,10 +243,8 @@ impl<D: BlockDevice> Session<D> {
                 }
             }
         }
-        let committed = match &self.fs.journal {
-            Some(j) => j.commit(&self.meta_env(), j.ticket()).await,
-            None => self.run(&Command::Flush).await.map_err(Into::into),
-        };
+        let j = &self.fs.journal;
+        let committed = j.commit(&self.meta_env(), j.ticket()).await;
         for (inode, k) in &kept {
             self.release_kept(inode, k, committed.is_ok());
         }
@@ -272,13 +268,9 @@ impl<D: BlockDevice> Session<D> {
         if inode.kind != crate::persist::record::Kind::Dir {
             return Err(crate::error::NamespaceError::NotADirectory.into());
         }
-        match &self.fs.journal {
-            Some(j) => {
-                let (_, ticket) = self.capture(&inode, j).await?;
-                j.commit(&self.meta_env(), ticket).await
-            }
-            None => Ok(()),
-        }
+        let j = &self.fs.journal;
+        let (_, ticket) = self.capture(&inode, j).await?;
+        j.commit(&self.meta_env(), ticket).await
     }
 
     /// Writes every dirty page to its block, logged pages included, so
@@ -309,10 +301,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Writes a checkpoint of everything durable (for unmount).
     pub(crate) fn checkpoint(&self) -> Result<()> {
-        match &self.fs.journal {
-            Some(j) => self.block_on(j.checkpoint_now(&self.meta_env())),
-            None => Ok(()),
-        }
+        self.block_on(self.fs.journal.checkpoint_now(&self.meta_env()))
     }
 
     fn meta_env(&self) -> SessionEnv<'_, D> {

@@ -174,10 +174,10 @@ pub(crate) fn check_name(name: &str) -> core::result::Result<(), NameError> {
 }
 
 impl<D: BlockDevice> Shared<D> {
-    /// Stages `record` with the journal, if there is one (the caller holds
-    /// the namespace lock, so records arrive in the order of the changes).
-    pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> Option<u64> {
-        self.journal.as_ref().map(|j| j.stage(record, seq))
+    /// Stages `record` with the journal (the caller holds the namespace
+    /// lock, so records arrive in the order of the changes).
+    pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> u64 {
+        self.journal.stage(record, seq)
     }
 
     /// The inode `ino`, which must be a directory present in `tree`.

@@ -12,6 +12,7 @@
 //! then do the previous checkpoint's blocks become free. See
 //! docs/design.md, section 7, for the argument case by case.
 
+use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use core::future::Future;
@@ -113,7 +114,7 @@ impl State {
 
 /// The metadata log of a mounted filesystem.
 #[derive(Debug)]
-pub(crate) struct Journal {
+pub(crate) struct Log {
     layout: Layout,
     uuid: u64,
     lba_size: u32,
@@ -125,14 +126,14 @@ pub(crate) struct Journal {
     durable_image: AtomicU64,
 }
 
-impl Journal {
-    /// The journal of a recovered filesystem. Its next log write goes
+impl Log {
+    /// The log of a recovered filesystem. Its next log write goes
     /// after every intact log write found (none past a hole is replayed:
     /// repair starts a fresh checkpoint past them).
-    pub(crate) fn open(rec: &Recovered) -> Journal {
+    pub(crate) fn open(rec: &Recovered) -> Log {
         let sb = rec.superblock;
         let durable_seq = rec.shadow.inodes.keys().map(|&ino| (ino, 0)).collect();
-        Journal {
+        Log {
             layout: sb.layout,
             uuid: sb.uuid,
             lba_size: sb.lba_size,
@@ -163,13 +164,6 @@ impl Journal {
     /// The layout.
     pub(crate) fn layout(&self) -> Layout {
         self.layout
-    }
-
-    /// Queues `record` for the next commit, after everything staged
-    /// before; returns its ticket (see [`Journal::commit`]). `seq` is given
-    /// for an inode record a sync captured: its inode's metadata sequence.
-    pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> u64 {
-        self.stage_all([(record, seq)])
     }
 
     /// Stages `records` together (no other record comes between them, and
@@ -220,7 +214,7 @@ impl Journal {
         true
     }
 
-    /// Blocks held by [`Journal::hold_free`].
+    /// Blocks held by [`Log::hold_free`].
     pub(crate) fn held_blocks(&self) -> u64 {
         self.st.lock().pending_frees.iter().map(|f| f.len).sum()
     }
@@ -234,6 +228,16 @@ impl Journal {
     /// Bytes of the durable metadata's checkpoint image.
     pub(crate) fn durable_image_len(&self) -> u64 {
         self.durable_image.load(Ordering::Relaxed)
+    }
+
+    /// Free blocks data may not take: room for a checkpoint of the durable
+    /// image plus `more_bytes` (what may become durable).
+    fn reserve(&self, more_bytes: u64) -> u64 {
+        let bytes = self.durable_image_len() + more_bytes;
+        // Worst case: free space so fragmented that every frame is one
+        // block.
+        let per_block = Frame::capacity(1) as u64;
+        bytes.div_ceil(per_block) + 2
     }
 
     /// Joins a group commit; returns when a flush after `ticket` was taken,
@@ -540,12 +544,193 @@ impl Journal {
     }
 }
 
+/// Where a filesystem's metadata changes go: its log on the device
+/// ([`Log`], for `Fs::format`/`Fs::mount`), or nowhere ([`Memory`], for
+/// `Fs::new`, whose state lives and dies in memory, as redb's in-memory
+/// backend does). The engine stages, commits and frees through this type
+/// and never asks which it has.
+#[derive(Debug)]
+pub(crate) enum Journal {
+    /// The log and checkpoints on the device (boxed: one per
+    /// filesystem, ten times the size of the other).
+    Log(Box<Log>),
+    /// No log (see [`Memory`]).
+    Memory(Memory),
+}
+
+/// The journal of a filesystem with no log: nothing it stages outlives
+/// the filesystem, so staged records are dropped, no free waits for a
+/// commit, no block is held back for checkpoints, and a commit is one
+/// flush (every write before it is then durable), after which the inodes
+/// whose records it covered count as durable up to their sequence.
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    st: Mutex<MemoryState>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    next_ticket: u64,
+    /// (inode, metadata sequence) of the inode records staged since the
+    /// last commit that succeeded.
+    pending: Vec<(u64, u64)>,
+}
+
+impl Memory {
+    fn stage_all(&self, records: impl IntoIterator<Item = (Record, Option<u64>)>) -> u64 {
+        let mut st = self.st.lock();
+        st.next_ticket += 1;
+        for (record, seq) in records {
+            if let (Record::Inode { ino, .. }, Some(seq)) = (record, seq) {
+                st.pending.push((ino, seq));
+            }
+        }
+        st.next_ticket
+    }
+
+    fn ticket(&self) -> u64 {
+        self.stage_all([])
+    }
+
+    /// One flush; on success the inodes staged before it are durable up to
+    /// their sequence. A failed flush puts them back, in order, ahead of
+    /// what was staged meanwhile.
+    async fn commit<E: CommitEnv>(&self, env: &E) -> Result<()> {
+        let batch = core::mem::take(&mut self.st.lock().pending);
+        // Taken so the counter does not grow: this flush covers every write.
+        let _ = env.take_unflushed();
+        match env.flush().await {
+            Ok(()) => {
+                for &(ino, seq) in &batch {
+                    env.logged(ino, seq);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                env.unflushed_again();
+                let mut st = self.st.lock();
+                let mut pending = batch;
+                pending.append(&mut st.pending);
+                st.pending = pending;
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Journal {
+    /// The journal of a recovered filesystem: its log.
+    pub(crate) fn open(rec: &Recovered) -> Journal {
+        Journal::Log(Box::new(Log::open(rec)))
+    }
+
+    /// The journal of a filesystem with no log.
+    pub(crate) fn in_memory() -> Journal {
+        Journal::Memory(Memory::default())
+    }
+
+    /// Queues `record` for the next commit, after everything staged
+    /// before; returns its ticket (see [`Journal::commit`]). `seq` is
+    /// given for an inode record a sync captured: its inode's metadata
+    /// sequence.
+    pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> u64 {
+        self.stage_all([(record, seq)])
+    }
+
+    /// Stages `records` together; returns the ticket.
+    pub(crate) fn stage_all(
+        &self,
+        records: impl IntoIterator<Item = (Record, Option<u64>)>,
+    ) -> u64 {
+        match self {
+            Journal::Log(l) => l.stage_all(records),
+            Journal::Memory(m) => m.stage_all(records),
+        }
+    }
+
+    /// True if `n` more pages of data fit in the log (never without one).
+    pub(crate) fn data_room(&self, n: usize) -> bool {
+        match self {
+            Journal::Log(l) => l.data_room(n),
+            Journal::Memory(_) => false,
+        }
+    }
+
+    /// A ticket for a sync with no record to stage.
+    pub(crate) fn ticket(&self) -> u64 {
+        match self {
+            Journal::Log(l) => l.ticket(),
+            Journal::Memory(m) => m.ticket(),
+        }
+    }
+
+    /// Holds `f` until no durable record references its blocks; false if
+    /// none does (the caller frees them at once, trimmed if
+    /// [`Journal::trims_frees`]).
+    pub(crate) fn hold_free(&self, f: PendingFree) -> bool {
+        match self {
+            Journal::Log(l) => l.hold_free(f),
+            Journal::Memory(_) => false,
+        }
+    }
+
+    /// True if blocks freed at once are trimmed first. With a log they
+    /// are not: after a crash the durable metadata may still map them and
+    /// must find the old data there.
+    pub(crate) fn trims_frees(&self) -> bool {
+        matches!(self, Journal::Memory(_))
+    }
+
+    /// Blocks held by [`Journal::hold_free`].
+    pub(crate) fn held_blocks(&self) -> u64 {
+        match self {
+            Journal::Log(l) => l.held_blocks(),
+            Journal::Memory(_) => 0,
+        }
+    }
+
+    /// Runs of blocks the checkpoints occupy.
+    pub(crate) fn meta_runs(&self) -> Vec<(u64, u64)> {
+        match self {
+            Journal::Log(l) => l.meta_runs(),
+            Journal::Memory(_) => Vec::new(),
+        }
+    }
+
+    /// Free blocks data may not take, with `more_bytes` of metadata that
+    /// may become durable besides what is: room for the next checkpoint.
+    pub(crate) fn reserve(&self, more_bytes: u64) -> u64 {
+        match self {
+            Journal::Log(l) => l.reserve(more_bytes),
+            Journal::Memory(_) => 0,
+        }
+    }
+
+    /// Returns when every record staged up to `ticket`, and every write
+    /// before it, are durable (see [`Log::commit`]).
+    pub(crate) async fn commit<E: CommitEnv>(&self, env: &E, ticket: u64) -> Result<()> {
+        match self {
+            Journal::Log(l) => l.commit(env, ticket).await,
+            Journal::Memory(m) => m.commit(env).await,
+        }
+    }
+
+    /// Writes a checkpoint now (for unmount and repair); nothing without
+    /// a log.
+    pub(crate) async fn checkpoint_now<E: CommitEnv>(&self, env: &E) -> Result<()> {
+        match self {
+            Journal::Log(l) => l.checkpoint_now(env).await,
+            Journal::Memory(_) => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::persist::format::LOG_FRAME_MAX_BLOCKS;
 
-    fn journal(blocks: u64) -> Journal {
+    fn journal(blocks: u64) -> Log {
         let layout = Layout::for_blocks(blocks).unwrap();
         let rec = Recovered {
             shadow: Shadow::default(),
@@ -572,7 +757,7 @@ mod tests {
             problems: Vec::new(),
             notes: Vec::new(),
         };
-        Journal::open(&rec)
+        Log::open(&rec)
     }
 
     #[test]
