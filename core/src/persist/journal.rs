@@ -728,7 +728,10 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dev::DevError;
     use crate::persist::format::LOG_FRAME_MAX_BLOCKS;
+    use crate::persist::record::InodeMeta;
+    use core::cell::{Cell, RefCell};
 
     fn journal(blocks: u64) -> Log {
         let layout = Layout::for_blocks(blocks).unwrap();
@@ -787,5 +790,182 @@ mod tests {
         assert_eq!(j.held_blocks(), 2);
         j.st.lock().durable_seq.insert(7, 3);
         assert!(!j.hold_free(f));
+    }
+
+    /// A commit's environment that records what it is asked to do and
+    /// fails writes or flushes on demand; a write can stage a record, as
+    /// another syncer would while the commit is in flight.
+    #[derive(Default)]
+    struct Stub<'a> {
+        fail_writes: Cell<bool>,
+        fail_flush: Cell<bool>,
+        /// (block, blocks, fua) of every write that succeeded.
+        writes: RefCell<Vec<(u64, usize, bool)>>,
+        flushes: Cell<u32>,
+        logged: RefCell<Vec<(u64, u64)>>,
+        unflushed: Cell<u32>,
+        /// Staged on `journal` by the next write, before it completes.
+        stage_on_write: RefCell<Option<(&'a Log, Record)>>,
+    }
+
+    impl MetaIo for Stub<'_> {
+        async fn read(&self, _block: u64, n: usize) -> Result<Vec<u8>> {
+            Ok(alloc::vec![0; n * crate::units::PAGE_SIZE])
+        }
+        async fn write(&self, block: u64, bytes: &[u8], fua: bool) -> Result<()> {
+            if let Some((j, r)) = self.stage_on_write.borrow_mut().take() {
+                j.stage_all([(r, None)]);
+            }
+            if self.fail_writes.get() {
+                return Err(DevError::Media.into());
+            }
+            let n = bytes.len() / crate::units::PAGE_SIZE;
+            self.writes.borrow_mut().push((block, n, fua));
+            Ok(())
+        }
+        async fn flush(&self) -> Result<()> {
+            if self.fail_flush.get() {
+                return Err(DevError::Media.into());
+            }
+            self.flushes.set(self.flushes.get() + 1);
+            Ok(())
+        }
+    }
+
+    impl CommitEnv for Stub<'_> {
+        fn alloc_meta(&self, hint: u64, max: u64) -> Option<(u64, u64)> {
+            Some((hint, max))
+        }
+        fn free_meta(&self, _runs: &[(u64, u64)]) {}
+        async fn release(&self, _frees: Vec<PendingFree>) {}
+        fn logged(&self, ino: u64, seq: u64) {
+            self.logged.borrow_mut().push((ino, seq));
+        }
+        fn counted(&self, _checkpoint: bool) {}
+        fn take_unflushed(&self) -> bool {
+            self.unflushed.replace(0) > 0
+        }
+        fn unflushed_again(&self) {
+            self.unflushed.set(self.unflushed.get() + 1);
+        }
+    }
+
+    fn home(page: u64) -> Record {
+        Record::Home { ino: 5, page }
+    }
+
+    fn pending(j: &Log) -> Vec<Record> {
+        j.st.lock()
+            .pending
+            .iter()
+            .map(|s| s.record.clone())
+            .collect()
+    }
+
+    fn run<F: Future>(f: F) -> F::Output {
+        crate::sync::block_on(f, || {})
+    }
+
+    #[test]
+    fn a_failed_batch_is_put_back_in_order_ahead_of_what_came_meanwhile() {
+        let j = journal(1 << 16);
+        let env = Stub::default();
+        let ticket = j.stage_all([(home(1), None), (home(2), None)]);
+        env.fail_writes.set(true);
+        *env.stage_on_write.borrow_mut() = Some((&j, home(3)));
+        assert!(run(j.commit(&env, ticket)).is_err());
+        assert_eq!(pending(&j), [home(1), home(2), home(3)]);
+        assert_eq!(j.st.lock().durable_ticket, 0, "nothing became durable");
+        // The next leader writes all three (after a checkpoint past the
+        // failed write's sequence, which may have reached the device).
+        env.fail_writes.set(false);
+        let last = j.ticket();
+        run(j.commit(&env, last)).unwrap();
+        assert!(pending(&j).is_empty());
+        assert_eq!(j.st.lock().durable_ticket, last);
+        assert!(!env.writes.borrow().is_empty());
+        // A later commit for a ticket already durable writes nothing.
+        let writes = env.writes.borrow().len();
+        run(j.commit(&env, ticket)).unwrap();
+        assert_eq!(env.writes.borrow().len(), writes);
+    }
+
+    #[test]
+    fn a_commit_flushes_only_after_data_was_written_and_retries_a_failed_flush() {
+        let j = journal(1 << 16);
+        let env = Stub::default();
+        let t = j.stage_all([(Record::Free { ino: 9 }, None)]);
+        run(j.commit(&env, t)).unwrap();
+        assert_eq!(
+            env.flushes.get(),
+            0,
+            "no data written: the FUA write is all"
+        );
+        assert_eq!(env.writes.borrow().len(), 1);
+        assert!(env.writes.borrow()[0].2, "the log write is FUA");
+        assert!(j.st.lock().removed.contains(&9));
+        // Data written: the flush comes first; if it fails, nothing is
+        // written and the next commit flushes again.
+        env.unflushed.set(1);
+        env.fail_flush.set(true);
+        let t = j.stage_all([(Record::Free { ino: 10 }, None)]);
+        assert!(run(j.commit(&env, t)).is_err());
+        assert_eq!(env.writes.borrow().len(), 1);
+        assert_eq!(env.unflushed.get(), 1, "the flush is owed again");
+        env.fail_flush.set(false);
+        run(j.commit(&env, t)).unwrap();
+        assert_eq!((env.flushes.get(), env.writes.borrow().len()), (1, 2));
+    }
+
+    #[test]
+    fn an_inode_record_makes_its_sequence_durable_and_releases_its_frees() {
+        let j = journal(1 << 16);
+        let env = Stub::default();
+        let f = PendingFree {
+            ino: 4,
+            dev: BlockNo(100),
+            len: 3,
+            seq: 2,
+        };
+        assert!(j.hold_free(f));
+        let meta = InodeMeta::new(super::super::record::Kind::File, 0o644, 0, 0, 1);
+        let t = j.stage_all([(Record::Inode { ino: 4, meta }, Some(2))]);
+        run(j.commit(&env, t)).unwrap();
+        assert_eq!(*env.logged.borrow(), [(4, 2)]);
+        assert_eq!(j.held_blocks(), 0, "the record no longer maps the blocks");
+    }
+
+    #[test]
+    fn the_memory_journal_commits_with_a_flush_and_holds_nothing() {
+        let j = Journal::in_memory();
+        let env = Stub::default();
+        let meta = InodeMeta::new(super::super::record::Kind::File, 0o644, 0, 0, 1);
+        let f = PendingFree {
+            ino: 4,
+            dev: BlockNo(100),
+            len: 3,
+            seq: 2,
+        };
+        assert!(!j.hold_free(f), "frees at once");
+        assert_eq!((j.held_blocks(), j.reserve(1 << 20)), (0, 0));
+        assert!(j.meta_runs().is_empty() && !j.data_room(0) && j.trims_frees());
+        let t = j.stage(
+            Record::Inode {
+                ino: 4,
+                meta: meta.clone(),
+            },
+            Some(2),
+        );
+        // A failed flush keeps the inode owed, ahead of later ones.
+        env.fail_flush.set(true);
+        assert!(run(j.commit(&env, t)).is_err());
+        j.stage(Record::Inode { ino: 6, meta }, Some(1));
+        env.fail_flush.set(false);
+        run(j.commit(&env, j.ticket())).unwrap();
+        assert_eq!(*env.logged.borrow(), [(4, 2), (6, 1)]);
+        assert_eq!(env.flushes.get(), 1);
+        assert!(env.writes.borrow().is_empty(), "nothing is written");
+        run(j.checkpoint_now(&env)).unwrap();
+        assert!(env.writes.borrow().is_empty());
     }
 }
