@@ -65,6 +65,8 @@ pub enum RangeError {
     /// Direct I/O at an offset or of a length that is not a multiple of
     /// the page size (4 KiB).
     Unaligned,
+    /// An empty range where one byte at least is needed (`allocate`).
+    Empty,
 }
 
 /// Resource exhaustion.
@@ -280,6 +282,7 @@ impl fmt::Display for RangeError {
                 f,
                 "direct I/O needs an offset and a length that are multiples of 4096"
             ),
+            RangeError::Empty => write!(f, "the range is empty: give a length of 1 or more"),
         }
     }
 }
@@ -381,6 +384,7 @@ impl Error {
             Error::Range(RangeError::TooLarge) => EFBIG,
             Error::Range(RangeError::EndOfFile) => return None,
             Error::Range(RangeError::Unaligned) => EINVAL,
+            Error::Range(RangeError::Empty) => EINVAL,
             Error::Space(_) => ENOSPC,
             Error::Io(_) => EIO,
             Error::Corrupt { .. } => EUCLEAN,

@@ -57,7 +57,7 @@ pub use error::{Error, Result};
 #[cfg(feature = "std")]
 pub use fs::FileCursor;
 pub use fs::{
-    Config, DirEntry, File, Fs, InvariantError, Kind, Metadata, NewInode, RenameFlags, Session,
-    SetAttr, StatFs, MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO,
+    Allocate, Config, DirEntry, File, Fs, InvariantError, Kind, Metadata, NewInode, RenameFlags,
+    Session, SetAttr, StatFs, MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO,
 };
 pub use stats::Stats;

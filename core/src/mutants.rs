@@ -13,7 +13,8 @@ pub enum Mutant {
     PunchDropsBeforeGate = 1,
     /// Truncate does not drain in-flight writers.
     TruncateSkipsDrain = 2,
-    /// A write that moves EOF does not take the inode lock.
+    /// A write that moves EOF does not take the inode lock (buffered and
+    /// direct writes share the outline it is planted in).
     ExtendWithoutInodeLock = 4,
     /// A cached read accepts a copy even if the page changed under it.
     ReadSkipsVersionCheck = 8,

@@ -38,6 +38,25 @@ impl ModelFile {
         let (s, e) = (off.min(size), off.saturating_add(len).min(size));
         self.data[s as usize..e as usize].fill(0);
     }
+    /// `File::allocate` with fallocate(2)'s size rules: the bytes of a
+    /// reserve stay as they are and a zero range reads as zeros; unless
+    /// `keep_size`, the file grows to `off + len` wherever its EOF lay.
+    pub fn allocate(&mut self, off: u64, len: u64, what: pollfs_core::Allocate) {
+        use pollfs_core::Allocate;
+        let end = off + len;
+        let (keep_size, zero) = match what {
+            Allocate::PunchHole => return self.punch(off, len),
+            Allocate::Reserve { keep_size } => (keep_size, false),
+            Allocate::ZeroRange { keep_size } => (keep_size, true),
+            _ => panic!("the model knows no {what:?}"),
+        };
+        if !keep_size && end > self.data.len() as u64 {
+            self.data.resize(end as usize, 0);
+        }
+        if zero {
+            self.punch(off, len);
+        }
+    }
 }
 
 /// A byte pattern that names where it was written: byte `i` of a write that

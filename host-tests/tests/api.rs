@@ -229,3 +229,133 @@ fn the_dirty_limit_throttles_writers_instead_of_failing_them() {
     f.read_at(&mut back, 0).unwrap();
     assert_eq!(back, data);
 }
+
+/// `File::allocate`'s size rules and block counts (fallocate(2)).
+mod allocate {
+    use super::*;
+    use pollfs_core::error::SpaceError;
+    use pollfs_core::Allocate;
+
+    const RESERVE: Allocate = Allocate::Reserve { keep_size: false };
+    const KEEP: Allocate = Allocate::Reserve { keep_size: true };
+
+    #[test]
+    fn linux_modes_map_to_requests_and_the_rest_is_refused() {
+        use Allocate::*;
+        let from = Allocate::from_linux;
+        assert_eq!(from(0), Some(RESERVE));
+        assert_eq!(from(1), Some(KEEP));
+        assert_eq!(from(3), Some(PunchHole));
+        assert_eq!(from(0x10), Some(ZeroRange { keep_size: false }));
+        assert_eq!(from(0x11), Some(ZeroRange { keep_size: true }));
+        // Punch without keep-size, collapse, insert, unshare, mixtures.
+        for refused in [2, 0x08, 0x09, 0x20, 0x21, 0x40, 0x13, 0x80] {
+            assert_eq!(from(refused), None, "mode {refused:#x}");
+        }
+    }
+
+    #[test]
+    fn reserve_grows_the_file_wherever_the_old_eof_lies() {
+        let fs = ram_fs(8 << 20, 64);
+        // The two cases the mount showed: EOF inside the range's only
+        // page, and inside its last page.
+        for (old, len) in [(100u64, 4096u64), (5000, 8000), (4096, 4097), (0, 1)] {
+            let f = fs.create(&format!("f{old}")).unwrap();
+            let data = pattern(old, 0, old as usize);
+            f.write_all_at(&data, 0).unwrap();
+            f.allocate(0, len, RESERVE).unwrap();
+            assert_eq!(f.len(), len, "old EOF {old}");
+            assert_eq!(f.metadata().blocks, len.div_ceil(4096));
+            let mut back = vec![1u8; len as usize];
+            f.read_exact_at(&mut back, 0).unwrap();
+            assert_eq!(&back[..old as usize], &data[..], "data kept");
+            assert!(back[old as usize..].iter().all(|&b| b == 0));
+        }
+        fs.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn reserve_maps_holes_and_keeps_data() {
+        let fs = ram_fs(8 << 20, 64);
+        let f = fs.create("a").unwrap();
+        f.write_all_at(&[7u8; 4096], 3 * 4096).unwrap();
+        assert_eq!(f.metadata().blocks, 1);
+        let before = fs.free_blocks();
+        f.allocate(100, 10 * 4096, RESERVE).unwrap();
+        assert_eq!(f.len(), 100 + 10 * 4096);
+        // Pages 0..=10 are all mapped (page 10 holds the range's tail).
+        assert_eq!(f.metadata().blocks, 11);
+        assert_eq!(before - fs.free_blocks(), 10);
+        let mut page = [0u8; 4096];
+        f.read_exact_at(&mut page, 3 * 4096).unwrap();
+        assert_eq!(page, [7u8; 4096], "data in the range is kept");
+        fs.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn keep_size_never_changes_the_size_and_reserves_inside_eof() {
+        let fs = ram_fs(8 << 20, 64);
+        let f = fs.create("a").unwrap();
+        f.set_len(8 * 4096 + 100).unwrap();
+        // Past EOF: accepted, nothing reserved there (see `Allocate`).
+        f.allocate(0, 20 * 4096, KEEP).unwrap();
+        assert_eq!((f.len(), f.metadata().blocks), (8 * 4096 + 100, 9));
+        f.allocate(100 * 4096, 4096, KEEP).unwrap();
+        assert_eq!((f.len(), f.metadata().blocks), (8 * 4096 + 100, 9));
+        fs.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn punch_and_zero_range_read_back_zeros_with_their_size_rules() {
+        let fs = ram_fs(8 << 20, 64);
+        let f = fs.create("a").unwrap();
+        f.write_all_at(&[9u8; 16384], 0).unwrap();
+        f.allocate(100, 5000, Allocate::PunchHole).unwrap();
+        let zero_keep = Allocate::ZeroRange { keep_size: true };
+        f.allocate(12000, 10000, zero_keep).unwrap();
+        let mut all = [0u8; 16384];
+        f.read_exact_at(&mut all, 0).unwrap();
+        for (i, &b) in all.iter().enumerate() {
+            let zero = (100..5100).contains(&i) || i >= 12000;
+            assert_eq!(b, if zero { 0 } else { 9 }, "byte {i}");
+        }
+        assert_eq!(f.len(), 16384, "KEEP_SIZE kept the size");
+        let zero = Allocate::ZeroRange { keep_size: false };
+        f.allocate(16000, 1000, zero).unwrap();
+        assert_eq!(f.len(), 17000);
+        // Zeroing allocates: the punched page 1 is mapped again.
+        f.allocate(0, 17000, zero).unwrap();
+        assert_eq!((f.len(), f.metadata().blocks), (17000, 5));
+        assert_eq!(
+            f.allocate(0, 0, RESERVE).unwrap_err(),
+            Error::Range(RangeError::Empty)
+        );
+        assert_eq!(
+            f.allocate(MAX_FILE_SIZE, 1, RESERVE).unwrap_err(),
+            Error::Range(RangeError::TooLarge)
+        );
+        assert_eq!(
+            f.allocate(u64::MAX, 2, RESERVE).unwrap_err(),
+            Error::Range(RangeError::Overflow)
+        );
+        fs.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_request_that_cannot_fit_changes_nothing() {
+        let fs = ram_fs(8 << 20, 64);
+        let f = fs.create("a").unwrap();
+        f.write_all_at(&[1u8; 8192], 0).unwrap();
+        let free = fs.free_blocks();
+        let too_many = (free + 10) * 4096;
+        assert_eq!(
+            f.allocate(0, too_many, RESERVE).unwrap_err(),
+            Error::Space(SpaceError::DeviceFull)
+        );
+        assert_eq!((f.len(), f.metadata().blocks), (8192, 2));
+        assert_eq!(fs.free_blocks(), free);
+        f.allocate(0, 10 * 4096, RESERVE).unwrap();
+        assert_eq!((f.len(), f.metadata().blocks), (10 * 4096, 10));
+        fs.check_invariants().unwrap();
+    }
+}

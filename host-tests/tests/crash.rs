@@ -193,6 +193,41 @@ fn known_bug_classes_survive_every_crash_point() {
             ],
         ),
         (
+            "fallocate across EOF inside its last page, each mode, fsync",
+            vec![
+                Create(0),
+                Write(0, 0, 5000),
+                SyncAll(0),
+                Allocate(
+                    0,
+                    0,
+                    8000,
+                    pollfs_core::Allocate::Reserve { keep_size: false },
+                ),
+                SyncData(0),
+                Allocate(
+                    0,
+                    100,
+                    30_000,
+                    pollfs_core::Allocate::Reserve { keep_size: true },
+                ),
+                Allocate(
+                    0,
+                    7000,
+                    2000,
+                    pollfs_core::Allocate::ZeroRange { keep_size: false },
+                ),
+                SyncAll(0),
+                Allocate(
+                    0,
+                    50,
+                    100,
+                    pollfs_core::Allocate::ZeroRange { keep_size: true },
+                ),
+                SyncData(0),
+            ],
+        ),
+        (
             "rename over a synced file",
             vec![
                 Create(0),

@@ -4,12 +4,21 @@
 
 use pollfs_core::dev::fault::FaultPlan;
 use pollfs_core::dev::{BlockDevice, CommandKind, DevError};
-use pollfs_core::{Error, Fs};
+use pollfs_core::{Allocate, Error, Fs};
 use pollfs_host_tests::model::{pattern, ModelFile};
 use pollfs_host_tests::rng::Rng;
 use pollfs_host_tests::setup::{faulty_fs, faulty_nvme_fs};
 
 const FILES: usize = 3;
+
+/// Every mode `File::allocate` supports.
+const ALLOCATE: [Allocate; 5] = [
+    Allocate::Reserve { keep_size: false },
+    Allocate::Reserve { keep_size: true },
+    Allocate::ZeroRange { keep_size: false },
+    Allocate::ZeroRange { keep_size: true },
+    Allocate::PunchHole,
+];
 
 struct Case {
     seed: u64,
@@ -169,10 +178,34 @@ fn run_on<D: BlockDevice>(fs: &Fs<D>, plan: &FaultPlan, case: &Case) -> u64 {
                     Err(e) => panic!("{ctx}: write {off}+{len}: {e}"),
                 }
             }
-            35..=57 => {
+            35..=50 => {
                 let off = pick_offset(&mut rng, size, case.max_file);
                 let len = pick_len(&mut rng) as usize;
                 check_read(f, m, off, len, &ctx);
+            }
+            51..=57 => {
+                // Every mode, at offsets and lengths that are and are not
+                // page-aligned, the old EOF anywhere. A device error leaves
+                // part of it done; each mode is idempotent, so heal and run
+                // it again until it succeeds.
+                let off = pick_offset(&mut rng, size, case.max_file);
+                let len = pick_len(&mut rng)
+                    .min(case.max_file.saturating_sub(off))
+                    .max(1);
+                let what = ALLOCATE[rng.below(ALLOCATE.len() as u64) as usize];
+                loop {
+                    let r = f.allocate(off, len, what);
+                    if trace {
+                        eprintln!("  allocate {what:?} {off}+{len} -> {r:?}");
+                    }
+                    match r {
+                        Ok(()) => break,
+                        Err(Error::Io(_)) => plan.heal(),
+                        Err(e) => panic!("{ctx}: allocate {what:?} {off}+{len}: {e}"),
+                    }
+                }
+                m.allocate(off, len, what);
+                assert_eq!(f.len(), m.data.len() as u64, "{ctx}: size after allocate");
             }
             58..=64 => {
                 let off = pick_offset(&mut rng, size, case.max_file);

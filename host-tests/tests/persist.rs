@@ -471,3 +471,40 @@ fn fs_sync_and_unmount_cover_everything() {
     assert_eq!(report.log_writes, 0, "unmount left a log to replay");
     assert_eq!(mount(&dev).list(), ["d", "e"]);
 }
+
+#[test]
+fn allocated_blocks_and_sizes_survive_a_remount() {
+    use pollfs_core::Allocate;
+    let dev = device();
+    let fs = Fs::format(dev.clone(), config(64), 12).unwrap();
+    let a = fs.create("a").unwrap();
+    a.write_all_at(&pattern(3, 0, 5000), 0).unwrap();
+    a.allocate(0, 8000, Allocate::Reserve { keep_size: false })
+        .unwrap();
+    a.allocate(1000, 20_000, Allocate::Reserve { keep_size: true })
+        .unwrap();
+    a.allocate(100, 50, Allocate::ZeroRange { keep_size: false })
+        .unwrap();
+    a.sync_all().unwrap();
+    let blocks = a.metadata().blocks;
+    drop(a);
+    drop(fs);
+
+    let fs = mount(&dev);
+    let a = fs.open("a").unwrap();
+    assert_eq!((a.len(), a.metadata().blocks), (8000, blocks));
+    let mut want = pattern(3, 0, 5000);
+    want[100..150].fill(0);
+    want.resize(8000, 0);
+    let mut buf = vec![1; 8000];
+    a.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, want);
+    fs.check_invariants().unwrap();
+    let report = pollfs_core::persist::check(
+        &dev,
+        pollfs_core::hosted::monotonic_clock,
+        std::thread::yield_now,
+    )
+    .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}

@@ -1,8 +1,10 @@
 """Punch holes, zero ranges, allocate and truncate a file on the mount with
 util-linux's fallocate(1) and coreutils' truncate(1), and after each step
-compare every byte with a model: zeros where a step must leave zeros, the
-rest intact. Also checks that allocation reserves blocks, that punching
-frees them, and the errors of what pollfs does not do.
+compare every byte and the size with a model: zeros where a step must
+leave zeros, the rest intact, fallocate(2)'s size rules for every mode at
+sizes that are and are not page-aligned. Also checks that allocation
+reserves blocks, that punching frees them, and the errors of what pollfs
+does not do.
 Usage: holes.py DIR"""
 
 import os
@@ -97,14 +99,49 @@ def main():
     for args, errtext in [
         (["-c", "-o", "0", "-l", "4096"], "Operation not supported"),   # collapse
         (["-i", "-o", "0", "-l", "4096"], "Operation not supported"),   # insert
-        # Keep size past EOF (util-linux words EOPNOTSUPP so for -n).
-        (["-n", "-o", str(16 << 20), "-l", "4096"], "unsupported"),
         (["-o", "0", "-l", "1T"], "No space left on device"),
     ]:
         r = run("fallocate", *args, path)
         expect(f"fallocate {' '.join(args)} fails with '{errtext}': {r.stderr.strip()}",
                r.returncode != 0 and errtext in r.stderr)
     same("after the refused requests")
+
+    # fallocate(2)'s size rules at sizes that are not page-aligned, each
+    # mode on a fresh file against the model: mode 0 grows the file to
+    # the range's end wherever the old EOF lies (inside the range's last
+    # page too: the two cases ext4 shows as 4096 and 8000); KEEP_SIZE never
+    # changes the size (past EOF it reserves nothing, and succeeds); ZERO_
+    # RANGE zeroes, and grows unless KEEP_SIZE.
+    # A file of its own: the remount check reads "holes" afterwards.
+    path = os.path.join(d, "sizes")
+    cases = [
+        (100, [], 0, 4096, 4096),
+        (5000, [], 0, 8000, 8000),
+        (5000, [], 4000, 1, 5000),
+        (4096, [], 100, 4097, 4197),
+        (10, [], 9000, 3, 9003),
+        (5000, ["-n"], 0, 8000, 5000),
+        (5000, ["-n"], 16 << 20, 4096, 5000),
+        (5000, ["-z"], 4000, 5000, 9000),
+        (5000, ["-z", "-n"], 4000, 5000, 5000),
+        (9000, ["-p"], 100, 5000, 9000),
+    ]
+    for old, flags, off, length, size in cases:
+        what = f"fallocate {' '.join(flags)} -o {off} -l {length} on {old} bytes"
+        model = bytearray(os.urandom(old))
+        with open(path, "wb") as f:
+            f.write(model)
+        r = run("fallocate", *flags, "-o", str(off), "-l", str(length), path)
+        expect(f"{what}: {r.stderr}", r.returncode == 0)
+        if "-z" in flags or "-p" in flags:
+            zero(off, off + length)
+        model.extend(bytes(max(0, size - len(model))))
+        expect(f"{what}: size {os.stat(path).st_size}, want {size}",
+               os.stat(path).st_size == size)
+        same(what)
+        if not flags and off == 0:
+            want = -(-size // 4096) * 8
+            expect(f"{what}: {blocks()} sectors allocated, want {want}", blocks() == want)
 
     print(f"holes: {failures} failures")
     sys.exit(1 if failures else 0)

@@ -4,7 +4,6 @@
 //!
 //! - [`attr`]: FUSE inode numbers and what `stat` shows.
 //! - [`handles`]: open files by FUSE handle.
-//! - [`space`]: `fallocate` modes from writes and punch-hole.
 //! - [`server`] and [`names`]: one method per request, on the engine,
 //!   returning an errno on failure (tested without a kernel): inodes and
 //!   open files; directories and their entries.
@@ -25,7 +24,6 @@ pub mod helper;
 mod names;
 mod options;
 mod server;
-mod space;
 pub mod umount;
 
 use std::io::{Read, Write};

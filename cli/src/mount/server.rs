@@ -6,16 +6,15 @@
 //! This file holds the state and the requests on inodes and open files;
 //! [`names`](super::names) the requests that change or read directories.
 
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, TimeOrNow};
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::{File, Fs, Kind};
+use pollfs_core::{Allocate, File, Fs, Kind};
 
 use super::attr::{self, FuseIno};
 use super::handles::Files;
-use super::space::{self, Fallocate};
 
 /// The errno for an engine error. Every engine error has one except
 /// "end of file" from `read_exact_at`, which the mount never calls.
@@ -24,37 +23,6 @@ pub fn errno(e: pollfs_core::Error) -> Errno {
 }
 
 pub(super) type Res<T> = Result<T, Errno>;
-
-/// Gates between writes and the few operations that must not see a write
-/// land part-way through them (fallocate reads a range, then writes zeros
-/// where it found zeros; a truncate must not race it). Writes take their
-/// file's gate shared, those operations exclusive. Striped by inode: a
-/// file shares its stripe with few others, which only ever wait for a
-/// fallocate or a truncate.
-#[derive(Debug)]
-pub struct Gates([RwLock<()>; 64]);
-
-impl Default for Gates {
-    fn default() -> Self {
-        Gates(std::array::from_fn(|_| RwLock::new(())))
-    }
-}
-
-impl Gates {
-    fn stripe(&self, ino: u64) -> &RwLock<()> {
-        &self.0[(ino % 64) as usize]
-    }
-    fn shared(&self, ino: u64) -> RwLockReadGuard<'_, ()> {
-        self.stripe(ino)
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-    pub(super) fn exclusive(&self, ino: u64) -> RwLockWriteGuard<'_, ()> {
-        self.stripe(ino)
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-}
 
 /// The permission bits a write by a process without CAP_FSETID leaves,
 /// if it changes them: Linux (`setattr_should_drop_suidgid`) takes
@@ -109,7 +77,6 @@ pub struct StatFs {
 pub struct Server<D: BlockDevice> {
     pub(super) fs: Fs<D>,
     pub(super) files: Files<D>,
-    pub(super) gates: Gates,
 }
 
 impl<D: BlockDevice> Server<D> {
@@ -118,7 +85,6 @@ impl<D: BlockDevice> Server<D> {
         Server {
             fs,
             files: Files::default(),
-            gates: Gates::default(),
         }
     }
 
@@ -140,7 +106,7 @@ impl<D: BlockDevice> Server<D> {
         }
     }
 
-    /// `setattr`: the size through the file (under its gate), then mode,
+    /// `setattr`: the size through the file, then mode,
     /// owner and times through `Fs::set_attr`. The kernel has already
     /// checked that the caller may (`default_permissions`), and sends no
     /// ctime: every change sets it to now.
@@ -151,7 +117,6 @@ impl<D: BlockDevice> Server<D> {
                 Some(f) => f,
                 None => Arc::new(self.fs.open_ino(ino).map_err(errno)?),
             };
-            let _gate = self.gates.exclusive(ino);
             f.set_len(size).map_err(errno)?;
         }
         let when = |t: TimeOrNow| match t {
@@ -189,7 +154,6 @@ impl<D: BlockDevice> Server<D> {
     /// O_TRUNC (for `create` of a name that exists).
     pub(super) fn keep_open(&self, f: File<D>, flags: i32) -> Res<(FileAttr, u64)> {
         if flags & libc::O_TRUNC != 0 && !f.is_empty() {
-            let _gate = self.gates.exclusive(f.ino());
             f.set_len(0).map_err(errno)?;
         }
         let attr = attr::attr(&f.metadata());
@@ -242,7 +206,6 @@ impl<D: BlockDevice> Server<D> {
                 privs_taken = true;
             }
         }
-        let _gate = self.gates.shared(f.ino());
         let mut done = 0;
         while done < data.len() {
             match f.write_at(&data[done..], off + done as u64) {
@@ -274,12 +237,17 @@ impl<D: BlockDevice> Server<D> {
         self.files.remove(fh);
     }
 
-    /// `fallocate` (see [`space`]).
+    /// `fallocate`: the engine's [`File::allocate`], which holds the
+    /// locks and keeps fallocate(2)'s size rules. A mode it does not
+    /// support (collapse, insert, unshare, punch without keep-size) is
+    /// EOPNOTSUPP.
     pub fn fallocate(&self, fh: u64, off: u64, len: u64, mode: i32) -> Res<()> {
-        let what = Fallocate::from_mode(mode)?;
+        let what = u32::try_from(mode)
+            .ok()
+            .and_then(Allocate::from_linux)
+            .ok_or(Errno::EOPNOTSUPP)?;
         let f = self.file(fh)?;
-        let _gate = self.gates.exclusive(f.ino());
-        space::fallocate(&f, what, off, len, self.fs.free_blocks())
+        f.allocate(off, len, what).map_err(errno)
     }
 
     /// `opendir`: directories only. Listings need no state of their own

@@ -443,15 +443,22 @@ fn names_the_engine_refuses_get_its_errno() {
 }
 
 #[test]
-fn fallocate_goes_through_the_gate_and_reports_its_errno() {
+fn fallocate_goes_to_the_engine_and_reports_its_errno() {
     let s = server();
     let (_, fh) = s.create(ROOT, name("f"), 0o644, 0, ME).unwrap();
     s.fallocate(fh, 0, 1 << 20, 0).unwrap();
     let attr = s.lookup(ROOT, name("f")).unwrap();
     assert_eq!((attr.size, attr.blocks), (1 << 20, 2048));
-    // Collapse and insert range are not supported.
-    assert_eq!(s.fallocate(fh, 0, 4096, 0x08), Err(Errno::EOPNOTSUPP));
-    assert_eq!(s.fallocate(fh, 0, 4096, 0x20), Err(Errno::EOPNOTSUPP));
+    // The old EOF inside the range's last page: the size still grows.
+    let (_, g) = s.create(ROOT, name("g"), 0o644, 0, ME).unwrap();
+    s.write(g, 0, &[5; 100], false, |_| true).unwrap();
+    s.fallocate(g, 0, 4096, 0).unwrap();
+    assert_eq!(s.lookup(ROOT, name("g")).unwrap().size, 4096);
+    // Collapse, insert range, unshare, and punch without keep-size.
+    for mode in [0x08, 0x20, 0x40, libc::FALLOC_FL_PUNCH_HOLE, -1] {
+        assert_eq!(s.fallocate(fh, 0, 4096, mode), Err(Errno::EOPNOTSUPP));
+    }
+    assert_eq!(s.fallocate(fh, 0, 0, 0), Err(Errno::EINVAL));
     // More than the device holds.
     assert_eq!(s.fallocate(fh, 0, 1 << 30, 0), Err(Errno::ENOSPC));
 }

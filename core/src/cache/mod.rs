@@ -652,3 +652,182 @@ impl PageCache {
         });
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    const INO: InodeId = InodeId(7);
+
+    /// Inserts page `index` and finishes its fill; returns its slot.
+    fn cached(cache: &PageCache, map: &Radix, index: u64, dirty: bool) -> u32 {
+        let Insert::New { slot, .. } = cache.insert(map, INO, PageIndex(index)) else {
+            panic!("page {index} not inserted");
+        };
+        cache.finish_fill(map, PageIndex(index), slot, true, dirty);
+        slot
+    }
+
+    #[test]
+    fn a_filled_page_is_found_pinned_and_counted_dirty_once() {
+        let cache = PageCache::new(4);
+        let map = Radix::new();
+        assert_eq!(cache.pin(&map, INO, PageIndex(0)), Claim::Miss);
+        let s = cached(&cache, &map, 0, false);
+        assert_eq!(cache.insert(&map, INO, PageIndex(0)), Insert::Existing(s));
+        assert_eq!(cache.index_of(s), PageIndex(0));
+        assert_eq!(cache.pin(&map, INO, PageIndex(0)), Claim::Done(s, false));
+        assert!(cache.unpin(s, true), "newly dirty");
+        assert_eq!(cache.pin(&map, INO, PageIndex(0)), Claim::Done(s, false));
+        assert!(!cache.unpin(s, true), "dirty already");
+        assert_eq!(cache.dirty_pages(), 1);
+        // Another file's page at the same index is not this one.
+        assert_eq!(cache.pin(&map, InodeId(8), PageIndex(0)), Claim::Miss);
+        cache.mark_mapped(s);
+        assert_eq!(cache.pin(&map, INO, PageIndex(0)), Claim::Done(s, true));
+        cache.unpin(s, false);
+    }
+
+    #[test]
+    fn a_page_being_filled_is_busy_and_a_failed_fill_leaves_nothing() {
+        let cache = PageCache::new(2);
+        let map = Radix::new();
+        let Insert::New { slot, .. } = cache.insert(&map, INO, PageIndex(3)) else {
+            panic!("not inserted");
+        };
+        assert_eq!(cache.pin(&map, INO, PageIndex(3)), Claim::Busy(slot));
+        assert_eq!(cache.invalidate(&map, INO, PageIndex(3)), Claim::Busy(slot));
+        assert!(!cache.finish_fill(&map, PageIndex(3), slot, false, true));
+        assert_eq!(cache.pin(&map, INO, PageIndex(3)), Claim::Miss);
+        assert_eq!(cache.dirty_pages(), 0);
+        assert!(cache.has_room(2), "the slot went back");
+    }
+
+    #[test]
+    fn writeback_claims_dirty_pages_once_and_a_failure_redirties() {
+        let cache = PageCache::new(4);
+        let map = Radix::new();
+        let s = cached(&cache, &map, 1, true);
+        assert_eq!(cache.dirty_pages(), 1);
+        assert_eq!(
+            cache.begin_writeback(&map, INO, PageIndex(1)),
+            Claim::Done(s, true)
+        );
+        assert_eq!(cache.dirty_pages(), 0);
+        // Under writeback: not claimed twice, not dropped.
+        assert_eq!(cache.begin_writeback(&map, INO, PageIndex(1)), Claim::Miss);
+        assert_eq!(cache.invalidate(&map, INO, PageIndex(1)), Claim::Busy(s));
+        assert!(cache.end_writeback(s, false), "a failed write redirties");
+        assert_eq!(cache.dirty_pages(), 1);
+        assert_eq!(
+            cache.begin_writeback(&map, INO, PageIndex(1)),
+            Claim::Done(s, true)
+        );
+        assert!(!cache.end_writeback(s, true));
+        assert_eq!(cache.dirty_pages(), 0);
+        assert_eq!(
+            cache.begin_writeback(&map, INO, PageIndex(1)),
+            Claim::Miss,
+            "clean"
+        );
+    }
+
+    #[test]
+    fn a_kept_page_stays_pinned_until_its_commit_says_durable_or_not() {
+        let cache = PageCache::new(2);
+        let map = Radix::new();
+        let s = cached(&cache, &map, 0, true);
+        assert_eq!(
+            cache.begin_writeback(&map, INO, PageIndex(0)),
+            Claim::Done(s, true)
+        );
+        cache.end_writeback_kept(s);
+        assert_eq!(cache.invalidate(&map, INO, PageIndex(0)), Claim::Busy(s));
+        assert!(cache.release_kept(s, false), "not durable: dirty again");
+        assert_eq!(cache.dirty_pages(), 1);
+        assert_eq!(
+            cache.begin_writeback(&map, INO, PageIndex(0)),
+            Claim::Done(s, true)
+        );
+        cache.end_writeback_kept(s);
+        assert!(!cache.release_kept(s, true));
+        assert_eq!(cache.dirty_pages(), 0);
+        assert_eq!(
+            cache.invalidate(&map, INO, PageIndex(0)),
+            Claim::Done(s, false)
+        );
+    }
+
+    #[test]
+    fn logged_pages_are_left_to_writeback_of_logged_pages() {
+        let cache = PageCache::new(2);
+        let map = Radix::new();
+        let s = cached(&cache, &map, 0, true);
+        assert_eq!(
+            cache.begin_log(&map, INO, PageIndex(0)),
+            Claim::Done(s, true)
+        );
+        // Logged: dirty still (its block is not written), and in the log.
+        assert!(cache.end_logged(s));
+        assert!(cache.logged(s) && cache.in_log(s));
+        assert_eq!(cache.begin_log(&map, INO, PageIndex(0)), Claim::Miss);
+        // A new write makes it unlogged (its bytes changed), still in the log.
+        cache.pin(&map, INO, PageIndex(0));
+        assert!(!cache.unpin(s, true));
+        assert!(!cache.logged(s) && cache.in_log(s));
+        assert_eq!(
+            cache.begin_writeback(&map, INO, PageIndex(0)),
+            Claim::Done(s, true)
+        );
+        assert!(!cache.end_writeback(s, true));
+        assert!(!cache.in_log(s), "its block holds it now");
+    }
+
+    #[test]
+    fn eviction_takes_clean_pages_only_and_a_full_cache_says_so() {
+        let cache = PageCache::new(2);
+        let map = Radix::new();
+        let dirty = cached(&cache, &map, 0, true);
+        let clean = cached(&cache, &map, 1, false);
+        // The clean page is evicted for a new one; then nothing can go.
+        let Insert::New { slot, evicted } = cache.insert(&map, INO, PageIndex(2)) else {
+            panic!("no room made");
+        };
+        assert!(evicted);
+        assert_eq!(slot, clean);
+        cache.finish_fill(&map, PageIndex(2), slot, true, true);
+        assert_eq!(cache.insert(&map, INO, PageIndex(3)), Insert::Full);
+        assert!(!cache.has_room(1));
+        assert_eq!(cache.evict_clean(), 0);
+        assert_eq!(cache.borrow(1), None);
+        assert_eq!(
+            cache.invalidate(&map, INO, PageIndex(0)),
+            Claim::Done(dirty, true)
+        );
+        assert_eq!(cache.dirty_pages(), 1);
+        let lent = cache.borrow(1).unwrap();
+        assert_eq!(lent, [dirty]);
+        assert_eq!(cache.insert(&map, INO, PageIndex(3)), Insert::Full);
+        cache.give_back(&lent);
+        assert!(cache.has_room(1));
+    }
+
+    #[test]
+    fn scan_reports_the_files_pages_in_range_with_their_dirt() {
+        let cache = PageCache::new(8);
+        let map = Radix::new();
+        for (i, dirty) in [(0, false), (2, true), (5, true), (9, false)] {
+            cached(&cache, &map, i, dirty);
+        }
+        let mut seen = Vec::new();
+        cache.scan(&map, INO, PageIndex(1), PageIndex(9), |i, _, d| {
+            seen.push((i.0, d))
+        });
+        assert_eq!(seen, [(2, true), (5, true)]);
+        let mut none = 0;
+        cache.scan(&map, InodeId(8), PageIndex(0), PageIndex(10), |_, _, _| {
+            none += 1
+        });
+        assert_eq!(none, 0, "another file's pages");
+    }
+}

@@ -121,11 +121,7 @@ pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> 
         }
     }
     // The checkpoint's blocks are neither a file's nor free.
-    let meta_runs = fs
-        .journal
-        .as_ref()
-        .map(|j| j.meta_runs())
-        .unwrap_or_default();
+    let meta_runs = fs.journal.meta_runs();
     let meta: u64 = meta_runs.iter().map(|r| r.1).sum();
     runs.extend(meta_runs);
     runs.sort_unstable();
@@ -146,7 +142,7 @@ pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> 
     }
     // Blocks freed in memory but still referenced by durable metadata are
     // neither mapped nor free yet.
-    let held: u64 = fs.journal.as_ref().map_or(0, |j| j.held_blocks());
+    let held: u64 = fs.journal.held_blocks();
     let accounted = mapped + meta + space.free_blocks() + held;
     if accounted != space.total_blocks() {
         return Err(InvariantError::Leaked {

@@ -1,4 +1,5 @@
-//! Sync on a filesystem with a log: the session's side of a commit.
+//! Sync: the session's side of a commit (with a log, or with the
+//! in-memory journal of `Fs::new`, whose commit is one flush).
 //!
 //! A sync writes back its file's dirty pages (keeping them pinned until the
 //! commit says whether they are durable), then, only if the file's size or
@@ -28,7 +29,7 @@ use crate::units::{BlockNo, FrameId, InodeId, Lba, PageIndex, PAGE_SIZE};
 type Kept = (Arc<Inode>, Vec<u32>);
 
 impl<D: BlockDevice> Session<D> {
-    /// `sync_data`/`sync_all` with a log.
+    /// `sync_data`/`sync_all`.
     pub(crate) async fn sync_logged(&self, inode: &Inode, j: &Journal) -> Result<()> {
         let (kept, ticket) = self.capture(inode, j).await?;
         let committed = j.commit(&self.meta_env(), ticket).await;
@@ -234,10 +235,7 @@ impl<D: BlockDevice> Session<D> {
             if inode.dirty.load(Ordering::Acquire) == 0 && !inode.meta_dirty() {
                 continue;
             }
-            let c = match &self.fs.journal {
-                Some(j) => self.capture(inode, j).await.map(|(k, _)| k),
-                None => self.writeback(inode, true).await,
-            };
+            let c = self.capture(inode, &self.fs.journal).await.map(|(k, _)| k);
             match c {
                 Ok(k) => kept.push((inode.clone(), k)),
                 Err(e) => {
@@ -245,10 +243,8 @@ impl<D: BlockDevice> Session<D> {
                 }
             }
         }
-        let committed = match &self.fs.journal {
-            Some(j) => j.commit(&self.meta_env(), j.ticket()).await,
-            None => self.run(&Command::Flush).await.map_err(Into::into),
-        };
+        let j = &self.fs.journal;
+        let committed = j.commit(&self.meta_env(), j.ticket()).await;
         for (inode, k) in &kept {
             self.release_kept(inode, k, committed.is_ok());
         }
@@ -272,13 +268,9 @@ impl<D: BlockDevice> Session<D> {
         if inode.kind != crate::persist::record::Kind::Dir {
             return Err(crate::error::NamespaceError::NotADirectory.into());
         }
-        match &self.fs.journal {
-            Some(j) => {
-                let (_, ticket) = self.capture(&inode, j).await?;
-                j.commit(&self.meta_env(), ticket).await
-            }
-            None => Ok(()),
-        }
+        let j = &self.fs.journal;
+        let (_, ticket) = self.capture(&inode, j).await?;
+        j.commit(&self.meta_env(), ticket).await
     }
 
     /// Writes every dirty page to its block, logged pages included, so
@@ -309,10 +301,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Writes a checkpoint of everything durable (for unmount).
     pub(crate) fn checkpoint(&self) -> Result<()> {
-        match &self.fs.journal {
-            Some(j) => self.block_on(j.checkpoint_now(&self.meta_env())),
-            None => Ok(()),
-        }
+        self.block_on(self.fs.journal.checkpoint_now(&self.meta_env()))
     }
 
     fn meta_env(&self) -> SessionEnv<'_, D> {
@@ -452,5 +441,84 @@ impl<D: BlockDevice> CommitEnv for SessionEnv<'_, D> {
             Counter::log_writes
         };
         self.session.counters.add(c, 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dev::fault::{FaultPlan, FaultyDevice};
+    use crate::dev::ram::RamDevice;
+    use crate::dev::{CommandKind, DevError};
+    use crate::fs::{Config, Fs};
+
+    fn config() -> Config {
+        Config {
+            cache_pages: 32,
+            dirty_limit_pages: 16,
+            ..Config::default()
+        }
+    }
+
+    fn device() -> RamDevice {
+        RamDevice::new(16 << 20, 4096, 64).unwrap()
+    }
+
+    #[test]
+    fn a_failed_flush_keeps_the_pages_dirty_until_a_sync_succeeds() {
+        // Fs::new: the memory journal, whose commit is the flush.
+        let plan = FaultPlan::new();
+        let fs = Fs::new(FaultyDevice::new(device(), plan.clone()), config()).unwrap();
+        let s = fs.session().unwrap();
+        let f = fs.create("a").unwrap();
+        s.write_all_at(&f, &[3; 3 * 4096], 0).unwrap();
+        assert!(f.inode.meta_dirty());
+        plan.fail(CommandKind::Flush, 1, DevError::Media);
+        assert!(s.sync_data(&f).is_err());
+        assert_eq!(fs.dirty_pages(), 3, "not durable: dirty again");
+        assert!(f.inode.meta_dirty(), "its size is not durable either");
+        s.sync_data(&f).unwrap();
+        assert_eq!(fs.dirty_pages(), 0);
+        assert!(!f.inode.meta_dirty(), "the commit covered its record");
+    }
+
+    #[test]
+    fn a_small_sync_logs_its_pages_and_an_unchanged_file_commits_nothing() {
+        let fs = Fs::format(device(), config(), 1).unwrap();
+        let s = fs.session().unwrap();
+        let f = fs.create("a").unwrap();
+        s.write_all_at(&f, &[4; 4096], 0).unwrap();
+        let before = fs.stats();
+        s.sync_data(&f).unwrap();
+        let after = fs.stats();
+        assert_eq!(after.log_writes, before.log_writes + 1);
+        assert_eq!(after.checkpoints, before.checkpoints);
+        // In the log, not yet at home: the page stays dirty, logged.
+        assert_eq!(fs.dirty_pages(), 1);
+        s.sync_data(&f).unwrap();
+        assert_eq!(fs.stats().log_writes, after.log_writes, "nothing new");
+        assert_eq!(fs.stats().dev_flushes, after.dev_flushes);
+    }
+
+    #[test]
+    fn syncing_everything_is_one_commit_for_every_file() {
+        let fs = Fs::format(device(), config(), 2).unwrap();
+        let s = fs.session().unwrap();
+        let files: alloc::vec::Vec<_> = (0..3)
+            .map(|i| {
+                let f = fs.create(&alloc::format!("f{i}")).unwrap();
+                s.write_all_at(&f, &[i as u8 + 1; 5000], 0).unwrap();
+                f
+            })
+            .collect();
+        let before = fs.stats();
+        fs.sync().unwrap();
+        let after = fs.stats();
+        assert_eq!(
+            after.log_writes + after.checkpoints,
+            before.log_writes + before.checkpoints + 1
+        );
+        for f in &files {
+            assert!(!f.inode.meta_dirty());
+        }
     }
 }

@@ -25,10 +25,11 @@ use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
 use super::inode::Inode;
+use super::write::Copy;
 use super::{Session, MAX_FILE_SIZE};
 use crate::cache::Lookup;
 use crate::dev::{BlockDevice, Command, DevError, FrameArena};
-use crate::error::{Error, RangeError, Result, SpaceError};
+use crate::error::{RangeError, Result, SpaceError};
 use crate::lock::{Held, Mode};
 use crate::stats::Counter;
 use crate::units::{BlockNo, ByteRange, FrameId, Lba, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
@@ -256,55 +257,18 @@ impl<D: BlockDevice> Session<D> {
         if range.is_empty() {
             return Ok(0);
         }
-        let written = match self.write_direct_once(inode, buf, range).await {
-            Err(Error::Space(SpaceError::DeviceFull)) if self.fs.frees_held() => {
-                self.sync_all_files_async().await?;
-                self.write_direct_once(inode, buf, range).await
-            }
-            other => other,
-        };
+        let written = self
+            .with_room(|| self.write_outline(inode, range, Copy::Direct(buf)))
+            .await;
         if written.is_ok() {
             inode.touch_data((self.fs.config.wall_clock)());
         }
         written
     }
 
-    async fn write_direct_once(
-        &self,
-        inode: &Inode,
-        buf: &[u8],
-        range: ByteRange,
-    ) -> Result<usize> {
-        let held = Held::new();
-        if !self.fs.config.file_lock {
-            if let Some(slot) = inode.writers.try_enter(self.drain_hint) {
-                // Inside EOF: registered writers keep truncate and
-                // punch-hole out, as for buffered writes.
-                if range.end <= inode.size() {
-                    let r = self.write_direct_locked(inode, buf, range, &held).await;
-                    inode.writers.exit(slot);
-                    return r;
-                }
-                inode.writers.exit(slot);
-            }
-        }
-        let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
-        let old = inode.size();
-        if range.start > old {
-            self.zero_past_eof(inode, old).await?;
-        }
-        let n = self.write_direct_locked(inode, buf, range, &held).await?;
-        let end = range.start + n as u64;
-        if end > inode.size() {
-            inode.size.store(end, Ordering::Release);
-            inode.meta_changed();
-        }
-        Ok(n)
-    }
-
     /// The write itself, with truncate and punch-hole kept out by the
     /// caller; chunk by chunk, stopping at the first that fails.
-    async fn write_direct_locked(
+    pub(super) async fn write_direct_locked(
         &self,
         inode: &Inode,
         buf: &[u8],
@@ -423,6 +387,7 @@ impl<D: BlockDevice> Session<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Error;
 
     #[test]
     fn runs_split_at_gaps_holes_and_the_maximum() {

@@ -3,7 +3,7 @@
 //! back when the operation ends.
 
 use super::lender::{lend, Lent};
-use super::File;
+use super::{Allocate, File};
 use crate::dev::BlockDevice;
 use crate::error::Result;
 
@@ -41,6 +41,12 @@ impl<D: BlockDevice> File<D> {
     /// and its whole blocks are freed. The size does not change.
     pub fn punch_hole(&self, offset: u64, len: u64) -> Result<()> {
         self.session()?.punch_hole(self, offset, len)
+    }
+    /// `fallocate` on `[offset, offset + len)`: reserves blocks, zeroes
+    /// or punches the range as `what` asks, with fallocate(2)'s size
+    /// rules (see [`Allocate`]).
+    pub fn allocate(&self, offset: u64, len: u64, what: Allocate) -> Result<()> {
+        self.session()?.allocate(self, offset, len, what)
     }
     /// Makes everything written so far durable (data and the metadata
     /// needed to read it).
@@ -94,6 +100,12 @@ impl<D: BlockDevice> File<D> {
     /// Future of [`File::punch_hole`].
     pub async fn punch_hole_async(&self, offset: u64, len: u64) -> Result<()> {
         self.session()?.punch_hole_async(self, offset, len).await
+    }
+    /// Future of [`File::allocate`].
+    pub async fn allocate_async(&self, offset: u64, len: u64, what: Allocate) -> Result<()> {
+        self.session()?
+            .allocate_async(self, offset, len, what)
+            .await
     }
     /// Future of [`File::sync_data`].
     pub async fn sync_data_async(&self) -> Result<()> {

@@ -5,7 +5,8 @@
 //! Fs (shared, Send + Sync)
 //!  ├─ namespace: directories keyed by (directory, name); create, mkdir,
 //!  │  link, symlink, unlink, rmdir, rename, read_dir, attributes
-//!  ├─ File (owned handles: read_at, write_at, set_len, punch_hole, sync)
+//!  ├─ File (owned handles: read_at, write_at, set_len, punch_hole,
+//!  │  allocate, sync)
 //!  ├─ Session (a device queue and its counters; one operation at a time)
 //!  ├─ page cache (all files) and block allocator
 //!  ├─ journal (the log, checkpoints), for a filesystem on disk
@@ -18,9 +19,10 @@
 //!   `ops`, `file_io`: handles and their operations; `session`: the context
 //!   operations run in; `lender`: the sessions `File`'s own methods borrow,
 //!   owned by the mount's handles; `read`,
-//!   `write`, `size`, `sync_data`, `commit`: the I/O paths; `check`: the
+//!   `write`, `size`, `allocate`, `sync_data`, `commit`: the I/O paths; `check`: the
 //!   invariant checker.
 
+mod allocate;
 mod check;
 mod commit;
 mod config;
@@ -46,6 +48,7 @@ mod write;
 
 use alloc::sync::Arc;
 
+pub use allocate::Allocate;
 pub use check::InvariantError;
 pub use config::Config;
 #[cfg(feature = "std")]

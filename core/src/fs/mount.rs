@@ -14,7 +14,7 @@ use crate::dev::{BlockDevice, FrameArena};
 use crate::error::{Damage, Error, Result};
 use crate::persist::shadow::Shadow;
 use crate::persist::tree::Tree;
-use crate::persist::Journal;
+use crate::persist::{Journal, Log};
 use crate::space::Allocator;
 use crate::stats::Stats;
 use crate::sync::{Mutex, RwLock};
@@ -40,7 +40,7 @@ impl<D: BlockDevice> Fs<D> {
         let blocks = dev.geometry().capacity_pages();
         let (uid, gid) = config.root_owner;
         let now = (config.wall_clock)();
-        let fs = Fs::build(dev, config, frames, (0, blocks), None)?;
+        let fs = Fs::build(dev, config, frames, (0, blocks), Journal::in_memory())?;
         fs.load(&Shadow::empty(uid, gid, now), &[])?;
         Ok(fs)
     }
@@ -52,7 +52,7 @@ impl<D: BlockDevice> Fs<D> {
         config: Config,
         usable_frames: u32,
         data: (u64, u64),
-        journal: Option<Journal>,
+        journal: Journal,
     ) -> Result<Fs<D>> {
         let frames = dev.frames().frame_count();
         let meta_frames = usable_frames.min(frames)..frames;
@@ -115,14 +115,14 @@ impl<D: BlockDevice> Fs<D> {
         let frames = meta_frames(&dev)?;
         let rec =
             crate::persist::recover_for_mount(&dev, frames.clone(), config.clock, config.idle)?;
-        let journal = Journal::open(&rec);
-        let layout = journal.layout();
+        let log = Log::open(&rec);
+        let layout = log.layout();
         let fs = Fs::build(
             dev,
             config,
             frames.start,
             (layout.data_start, layout.blocks),
-            Some(journal),
+            Journal::Log(alloc::boxed::Box::new(log)),
         )?;
         fs.load(&rec.shadow, &rec.chain)?;
         Ok(fs)

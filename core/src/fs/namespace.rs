@@ -105,10 +105,10 @@ pub(crate) fn check_name(name: &str) -> core::result::Result<(), NameError> {
 }
 
 impl<D: BlockDevice> Shared<D> {
-    /// Stages `record` with the journal, if there is one (the caller holds
-    /// the namespace lock, so records arrive in the order of the changes).
-    pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> Option<u64> {
-        self.journal.as_ref().map(|j| j.stage(record, seq))
+    /// Stages `record` with the journal (the caller holds the namespace
+    /// lock, so records arrive in the order of the changes).
+    pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> u64 {
+        self.journal.stage(record, seq)
     }
 
     /// The inode `ino`, which must be a directory still linked in `tree`.
@@ -256,13 +256,12 @@ impl<D: BlockDevice> Fs<D> {
         who: NewInode,
         target: &str,
     ) -> Result<Arc<Inode>> {
-        match self.shared.make(parent, name, kind, who, target) {
-            Err(Error::Space(SpaceError::DeviceFull)) if self.shared.frees_held() => {
-                self.sync()?;
-                self.shared.make(parent, name, kind, who, target)
-            }
-            other => other,
+        let made = self.shared.make(parent, name, kind, who, target);
+        if !self.shared.full_until_commit(&made) {
+            return made;
         }
+        self.sync()?;
+        self.shared.make(parent, name, kind, who, target)
     }
 
     /// Creates the directory `name` in `parent`; returns its inode number.

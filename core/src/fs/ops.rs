@@ -6,7 +6,7 @@
 use alloc::sync::Arc;
 
 use super::file::File;
-use super::Session;
+use super::{Allocate, Session};
 use crate::dev::BlockDevice;
 use crate::error::{Error, RangeError, Result, SpaceError};
 
@@ -88,6 +88,20 @@ impl<D: BlockDevice> Session<D> {
         self.punch_inode(&f.inode, offset, len).await
     }
 
+    /// `fallocate` on `[offset, offset + len)` of `f`: reserves blocks,
+    /// zeroes or punches the range as `what` asks, with fallocate(2)'s
+    /// size rules (see [`Allocate`]).
+    pub async fn allocate_async(
+        &self,
+        f: &File<D>,
+        offset: u64,
+        len: u64,
+        what: Allocate,
+    ) -> Result<()> {
+        self.mine(f)?;
+        self.allocate_inode(&f.inode, offset, len, what).await
+    }
+
     /// Makes everything written to `f` so far durable (data and the
     /// metadata needed to read it).
     pub async fn sync_data_async(&self, f: &File<D>) -> Result<()> {
@@ -159,6 +173,10 @@ impl<D: BlockDevice> Session<D> {
     /// Synchronous [`Session::punch_hole_async`].
     pub fn punch_hole(&self, f: &File<D>, offset: u64, len: u64) -> Result<()> {
         self.block_on(self.punch_hole_async(f, offset, len))
+    }
+    /// Synchronous [`Session::allocate_async`].
+    pub fn allocate(&self, f: &File<D>, offset: u64, len: u64, what: Allocate) -> Result<()> {
+        self.block_on(self.allocate_async(f, offset, len, what))
     }
     /// Synchronous [`Session::sync_data_async`].
     pub fn sync_data(&self, f: &File<D>) -> Result<()> {

@@ -11,6 +11,7 @@ use super::inode::Inode;
 use super::Config;
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, Geometry};
+use crate::error::{Error, Result, SpaceError};
 use crate::persist::record::{inode_record_len, Record};
 use crate::persist::tree::Tree;
 use crate::persist::{Journal, PendingFree};
@@ -38,8 +39,9 @@ pub(crate) struct Shared<D: BlockDevice> {
     pub(crate) counters: Mutex<(Vec<Arc<Counters>>, Stats)>,
     /// Sessions opened so far: each gets the next number.
     pub(crate) sessions: AtomicUsize,
-    /// The metadata log, for a filesystem on disk (`Fs::format`/`mount`).
-    pub(crate) journal: Option<Journal>,
+    /// Where metadata changes go: the log, for a filesystem on disk
+    /// (`Fs::format`/`mount`), or memory (`Fs::new`).
+    pub(crate) journal: Journal,
     /// Frames kept out of the cache for metadata I/O.
     pub(crate) meta_frames: core::ops::Range<u32>,
     /// Bytes a checkpoint of the in-memory metadata would take (the sum of
@@ -86,14 +88,8 @@ impl<D: BlockDevice> Shared<D> {
     /// Free blocks data may not take: room for a checkpoint of everything
     /// durable plus everything that may become so (with a journal).
     pub(crate) fn meta_reserve(&self, extra_bytes: u64) -> u64 {
-        self.journal.as_ref().map_or(0, |j| {
-            let bytes =
-                self.meta_bytes.load(Ordering::Acquire) + j.durable_image_len() + extra_bytes;
-            // Worst case: free space so fragmented that every frame is one
-            // block.
-            let per_block = crate::persist::format::Frame::capacity(1) as u64;
-            bytes.div_ceil(per_block) + 2
-        })
+        let live = self.meta_bytes.load(Ordering::Acquire);
+        self.journal.reserve(live + extra_bytes)
     }
 
     /// One block for file data near `hint`, unless only the blocks held
@@ -107,10 +103,18 @@ impl<D: BlockDevice> Shared<D> {
         space.alloc(hint, 1).map(|(b, _)| b)
     }
 
+    /// True if `r` failed for want of blocks that a commit would free
+    /// (blocks freed by remove, truncate or punch-hole wait for one): the
+    /// caller commits and tries once more. The one home of that rule;
+    /// [`Session::with_room`](super::Session) is its async outline.
+    pub(crate) fn full_until_commit<T>(&self, r: &Result<T>) -> bool {
+        matches!(r, Err(Error::Space(SpaceError::DeviceFull))) && self.frees_held()
+    }
+
     /// True if blocks freed by remove, truncate or punch-hole wait for a
     /// commit before they can be reused.
     pub(crate) fn frees_held(&self) -> bool {
-        self.journal.as_ref().is_some_and(|j| j.held_blocks() > 0)
+        self.journal.held_blocks() > 0
     }
 
     /// Returns blocks to the allocator, or, with a journal, holds them
@@ -124,7 +128,7 @@ impl<D: BlockDevice> Shared<D> {
                 len: e.len,
                 seq,
             };
-            if !self.journal.as_ref().is_some_and(|j| j.hold_free(pf)) {
+            if !self.journal.hold_free(pf) {
                 // A failure means the maps disagree; the invariant checker
                 // reports it.
                 let _ = self.space.lock().free(e.dev, e.len);

@@ -342,7 +342,7 @@ impl<D: BlockDevice> Session<D> {
             freed
         };
         let bpp = self.fs.geometry.blocks_per_page();
-        let trim = self.fs.journal.is_none();
+        let trim = self.fs.journal.trims_frees();
         for e in &freed {
             inode.meta_changed();
             let cmd = Command::Deallocate {

@@ -33,7 +33,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Space and inode counts, as `statfs(2)` reports them.
     pub fn statfs(&self) -> StatFs {
         let shared = &self.shared;
-        let held = shared.journal.as_ref().map_or(0, |j| j.held_blocks());
+        let held = shared.journal.held_blocks();
         let (blocks, free) = {
             let space = shared.space.lock();
             (space.total_blocks(), space.free_blocks() + held)

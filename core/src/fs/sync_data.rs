@@ -200,9 +200,7 @@ impl<D: BlockDevice> Session<D> {
     /// while the page is claimed, so it lands in the log after that data
     /// record and before any later one.
     fn log_home(&self, inode: &Inode, frames: &[FrameId]) {
-        let Some(j) = &self.fs.journal else {
-            return;
-        };
+        let j = &self.fs.journal;
         let cache = &self.fs.cache;
         for f in frames.iter().filter(|f| cache.in_log(f.0)) {
             let page = cache.index_of(f.0).0;
@@ -291,13 +289,6 @@ impl<D: BlockDevice> Session<D> {
     /// flushes the device. The written pages stay pinned under writeback
     /// until the flush succeeds; if it fails they are dirty again.
     pub(crate) async fn sync_inode(&self, inode: &Inode) -> Result<()> {
-        if let Some(j) = &self.fs.journal {
-            return self.sync_logged(inode, j).await;
-        }
-        let kept = self.writeback(inode, true).await;
-        let flushed = self.run(&Command::Flush).await;
-        let kept = kept?;
-        self.release_kept(inode, &kept, flushed.is_ok());
-        flushed.map_err(Into::into)
+        self.sync_logged(inode, &self.fs.journal).await
     }
 }

@@ -1,16 +1,27 @@
 //! The write path: parallel writes inside EOF under extent locks, extending
 //! writes under the inode lock, block allocation, dirty throttling.
 
+use core::future::Future;
 use core::sync::atomic::Ordering;
 
 use super::inode::Inode;
 use super::{Session, MAX_FILE_SIZE};
 use crate::cache::{Claim, Insert};
 use crate::dev::{BlockDevice, FrameArena};
-use crate::error::{Error, RangeError, Result, SpaceError};
+use crate::error::{RangeError, Result, SpaceError};
 use crate::lock::{Held, Mode};
 use crate::stats::Counter;
 use crate::units::{ByteRange, FrameId, PageIndex, PAGE_SIZE, PAGE_SIZE_U64};
+
+/// How a write puts its bytes in its range: the part of
+/// [`Session::write_outline`] that differs.
+#[derive(Clone, Copy)]
+pub(super) enum Copy<'a> {
+    /// Through the page cache.
+    Cached(&'a [u8]),
+    /// Past the cache, to the device (whole pages; see `direct`).
+    Direct(&'a [u8]),
+}
 
 impl<D: BlockDevice> Session<D> {
     /// Writes `buf` at `off`. Returns the bytes written: all of them, or a
@@ -20,18 +31,29 @@ impl<D: BlockDevice> Session<D> {
     /// for a commit, commits (as [`Session::sync_all_files`]) and tries
     /// again: freed space is reusable without the caller syncing.
     pub(crate) async fn write_inode(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
-        let written = match self.write_once(inode, buf, off).await {
-            Err(Error::Space(SpaceError::DeviceFull)) if self.fs.frees_held() => {
-                self.sync_all_files_async().await?;
-                self.write_once(inode, buf, off).await
-            }
-            other => other,
-        };
+        let written = self.with_room(|| self.write_once(inode, buf, off)).await;
         if written.as_ref().is_ok_and(|&n| n > 0) {
             // Lazily logged (see `Inode::mtime`): no record for this alone.
             inode.touch_data((self.fs.config.wall_clock)());
         }
         written
+    }
+
+    /// Runs `op`; if it finds the device full while blocks freed by
+    /// remove, truncate or punch-hole wait for a commit
+    /// ([`Shared::full_until_commit`](super::Shared)), commits (as
+    /// [`Session::sync_all_files`]) and runs it once more: the outline of
+    /// every operation that allocates data blocks.
+    pub(super) async fn with_room<T, F>(&self, mut op: impl FnMut() -> F) -> Result<T>
+    where
+        F: Future<Output = Result<T>>,
+    {
+        let first = op().await;
+        if !self.fs.full_until_commit(&first) {
+            return first;
+        }
+        self.sync_all_files_async().await?;
+        op().await
     }
 
     async fn write_once(&self, inode: &Inode, buf: &[u8], off: u64) -> Result<usize> {
@@ -43,13 +65,29 @@ impl<D: BlockDevice> Session<D> {
             return Ok(0);
         }
         self.throttle(inode).await?;
+        self.write_outline(inode, range, Copy::Cached(buf)).await
+    }
+
+    /// The outline every write shares, buffered or direct: inside EOF,
+    /// registered with the write drain (truncate and punch-hole wait for
+    /// it) under the extent lock alone; otherwise under the inode lock,
+    /// with the old EOF page's tail zeroed when the write starts past it,
+    /// and the new size published once the data is in place (so a reader
+    /// that sees the size sees the bytes). `copy` is the part that
+    /// differs; it returns how many bytes it wrote from `range.start`.
+    pub(super) async fn write_outline(
+        &self,
+        inode: &Inode,
+        range: ByteRange,
+        copy: Copy<'_>,
+    ) -> Result<usize> {
         let held = Held::new();
         if !self.fs.config.file_lock {
             if let Some(slot) = inode.writers.try_enter(self.drain_hint) {
                 // Fast path: inside EOF, the extent lock is enough. Truncate
                 // and punch-hole cannot start while we are registered.
                 if range.end <= inode.size() {
-                    let r = self.write_locked(inode, buf, range, &held).await;
+                    let r = self.copy(inode, range, copy, &held).await;
                     inode.writers.exit(slot);
                     return r;
                 }
@@ -58,26 +96,37 @@ impl<D: BlockDevice> Session<D> {
         }
         #[cfg(feature = "mutants")]
         if crate::mutants::active(crate::mutants::Mutant::ExtendWithoutInodeLock) {
-            let n = self.write_locked(inode, buf, range, &held).await?;
-            inode.size.store(off + n as u64, Ordering::Release);
+            let n = self.copy(inode, range, copy, &held).await?;
+            inode.size.store(range.start + n as u64, Ordering::Release);
             return Ok(n);
         }
         let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
         let old = inode.size();
-        if off > old {
+        if range.start > old {
             // The bytes between the old EOF and this write become part of
             // the file: make sure they read as zeros.
             self.zero_past_eof(inode, old).await?;
         }
-        let n = self.write_locked(inode, buf, range, &held).await?;
-        let new_end = off + n as u64;
+        let n = self.copy(inode, range, copy, &held).await?;
+        let new_end = range.start + n as u64;
         if new_end > inode.size() {
-            // Publish the size only after the data is in the cache, so a
-            // reader that sees the new size sees the bytes.
             inode.size.store(new_end, Ordering::Release);
             inode.meta_changed();
         }
         Ok(n)
+    }
+
+    async fn copy(
+        &self,
+        inode: &Inode,
+        range: ByteRange,
+        copy: Copy<'_>,
+        held: &Held,
+    ) -> Result<usize> {
+        match copy {
+            Copy::Cached(buf) => self.write_locked(inode, buf, range, held).await,
+            Copy::Direct(buf) => self.write_direct_locked(inode, buf, range, held).await,
+        }
     }
 
     /// Copies `buf` into the pages of `range` holding the extent lock
@@ -120,7 +169,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Copies `data` into page `index` at `in_page` and marks it dirty,
     /// bringing the page in first if the write covers only part of it.
-    async fn write_page(
+    pub(super) async fn write_page(
         &self,
         inode: &Inode,
         index: PageIndex,
@@ -215,7 +264,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Makes a writer write back dirty pages while the cache holds more than
     /// the dirty limit, instead of failing it.
-    async fn throttle(&self, inode: &Inode) -> Result<()> {
+    pub(super) async fn throttle(&self, inode: &Inode) -> Result<()> {
         if self.fs.cache.dirty_pages() <= self.fs.dirty_limit {
             return Ok(());
         }

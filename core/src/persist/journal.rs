@@ -12,6 +12,7 @@
 //! then do the previous checkpoint's blocks become free. See
 //! docs/design.md, section 7, for the argument case by case.
 
+use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use core::future::Future;
@@ -114,7 +115,7 @@ impl State {
 
 /// The metadata log of a mounted filesystem.
 #[derive(Debug)]
-pub(crate) struct Journal {
+pub(crate) struct Log {
     layout: Layout,
     uuid: u64,
     lba_size: u32,
@@ -126,14 +127,14 @@ pub(crate) struct Journal {
     durable_image: AtomicU64,
 }
 
-impl Journal {
-    /// The journal of a recovered filesystem. Its next log write goes
+impl Log {
+    /// The log of a recovered filesystem. Its next log write goes
     /// after every intact log write found (none past a hole is replayed:
     /// repair starts a fresh checkpoint past them).
-    pub(crate) fn open(rec: &Recovered) -> Journal {
+    pub(crate) fn open(rec: &Recovered) -> Log {
         let sb = rec.superblock;
         let durable_seq = rec.shadow.inodes.keys().map(|&ino| (ino, 0)).collect();
-        Journal {
+        Log {
             layout: sb.layout,
             uuid: sb.uuid,
             lba_size: sb.lba_size,
@@ -164,13 +165,6 @@ impl Journal {
     /// The layout.
     pub(crate) fn layout(&self) -> Layout {
         self.layout
-    }
-
-    /// Queues `record` for the next commit, after everything staged
-    /// before; returns its ticket (see [`Journal::commit`]). `seq` is given
-    /// for an inode record a sync captured: its inode's metadata sequence.
-    pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> u64 {
-        self.stage_all([(record, seq)])
     }
 
     /// Stages `records` together (no other record comes between them, and
@@ -221,7 +215,7 @@ impl Journal {
         true
     }
 
-    /// Blocks held by [`Journal::hold_free`].
+    /// Blocks held by [`Log::hold_free`].
     pub(crate) fn held_blocks(&self) -> u64 {
         self.st.lock().pending_frees.iter().map(|f| f.len).sum()
     }
@@ -235,6 +229,16 @@ impl Journal {
     /// Bytes of the durable metadata's checkpoint image.
     pub(crate) fn durable_image_len(&self) -> u64 {
         self.durable_image.load(Ordering::Relaxed)
+    }
+
+    /// Free blocks data may not take: room for a checkpoint of the durable
+    /// image plus `more_bytes` (what may become durable).
+    fn reserve(&self, more_bytes: u64) -> u64 {
+        let bytes = self.durable_image_len() + more_bytes;
+        // Worst case: free space so fragmented that every frame is one
+        // block.
+        let per_block = Frame::capacity(1) as u64;
+        bytes.div_ceil(per_block) + 2
     }
 
     /// Joins a group commit; returns when a flush after `ticket` was taken,
@@ -541,12 +545,196 @@ impl Journal {
     }
 }
 
+/// Where a filesystem's metadata changes go: its log on the device
+/// ([`Log`], for `Fs::format`/`Fs::mount`), or nowhere ([`Memory`], for
+/// `Fs::new`, whose state lives and dies in memory, as redb's in-memory
+/// backend does). The engine stages, commits and frees through this type
+/// and never asks which it has.
+#[derive(Debug)]
+pub(crate) enum Journal {
+    /// The log and checkpoints on the device (boxed: one per
+    /// filesystem, ten times the size of the other).
+    Log(Box<Log>),
+    /// No log (see [`Memory`]).
+    Memory(Memory),
+}
+
+/// The journal of a filesystem with no log: nothing it stages outlives
+/// the filesystem, so staged records are dropped, no free waits for a
+/// commit, no block is held back for checkpoints, and a commit is one
+/// flush (every write before it is then durable), after which the inodes
+/// whose records it covered count as durable up to their sequence.
+#[derive(Debug, Default)]
+pub(crate) struct Memory {
+    st: Mutex<MemoryState>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    next_ticket: u64,
+    /// (inode, metadata sequence) of the inode records staged since the
+    /// last commit that succeeded.
+    pending: Vec<(u64, u64)>,
+}
+
+impl Memory {
+    fn stage_all(&self, records: impl IntoIterator<Item = (Record, Option<u64>)>) -> u64 {
+        let mut st = self.st.lock();
+        st.next_ticket += 1;
+        for (record, seq) in records {
+            if let (Record::Inode { ino, .. }, Some(seq)) = (record, seq) {
+                st.pending.push((ino, seq));
+            }
+        }
+        st.next_ticket
+    }
+
+    fn ticket(&self) -> u64 {
+        self.stage_all([])
+    }
+
+    /// One flush; on success the inodes staged before it are durable up to
+    /// their sequence. A failed flush puts them back, in order, ahead of
+    /// what was staged meanwhile.
+    async fn commit<E: CommitEnv>(&self, env: &E) -> Result<()> {
+        let batch = core::mem::take(&mut self.st.lock().pending);
+        // Taken so the counter does not grow: this flush covers every write.
+        let _ = env.take_unflushed();
+        match env.flush().await {
+            Ok(()) => {
+                for &(ino, seq) in &batch {
+                    env.logged(ino, seq);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                env.unflushed_again();
+                let mut st = self.st.lock();
+                let mut pending = batch;
+                pending.append(&mut st.pending);
+                st.pending = pending;
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Journal {
+    /// The journal of a recovered filesystem: its log.
+    pub(crate) fn open(rec: &Recovered) -> Journal {
+        Journal::Log(Box::new(Log::open(rec)))
+    }
+
+    /// The journal of a filesystem with no log.
+    pub(crate) fn in_memory() -> Journal {
+        Journal::Memory(Memory::default())
+    }
+
+    /// Queues `record` for the next commit, after everything staged
+    /// before; returns its ticket (see [`Journal::commit`]). `seq` is
+    /// given for an inode record a sync captured: its inode's metadata
+    /// sequence.
+    pub(crate) fn stage(&self, record: Record, seq: Option<u64>) -> u64 {
+        self.stage_all([(record, seq)])
+    }
+
+    /// Stages `records` together; returns the ticket.
+    pub(crate) fn stage_all(
+        &self,
+        records: impl IntoIterator<Item = (Record, Option<u64>)>,
+    ) -> u64 {
+        match self {
+            Journal::Log(l) => l.stage_all(records),
+            Journal::Memory(m) => m.stage_all(records),
+        }
+    }
+
+    /// True if `n` more pages of data fit in the log (never without one).
+    pub(crate) fn data_room(&self, n: usize) -> bool {
+        match self {
+            Journal::Log(l) => l.data_room(n),
+            Journal::Memory(_) => false,
+        }
+    }
+
+    /// A ticket for a sync with no record to stage.
+    pub(crate) fn ticket(&self) -> u64 {
+        match self {
+            Journal::Log(l) => l.ticket(),
+            Journal::Memory(m) => m.ticket(),
+        }
+    }
+
+    /// Holds `f` until no durable record references its blocks; false if
+    /// none does (the caller frees them at once, trimmed if
+    /// [`Journal::trims_frees`]).
+    pub(crate) fn hold_free(&self, f: PendingFree) -> bool {
+        match self {
+            Journal::Log(l) => l.hold_free(f),
+            Journal::Memory(_) => false,
+        }
+    }
+
+    /// True if blocks freed at once are trimmed first. With a log they
+    /// are not: after a crash the durable metadata may still map them and
+    /// must find the old data there.
+    pub(crate) fn trims_frees(&self) -> bool {
+        matches!(self, Journal::Memory(_))
+    }
+
+    /// Blocks held by [`Journal::hold_free`].
+    pub(crate) fn held_blocks(&self) -> u64 {
+        match self {
+            Journal::Log(l) => l.held_blocks(),
+            Journal::Memory(_) => 0,
+        }
+    }
+
+    /// Runs of blocks the checkpoints occupy.
+    pub(crate) fn meta_runs(&self) -> Vec<(u64, u64)> {
+        match self {
+            Journal::Log(l) => l.meta_runs(),
+            Journal::Memory(_) => Vec::new(),
+        }
+    }
+
+    /// Free blocks data may not take, with `more_bytes` of metadata that
+    /// may become durable besides what is: room for the next checkpoint.
+    pub(crate) fn reserve(&self, more_bytes: u64) -> u64 {
+        match self {
+            Journal::Log(l) => l.reserve(more_bytes),
+            Journal::Memory(_) => 0,
+        }
+    }
+
+    /// Returns when every record staged up to `ticket`, and every write
+    /// before it, are durable (see [`Log::commit`]).
+    pub(crate) async fn commit<E: CommitEnv>(&self, env: &E, ticket: u64) -> Result<()> {
+        match self {
+            Journal::Log(l) => l.commit(env, ticket).await,
+            Journal::Memory(m) => m.commit(env).await,
+        }
+    }
+
+    /// Writes a checkpoint now (for unmount and repair); nothing without
+    /// a log.
+    pub(crate) async fn checkpoint_now<E: CommitEnv>(&self, env: &E) -> Result<()> {
+        match self {
+            Journal::Log(l) => l.checkpoint_now(env).await,
+            Journal::Memory(_) => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dev::DevError;
     use crate::persist::format::LOG_FRAME_MAX_BLOCKS;
+    use crate::persist::record::InodeMeta;
+    use core::cell::{Cell, RefCell};
 
-    fn journal(blocks: u64) -> Journal {
+    fn journal(blocks: u64) -> Log {
         let layout = Layout::for_blocks(blocks).unwrap();
         let rec = Recovered {
             shadow: Shadow::default(),
@@ -573,7 +761,7 @@ mod tests {
             problems: Vec::new(),
             notes: Vec::new(),
         };
-        Journal::open(&rec)
+        Log::open(&rec)
     }
 
     #[test]
@@ -603,5 +791,182 @@ mod tests {
         assert_eq!(j.held_blocks(), 2);
         j.st.lock().durable_seq.insert(7, 3);
         assert!(!j.hold_free(f));
+    }
+
+    /// A commit's environment that records what it is asked to do and
+    /// fails writes or flushes on demand; a write can stage a record, as
+    /// another syncer would while the commit is in flight.
+    #[derive(Default)]
+    struct Stub<'a> {
+        fail_writes: Cell<bool>,
+        fail_flush: Cell<bool>,
+        /// (block, blocks, fua) of every write that succeeded.
+        writes: RefCell<Vec<(u64, usize, bool)>>,
+        flushes: Cell<u32>,
+        logged: RefCell<Vec<(u64, u64)>>,
+        unflushed: Cell<u32>,
+        /// Staged on `journal` by the next write, before it completes.
+        stage_on_write: RefCell<Option<(&'a Log, Record)>>,
+    }
+
+    impl MetaIo for Stub<'_> {
+        async fn read(&self, _block: u64, n: usize) -> Result<Vec<u8>> {
+            Ok(alloc::vec![0; n * crate::units::PAGE_SIZE])
+        }
+        async fn write(&self, block: u64, bytes: &[u8], fua: bool) -> Result<()> {
+            if let Some((j, r)) = self.stage_on_write.borrow_mut().take() {
+                j.stage_all([(r, None)]);
+            }
+            if self.fail_writes.get() {
+                return Err(DevError::Media.into());
+            }
+            let n = bytes.len() / crate::units::PAGE_SIZE;
+            self.writes.borrow_mut().push((block, n, fua));
+            Ok(())
+        }
+        async fn flush(&self) -> Result<()> {
+            if self.fail_flush.get() {
+                return Err(DevError::Media.into());
+            }
+            self.flushes.set(self.flushes.get() + 1);
+            Ok(())
+        }
+    }
+
+    impl CommitEnv for Stub<'_> {
+        fn alloc_meta(&self, hint: u64, max: u64) -> Option<(u64, u64)> {
+            Some((hint, max))
+        }
+        fn free_meta(&self, _runs: &[(u64, u64)]) {}
+        async fn release(&self, _frees: Vec<PendingFree>) {}
+        fn logged(&self, ino: u64, seq: u64) {
+            self.logged.borrow_mut().push((ino, seq));
+        }
+        fn counted(&self, _checkpoint: bool) {}
+        fn take_unflushed(&self) -> bool {
+            self.unflushed.replace(0) > 0
+        }
+        fn unflushed_again(&self) {
+            self.unflushed.set(self.unflushed.get() + 1);
+        }
+    }
+
+    fn home(page: u64) -> Record {
+        Record::Home { ino: 5, page }
+    }
+
+    fn pending(j: &Log) -> Vec<Record> {
+        j.st.lock()
+            .pending
+            .iter()
+            .map(|s| s.record.clone())
+            .collect()
+    }
+
+    fn run<F: Future>(f: F) -> F::Output {
+        crate::sync::block_on(f, || {})
+    }
+
+    #[test]
+    fn a_failed_batch_is_put_back_in_order_ahead_of_what_came_meanwhile() {
+        let j = journal(1 << 16);
+        let env = Stub::default();
+        let ticket = j.stage_all([(home(1), None), (home(2), None)]);
+        env.fail_writes.set(true);
+        *env.stage_on_write.borrow_mut() = Some((&j, home(3)));
+        assert!(run(j.commit(&env, ticket)).is_err());
+        assert_eq!(pending(&j), [home(1), home(2), home(3)]);
+        assert_eq!(j.st.lock().durable_ticket, 0, "nothing became durable");
+        // The next leader writes all three (after a checkpoint past the
+        // failed write's sequence, which may have reached the device).
+        env.fail_writes.set(false);
+        let last = j.ticket();
+        run(j.commit(&env, last)).unwrap();
+        assert!(pending(&j).is_empty());
+        assert_eq!(j.st.lock().durable_ticket, last);
+        assert!(!env.writes.borrow().is_empty());
+        // A later commit for a ticket already durable writes nothing.
+        let writes = env.writes.borrow().len();
+        run(j.commit(&env, ticket)).unwrap();
+        assert_eq!(env.writes.borrow().len(), writes);
+    }
+
+    #[test]
+    fn a_commit_flushes_only_after_data_was_written_and_retries_a_failed_flush() {
+        let j = journal(1 << 16);
+        let env = Stub::default();
+        let t = j.stage_all([(Record::Free { ino: 9 }, None)]);
+        run(j.commit(&env, t)).unwrap();
+        assert_eq!(
+            env.flushes.get(),
+            0,
+            "no data written: the FUA write is all"
+        );
+        assert_eq!(env.writes.borrow().len(), 1);
+        assert!(env.writes.borrow()[0].2, "the log write is FUA");
+        assert!(j.st.lock().removed.contains(&9));
+        // Data written: the flush comes first; if it fails, nothing is
+        // written and the next commit flushes again.
+        env.unflushed.set(1);
+        env.fail_flush.set(true);
+        let t = j.stage_all([(Record::Free { ino: 10 }, None)]);
+        assert!(run(j.commit(&env, t)).is_err());
+        assert_eq!(env.writes.borrow().len(), 1);
+        assert_eq!(env.unflushed.get(), 1, "the flush is owed again");
+        env.fail_flush.set(false);
+        run(j.commit(&env, t)).unwrap();
+        assert_eq!((env.flushes.get(), env.writes.borrow().len()), (1, 2));
+    }
+
+    #[test]
+    fn an_inode_record_makes_its_sequence_durable_and_releases_its_frees() {
+        let j = journal(1 << 16);
+        let env = Stub::default();
+        let f = PendingFree {
+            ino: 4,
+            dev: BlockNo(100),
+            len: 3,
+            seq: 2,
+        };
+        assert!(j.hold_free(f));
+        let meta = InodeMeta::new(super::super::record::Kind::File, 0o644, 0, 0, 1);
+        let t = j.stage_all([(Record::Inode { ino: 4, meta }, Some(2))]);
+        run(j.commit(&env, t)).unwrap();
+        assert_eq!(*env.logged.borrow(), [(4, 2)]);
+        assert_eq!(j.held_blocks(), 0, "the record no longer maps the blocks");
+    }
+
+    #[test]
+    fn the_memory_journal_commits_with_a_flush_and_holds_nothing() {
+        let j = Journal::in_memory();
+        let env = Stub::default();
+        let meta = InodeMeta::new(super::super::record::Kind::File, 0o644, 0, 0, 1);
+        let f = PendingFree {
+            ino: 4,
+            dev: BlockNo(100),
+            len: 3,
+            seq: 2,
+        };
+        assert!(!j.hold_free(f), "frees at once");
+        assert_eq!((j.held_blocks(), j.reserve(1 << 20)), (0, 0));
+        assert!(j.meta_runs().is_empty() && !j.data_room(0) && j.trims_frees());
+        let t = j.stage(
+            Record::Inode {
+                ino: 4,
+                meta: meta.clone(),
+            },
+            Some(2),
+        );
+        // A failed flush keeps the inode owed, ahead of later ones.
+        env.fail_flush.set(true);
+        assert!(run(j.commit(&env, t)).is_err());
+        j.stage(Record::Inode { ino: 6, meta }, Some(1));
+        env.fail_flush.set(false);
+        run(j.commit(&env, j.ticket())).unwrap();
+        assert_eq!(*env.logged.borrow(), [(4, 2), (6, 1)]);
+        assert_eq!(env.flushes.get(), 1);
+        assert!(env.writes.borrow().is_empty(), "nothing is written");
+        run(j.checkpoint_now(&env)).unwrap();
+        assert!(env.writes.borrow().is_empty());
     }
 }

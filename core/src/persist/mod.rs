@@ -43,7 +43,7 @@ mod recover;
 pub mod shadow;
 pub mod tree;
 
-pub(crate) use journal::{CommitEnv, Journal, PendingFree};
+pub(crate) use journal::{CommitEnv, Journal, Log, PendingFree};
 pub(crate) use metaio::{chunks, MetaIo};
 pub use offline::{check, repair, CheckReport, RepairReport};
 pub(crate) use offline::{format_device, recover_for_mount};

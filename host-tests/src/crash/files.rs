@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::Fs;
+use pollfs_core::{Allocate, Fs};
 
 use crate::model::pattern;
 use crate::rng::Rng;
@@ -43,6 +43,8 @@ pub enum Op {
     SetLen(usize, u64),
     /// Punch a hole of `.2` bytes at `.1`.
     Punch(usize, u64, u64),
+    /// `File::allocate` of `.2` bytes at `.1`, in mode `.3`.
+    Allocate(usize, u64, u64, Allocate),
     /// Rename slot `.0` over slot `.1` (or to a new name).
     Rename(usize, usize),
     /// Remove the file.
@@ -145,6 +147,9 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
             Op::SetLen(slot, a) => Op::SetLen(slots.get(&slot).copied().unwrap_or(usize::MAX), a),
             Op::Punch(slot, a, b) => {
                 Op::Punch(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
+            }
+            Op::Allocate(slot, a, b, what) => {
+                Op::Allocate(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b, what)
             }
             Op::Rename(a, b) => Op::Rename(
                 slots.get(&a).copied().unwrap_or(usize::MAX),
@@ -258,6 +263,21 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
                 let size = f.data.len() as u64;
                 let (a, b) = ((*off).min(size), (off + len).min(size));
                 f.data[a as usize..b as usize].fill(0);
+                touched.entry(*id).or_default().push(start);
+            }
+            Op::Allocate(id, off, len, what) => {
+                let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
+                    continue;
+                };
+                fs.open(&f.name)
+                    .unwrap()
+                    .allocate(*off, *len, *what)
+                    .unwrap();
+                let mut model = crate::model::ModelFile {
+                    data: core::mem::take(&mut f.data),
+                };
+                model.allocate(*off, *len, *what);
+                f.data = model.data;
                 touched.entry(*id).or_default().push(start);
             }
             Op::Rename(from, to) => {
@@ -541,7 +561,17 @@ pub fn generated(seed: u64, len: usize) -> Vec<Op> {
             0..=29 => Op::Write(id, off, (rng.below(12_000) + 1) as usize),
             30..=34 => Op::WriteDirect(id, off / 4096, 1 + rng.below(4)),
             35..=44 => Op::SetLen(id, rng.below(MAX_FILE)),
-            45..=52 => Op::Punch(id, off, rng.below(20_000) + 1),
+            45..=49 => Op::Punch(id, off, rng.below(20_000) + 1),
+            50..=52 => {
+                let modes = [
+                    Allocate::Reserve { keep_size: false },
+                    Allocate::Reserve { keep_size: true },
+                    Allocate::ZeroRange { keep_size: false },
+                    Allocate::ZeroRange { keep_size: true },
+                ];
+                let what = modes[rng.below(4) as usize];
+                Op::Allocate(id, off, rng.below(20_000) + 1, what)
+            }
             53..=57 => Op::Rename(id, rng.below(3) as usize),
             58..=61 => Op::Remove(id),
             62..=67 => Op::Create(id),
