@@ -22,6 +22,24 @@ check-no-std:
 bench DEVICE="emu" *ARGS="":
     cargo run --release -p pollfs-cli -- bench --device {{DEVICE}} {{ARGS}}
 
+# libpollfs (the C ABI): the checked-in header against a fresh cbindgen
+# run, the C test against the shared and the static library, the Python
+# ctypes smoke test, and an install whose pkg-config file builds the C
+# test. About 30 s after the debug build.
+capi-test:
+    cargo build -p pollfs-capi
+    cbindgen --quiet --config capi/cbindgen.toml --crate pollfs-capi --output target/pollfs.h.fresh capi
+    diff -u capi/include/pollfs.h target/pollfs.h.fresh || (echo "capi/include/pollfs.h is stale: just capi-header" && exit 1)
+    make -C capi/tests/c
+    python3 capi/tests/smoke.py
+    capi/scripts/install.sh target/capi-prefix debug
+    cc -std=c11 -o target/capi-prefix/test_api capi/tests/c/test_api.c $(PKG_CONFIG_PATH=target/capi-prefix/lib/pkgconfig pkg-config --cflags --libs pollfs) -Wl,-rpath,$PWD/target/capi-prefix/lib -lpthread
+    target/capi-prefix/test_api
+
+# Regenerates capi/include/pollfs.h from capi/src.
+capi-header:
+    cbindgen --quiet --config capi/cbindgen.toml --crate pollfs-capi --output capi/include/pollfs.h capi
+
 # Real programs on `pollfs mount` (root, /dev/fuse; fio, sqlite3,
 # util-linux, python3, jq, tar, gzip, git, make): fio with crc32c
 # verification beside a truncation checker, sqlite3 across a remount,
