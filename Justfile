@@ -40,6 +40,26 @@ capi-test:
 capi-header:
     cbindgen --quiet --config capi/cbindgen.toml --crate pollfs-capi --output capi/include/pollfs.h capi
 
+# fio 3.33 built from Debian's source with the pollfs ioengine against the
+# same tree, then fio's crc32c verification of random writes from two job
+# threads and of a mixed job with fsyncs (capi/fio/verify.fio). About a
+# minute with fio already built, 3 more to build it.
+fio-pollfs:
+    capi/scripts/fio.sh
+    cd "$(mktemp -d)" && {{justfile_directory()}}/target/fio/fio-3.33/fio --ioengine=external:{{justfile_directory()}}/target/release/libpollfs_fio.so {{justfile_directory()}}/capi/fio/verify.fio
+
+# fio 4 KiB random reads and writes, QD1 and QD32, 1 and 2 jobs: the pollfs
+# ioengine on `emu` against io_uring and psync on tmpfs (about 2 minutes).
+fio-bench SECS="5":
+    capi/scripts/fio-bench.sh {{SECS}}
+
+# The SQLite VFS: the loadable extension in the sqlite3 shell (rollback
+# journal and WAL, integrity_check), then speedtest1 with --vfs pollfs.
+speedtest:
+    capi/scripts/sqlite.sh
+    bash capi/tests/sqlite-shell.sh target/release/libpollfs_sqlite.so
+    cd "$(mktemp -d)" && POLLFS_CACHE_MB=512 {{justfile_directory()}}/target/release/speedtest1 --vfs pollfs --size 25 speedtest.db
+
 # Real programs on `pollfs mount` (root, /dev/fuse; fio, sqlite3,
 # util-linux, python3, jq, tar, gzip, git, make): fio with crc32c
 # verification beside a truncation checker, sqlite3 across a remount,

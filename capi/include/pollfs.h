@@ -239,6 +239,14 @@ int pollfs_unmount(struct PollfsFs *fs);
 // `fs` is a live handle.
 int pollfs_sync(const struct PollfsFs *fs);
 
+// Makes the entries of directory `path` durable, as fsync(2) of a
+// directory: a file created, removed or renamed before the call is
+// found (or gone) after a crash. Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` a NUL-terminated string.
+int pollfs_sync_dir(const struct PollfsFs *fs, const char *path);
+
 // Opens the file at `path` (absolute or relative to the root; `/`
 // separated). `flags`: `O_CREAT` creates it if missing, with `O_EXCL`
 // fails with `-EEXIST` if it exists, `O_TRUNC` empties it, `O_DIRECT`

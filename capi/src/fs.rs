@@ -226,6 +226,22 @@ pub unsafe extern "C" fn pollfs_sync(fs: *const PollfsFs) -> c_int {
     })
 }
 
+/// Makes the entries of directory `path` durable, as fsync(2) of a
+/// directory: a file created, removed or renamed before the call is
+/// found (or gone) after a crash. Thread-safe.
+///
+/// # Safety
+/// `fs` is a live handle, `path` a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn pollfs_sync_dir(fs: *const PollfsFs, path: *const c_char) -> c_int {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        at_path("pollfs_sync_dir", fs, path, |fs, p| {
+            fs.sync_dir(fs.lookup(p)?)
+        })
+    }
+}
+
 /// Opens the file at `path` (absolute or relative to the root; `/`
 /// separated). `flags`: `O_CREAT` creates it if missing, with `O_EXCL`
 /// fails with `-EEXIST` if it exists, `O_TRUNC` empties it, `O_DIRECT`

@@ -48,6 +48,8 @@ static void test_namespace(void) {
     CHECK(S_ISDIR(st.mode) && (st.mode & 07777) == 0750);
 
     MUST(pollfs_rename(fs, "/dir/a", "/dir/b"));
+    MUST(pollfs_sync_dir(fs, "/dir"));
+    CHECK(pollfs_sync_dir(fs, "/nodir") == -ENOENT);
     CHECK(pollfs_stat(fs, "/dir/a", &st) == -ENOENT);
     MUST(pollfs_open(fs, "/dir/c", O_CREAT, 0644, &g));
     MUST(pollfs_close(g));
