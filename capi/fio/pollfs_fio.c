@@ -2,9 +2,11 @@
  * fio ioengine for pollfs, loaded with ioengine=external:PATH/libpollfs_fio.so.
  *
  * - One pollfs filesystem per fio process, formatted on the device
- *   `pollfs_dev` names when the first job thread starts and unmounted when
- *   the last one ends; jobs must run as threads (thread=1), as they share
- *   it. `pollfs_cache_mb` sets the page cache of that filesystem.
+ *   `pollfs_dev` names (the workspace's device spec) when the first job
+ *   thread starts and unmounted when the last one ends; jobs must run as
+ *   threads (thread=1), as they share it. `pollfs_cache_mb` sets its page
+ *   cache, `pollfs_size_mb` the size of an in-memory device or of a file
+ *   made for it; `pollfs_force=1` formats a device that holds something.
  * - One pollfs queue (an engine session with its own device queue) per job
  *   thread, as deep as the job's iodepth: ->queue collects reads and
  *   writes, ->commit submits them, ->getevents polls for completions (no
@@ -33,6 +35,8 @@ struct pollfs_fio_options {
 	void *pad; /* fio treats an option at offset 0 as unset */
 	char *dev;
 	unsigned int cache_mb;
+	unsigned int size_mb;
+	unsigned int force;
 };
 
 static struct fio_option options[] = {
@@ -53,6 +57,26 @@ static struct fio_option options[] = {
 		.off1 = offsetof(struct pollfs_fio_options, cache_mb),
 		.def = "1024",
 		.help = "Page cache of the pollfs filesystem, in MiB",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "pollfs_size_mb",
+		.lname = "pollfs device size",
+		.type = FIO_OPT_INT,
+		.off1 = offsetof(struct pollfs_fio_options, size_mb),
+		.def = "2048",
+		.help = "Size of an in-memory device (emu, ram) or of a file: device made here, in MiB",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "pollfs_force",
+		.lname = "pollfs force format",
+		.type = FIO_OPT_BOOL,
+		.off1 = offsetof(struct pollfs_fio_options, force),
+		.def = "0",
+		.help = "Format the device even if it holds something",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
 	},
@@ -92,7 +116,11 @@ static int pollfs_fio_init(struct thread_data *td)
 	}
 	pthread_mutex_lock(&mount_lock);
 	if (!mounted) {
-		PollfsOptions opts = {.cache_pages = o->cache_mb * 256};
+		PollfsOptions opts = {
+			.cache_pages = o->cache_mb * 256,
+			.force = o->force,
+			.size_bytes = (uint64_t)o->size_mb << 20,
+		};
 		int r = pollfs_format(o->dev, &opts, &mounted);
 		if (r < 0) {
 			mounted = NULL;

@@ -71,6 +71,13 @@ typedef struct PollfsStat {
 typedef struct PollfsOptions {
   // Page-cache capacity in 4 KiB pages; 0 means 16384 (64 MiB).
   uint32_t cache_pages;
+  // `pollfs_format` only: non-zero to format a device that holds
+  // something (a filesystem, a partition table, data); without it such a
+  // device is refused with `-EEXIST`.
+  uint32_t force;
+  // Size in bytes of a device in memory (`emu`, `ram`) and of a
+  // `file:` device `pollfs_format` makes; 0 means 256 MiB.
+  uint64_t size_bytes;
 } PollfsOptions;
 
 // One directory entry, as `pollfs_readdir` fills it.
@@ -208,7 +215,8 @@ int pollfs_fallocate(const struct PollfsFile *file, int mode, uint64_t offset, u
 int pollfs_fstat(const struct PollfsFile *file, struct PollfsStat *out);
 
 // Mounts the filesystem on the device `spec` names (recovering it after
-// a crash) and stores a handle in `*out`. Returns 0 or a negative errno.
+// a crash) and stores a handle in `*out`. A device in memory (`emu`,
+// `ram`) starts empty: it is formatted instead. Returns 0 or a negative errno.
 // Thread-safe.
 //
 // # Safety

@@ -29,7 +29,8 @@ for rw in randread randwrite; do
                 out=$(cd "$work" && "${cmd[@]}")
                 rows+=("$(python3 -c '
 import json, sys
-j = json.loads(sys.stdin.read())["jobs"][0]
+t = sys.stdin.read()
+j = json.loads(t[t.index("{"):])["jobs"][0]
 d = j["read"] if j["read"]["io_bytes"] else j["write"]
 print("%-9s %-9s %3s %4s %10.0f %10.2f" % (sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4],
       d["iops"], d["lat_ns"]["mean"] / 1000))

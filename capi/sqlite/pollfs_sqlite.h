@@ -15,8 +15,9 @@ extern "C" {
 int pollfs_sqlite_register(PollfsFs *fs, int make_default);
 
 /* Mounts the device POLLFS_DEV names (default `emu`, formatted as it starts
- * empty; another is formatted if POLLFS_FORMAT=1, else mounted) with a
- * cache of POLLFS_CACHE_MB MiB (default 256) and registers the VFS on it.
+ * empty; another is formatted if POLLFS_FORMAT=1, of POLLFS_SIZE_MB MiB if
+ * it is made, else mounted) with a cache of POLLFS_CACHE_MB MiB (default
+ * 256) and registers the VFS on it.
  * The argument is unused. Returns a SQLite result code. */
 int pollfs_sqlite_register_env(const char *unused);
 

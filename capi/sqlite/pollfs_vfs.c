@@ -10,8 +10,9 @@
  * - From the sqlite3 shell: `.load PATH/libpollfs_sqlite` (this file built
  *   as a loadable extension), then `.open --vfs pollfs app.db`. The
  *   extension mounts the device POLLFS_DEV names (default `emu`, which
- *   starts empty and is formatted), formatting it if POLLFS_FORMAT=1, with
- *   a page cache of POLLFS_CACHE_MB MiB (default 256).
+ *   starts empty and is formatted), formatting it if POLLFS_FORMAT=1 (of
+ *   POLLFS_SIZE_MB MiB if it is made), with a page cache of
+ *   POLLFS_CACHE_MB MiB (default 256).
  *
  * Durability
  * - xSync: SQLITE_SYNC_DATAONLY is pollfs_fdatasync, otherwise pollfs_fsync;
@@ -595,12 +596,17 @@ int pollfs_sqlite_register_env(const char *unused)
 		return SQLITE_OK;
 	const char *dev = getenv("POLLFS_DEV");
 	const char *cache = getenv("POLLFS_CACHE_MB");
+	const char *size = getenv("POLLFS_SIZE_MB");
 	const char *format = getenv("POLLFS_FORMAT");
 	if (!dev || !*dev)
 		dev = "emu";
-	PollfsOptions opts = {.cache_pages = (uint32_t)(cache ? atoi(cache) : 256) * 256};
+	PollfsOptions opts = {
+		.cache_pages = (uint32_t)(cache ? atoi(cache) : 256) * 256,
+		.size_bytes = (uint64_t)(size ? atoi(size) : 0) << 20,
+	};
 	PollfsFs *fs = NULL;
-	int fresh = strcmp(dev, "emu") == 0 || (format && strcmp(format, "1") == 0);
+	int fresh = format && strcmp(format, "1") == 0;
+	/* A device in memory starts empty: pollfs_mount formats it. */
 	int r = fresh ? pollfs_format(dev, &opts, &fs) : pollfs_mount(dev, &opts, &fs);
 	if (r < 0) {
 		fprintf(stderr, "pollfs vfs: %s\n", pollfs_last_error());

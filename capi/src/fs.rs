@@ -5,9 +5,9 @@
 use core::ffi::{c_char, c_int};
 
 use pollfs_core::fs::{Kind, Metadata, SetAttr};
-use pollfs_core::{hosted, Fs};
+use pollfs_core::Fs;
 
-use crate::device::{self, Dev};
+use crate::device::{self, Dev, Opening};
 use crate::error::{int, Fail};
 use crate::file::PollfsFile;
 use crate::raw;
@@ -24,6 +24,13 @@ pub struct PollfsFs {
 pub struct PollfsOptions {
     /// Page-cache capacity in 4 KiB pages; 0 means 16384 (64 MiB).
     pub cache_pages: u32,
+    /// `pollfs_format` only: non-zero to format a device that holds
+    /// something (a filesystem, a partition table, data); without it such a
+    /// device is refused with `-EEXIST`.
+    pub force: u32,
+    /// Size in bytes of a device in memory (`emu`, `ram`) and of a
+    /// `file:` device `pollfs_format` makes; 0 means 256 MiB.
+    pub size_bytes: u64,
 }
 
 const DEFAULT_CACHE_PAGES: u32 = 16384;
@@ -108,44 +115,33 @@ unsafe fn mount_with(
 ) -> Result<Box<PollfsFs>, Fail> {
     // SAFETY: the caller's contract: `spec` is a C string.
     let spec = unsafe { raw::str(spec, "the device spec") }?;
-    let cache_pages = if options.is_null() {
-        DEFAULT_CACHE_PAGES
+    let o = if options.is_null() {
+        PollfsOptions {
+            cache_pages: 0,
+            force: 0,
+            size_bytes: 0,
+        }
     } else {
         // SAFETY: the caller's contract: a valid options struct.
-        let o = unsafe { raw::obj(options, "options") }?;
-        if o.cache_pages == 0 {
+        *unsafe { raw::obj(options, "options") }?
+    };
+    let how = Opening {
+        cache_pages: if o.cache_pages == 0 {
             DEFAULT_CACHE_PAGES
         } else {
             o.cache_pages
-        }
+        },
+        size: o.size_bytes,
+        format,
+        force: o.force != 0,
     };
-    let frames = cache_pages
-        .checked_add(pollfs_core::persist::META_FRAMES)
-        .ok_or_else(|| Fail::inval(format!("cache_pages {cache_pages} is too large")))?;
-    let dev = device::open(spec, frames)?;
-    let config = pollfs_core::Config {
-        cache_pages,
-        ..hosted::config()
-    };
-    let fs = if format {
-        Fs::format(dev, config, hosted::wall_clock() | 1)
-    } else {
-        Fs::mount(dev, config)
-    }
-    .map_err(|e| {
-        let errno = e.errno().unwrap_or(libc::EIO);
-        let hint = if format {
-            ""
-        } else {
-            " (format it first with pollfs_format)"
-        };
-        Fail::new(errno, format!("{spec}: {e}{hint}"))
-    })?;
+    let fs = device::open_fs(spec, how)?;
     Ok(Box::new(PollfsFs { fs }))
 }
 
 /// Mounts the filesystem on the device `spec` names (recovering it after
-/// a crash) and stores a handle in `*out`. Returns 0 or a negative errno.
+/// a crash) and stores a handle in `*out`. A device in memory (`emu`,
+/// `ram`) starts empty: it is formatted instead. Returns 0 or a negative errno.
 /// Thread-safe.
 ///
 /// # Safety

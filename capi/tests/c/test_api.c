@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "pollfs.h"
 
@@ -215,10 +216,43 @@ static void test_queue(void) {
     MUST(pollfs_close(f));
 }
 
+/* A file: device keeps what was synced across an unmount and a mount, and
+ * a format refuses it afterwards unless forced. */
+static void test_file_device(void) {
+    char spec[128], path[96];
+    snprintf(path, sizeof path, "/tmp/pollfs-capi-test-%d.img", (int)getpid());
+    snprintf(spec, sizeof spec, "file:%s", path);
+    unlink(path);
+    CHECK(pollfs_mount(spec, NULL, &fs) == -ENOENT);
+    PollfsOptions opts = {.cache_pages = 1024, .size_bytes = 64 << 20};
+    MUST(pollfs_format(spec, &opts, &fs));
+    PollfsFile *f = NULL;
+    MUST(pollfs_open(fs, "kept", O_CREAT, 0644, &f));
+    CHECK(pollfs_pwrite(f, "durable", 7, 4096) == 7);
+    MUST(pollfs_fsync(f));
+    MUST(pollfs_close(f));
+    MUST(pollfs_unmount(fs));
+
+    opts.size_bytes = 0;
+    MUST(pollfs_mount(spec, &opts, &fs));
+    char buf[8] = {0};
+    MUST(pollfs_open(fs, "kept", 0, 0, &f));
+    CHECK(pollfs_pread(f, buf, sizeof buf, 4096) == 7 && memcmp(buf, "durable", 7) == 0);
+    MUST(pollfs_close(f));
+    MUST(pollfs_unmount(fs));
+    CHECK(pollfs_format(spec, &opts, &fs) == -EEXIST);
+    opts.force = 1;
+    MUST(pollfs_format(spec, &opts, &fs));
+    CHECK(pollfs_open(fs, "kept", 0, 0, &f) == -ENOENT);
+    MUST(pollfs_unmount(fs));
+    unlink(path);
+}
+
 int main(void) {
     CHECK(strcmp(pollfs_version(), "") != 0);
-    CHECK(pollfs_mount("emu", NULL, &fs) < 0); /* an empty device */
-    CHECK(pollfs_format("nonsense:spec", NULL, &fs) < 0);
+    CHECK(pollfs_format("nonsense:spec", NULL, &fs) == -EINVAL);
+    CHECK(strstr(pollfs_last_error(), "nonsense") != NULL);
+    test_file_device();
     PollfsOptions opts = {.cache_pages = 4096};
     MUST(pollfs_format("emu", &opts, &fs));
     if (!fs)

@@ -1,0 +1,37 @@
+//! pollfs devices by name: one [`DeviceSpec`] parsed in one place, and
+//! one way to open it, for every front door (the `pollfs` command, the C
+//! library, the SQLite VFS).
+//!
+//! - [`spec`]: the names (`emu`, `ram`, `file:PATH`, `vfio:PCI_ADDR`,
+//!   `nvme-tcp://HOST:PORT/NQN`, `mirror:(..)`, `stripe:CHUNK:(..)`), each
+//!   mistake a [`SpecProblem`].
+//! - [`open`](mod@open): the rules for opening one ([`open()`],
+//!   [`open_fs`]): files made, locked, looked at before a format; the
+//!   legs of a volume on one frame arena.
+//! - [`any`]: [`AnyDevice`], the one concrete device type, and
+//!   [`DeviceJob`] to run code at the device's own type.
+//! - [`error`]: [`OpenError`], one kind per mistake.
+//! - [`file`] (what is at a `file:` path), [`lock`] (one pollfs process
+//!   per device file), [`signature`] (what a device holds) and [`units`]
+//!   (sizes and times as fio writes them) serve the rules above and the
+//!   command line.
+//!
+//! `lock` holds the only unsafe code here (`flock(2)`).
+#![deny(unsafe_code)]
+
+pub mod any;
+pub mod error;
+pub mod file;
+pub mod lock;
+pub mod open;
+pub mod signature;
+pub mod spec;
+pub mod units;
+
+pub use any::{AnyDevice, AnyFrames, AnyQueue, DeviceJob};
+pub use error::{Arenas, OpenError, OpenErrorKind};
+pub use open::{new_uuid, open, open_fs, Access, OpenOptions, DEFAULT_SIZE};
+pub use spec::{DeviceSpec, Leaf, SpecError, SpecProblem};
+
+#[cfg(test)]
+mod open_tests;

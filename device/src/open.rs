@@ -1,0 +1,442 @@
+//! [`open`]: the one set of rules for opening what a
+//! [`DeviceSpec`] names, and [`open_fs`] for the filesystem on it.
+//!
+//! - A `file:` leg that does not exist is made at [`OpenOptions::size`]
+//!   if [`OpenOptions::create`], and removed again if the open (or what
+//!   it was for) fails; one that exists keeps its size unless
+//!   [`OpenOptions::grow`]. Each is locked: exclusively unless the access
+//!   is [`Access::Read`], so two processes never write one device file.
+//! - `emu` and `ram` legs are new, zeroed, [`OpenOptions::size`] bytes.
+//! - [`Access::Format`] refuses, before anything is written, a leg too
+//!   small for a filesystem and one that holds anything (a signature, any
+//!   non-zero byte; [`crate::signature`]) unless forced; a mirror is made
+//!   anew.
+//! - The legs of a volume share one frame arena: the DMA memory of the
+//!   emulated controllers (all `emu` legs are controllers on one emulated
+//!   memory), the DMA memory of the one `vfio` leg, the plain frames every
+//!   `nvme-tcp://` leg copies through (a TCP controller reaches any frame,
+//!   so any number of them share one arena), or plain memory when every
+//!   leg is `ram` or `file:`. RAM and file legs move data through
+//!   whichever it is. Two `vfio` legs would need one IOMMU container for
+//!   both controllers, which the driver does not set up yet, and legs of
+//!   two of the kinds `emu`, `vfio` and `nvme-tcp` have frames of
+//!   different kinds: both are refused ([`Arenas`]).
+
+use std::sync::Arc;
+
+use pollfs_core::dev::either::Either;
+use pollfs_core::dev::file::FileDevice;
+use pollfs_core::dev::ram::{RamDevice, RamFrames};
+use pollfs_core::dev::{BlockDevice, FrameArena};
+use pollfs_core::hosted::monotonic_clock;
+use pollfs_core::persist::format::Layout;
+use pollfs_core::volume::mirror::WINDOW_FRAMES;
+use pollfs_core::volume::{Mirror, MirrorEvent, Stripe};
+use pollfs_core::Fs;
+use pollfs_driver::emu::{EmuConfig, EmuMemory, StdClock};
+use pollfs_driver::tcp::TcpFrames;
+use pollfs_driver::{DriverConfig, EmuFrames, NvmeDevice};
+
+use crate::any::{AnyDevice, Arena, Closer, Held, Inner, Leg, NvmeLeg, Shape};
+use crate::error::{Arenas, OpenError, OpenErrorKind};
+use crate::signature::{self, Found};
+use crate::spec::{DeviceSpec, Leaf};
+use crate::{file, lock};
+
+/// What the device is opened for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Reading only: device files are locked shared, a mirror is opened
+    /// read-only.
+    Read,
+    /// Reading and writing what is there.
+    Write,
+    /// Writing a new filesystem over the whole device: what is there is
+    /// looked at first and refused unless `force`.
+    Format {
+        /// Overwrite a device that holds something.
+        force: bool,
+    },
+}
+
+/// How to open a device.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenOptions {
+    /// What for.
+    pub access: Access,
+    /// Page frames the caller uses (page cache and metadata, or I/O
+    /// buffers); a mirror adds its own.
+    pub frames: u32,
+    /// Size of `emu` and `ram` legs and of `file:` legs made here.
+    pub size: u64,
+    /// Make `file:` legs that do not exist.
+    pub create: bool,
+    /// Extend a `file:` leg shorter than `size` (a regular file only).
+    pub grow: bool,
+    /// For the NVMe driver (`emu`, `vfio:` and `nvme-tcp://` legs).
+    pub driver: DriverConfig,
+    /// The identity of a mirror [`Access::Format`] makes (a new one if
+    /// `None`).
+    pub mirror_uuid: Option<u64>,
+    /// After an unclean shutdown, the mirror leg to keep.
+    pub prefer: Option<usize>,
+    /// Told of a mirror's events (a leg failing, a resync) as they happen.
+    pub on_mirror_event: Option<fn(&MirrorEvent)>,
+    /// Told when a forced format overwrites what a leg holds.
+    pub on_overwrite: Option<fn(&str, Found)>,
+}
+
+/// Size of `emu` and `ram` devices and of new files when none is given.
+pub const DEFAULT_SIZE: u64 = 256 << 20;
+
+impl OpenOptions {
+    /// For `access` with `frames` frames, and the defaults for the rest.
+    pub fn new(access: Access, frames: u32) -> OpenOptions {
+        OpenOptions {
+            access,
+            frames,
+            size: DEFAULT_SIZE,
+            create: false,
+            grow: false,
+            driver: DriverConfig::default(),
+            mirror_uuid: None,
+            prefer: None,
+            on_mirror_event: None,
+            on_overwrite: None,
+        }
+    }
+
+    fn exclusive(&self) -> bool {
+        self.access != Access::Read
+    }
+}
+
+/// A new filesystem's (or mirror's) uuid, different on every call: a
+/// format must never take the log an earlier filesystem left on the
+/// device for its own.
+pub fn new_uuid() -> u64 {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 40) ^ made.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Opens the device `spec` names, as `options` say. Files it made are
+/// kept.
+pub fn open(spec: &DeviceSpec, options: &OpenOptions) -> Result<AnyDevice, OpenError> {
+    let mut dev = open_pending(spec, options)?;
+    dev.keep_made();
+    Ok(dev)
+}
+
+/// Opens the device and the filesystem on it: formats it for
+/// [`Access::Format`], and always for a device that lives wholly in
+/// memory (nothing is there to mount); mounts it otherwise. Files the
+/// open made are removed again if the format fails.
+pub fn open_fs(
+    spec: &DeviceSpec,
+    options: &OpenOptions,
+    config: pollfs_core::Config,
+) -> Result<Fs<AnyDevice>, OpenError> {
+    let format = matches!(options.access, Access::Format { .. }) || spec.in_memory();
+    if !format {
+        if let Some(leg) = spec.memory_leg() {
+            return Err(OpenError::new(leg, OpenErrorKind::NothingThere));
+        }
+    }
+    let mut dev = open_pending(spec, options)?;
+    let what = spec.to_string();
+    let fs_error = |e| OpenError::new(&what, OpenErrorKind::Fs(e));
+    if !format {
+        return Fs::mount(dev, config).map_err(fs_error);
+    }
+    let made = dev.take_made();
+    let fs = Fs::format(dev, config, new_uuid()).map_err(fs_error)?;
+    for file in made {
+        file.keep();
+    }
+    Ok(fs)
+}
+
+/// Opens the device; files it made are removed again if it is dropped
+/// before they are kept.
+pub(crate) fn open_pending(
+    spec: &DeviceSpec,
+    options: &OpenOptions,
+) -> Result<AnyDevice, OpenError> {
+    let legs = spec.legs();
+    let frames = match spec {
+        DeviceSpec::Mirror(legs) => options.frames + legs.len() as u32 + WINDOW_FRAMES,
+        _ => options.frames,
+    };
+    let emu = legs.iter().filter(|l| **l == Leaf::Emu).count();
+    let vfio: Vec<&String> = legs
+        .iter()
+        .filter_map(|l| match l {
+            Leaf::Vfio(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    let tcp = legs.iter().filter(|l| matches!(l, Leaf::Tcp(_))).count();
+    let mixed = |a| Err(OpenError::new(spec, OpenErrorKind::Arenas(a)));
+    let mut open = Opening {
+        spec,
+        options,
+        held: Held::default(),
+    };
+    match (emu, vfio.as_slice()) {
+        _ if tcp > 0 && (emu > 0 || !vfio.is_empty()) => mixed(Arenas::TcpWithDma),
+        (0, []) if tcp > 0 => {
+            let arena = Arc::new(TcpFrames::new(frames));
+            let legs = open.legs(&arena, |leaf| match leaf {
+                Leaf::Tcp(address) => {
+                    NvmeDevice::tcp_on(address, address.options(), options.driver, arena.clone())
+                        .map_err(|e| driver_error(leaf, e, None))
+                }
+                _ => Err(not_host(leaf)),
+            })?;
+            open.finish(legs, Arena::Tcp(arena), Inner::Tcp)
+        }
+        (0, []) => {
+            let arena = Arc::new(RamFrames::new(frames));
+            let legs = open.legs::<RamDevice>(&arena, |leaf| Err(not_host(leaf)))?;
+            open.finish(legs, Arena::Host(arena), Inner::Host)
+        }
+        (_, []) => {
+            let memory = EmuMemory::new();
+            let arena = Arc::new(
+                EmuFrames::new(&memory, frames)
+                    .map_err(|e| driver_error("emulated memory", e, None))?,
+            );
+            let emu = EmuConfig {
+                bytes: options.size,
+                block_size: 4096,
+                ..EmuConfig::default()
+            };
+            let legs = open.legs(&arena, |leaf| {
+                NvmeDevice::emulated_on(
+                    emu,
+                    options.driver,
+                    &memory,
+                    arena.clone(),
+                    StdClock::new(),
+                )
+                .map(|(d, _)| d)
+                .map_err(|e| driver_error(leaf, e, None))
+            })?;
+            open.finish(legs, Arena::Emu(arena), Inner::Emu)
+        }
+        #[cfg(target_os = "linux")]
+        (0, [addr]) => {
+            let leaf = Leaf::Vfio((*addr).clone());
+            let hint = format!(
+                "is it bound to vfio-pci, and not in use by another process? \
+                 see `pollfs setup {addr}`"
+            );
+            let nvme = NvmeDevice::vfio(addr, options.driver, frames, StdClock::new())
+                .map_err(|e| driver_error(&leaf, e, Some(hint)))?;
+            let arena = nvme.arena();
+            let mut nvme = Some(nvme);
+            let legs = open.legs(&arena, |leaf| {
+                nvme.take()
+                    .ok_or_else(|| OpenError::new(leaf, OpenErrorKind::Arenas(Arenas::TwoVfio)))
+            })?;
+            open.finish(legs, Arena::Vfio(arena), Inner::Vfio)
+        }
+        #[cfg(not(target_os = "linux"))]
+        (0, [addr]) => Err(OpenError::new(spec, OpenErrorKind::NoVfio)),
+        (0, _) => mixed(Arenas::TwoVfio),
+        _ => mixed(Arenas::EmuWithVfio),
+    }
+}
+
+fn driver_error(
+    what: impl std::fmt::Display,
+    e: impl std::fmt::Display,
+    hint: Option<String>,
+) -> OpenError {
+    OpenError::new(
+        what,
+        OpenErrorKind::Driver {
+            error: e.to_string(),
+            hint,
+        },
+    )
+}
+
+/// An NVMe leg where the arena has no controller of its kind: the arena
+/// rules above keep this from happening.
+fn not_host(leaf: &Leaf) -> OpenError {
+    OpenError::new(leaf, OpenErrorKind::Arenas(Arenas::EmuWithVfio))
+}
+
+/// One open under way: what it holds so far.
+struct Opening<'a> {
+    spec: &'a DeviceSpec,
+    options: &'a OpenOptions,
+    held: Held,
+}
+
+impl Opening<'_> {
+    /// Opens every leg over `arena`; `nvme` opens the NVMe ones.
+    fn legs<N: BlockDevice>(
+        &mut self,
+        arena: &Arc<N::Frames>,
+        mut nvme: impl FnMut(&Leaf) -> Result<N, OpenError>,
+    ) -> Result<Vec<Leg<N>>, OpenError>
+    where
+        N::Frames: FrameArena + 'static,
+    {
+        let legs = self.spec.legs();
+        let mut out = Vec::with_capacity(legs.len());
+        for leaf in legs {
+            let leg = match leaf {
+                Leaf::Ram => RamDevice::with_arena(self.options.size, 4096, arena.clone())
+                    .map(|d| Either::Left(Either::Left(d)))
+                    .map_err(|e| driver_error(leaf, e, None))?,
+                Leaf::File(path) => Either::Left(Either::Right(self.file(leaf, path, arena)?)),
+                _ => Either::Right(nvme(leaf)?),
+            };
+            self.check(leaf, &leg)?;
+            out.push(leg);
+        }
+        Ok(out)
+    }
+
+    /// A `file:` leg: looked at, made if missing (and asked for), locked,
+    /// opened.
+    fn file<A: FrameArena + 'static>(
+        &mut self,
+        leaf: &Leaf,
+        path: &std::path::Path,
+        arena: &Arc<A>,
+    ) -> Result<FileDevice<A>, OpenError> {
+        let options = self.options;
+        let io = |e| OpenError::new(leaf, OpenErrorKind::File(e));
+        let len = match file::inspect(path).map_err(io)? {
+            Some(existing) if options.grow && !existing.block_device => {
+                existing.len.max(options.size)
+            }
+            Some(existing) => existing.len,
+            None if options.create => {
+                self.held
+                    .made
+                    .push(file::Created::new(path, options.size).map_err(io)?);
+                options.size
+            }
+            None => return Err(OpenError::new(leaf, OpenErrorKind::NoSuchFile)),
+        };
+        let held = lock::lock(path, options.exclusive()).map_err(|e| match e {
+            lock::LockError::InUse => OpenError::new(leaf, OpenErrorKind::InUse),
+            lock::LockError::Io(e) => io(e),
+        })?;
+        self.held.locks.push(held);
+        FileDevice::open_with_arena(path, len, arena.clone()).map_err(io)
+    }
+
+    /// Before a format: a leg too small, or one that holds anything
+    /// (unless forced), is refused.
+    fn check<D: BlockDevice>(&self, leaf: &Leaf, leg: &D) -> Result<(), OpenError> {
+        let Access::Format { force } = self.options.access else {
+            return Ok(());
+        };
+        let pages = leg.geometry().capacity_pages();
+        let min = Layout::min_blocks();
+        if pages < min {
+            return Err(OpenError::new(
+                leaf,
+                OpenErrorKind::TooSmall {
+                    bytes: pages * 4096,
+                    min: min * 4096,
+                },
+            ));
+        }
+        let made = match leaf {
+            Leaf::File(path) => self.held.made.iter().any(|m| m.path() == path),
+            _ => false,
+        };
+        if leaf.in_memory() || made {
+            return Ok(());
+        }
+        let head = signature::read_device_head(leg).map_err(|e| driver_error(leaf, e, None))?;
+        match signature::identify(&head) {
+            None => Ok(()),
+            Some(found) if force => {
+                if let Some(tell) = self.options.on_overwrite {
+                    tell(&leaf.to_string(), found);
+                }
+                Ok(())
+            }
+            Some(found) => Err(OpenError::new(leaf, OpenErrorKind::HoldsData(found))),
+        }
+    }
+
+    /// Puts the legs together as the spec says.
+    fn finish<N: NvmeLeg>(
+        self,
+        mut legs: Vec<Leg<N>>,
+        arena: Arena,
+        inner: fn(Shape<N>) -> Inner,
+    ) -> Result<AnyDevice, OpenError> {
+        let spec = self.spec;
+        let options = self.options;
+        let volume_error = |e| OpenError::new(spec, OpenErrorKind::Volume(e));
+        let mut io_queues = None;
+        let mut closer = Closer::none();
+        let shape = match spec {
+            DeviceSpec::One(_) => {
+                let leg = legs
+                    .pop()
+                    .ok_or_else(|| volume_error(pollfs_core::volume::VolumeError::NoLegs))?;
+                if let Either::Right(nvme) = &leg {
+                    io_queues = nvme_queues(nvme);
+                }
+                Shape::One(leg)
+            }
+            DeviceSpec::Stripe { chunk, .. } => {
+                Shape::Stripe(Stripe::new(legs, *chunk).map_err(volume_error)?)
+            }
+            DeviceSpec::Mirror(_) => {
+                let writable = options.exclusive();
+                let mirror_options = pollfs_core::volume::OpenOptions {
+                    writable,
+                    prefer: options.prefer,
+                    on_event: options.on_mirror_event,
+                };
+                let idle = std::thread::yield_now;
+                let mirror = match options.access {
+                    Access::Format { .. } => Mirror::create(
+                        legs,
+                        options.mirror_uuid.unwrap_or_else(new_uuid),
+                        mirror_options,
+                        monotonic_clock,
+                        idle,
+                    ),
+                    Access::Read | Access::Write => {
+                        Mirror::open(legs, mirror_options, monotonic_clock, idle)
+                    }
+                }
+                .map_err(volume_error)?;
+                if writable {
+                    closer = Closer::mirror(&mirror);
+                }
+                Shape::Mirror(mirror)
+            }
+        };
+        Ok(AnyDevice::new(
+            inner(shape),
+            arena,
+            spec.to_string(),
+            io_queues,
+            closer,
+            self.held,
+        ))
+    }
+}
+
+/// I/O queues of a single controller.
+fn nvme_queues<N: NvmeLeg>(nvme: &N) -> Option<u16> {
+    nvme.io_queues()
+}

@@ -1,0 +1,155 @@
+//! The open rules, on devices this process can make: `emu`, `ram`,
+//! `file:` and volumes of them.
+
+use std::path::PathBuf;
+
+use pollfs_core::dev::BlockDevice;
+use pollfs_core::hosted::config;
+
+use crate::error::{Arenas, OpenErrorKind};
+use crate::open::{open, open_fs, Access, OpenOptions};
+use crate::signature::Found;
+use crate::spec::DeviceSpec;
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("pollfs-device-{}-{name}", std::process::id()))
+}
+
+fn spec(s: &str) -> DeviceSpec {
+    DeviceSpec::parse(s).unwrap()
+}
+
+fn options(access: Access) -> OpenOptions {
+    OpenOptions {
+        size: 64 << 20,
+        create: true,
+        ..OpenOptions::new(access, 256)
+    }
+}
+
+fn kind(r: Result<impl std::fmt::Debug, crate::OpenError>) -> OpenErrorKind {
+    r.unwrap_err().kind
+}
+
+#[test]
+fn every_single_device_and_volume_opens_as_one_type() {
+    let a = temp("one-a");
+    let b = temp("one-b");
+    for name in [
+        "emu".to_string(),
+        "ram".to_string(),
+        format!("file:{}", a.display()),
+        format!("mirror:(file:{},file:{})", a.display(), b.display()),
+        "stripe:64k:(ram,ram)".to_string(),
+        "mirror:(emu,emu)".to_string(),
+        format!("stripe:(emu,file:{})", b.display()),
+    ] {
+        let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
+        let fs = open_fs(
+            &spec(&name),
+            &options(Access::Format { force: false }),
+            config(),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        fs.create("x").unwrap().write_all_at(b"hello", 0).unwrap();
+        fs.unmount().unwrap();
+    }
+    let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
+}
+
+#[test]
+fn a_file_formatted_then_mounts_with_its_data() {
+    let p = temp("remount");
+    let _ = std::fs::remove_file(&p);
+    let name = spec(&format!("file:{}", p.display()));
+    let fs = open_fs(&name, &options(Access::Format { force: false }), config()).unwrap();
+    fs.create("kept").unwrap().write_all_at(b"data", 0).unwrap();
+    fs.unmount().unwrap();
+    let fs = open_fs(&name, &options(Access::Write), config()).unwrap();
+    let mut buf = [0u8; 4];
+    fs.open("kept").unwrap().read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf, b"data");
+    // A second opener is shut out while the first has it.
+    assert!(matches!(
+        kind(open(&name, &options(Access::Read))),
+        OpenErrorKind::InUse
+    ));
+    fs.unmount().unwrap();
+    // And the format refuses to overwrite it, unless forced.
+    assert!(matches!(
+        kind(open(&name, &options(Access::Format { force: false }))),
+        OpenErrorKind::HoldsData(Found::Pollfs)
+    ));
+    assert!(open(&name, &options(Access::Format { force: true })).is_ok());
+    std::fs::remove_file(&p).unwrap();
+}
+
+#[test]
+fn each_mistake_is_its_own_kind() {
+    let missing = spec(&format!("file:{}", temp("missing").display()));
+    let read = OpenOptions::new(Access::Read, 64);
+    assert!(matches!(
+        kind(open(&missing, &read)),
+        OpenErrorKind::NoSuchFile
+    ));
+    assert!(matches!(
+        kind(open_fs(
+            &spec("mirror:(emu,file:/nonexistent)"),
+            &read,
+            config()
+        )),
+        OpenErrorKind::NothingThere
+    ));
+    assert!(matches!(
+        kind(open(
+            &spec("mirror:(emu,nvme-tcp://127.0.0.1:1/nqn.x)"),
+            &read
+        )),
+        OpenErrorKind::Arenas(Arenas::TcpWithDma)
+    ));
+    assert!(matches!(
+        kind(open(
+            &spec("mirror:(vfio:0000:01:00.0,vfio:0000:02:00.0)"),
+            &read
+        )),
+        OpenErrorKind::Arenas(Arenas::TwoVfio)
+    ));
+    let small = OpenOptions {
+        size: 64 << 10,
+        ..options(Access::Format { force: false })
+    };
+    assert!(matches!(
+        kind(open(&spec("ram"), &small)),
+        OpenErrorKind::TooSmall { .. }
+    ));
+    let dir = spec(&format!("file:{}", std::env::temp_dir().display()));
+    assert!(matches!(kind(open(&dir, &read)), OpenErrorKind::File(_)));
+}
+
+#[test]
+fn a_failed_format_removes_the_files_it_made() {
+    let a = temp("failed-a");
+    let b = temp("failed-b");
+    let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
+    std::fs::write(&b, vec![1u8; 64 << 20]).unwrap();
+    let name = spec(&format!(
+        "mirror:(file:{},file:{})",
+        a.display(),
+        b.display()
+    ));
+    assert!(matches!(
+        kind(open(&name, &options(Access::Format { force: false }))),
+        OpenErrorKind::HoldsData(Found::Data { offset: 0 })
+    ));
+    assert!(!a.exists(), "the new leg is gone again");
+    assert!(b.exists(), "the leg that was there stays");
+    std::fs::remove_file(&b).unwrap();
+}
+
+#[test]
+fn a_single_controller_tells_its_queues() {
+    let dev = open(&spec("emu"), &options(Access::Write)).unwrap();
+    assert!(dev.io_queues().unwrap() > 0);
+    assert_eq!(dev.geometry().capacity_pages(), (64 << 20) / 4096);
+    assert_eq!(dev.name(), "emu");
+}
