@@ -24,10 +24,12 @@ bench DEVICE="emu" *ARGS="":
 
 # libpollfs (the C ABI): the checked-in header against a fresh cbindgen
 # run, the C test against the shared and the static library, the Python
-# ctypes smoke test, and an install whose pkg-config file builds the C
-# test. About 30 s after the debug build.
+# ctypes smoke test, an install whose pkg-config file builds the C test,
+# and the SQLite VFS's crash images (libsqlite3-dev). About a minute after
+# the debug build.
 capi-test:
     cargo build -p pollfs-capi
+    cargo test -p pollfs-capi
     cbindgen --quiet --config capi/cbindgen.toml --crate pollfs-capi --output target/pollfs.h.fresh capi
     diff -u capi/include/pollfs.h target/pollfs.h.fresh || (echo "capi/include/pollfs.h is stale: just capi-header" && exit 1)
     make -C capi/tests/c
@@ -35,6 +37,13 @@ capi-test:
     capi/scripts/install.sh target/capi-prefix debug
     cc -std=c11 -o target/capi-prefix/test_api capi/tests/c/test_api.c $(PKG_CONFIG_PATH=target/capi-prefix/lib/pkgconfig pkg-config --cflags --libs pollfs) -Wl,-rpath,$PWD/target/capi-prefix/lib -lpthread
     target/capi-prefix/test_api
+    just capi-crash
+
+# SQLite on the pollfs VFS at every write boundary of a transaction
+# workload (rollback journal and WAL): integrity_check and exactly the
+# committed transactions. N: transactions per workload.
+capi-crash N="12":
+    POLLFS_SQLITE_CRASH_TXNS={{N}} cargo test -p pollfs-capi --features crash-test --test crash -- --nocapture
 
 # Regenerates capi/include/pollfs.h from capi/src.
 capi-header:

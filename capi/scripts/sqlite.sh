@@ -5,6 +5,7 @@
 # (target/release/speedtest1), both against the system's libsqlite3
 # (libsqlite3-dev). The source comes through a private apt list (deb-src
 # bookworm); the system's apt configuration is not touched.
+# Also target/release/sqlite-commits (capi/sqlite/commits.c).
 #   capi/scripts/sqlite.sh [WORKDIR]     (default: target/sqlite)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,5 +41,9 @@ cc -O2 -g -DSQLITE_CORE -DSQLITE_CKSUMVFS_STATIC \
     -I"$root/capi/include" -I"$root/capi/sqlite" -o "$lib/speedtest1" \
     "$src/test/speedtest1.c" "$root/capi/sqlite/pollfs_vfs.c" "$lib/libpollfs.a" \
     -lsqlite3 -lpthread -ldl -lm
+# Commits per second with synchronous=FULL, on any VFS.
+cc -O2 -g -DSQLITE_CORE -Wall -Werror -I"$root/capi/include" -I"$root/capi/sqlite" \
+    -o "$lib/sqlite-commits" "$root/capi/sqlite/commits.c" "$root/capi/sqlite/pollfs_vfs.c" \
+    "$lib/libpollfs.a" -lsqlite3 -lpthread -ldl -lm
 echo "extension: $lib/libpollfs_sqlite.so"
 echo "speedtest1: $lib/speedtest1"

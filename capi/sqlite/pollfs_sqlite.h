@@ -14,6 +14,11 @@ extern "C" {
  * returns SQLITE_MISUSE. Returns a SQLite result code. */
 int pollfs_sqlite_register(PollfsFs *fs, int make_default);
 
+/* Unregisters the VFS, so that another filesystem may be registered; the
+ * filesystem stays mounted (the caller unmounts it). SQLITE_BUSY while a
+ * database is open on it. Returns a SQLite result code. */
+int pollfs_sqlite_unregister(void);
+
 /* Mounts the device POLLFS_DEV names (default `emu`, formatted as it starts
  * empty; another is formatted if POLLFS_FORMAT=1, of POLLFS_SIZE_MB MiB if
  * it is made, else mounted) with a cache of POLLFS_CACHE_MB MiB (default

@@ -589,6 +589,21 @@ int pollfs_sqlite_register(PollfsFs *fs, int make_default)
 	return sqlite3_vfs_register(&pollfs_vfs, make_default);
 }
 
+int pollfs_sqlite_unregister(void)
+{
+	if (!vfs_fs)
+		return SQLITE_OK;
+	pthread_mutex_lock(&nodes_lock);
+	int busy = nodes != NULL;
+	pthread_mutex_unlock(&nodes_lock);
+	if (busy)
+		return SQLITE_BUSY;
+	int rc = sqlite3_vfs_unregister(&pollfs_vfs);
+	if (rc == SQLITE_OK)
+		vfs_fs = NULL;
+	return rc;
+}
+
 int pollfs_sqlite_register_env(const char *unused)
 {
 	(void)unused;

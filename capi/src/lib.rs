@@ -21,6 +21,8 @@
 //! - `device`: the device a spec names.
 #![warn(missing_docs)]
 
+#[cfg(feature = "crash-test")]
+pub mod crash;
 mod device;
 mod error;
 mod file;
