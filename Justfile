@@ -69,6 +69,12 @@ speedtest:
     bash capi/tests/sqlite-shell.sh target/release/libpollfs_sqlite.so
     cd "$(mktemp -d)" && POLLFS_CACHE_MB=512 {{justfile_directory()}}/target/release/speedtest1 --vfs pollfs --size 25 speedtest.db
 
+# speedtest1 on the pollfs VFS against the unix VFS on tmpfs and on ext4
+# over a loop device (root), per test line, and SQLite commits per second
+# with synchronous=FULL (about 2 minutes).
+speedtest-bench SIZE="50" COMMITS="2000":
+    capi/scripts/speedtest-bench.sh {{SIZE}} {{COMMITS}}
+
 # Real programs on `pollfs mount` (root, /dev/fuse; fio, sqlite3,
 # util-linux, python3, jq, tar, gzip, git, make): fio with crc32c
 # verification beside a truncation checker, sqlite3 across a remount,
