@@ -62,10 +62,12 @@ fio-pollfs:
 fio-bench SECS="5":
     capi/scripts/fio-bench.sh {{SECS}}
 
-# The SQLite VFS: the loadable extension in the sqlite3 shell (rollback
-# journal and WAL, integrity_check), then speedtest1 with --vfs pollfs.
+# The SQLite VFS: two connections of a process (locks, WAL snapshots), the
+# loadable extension in the sqlite3 shell (rollback journal and WAL,
+# integrity_check), then speedtest1 with --vfs pollfs.
 speedtest:
     capi/scripts/sqlite.sh
+    target/release/sqlite-test-vfs
     bash capi/tests/sqlite-shell.sh target/release/libpollfs_sqlite.so
     cd "$(mktemp -d)" && POLLFS_CACHE_MB=512 {{justfile_directory()}}/target/release/speedtest1 --vfs pollfs --size 25 speedtest.db
 

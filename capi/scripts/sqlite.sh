@@ -5,7 +5,8 @@
 # (target/release/speedtest1), both against the system's libsqlite3
 # (libsqlite3-dev). The source comes through a private apt list (deb-src
 # bookworm); the system's apt configuration is not touched.
-# Also target/release/sqlite-commits (capi/sqlite/commits.c).
+# Also target/release/sqlite-commits (capi/sqlite/commits.c) and
+# target/release/sqlite-test-vfs (capi/sqlite/test_vfs.c).
 #   capi/scripts/sqlite.sh [WORKDIR]     (default: target/sqlite)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -44,6 +45,10 @@ cc -O2 -g -DSQLITE_CORE -DSQLITE_CKSUMVFS_STATIC \
 # Commits per second with synchronous=FULL, on any VFS.
 cc -O2 -g -DSQLITE_CORE -Wall -Werror -I"$root/capi/include" -I"$root/capi/sqlite" \
     -o "$lib/sqlite-commits" "$root/capi/sqlite/commits.c" "$root/capi/sqlite/pollfs_vfs.c" \
+    "$lib/libpollfs.a" -lsqlite3 -lpthread -ldl -lm
+# Two connections of one process on the VFS.
+cc -O2 -g -DSQLITE_CORE -Wall -Werror -I"$root/capi/include" -I"$root/capi/sqlite" \
+    -o "$lib/sqlite-test-vfs" "$root/capi/sqlite/test_vfs.c" "$root/capi/sqlite/pollfs_vfs.c" \
     "$lib/libpollfs.a" -lsqlite3 -lpthread -ldl -lm
 echo "extension: $lib/libpollfs_sqlite.so"
 echo "speedtest1: $lib/speedtest1"
