@@ -58,9 +58,10 @@ fio-pollfs:
     cd "$(mktemp -d)" && {{justfile_directory()}}/target/fio/fio-3.33/fio --ioengine=external:{{justfile_directory()}}/target/release/libpollfs_fio.so {{justfile_directory()}}/capi/fio/verify.fio
 
 # fio 4 KiB random reads and writes, QD1 and QD32, 1 and 2 jobs: the pollfs
-# ioengine on `emu` against io_uring and psync on tmpfs (about 2 minutes).
-fio-bench SECS="5":
-    capi/scripts/fio-bench.sh {{SECS}}
+# ioengine on `emu` against io_uring and psync on tmpfs, engines taking
+# turns, medians of ROUNDS (about 8 minutes for 4 s runs and 3 rounds).
+fio-bench SECS="5" ROUNDS="3":
+    capi/scripts/fio-bench.sh {{SECS}} {{ROUNDS}}
 
 # The SQLite VFS: two connections of a process (locks, WAL snapshots), the
 # loadable extension in the sqlite3 shell (rollback journal and WAL,

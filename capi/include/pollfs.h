@@ -128,8 +128,8 @@ const char *pollfs_version(void);
 const char *pollfs_last_error(void);
 
 // Closes the file. Its data stays in the cache until synced or written
-// back; closing does not sync. Not to be called while another thread
-// uses `file`.
+// back; closing does not sync. Not thread-safe: no other thread may be
+// using `file`.
 //
 // # Safety
 // `file` came from `pollfs_open` and is not used again.
@@ -233,8 +233,8 @@ int pollfs_mount(const char *spec, const struct PollfsOptions *options, struct P
 int pollfs_format(const char *spec, const struct PollfsOptions *options, struct PollfsFs **out);
 
 // Syncs everything, writes a checkpoint and frees the handle (which is
-// freed even if the sync fails). Files still open keep working. Not to be
-// called while another thread uses `fs`.
+// freed even if the sync fails). Files still open keep working. Not
+// thread-safe: no other thread may be using `fs`.
 //
 // # Safety
 // `fs` came from `pollfs_mount` or `pollfs_format` and is not used again.
@@ -325,7 +325,8 @@ int pollfs_readdir(const struct PollfsFs *fs,
 int pollfs_queue_new(const struct PollfsFs *fs, uint32_t depth, struct PollfsQueue **out);
 
 // Frees a queue with nothing in flight; `-EBUSY` (and the queue stays)
-// if operations have not all been returned by `pollfs_complete`.
+// if operations have not all been returned by `pollfs_complete`. Not
+// thread-safe.
 //
 // # Safety
 // `q` came from `pollfs_queue_new`; after a 0 return it is not used again.

@@ -63,8 +63,8 @@ fn count(n: usize) -> i64 {
 }
 
 /// Closes the file. Its data stays in the cache until synced or written
-/// back; closing does not sync. Not to be called while another thread
-/// uses `file`.
+/// back; closing does not sync. Not thread-safe: no other thread may be
+/// using `file`.
 ///
 /// # Safety
 /// `file` came from `pollfs_open` and is not used again.

@@ -184,8 +184,8 @@ pub unsafe extern "C" fn pollfs_format(
 }
 
 /// Syncs everything, writes a checkpoint and frees the handle (which is
-/// freed even if the sync fails). Files still open keep working. Not to be
-/// called while another thread uses `fs`.
+/// freed even if the sync fails). Files still open keep working. Not
+/// thread-safe: no other thread may be using `fs`.
 ///
 /// # Safety
 /// `fs` came from `pollfs_mount` or `pollfs_format` and is not used again.

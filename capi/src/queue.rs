@@ -200,7 +200,8 @@ pub unsafe extern "C" fn pollfs_queue_new(
 }
 
 /// Frees a queue with nothing in flight; `-EBUSY` (and the queue stays)
-/// if operations have not all been returned by `pollfs_complete`.
+/// if operations have not all been returned by `pollfs_complete`. Not
+/// thread-safe.
 ///
 /// # Safety
 /// `q` came from `pollfs_queue_new`; after a 0 return it is not used again.
