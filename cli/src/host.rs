@@ -52,13 +52,6 @@ pub fn free_space(dir: &Path) -> Option<u64> {
     crate::sys::statvfs_available(dir)
 }
 
-/// Bytes of disk a file already occupies (a sparse file may occupy fewer
-/// than its length): growing it to `n` bytes needs at most `n` minus this.
-pub fn allocated(meta: &std::fs::Metadata) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    meta.blocks().saturating_mul(512)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

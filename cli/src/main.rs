@@ -1,27 +1,29 @@
 //! `pollfs`: the command-line front door.
 //!
 //! `bench` and `tools` (mkfs, fsck) are the commands that write devices;
-//! `mount` serves a filesystem to the kernel over FUSE. Before writing
-//! they go through `devlock` (one pollfs process per device file),
-//! `devfile` (what is at a `file:` path),
-//! `signature` (what a device holds) and `host` (what the machine can
-//! give). `units` parses every size and time. `volume` names and opens
-//! mirrors and stripes of other devices. `sys` holds the system calls the
-//! standard library lacks; it and `bench::uring` (buffers handed to an
-//! io_uring) are the only unsafe code here.
+//! `mount` serves a filesystem to the kernel over FUSE; `nvme` holds the
+//! controller tools and `mirror` the mirror's. Every command names and
+//! opens its device through `pollfs_device` (one spec, one set of rules:
+//! the lock on a device file, what a device holds before a format, the
+//! legs of a volume), by way of `device`, which reports on stderr. `host`
+//! says what the machine can give; `units` (from `pollfs_device`) parses
+//! every size and time. `sys` holds the system calls the standard library
+//! lacks; it and `bench::uring` (buffers handed to an io_uring) are the
+//! only unsafe code here. Errors are `anyhow` errors with the device or
+//! option they concern; the device crate's typed errors travel inside
+//! them, for tests to match.
 #![deny(unsafe_code)]
 
 mod bench;
-mod devfile;
-mod devlock;
+mod device;
 mod host;
+mod mirror;
 mod mount;
 mod nvme;
-mod signature;
 mod sys;
 mod tools;
-mod units;
-mod volume;
+
+use pollfs_device::units;
 
 use clap::{Parser, Subcommand};
 
@@ -58,7 +60,7 @@ enum Command {
     Perf(nvme::perf::Args),
     /// A mirror's state (`status`), and taking a leg out (`fail`) and back
     /// in (`rejoin`, which copies it from the legs in sync).
-    Mirror(volume::admin::Args),
+    Mirror(mirror::Args),
     /// Bind a controller to vfio-pci and reserve hugepages (`--reset`
     /// gives it back to the kernel's nvme driver).
     Setup(nvme::setup::Args),
@@ -70,16 +72,16 @@ fn main() -> std::process::ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Mkfs(args) => tools::mkfs(&args),
         Command::Fsck(args) => tools::fsck(&args),
-        Command::Mount(args) => mount::run(&args),
+        Command::Mount(args) => mount::run(&args).map_err(anyhow::Error::msg),
         Command::Identify(args) => nvme::identify::run(&args),
         Command::Perf(args) => nvme::perf::run(&args),
         Command::Setup(args) => nvme::setup::run(&args),
-        Command::Mirror(args) => volume::admin::run(&args),
+        Command::Mirror(args) => mirror::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("pollfs: {e}");
+            eprintln!("pollfs: {e:#}");
             std::process::ExitCode::FAILURE
         }
     }

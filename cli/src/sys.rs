@@ -1,5 +1,5 @@
 //! The system calls the CLI makes directly, where the standard library
-//! has no wrapper: `statvfs`, `sched_setaffinity`, `flock`, signal masks,
+//! has no wrapper: `statvfs`, `sched_setaffinity`, signal masks,
 //! `umount2`, `fork` and `setsid`. The only unsafe code in the crate.
 #![allow(unsafe_code)]
 
@@ -8,6 +8,8 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+use anyhow::anyhow;
 
 fn c_path(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
@@ -35,9 +37,9 @@ pub fn statvfs_available(path: &Path) -> Option<u64> {
 }
 
 /// Pins the calling thread to CPU `cpu`.
-pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
+pub fn pin_to_cpu(cpu: usize) -> anyhow::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(format!(
+        return Err(anyhow!(
             "CPU {cpu}: beyond the {} a CPU set holds",
             libc::CPU_SETSIZE
         ));
@@ -51,32 +53,12 @@ pub fn pin_to_cpu(cpu: usize) -> Result<(), String> {
     // its size; pid 0 means the calling thread.
     let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
     if rc != 0 {
-        return Err(format!(
+        return Err(anyhow!(
             "pin to CPU {cpu}: {}",
             std::io::Error::last_os_error()
         ));
     }
     Ok(())
-}
-
-/// Takes a `flock` on `file` without waiting: exclusive, or shared. Fails
-/// with `WouldBlock` if another open file description holds a conflicting
-/// one. The lock lasts until `file` (every duplicate of its descriptor)
-/// is closed.
-pub fn try_flock(file: &std::fs::File, exclusive: bool) -> io::Result<()> {
-    let op = if exclusive {
-        libc::LOCK_EX
-    } else {
-        libc::LOCK_SH
-    };
-    // SAFETY: flock takes a descriptor, which `file` keeps open for the
-    // call, and an operation; it touches no memory of ours.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 /// The signals that end a mount: SIGINT, SIGTERM and SIGHUP.

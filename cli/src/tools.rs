@@ -1,16 +1,13 @@
 //! `pollfs mkfs` and `pollfs fsck`.
 
-use std::path::Path;
-
-use pollfs_core::dev::file::FileDevice;
+use anyhow::bail;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::hosted::{config, monotonic_clock};
-use pollfs_core::persist::format::Layout;
 use pollfs_core::Fs;
-
-use crate::units::{parse_size, show_bytes};
-use crate::volume::{self, Open, Volume, VolumeJob};
-use crate::{devfile, devlock, signature};
+use pollfs_device::units::parse_size;
+use pollfs_device::{
+    file, new_uuid, Access, DeviceJob, DeviceSpec, Leaf, OpenError, OpenErrorKind, DEFAULT_SIZE,
+};
 
 /// Options of `pollfs mkfs`.
 #[derive(clap::Args, Debug)]
@@ -23,7 +20,7 @@ pub struct MkfsArgs {
     /// volume, too); an existing file or block device keeps its size. A device that holds anything (a filesystem, a partition
     /// table, swap, any non-zero byte in its first 68 KiB) is refused
     /// unless `--force` is given.
-    device: String,
+    device: DeviceSpec,
     /// Size of a new device file, e.g. `1g` (k/m/g/t suffixes, powers of
     /// 1024) [default: 256m]. Only for a file that does not exist yet.
     #[arg(long)]
@@ -40,7 +37,7 @@ pub struct FsckArgs {
     /// `mirror:(DEV,DEV,...)` or `stripe:CHUNK:(DEV,DEV,...)`. A mirror is
     /// read from the legs in sync (after an unclean shutdown, from one of
     /// them).
-    device: String,
+    device: DeviceSpec,
     /// Repair what can be repaired: a log with a damaged write in its middle
     /// (what precedes the damage is kept), extents outside the data area or
     /// past EOF, blocks owned twice, a damaged superblock copy. Without it,
@@ -51,201 +48,63 @@ pub struct FsckArgs {
 
 /// Frames a tool needs: a small cache plus the metadata frames.
 const FRAMES: u32 = 256;
-/// Size of a new device file when `--size` is not given.
-const DEFAULT_SIZE: u64 = 256 << 20;
-const BLOCK: u64 = 4096;
 
-/// The message for a device too small to hold a filesystem.
-fn too_small(what: &str, bytes: u64) -> String {
-    let min = Layout::min_blocks();
-    format!(
-        "{what}: {} is too small for a pollfs filesystem, which needs at least {} \
-         ({min} blocks of 4 KiB)",
-        show_bytes(bytes),
-        show_bytes(min * BLOCK)
-    )
-}
-
-fn open_file(path: &Path, bytes: u64) -> Result<FileDevice, String> {
-    FileDevice::open(path, bytes, FRAMES).map_err(|e| format!("file:{}: {e}", path.display()))
-}
-
-/// An existing device file, at its own size.
-fn existing_file(path: &Path) -> Result<FileDevice, String> {
-    let existing = devfile::inspect(path)?
-        .ok_or_else(|| format!("file:{}: no such device file", path.display()))?;
-    open_file(path, existing.len)
-}
-
-#[cfg(target_os = "linux")]
-fn vfio_device(addr: &str) -> Result<pollfs_driver::vfio::VfioDevice, String> {
-    pollfs_driver::NvmeDevice::vfio(
-        addr,
-        Default::default(),
-        FRAMES,
-        pollfs_driver::emu::StdClock::new(),
-    )
-    .map_err(|e| format!("{addr}: {e} (is it bound to vfio-pci? see `pollfs setup {addr}`)"))
-}
-
-/// A new filesystem's uuid, different on every call: a format must never
-/// take the log an earlier filesystem left on the device (the bench
-/// formats one device once per phase) for its own.
-pub(crate) fn uuid() -> u64 {
-    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    t ^ (u64::from(std::process::id()) << 40) ^ made.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-fn mkfs_on<D: BlockDevice>(dev: D, what: &str) -> Result<(), String> {
-    let cfg = pollfs_core::Config {
-        cache_pages: 64,
-        ..config()
-    };
-    let fs = Fs::format(dev, cfg, uuid()).map_err(|e| format!("{what}: {e}"))?;
-    println!(
-        "{what}: pollfs filesystem, {} data blocks of 4 KiB free",
-        fs.free_blocks()
-    );
-    Ok(())
-}
-
-/// `mkfs file:PATH`: every check is made before the first write, and a
-/// file created here is removed again if formatting fails.
-fn mkfs_file(path: &Path, args: &MkfsArgs) -> Result<(), String> {
-    let what = format!("file:{}", path.display());
-    let size = args
-        .size
-        .as_deref()
-        .map(parse_size)
-        .transpose()
-        .map_err(|e| format!("--size {}: {e}", e.input()))?;
-    let min_blocks = Layout::min_blocks();
-    match devfile::inspect(path)? {
-        Some(existing) => {
-            if size.is_some_and(|s| s != existing.len) {
-                return Err(format!(
-                    "{what}: exists ({}); mkfs keeps an existing file's size, so --size is \
-                     only for a new file",
-                    show_bytes(existing.len)
-                ));
-            }
-            if existing.len / BLOCK < min_blocks {
-                return Err(format!(
-                    "{}; mkfs keeps an existing file's size",
-                    too_small(&what, existing.len)
-                ));
-            }
-            let _lock = devlock::lock(path, true)?;
-            signature::refuse_unless_forced(&what, &existing.head, args.force)?;
-            mkfs_on(open_file(path, existing.len)?, &what)
-        }
-        None => {
-            let size = size.unwrap_or(DEFAULT_SIZE);
-            if size / BLOCK < min_blocks {
-                return Err(too_small(&what, size));
-            }
-            let created = devfile::Created::new(path, size)?;
-            let _lock = devlock::lock(path, true)?;
-            mkfs_on(open_file(path, size)?, &what)?;
-            created.keep();
-            Ok(())
-        }
-    }
-}
-
-/// `mkfs` on a volume: each leg is checked as a device would be (a leg
-/// that holds anything is refused without `--force`), new `file:` legs are
-/// made at `--size`, and a mirror gets new headers before the filesystem.
-struct MkfsVolume<'a> {
-    args: &'a MkfsArgs,
-}
-
-impl VolumeJob for MkfsVolume<'_> {
-    type Output = ();
-    fn check_leg<D: BlockDevice>(&mut self, leg: &D, what: &str) -> Result<(), String> {
-        let capacity = leg.geometry().capacity_pages();
-        if capacity < Layout::min_blocks() {
-            return Err(too_small(what, capacity * BLOCK));
-        }
-        let head = signature::read_device_head(leg).map_err(|e| format!("{what}: {e}"))?;
-        signature::refuse_unless_forced(what, &head, self.args.force)
-    }
-    fn run<D: BlockDevice>(self, dev: D, what: &str) -> Result<(), String> {
-        let capacity = dev.geometry().capacity_pages();
-        if capacity < Layout::min_blocks() {
-            return Err(too_small(what, capacity * BLOCK));
-        }
-        mkfs_on(dev, what)
-    }
-}
-
-fn mkfs_volume(args: &MkfsArgs) -> Result<(), String> {
-    let volume = Volume::parse(&args.device)?;
-    if let Some(l) = volume.legs.iter().find(|l| l.in_memory()) {
-        return Err(format!("{}: leg {l} keeps nothing after mkfs", args.device));
+/// Writes an empty filesystem. Every check is made before the first
+/// write; files made for it are removed again if it fails.
+pub fn mkfs(args: &MkfsArgs) -> anyhow::Result<()> {
+    let spec = &args.device;
+    if let Some(l) = spec.memory_leg() {
+        bail!("{spec}: {l} lives in memory and keeps nothing after mkfs");
     }
     let size = args
         .size
         .as_deref()
         .map(parse_size)
         .transpose()
-        .map_err(|e| format!("--size {}: {e}", e.input()))?;
-    let open = Open {
-        bytes: size.unwrap_or(DEFAULT_SIZE),
+        .map_err(|e| anyhow::anyhow!("--size {}: {e}", e.input()))?;
+    if let Some(size) = size {
+        // A size is for the files mkfs makes: every other device keeps its
+        // own.
+        for leaf in spec.legs() {
+            let fixed = match leaf {
+                Leaf::File(path) => file::inspect(path)
+                    .ok()
+                    .flatten()
+                    .filter(|e| e.len != size)
+                    .map(|e| Some(e.len)),
+                _ => Some(None),
+            };
+            if let Some(bytes) = fixed {
+                return Err(OpenError::new(leaf, OpenErrorKind::SizeFixed { bytes }).into());
+            }
+        }
+    }
+    let options = pollfs_device::OpenOptions {
+        size: size.unwrap_or(DEFAULT_SIZE),
         create: true,
-        make: volume.chunk.is_none().then(uuid),
-        writable: true,
-        ..Open::existing(FRAMES)
+        ..crate::device::options(Access::Format { force: args.force }, FRAMES)
     };
-    volume::run(&volume, &args.device, &open, MkfsVolume { args })
+    pollfs_device::run(spec, &options, Mkfs)
 }
 
-/// `mkfs` on an NVMe device: every check before the first write.
-fn mkfs_nvme<D: BlockDevice>(dev: D, what: &str, args: &MkfsArgs) -> Result<(), String> {
-    if args.size.is_some() {
-        return Err("--size is only for a new device file".into());
-    }
-    let capacity = dev.geometry().capacity_pages();
-    if capacity < Layout::min_blocks() {
-        return Err(too_small(what, capacity * BLOCK));
-    }
-    let head = signature::read_device_head(&dev).map_err(|e| format!("{what}: {e}"))?;
-    signature::refuse_unless_forced(what, &head, args.force)?;
-    mkfs_on(dev, what)
-}
+struct Mkfs;
 
-fn tcp_device(name: &str) -> Result<pollfs_driver::tcp::net::TcpDevice, String> {
-    let address = crate::nvme::parse_tcp(name)?;
-    crate::nvme::tcp_device(&address, Default::default(), FRAMES)
-}
-
-/// Writes an empty filesystem.
-pub fn mkfs(args: &MkfsArgs) -> Result<(), String> {
-    if volume::is_volume(&args.device) {
-        return mkfs_volume(args);
+impl DeviceJob for Mkfs {
+    type Output = ();
+    type Error = anyhow::Error;
+    fn run<D: BlockDevice>(self, dev: D, what: &str) -> anyhow::Result<()> {
+        let cfg = pollfs_core::Config {
+            cache_pages: 64,
+            ..config()
+        };
+        let fs = Fs::format(dev, cfg, new_uuid())
+            .map_err(|e| OpenError::new(what, OpenErrorKind::Fs(e)))?;
+        println!(
+            "{what}: pollfs filesystem, {} data blocks of 4 KiB free",
+            fs.free_blocks()
+        );
+        Ok(())
     }
-    if let Some(path) = args.device.strip_prefix("file:") {
-        return mkfs_file(Path::new(path), args);
-    }
-    if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
-        return mkfs_nvme(tcp_device(&args.device)?, &args.device, args);
-    }
-    #[cfg(target_os = "linux")]
-    if let Some(addr) = args.device.strip_prefix("vfio:") {
-        if args.size.is_some() {
-            return Err("--size is only for a new device file".into());
-        }
-        return mkfs_nvme(vfio_device(addr)?, &format!("vfio:{addr}"), args);
-    }
-    Err(format!(
-        "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN, \
-         mirror:(DEV,DEV,...) or stripe:CHUNK:(DEV,DEV,...)",
-        args.device
-    ))
 }
 
 fn print_report(what: &str, report: &pollfs_core::persist::CheckReport) {
@@ -267,10 +126,10 @@ fn print_report(what: &str, report: &pollfs_core::persist::CheckReport) {
     );
 }
 
-fn fsck_on<D: BlockDevice>(dev: &D, what: &str, repair: bool) -> Result<(), String> {
+fn fsck_on<D: BlockDevice>(dev: &D, what: &str, repair: bool) -> anyhow::Result<()> {
     let report = if repair {
         let r = pollfs_core::persist::repair(dev, monotonic_clock, std::thread::yield_now)
-            .map_err(|e| format!("{what}: cannot repair: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("{what}: cannot repair: {e}"))?;
         for fixed in &r.repaired {
             println!("{what}: repaired: {fixed}");
         }
@@ -280,13 +139,11 @@ fn fsck_on<D: BlockDevice>(dev: &D, what: &str, repair: bool) -> Result<(), Stri
         r.after
     } else {
         pollfs_core::persist::check(dev, monotonic_clock, std::thread::yield_now)
-            .map_err(|e| format!("{what}: {e}"))?
+            .map_err(|e| anyhow::anyhow!("{what}: {e}"))?
     };
     print_report(what, &report);
-    if report.problems.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
+    if !report.problems.is_empty() {
+        bail!(
             "{what}: the filesystem has {} problem(s){}",
             report.problems.len(),
             if repair {
@@ -294,68 +151,62 @@ fn fsck_on<D: BlockDevice>(dev: &D, what: &str, repair: bool) -> Result<(), Stri
             } else {
                 "; `pollfs fsck --repair` may fix them"
             }
-        ))
+        );
     }
+    Ok(())
 }
 
-/// `fsck` on a volume; a mirror is opened for writing only to repair.
-struct FsckVolume {
+/// `fsck` on any device; it is opened for writing only to repair.
+struct Fsck {
     repair: bool,
 }
 
-impl VolumeJob for FsckVolume {
+impl DeviceJob for Fsck {
     type Output = ();
-    fn run<D: BlockDevice>(self, dev: D, what: &str) -> Result<(), String> {
+    type Error = anyhow::Error;
+    fn run<D: BlockDevice>(self, dev: D, what: &str) -> anyhow::Result<()> {
         fsck_on(&dev, what, self.repair)
     }
 }
 
 /// Checks a filesystem (and with `--repair`, repairs it); fails if it has
 /// any problem left.
-pub fn fsck(args: &FsckArgs) -> Result<(), String> {
-    if volume::is_volume(&args.device) {
-        let volume = Volume::parse(&args.device)?;
-        if let Some(l) = volume.legs.iter().find(|l| l.in_memory()) {
-            return Err(format!("{}: leg {l} holds no filesystem", args.device));
-        }
-        let open = Open {
-            writable: args.repair,
-            ..Open::existing(FRAMES)
-        };
-        let job = FsckVolume {
+pub fn fsck(args: &FsckArgs) -> anyhow::Result<()> {
+    let spec = &args.device;
+    if let Some(l) = spec.memory_leg() {
+        return Err(OpenError::new(l, OpenErrorKind::NothingThere).into());
+    }
+    // Repair writes; a check only reads, beside other checks.
+    let access = if args.repair {
+        Access::Write
+    } else {
+        Access::Read
+    };
+    let options = crate::device::options(access, FRAMES);
+    pollfs_device::run(
+        spec,
+        &options,
+        Fsck {
             repair: args.repair,
-        };
-        return volume::run(&volume, &args.device, &open, job);
-    }
-    if let Some(path) = args.device.strip_prefix("file:") {
-        let dev = existing_file(Path::new(path))?;
-        // Repair writes; a check only reads, beside other checks.
-        let _lock = devlock::lock(Path::new(path), args.repair)?;
-        return fsck_on(&dev, path, args.repair);
-    }
-    if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
-        return fsck_on(&tcp_device(&args.device)?, &args.device, args.repair);
-    }
-    #[cfg(target_os = "linux")]
-    if let Some(addr) = args.device.strip_prefix("vfio:") {
-        return fsck_on(&vfio_device(addr)?, addr, args.repair);
-    }
-    Err(format!(
-        "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN, \
-         mirror:(DEV,DEV,...) or stripe:CHUNK:(DEV,DEV,...)",
-        args.device
-    ))
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pollfs_device::signature::Found;
+    use pollfs_device::{SpecError, SpecProblem};
     use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
+
+    fn kind(e: anyhow::Error) -> OpenErrorKind {
+        e.downcast::<OpenError>().unwrap().kind
+    }
 
     #[test]
     fn mkfs_and_fsck_work_over_nvme_tcp_and_refuse_to_overwrite() {
         let t = TestTarget::start(TargetConfig::default()).unwrap();
-        let device = t.url(true, false);
+        let device: DeviceSpec = t.url(true, false).parse().unwrap();
         let args = MkfsArgs {
             device: device.clone(),
             size: None,
@@ -367,18 +218,63 @@ mod tests {
             repair: false,
         })
         .unwrap();
-        let again = mkfs(&args).unwrap_err();
-        assert!(again.contains("pollfs"), "{again}");
+        assert!(matches!(
+            kind(mkfs(&args).unwrap_err()),
+            OpenErrorKind::HoldsData(Found::Pollfs)
+        ));
         let with_size = mkfs(&MkfsArgs {
             size: Some("1g".into()),
             force: true,
             ..args
         });
-        assert!(with_size.unwrap_err().contains("--size"));
-        let bad = fsck(&FsckArgs {
-            device: "nvme-tcp://127.0.0.1:1/".into(),
+        assert!(matches!(
+            kind(with_size.unwrap_err()),
+            OpenErrorKind::SizeFixed { bytes: None }
+        ));
+        let bad = "nvme-tcp://127.0.0.1:1/".parse::<DeviceSpec>();
+        assert!(matches!(
+            bad,
+            Err(SpecError {
+                problem: SpecProblem::Tcp(_),
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn mkfs_makes_a_file_keeps_an_existing_size_and_fsck_reads_it() {
+        let p = std::env::temp_dir().join(format!("pollfs-tools-{}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        let device: DeviceSpec = format!("file:{}", p.display()).parse().unwrap();
+        let args = MkfsArgs {
+            device: device.clone(),
+            size: Some("64m".into()),
+            force: false,
+        };
+        mkfs(&args).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 64 << 20);
+        let other_size = MkfsArgs {
+            size: Some("128m".into()),
+            force: true,
+            ..args
+        };
+        assert!(matches!(
+            kind(mkfs(&other_size).unwrap_err()),
+            OpenErrorKind::SizeFixed { bytes: Some(b) } if b == 64 << 20
+        ));
+        fsck(&FsckArgs {
+            device,
             repair: false,
-        });
-        assert!(bad.unwrap_err().contains("NQN"));
+        })
+        .unwrap();
+        let memory = FsckArgs {
+            device: "mirror:(emu,emu)".parse().unwrap(),
+            repair: false,
+        };
+        assert!(matches!(
+            kind(fsck(&memory).unwrap_err()),
+            OpenErrorKind::NothingThere
+        ));
+        std::fs::remove_file(&p).unwrap();
     }
 }

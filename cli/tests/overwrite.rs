@@ -181,7 +181,7 @@ fn mkfs_does_not_resize_an_existing_file() {
     image(&path, MIB, &[]);
     let (ok, _, err) = pollfs(&["mkfs", &spec(&path), "--size", "2m"]);
     assert!(
-        !ok && err.contains("mkfs keeps an existing file's size"),
+        !ok && err.contains("an existing device keeps its size"),
         "{err}"
     );
     assert_eq!(std::fs::metadata(&path).unwrap().len(), MIB as u64);

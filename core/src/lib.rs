@@ -23,6 +23,8 @@
 //!   (RAID-0) and mirroring (RAID-1) over legs that share one frame arena.
 //! - [`sync`]: spin locks for short sections, wait queues for await points,
 //!   and `block_on` for synchronous callers.
+//! - [`rng`]: the one seedable pseudo-random generator, shared by the
+//!   tests, the bench and the emulated controller's faults.
 //!
 //! Every operation that can wait is a future; the synchronous methods run
 //! it with a polling loop. Nothing here uses `unsafe`.
@@ -44,6 +46,7 @@ pub mod lock;
 #[cfg(feature = "mutants")]
 pub mod mutants;
 pub mod persist;
+pub mod rng;
 pub mod space;
 pub mod stats;
 pub mod sync;

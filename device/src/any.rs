@@ -121,7 +121,7 @@ impl<N: BlockDevice> Shape<N> {
             Shape::One(Either::Left(Either::Right(file))) => job.run(file, what),
             Shape::One(Either::Right(nvme)) => nvme.run(job, what),
             Shape::Mirror(m) => job.run_mirror(m, what),
-            Shape::Stripe(s) => job.run(s, what),
+            Shape::Stripe(s) => job.run_stripe(s, what),
         }
     }
 }
@@ -184,6 +184,17 @@ pub trait DeviceJob {
         Self: Sized,
     {
         self.run(m, what)
+    }
+    /// Runs on a stripe (by default as on any device).
+    fn run_stripe<L: BlockDevice>(
+        self,
+        s: Stripe<L>,
+        what: &str,
+    ) -> Result<Self::Output, Self::Error>
+    where
+        Self: Sized,
+    {
+        self.run(s, what)
     }
     /// Runs on a single NVMe controller (by default as on any device).
     fn run_nvme<T: Transport>(
@@ -320,8 +331,9 @@ impl DeviceQueue for AnyQueue {
 }
 
 /// Closes a writable mirror cleanly once the device is done with (so the
-/// next open needs no resync): by [`Closer::close`], or when dropped.
-pub(crate) struct Closer(Option<Box<dyn FnOnce() -> Result<(), VolumeError> + Send + Sync>>);
+/// next open needs no resync): by [`Closer::close`], which says if that
+/// failed, or when dropped.
+pub struct Closer(Option<Box<dyn FnOnce() -> Result<(), VolumeError> + Send + Sync>>);
 
 impl Closer {
     pub(crate) fn none() -> Closer {
@@ -333,7 +345,8 @@ impl Closer {
             m.close(pollfs_core::hosted::monotonic_clock, std::thread::yield_now)
         })))
     }
-    fn close(mut self) -> Result<(), VolumeError> {
+    /// Closes the mirror (if there is one to close) after its last use.
+    pub fn close(mut self) -> Result<(), VolumeError> {
         self.0.take().map_or(Ok(()), |close| close())
     }
 }
@@ -409,6 +422,14 @@ impl AnyDevice {
     /// I/O queues the controller granted, for a single NVMe device.
     pub fn io_queues(&self) -> Option<u16> {
         self.io_queues
+    }
+
+    /// What closes a writable mirror cleanly: call [`Closer::close`] on it
+    /// after the device (and the filesystem on it) is gone, to hear if
+    /// closing failed. Left in place, it closes the mirror when the
+    /// device is dropped and says nothing.
+    pub fn take_closer(&mut self) -> Closer {
+        std::mem::replace(&mut self.closer, Closer::none())
     }
 
     /// Files the open made, which are removed again if dropped before

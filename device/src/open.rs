@@ -120,7 +120,7 @@ pub fn new_uuid() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    t ^ (u64::from(std::process::id()) << 40) ^ made.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    t ^ (u64::from(std::process::id()) << 40) ^ pollfs_core::rng::mix(made)
 }
 
 /// Opens the device `spec` names, as `options` say. Files it made are
@@ -129,6 +129,17 @@ pub fn open(spec: &DeviceSpec, options: &OpenOptions) -> Result<AnyDevice, OpenE
     let mut dev = open_pending(spec, options)?;
     dev.keep_made();
     Ok(dev)
+}
+
+/// Opens the device and runs `job` on it at its concrete type: files the
+/// open made are kept only if `job` succeeds, and a writable mirror is
+/// closed after it.
+pub fn run<J: crate::any::DeviceJob>(
+    spec: &DeviceSpec,
+    options: &OpenOptions,
+    job: J,
+) -> Result<J::Output, J::Error> {
+    open_pending(spec, options)?.run(job)
 }
 
 /// Opens the device and the filesystem on it: formats it for
@@ -140,20 +151,35 @@ pub fn open_fs(
     options: &OpenOptions,
     config: pollfs_core::Config,
 ) -> Result<Fs<AnyDevice>, OpenError> {
+    open_fs_with(spec, options, config, |_| Ok(()))
+}
+
+/// As [`open_fs`], with `before` run on the device before the filesystem
+/// is formatted or mounted on it: to check what the caller needs of it
+/// (queues), or to take its [`Closer`](crate::Closer).
+pub fn open_fs_with<E: From<OpenError>>(
+    spec: &DeviceSpec,
+    options: &OpenOptions,
+    config: pollfs_core::Config,
+    before: impl FnOnce(&mut AnyDevice) -> Result<(), E>,
+) -> Result<Fs<AnyDevice>, E> {
     let format = matches!(options.access, Access::Format { .. }) || spec.in_memory();
     if !format {
         if let Some(leg) = spec.memory_leg() {
-            return Err(OpenError::new(leg, OpenErrorKind::NothingThere));
+            return Err(OpenError::new(leg, OpenErrorKind::NothingThere).into());
         }
     }
     let mut dev = open_pending(spec, options)?;
+    before(&mut dev)?;
     let what = spec.to_string();
     let fs_error = |e| OpenError::new(&what, OpenErrorKind::Fs(e));
-    if !format {
-        return Fs::mount(dev, config).map_err(fs_error);
-    }
     let made = dev.take_made();
-    let fs = Fs::format(dev, config, new_uuid()).map_err(fs_error)?;
+    let fs = if format {
+        Fs::format(dev, config, new_uuid())
+    } else {
+        Fs::mount(dev, config)
+    }
+    .map_err(fs_error)?;
     for file in made {
         file.keep();
     }
@@ -246,7 +272,7 @@ pub(crate) fn open_pending(
             open.finish(legs, Arena::Vfio(arena), Inner::Vfio)
         }
         #[cfg(not(target_os = "linux"))]
-        (0, [addr]) => Err(OpenError::new(spec, OpenErrorKind::NoVfio)),
+        (0, [_]) => Err(OpenError::new(spec, OpenErrorKind::NoVfio)),
         (0, _) => mixed(Arenas::TwoVfio),
         _ => mixed(Arenas::EmuWithVfio),
     }

@@ -153,3 +153,47 @@ fn a_single_controller_tells_its_queues() {
     assert_eq!(dev.geometry().capacity_pages(), (64 << 20) / 4096);
     assert_eq!(dev.name(), "emu");
 }
+
+/// Reads a mirror's dirty flag.
+struct Dirty;
+
+impl crate::DeviceJob for Dirty {
+    type Output = bool;
+    type Error = crate::OpenError;
+    fn run<D: BlockDevice>(self, _dev: D, what: &str) -> Result<bool, crate::OpenError> {
+        panic!("{what}: opened as a mirror")
+    }
+    fn run_mirror<L: BlockDevice>(
+        self,
+        m: pollfs_core::volume::Mirror<L>,
+        _what: &str,
+    ) -> Result<bool, crate::OpenError> {
+        Ok(m.status().dirty)
+    }
+}
+
+#[test]
+fn a_writable_mirror_is_closed_clean_when_the_device_goes() {
+    let a = temp("clean-a");
+    let b = temp("clean-b");
+    let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
+    let name = spec(&format!(
+        "mirror:(file:{},file:{})",
+        a.display(),
+        b.display()
+    ));
+    let fs = open_fs(&name, &options(Access::Format { force: false }), config()).unwrap();
+    fs.create("x").unwrap().write_all_at(b"kept", 0).unwrap();
+    fs.unmount().unwrap();
+    let read = OpenOptions::new(Access::Read, 64);
+    assert!(!crate::run(&name, &read, Dirty).unwrap(), "closed on drop");
+    // Taken, the closer is the caller's to call, and says how it went.
+    let mut dev = open(&name, &options(Access::Write)).unwrap();
+    let closer = dev.take_closer();
+    let fs = pollfs_core::Fs::mount(dev, config()).unwrap();
+    fs.unmount().unwrap();
+    assert!(crate::run(&name, &read, Dirty).unwrap(), "not closed yet");
+    closer.close().unwrap();
+    assert!(!crate::run(&name, &read, Dirty).unwrap());
+    let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
+}

@@ -235,7 +235,8 @@ impl fmt::Display for SpecProblem {
             SpecProblem::Unbalanced => write!(f, "a `(` or `)` without its pair in the legs"),
             SpecProblem::EmptyLeg => write!(f, "an empty leg"),
             SpecProblem::TrailingEscape => write!(f, "a `\\` at the end of a leg"),
-            SpecProblem::TooFewLegs { min } => write!(f, "needs at least {min} legs"),
+            SpecProblem::TooFewLegs { min: 2 } => write!(f, "a mirror needs at least two legs"),
+            SpecProblem::TooFewLegs { min } => write!(f, "needs at least {min} leg(s)"),
             SpecProblem::ChunkSize(e) => write!(f, "chunk size: {e}"),
             SpecProblem::ChunkAlign => write!(f, "the chunk size must be a multiple of 4k"),
             SpecProblem::Nested(leg) => write!(
@@ -522,5 +523,6 @@ mod tests {
         assert!(valid_pci_address("0000:af:1f.7"));
         assert!(!valid_pci_address("01:00.0"));
         assert!(!valid_pci_address("0000:01:00:0"));
+        assert!(!valid_pci_address("0000:01:00.0/../x"));
     }
 }

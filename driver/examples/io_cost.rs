@@ -73,7 +73,7 @@ fn run<T: Transport>(dev: &NvmeDevice<T>, ios: u64, qd: u32, calibrate: bool) ->
     }
     let pages = dev.geometry().capacity_pages();
     let frames: Vec<[FrameId; 1]> = (0..qd).map(|f| [FrameId(f)]).collect();
-    let mut rng = 0x2545_F491_4F6C_DD1Du64;
+    let mut rng = pollfs_core::rng::SplitMix64::new(0x2545_F491_4F6C_DD1D);
     let (mut submitted, mut completed, mut errors) = (0u64, 0u64, 0u64);
     let (mut polls, mut idle) = (0u64, 0u64);
     let mut free: Vec<usize> = (0..qd as usize).collect();
@@ -83,11 +83,8 @@ fn run<T: Transport>(dev: &NvmeDevice<T>, ios: u64, qd: u32, calibrate: bool) ->
     while completed < ios {
         while submitted < ios {
             let Some(slot) = free.pop() else { break };
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
             let c = Command::Read {
-                lba: Lba(rng % pages),
+                lba: Lba(rng.below(pages)),
                 frames: &frames[slot],
             };
             match driver_submit(&mut q, &c) {

@@ -74,14 +74,8 @@ fn open(urls: [&str; 2]) -> Result<Mirror<TcpDevice>, String> {
 }
 
 fn byte(n: u64, i: usize) -> u8 {
-    // xorshift of the chunk number and the byte's position.
-    let mut x = (n + 1_000_003)
-        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        .wrapping_add(i as u64 / 8)
-        | 1;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
+    // A hash of the chunk number and the byte's position.
+    let x = pollfs_core::rng::mix((n + 1_000_003) << 32 ^ (i as u64 / 8));
     (x >> ((i % 8) * 8)) as u8
 }
 

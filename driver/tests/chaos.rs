@@ -34,19 +34,7 @@ use pollfs_driver::emu::EmuConfig;
 use pollfs_driver::spec::status::{generic, Status, StatusType};
 use pollfs_driver::{DriverConfig, QueueStats};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use pollfs_core::rng::SplitMix64 as Rng;
 
 /// What the test knows about one 4 KiB page of the medium.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -71,7 +59,7 @@ fn page_bytes(version: u64, page: u64) -> Vec<u8> {
 }
 
 fn chaos(seed: u64, block_size: u32) -> (QueueStats, u32) {
-    let mut rng = Rng(seed | 1);
+    let mut rng = Rng::new(seed);
     let emu = EmuConfig {
         bytes: 4 << 20,
         block_size,

@@ -306,7 +306,16 @@ fn bring_up(set: impl FnOnce(&EmuController)) -> Result<(), DriverError> {
 #[test]
 fn garbage_identify_data_is_rejected() {
     let r = bring_up(|c| c.set_faults(|f| f.hostile = Some(Hostile::GarbageIdentify)));
-    assert!(matches!(r, Err(DriverError::Identify(_))), "{r:?}");
+    // Every identify page is garbage: the controller's is refused by its
+    // checks, or (when random bytes happen to pass them) the namespace
+    // list names no namespace the driver can use.
+    assert!(
+        matches!(
+            r,
+            Err(DriverError::Identify(_) | DriverError::Unsupported("namespace not active"))
+        ),
+        "{r:?}"
+    );
 }
 
 #[test]

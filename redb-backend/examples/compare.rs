@@ -282,9 +282,7 @@ impl Engine {
 /// The key of bulk entry `i`: scattered over the key space, as hashed
 /// keys would be.
 fn bulk_key(i: u64) -> u64 {
-    let mut z = i.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z ^ (z >> 31)
+    pollfs_core::rng::mix(i.wrapping_add(1))
 }
 
 /// redb's file backend on a new file in `dir` (unlinked at once: it

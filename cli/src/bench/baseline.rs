@@ -7,6 +7,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use anyhow::anyhow;
+
 use super::direct::Buf;
 use super::engine::Engine;
 use super::plan::Phase;
@@ -31,14 +33,14 @@ impl Drop for KernelFiles {
     }
 }
 
-fn open_direct(path: &Path, dir: &Path) -> Result<std::fs::File, String> {
+fn open_direct(path: &Path, dir: &Path) -> anyhow::Result<std::fs::File> {
     std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(libc::O_DIRECT)
         .open(path)
         .map_err(|e| {
-            format!(
+            anyhow!(
                 "{}: O_DIRECT: {e} (the filesystem of {} may not take direct I/O; give \
                  --kernel-dir on one that does, such as ext4 or xfs)",
                 path.display(),
@@ -48,7 +50,7 @@ fn open_direct(path: &Path, dir: &Path) -> Result<std::fs::File, String> {
 }
 
 impl KernelFiles {
-    fn create(phase: &Phase<'_>, dir: &Path) -> Result<KernelFiles, String> {
+    fn create(phase: &Phase<'_>, dir: &Path) -> anyhow::Result<KernelFiles> {
         let mut files = KernelFiles {
             paths: Vec::new(),
             buffered: Vec::new(),
@@ -63,10 +65,10 @@ impl KernelFiles {
                 .create(true)
                 .truncate(true)
                 .open(&path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            spec.fill(|bytes, off| file.write_all_at(bytes, off).map_err(|e| e.to_string()))?;
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            spec.fill(|bytes, off| file.write_all_at(bytes, off).map_err(|e| anyhow!("{e}")))?;
             if spec.cold {
-                file.sync_all().map_err(|e| e.to_string())?;
+                file.sync_all().map_err(|e| anyhow!("{e}"))?;
             }
             files.buffered.push(file);
             files.direct.push(None);
@@ -87,7 +89,7 @@ impl KernelFiles {
 /// The phase with pread/pwrite on files in `dir`, one I/O at a time per
 /// thread (fio's psync engine) at `iodepth` 1, and through an io_uring
 /// with `iodepth` I/Os in flight per thread (fio's io_uring engine) above.
-pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> Result<Vec<Sample>, String> {
+pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> anyhow::Result<Vec<Sample>> {
     let files = KernelFiles::create(phase, dir)?;
     let files = &files;
     let name = format!("{} ({})", Engine::Kernel.name(), dir.display());
@@ -115,12 +117,12 @@ pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> Result<Vec<
             if op.read {
                 // Short reads happen past EOF of a file that starts empty.
                 f.read_at(buf.as_mut_slice(), op.offset)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| anyhow!("{e}"))?;
                 rec.io(began, true, job.bs);
                 continue;
             }
             f.write_all_at(buf.as_slice(), op.offset)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| anyhow!("{e}"))?;
             rec.io(began, false, job.bs);
             sync_after_write(f, &mut pick, &mut rec)?;
         }
@@ -135,27 +137,27 @@ pub(super) fn sync_after_write(
     f: &std::fs::File,
     pick: &mut Picker,
     rec: &mut Recorder,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let began = Instant::now();
     match pick.after_write() {
         Sync::None => return Ok(()),
         Sync::Data => f.sync_data(),
         Sync::All => f.sync_all(),
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| anyhow!("{e}"))?;
     rec.sync(began);
     Ok(())
 }
 
 /// Random copies out of buffers the size of the phase's files: what any
 /// cached read must at least do.
-pub fn memcpy(phase: &Phase<'_>, progress: &Progress) -> Result<Vec<Sample>, String> {
+pub fn memcpy(phase: &Phase<'_>, progress: &Progress) -> anyhow::Result<Vec<Sample>> {
     let sources = phase
         .files
         .iter()
         .map(|f| usize::try_from(f.len).map(|len| vec![0x5au8; len]))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| "file too large to copy in memory")?;
+        .map_err(|_| anyhow!("file too large to copy in memory"))?;
     let sources = &sources;
     let recs = run_threads(
         phase,

@@ -5,6 +5,7 @@
 //! (the engine needs only offset and length aligned; the kernel's
 //! O_DIRECT, which the kernel baseline uses, needs the address too).
 
+use anyhow::anyhow;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::{File, Session};
 
@@ -43,23 +44,24 @@ pub async fn io<D: BlockDevice>(
     f: &File<D>,
     buf: &mut Buf,
     op: Op,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     if op.read {
         s.read_direct_async(f, buf.as_mut_slice(), op.offset)
             .await
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| anyhow!("{e}"))
     } else {
         let n = s
             .write_direct_async(f, buf.as_slice(), op.offset)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| anyhow!("{e}"))?;
         if n == buf.len {
             Ok(())
         } else {
-            Err(format!(
+            Err(anyhow!(
                 "direct write at {}: {n} of {} bytes written",
-                op.offset, buf.len
+                op.offset,
+                buf.len
             ))
         }
     }

@@ -7,6 +7,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
+use anyhow::anyhow;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::{File, Fs, Session};
 
@@ -51,9 +52,9 @@ impl Engine {
 }
 
 /// [`Phase::cache_pages_wanted`] as the engine takes it.
-pub fn cache_pages(phase: &Phase<'_>) -> Result<u32, String> {
+pub fn cache_pages(phase: &Phase<'_>) -> anyhow::Result<u32> {
     u32::try_from(phase.cache_pages_wanted()).map_err(|_| {
-        format!(
+        anyhow!(
             "{}: a page cache of {} pages is more than the engine can index",
             phase.label(),
             phase.cache_pages_wanted()
@@ -62,22 +63,22 @@ pub fn cache_pages(phase: &Phase<'_>) -> Result<u32, String> {
 }
 
 /// DMA frames a phase's device needs: the cache plus the metadata frames.
-pub fn frames(phase: &Phase<'_>) -> Result<u32, String> {
+pub fn frames(phase: &Phase<'_>) -> anyhow::Result<u32> {
     cache_pages(phase)?
         .checked_add(pollfs_core::persist::META_FRAMES)
-        .ok_or_else(|| format!("{}: the page cache is too large", phase.label()))
+        .ok_or_else(|| anyhow!("{}: the page cache is too large", phase.label()))
 }
 
-fn err(e: pollfs_core::Error) -> String {
-    e.to_string()
+fn err(e: pollfs_core::Error) -> anyhow::Error {
+    anyhow::Error::new(e)
 }
 
 /// Creates and fills the phase's files: the cold ones (and those a
 /// direct job uses) first, then the cache is dropped, then the warm ones
 /// (which stay cached).
-fn fill<D: BlockDevice>(fs: &Fs<D>, phase: &Phase<'_>) -> Result<(), String> {
+fn fill<D: BlockDevice>(fs: &Fs<D>, phase: &Phase<'_>) -> anyhow::Result<()> {
     let s = fs.session().map_err(err)?;
-    let write = |cold: bool| -> Result<bool, String> {
+    let write = |cold: bool| -> anyhow::Result<bool> {
         let mut any = false;
         for spec in phase.files.iter().filter(|f| (f.cold || f.direct) == cold) {
             let f = fs.create(&spec.name).map_err(err)?;
@@ -100,7 +101,7 @@ pub fn pollfs<D: BlockDevice>(
     dev: D,
     engine: Engine,
     progress: &Progress,
-) -> Result<Vec<Sample>, String> {
+) -> anyhow::Result<Vec<Sample>> {
     let cache = cache_pages(phase)?;
     let hosted = pollfs_core::hosted::config();
     // The whole working set may be dirty, as in the kernel baseline, whose
@@ -124,7 +125,7 @@ pub fn pollfs<D: BlockDevice>(
     let max_transfer = dev.geometry().max_transfer;
     // A real filesystem, with its log: syncs cost what they cost on disk.
     // A new uuid each time: the device may hold an earlier phase's log.
-    let fs = Fs::format(dev, config, crate::tools::uuid()).map_err(err)?;
+    let fs = Fs::format(dev, config, pollfs_device::new_uuid()).map_err(err)?;
     fill(&fs, phase)?;
     let before = fs.stats();
     let recs = run_threads(phase, engine.name(), progress, |j, thread, window| {
@@ -182,7 +183,7 @@ async fn one_io<D: BlockDevice>(
     buf: &mut Buf,
     op: Op,
     direct: bool,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     if direct {
         return direct::io(s, f, buf, op).await;
     }
@@ -198,7 +199,7 @@ async fn one_io<D: BlockDevice>(
     }
 }
 
-type Io<'a> = Pin<Box<dyn Future<Output = (Buf, Instant, Op, Result<(), String>)> + 'a>>;
+type Io<'a> = Pin<Box<dyn Future<Output = (Buf, Instant, Op, anyhow::Result<()>)> + 'a>>;
 
 /// One bench thread on pollfs.
 struct Thread<'t, 'f, D: BlockDevice> {
@@ -211,7 +212,7 @@ struct Thread<'t, 'f, D: BlockDevice> {
 }
 
 impl<'f, D: BlockDevice> Thread<'_, 'f, D> {
-    fn sync_after_write(&mut self, f: &File<D>) -> Result<(), String> {
+    fn sync_after_write(&mut self, f: &File<D>) -> anyhow::Result<()> {
         let began = Instant::now();
         match self.pick.after_write() {
             Sync::None => return Ok(()),
@@ -222,7 +223,7 @@ impl<'f, D: BlockDevice> Thread<'_, 'f, D> {
         Ok(())
     }
 
-    fn one_at_a_time(&mut self) -> Result<(), String> {
+    fn one_at_a_time(&mut self) -> anyhow::Result<()> {
         let mut buf = Buf::new(self.job.bs as usize);
         while self.window.open(self.rec, 0) {
             let op = self.pick.next_op();
@@ -240,7 +241,7 @@ impl<'f, D: BlockDevice> Thread<'_, 'f, D> {
 
     /// `iodepth` I/Os in flight on one thread: the engine's futures, polled
     /// round-robin like an SPDK reactor.
-    fn in_flight(&mut self) -> Result<(), String> {
+    fn in_flight(&mut self) -> anyhow::Result<()> {
         let (s, files, direct) = (self.s, self.files, self.job.direct);
         let depth = self.job.iodepth as usize;
         let bs = self.job.bs as usize;

@@ -14,6 +14,7 @@
 use std::fmt::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use anyhow::anyhow;
 use serde_json::{json, Map, Value};
 
 use super::presets::Seed;
@@ -30,7 +31,7 @@ pub enum Format {
 
 /// The formats `--output-format` names (comma-separated, as fio takes
 /// them), with `--json` adding json.
-pub fn formats(spec: &str, json: bool) -> Result<Vec<Format>, String> {
+pub fn formats(spec: &str, json: bool) -> anyhow::Result<Vec<Format>> {
     let mut out = Vec::new();
     for name in spec.split(',').map(str::trim) {
         let f = match name {
@@ -38,7 +39,7 @@ pub fn formats(spec: &str, json: bool) -> Result<Vec<Format>, String> {
             "json" => Format::Json,
             "terse" => Format::Terse,
             other => {
-                return Err(format!(
+                return Err(anyhow!(
                     "--output-format={other}: use normal, json or terse (several joined by \
                      commas)"
                 ))
@@ -135,7 +136,7 @@ fn job_json(r: &JobResult, s: &Sample) -> Value {
 }
 
 /// The JSON report.
-pub fn json(device: &str, results: &[JobResult], seeds: &[Seed]) -> Result<String, String> {
+pub fn json(device: &str, results: &[JobResult], seeds: &[Seed]) -> anyhow::Result<String> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
@@ -154,7 +155,7 @@ pub fn json(device: &str, results: &[JobResult], seeds: &[Seed]) -> Result<Strin
             "seeds": report::seeds(results, seeds),
         },
     });
-    let mut t = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+    let mut t = serde_json::to_string_pretty(&v).map_err(|e| anyhow!("{e}"))?;
     t.push('\n');
     Ok(t)
 }
@@ -264,6 +265,7 @@ mod tests {
         assert_eq!(formats("json,json", false).unwrap(), [Format::Json]);
         assert!(formats("xml", false)
             .unwrap_err()
+            .to_string()
             .contains("--output-format=xml"));
     }
 

@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+use anyhow::anyhow;
+
 /// The access pattern (fio's `rw`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -24,7 +26,7 @@ pub enum Pattern {
 }
 
 impl Pattern {
-    fn parse(s: &str) -> Result<Pattern, String> {
+    fn parse(s: &str) -> anyhow::Result<Pattern> {
         Ok(match s {
             "read" => Pattern::Read,
             "write" => Pattern::Write,
@@ -33,7 +35,7 @@ impl Pattern {
             "randwrite" => Pattern::RandWrite,
             "randrw" => Pattern::RandRw,
             other => {
-                return Err(format!(
+                return Err(anyhow!(
                     "rw={other}: use read, write, rw (readwrite), randread, randwrite or randrw"
                 ))
             }
@@ -257,11 +259,11 @@ pub const DIRECT_ALIGN: u64 = 4096;
 const PAGE: u64 = 4096;
 
 /// A fio boolean: `0` or `1`.
-fn bool_value(key: &str, value: &str) -> Result<bool, String> {
+fn bool_value(key: &str, value: &str) -> anyhow::Result<bool> {
     match value.trim() {
         "0" => Ok(false),
         "1" => Ok(true),
-        other => Err(format!("{key}={other}: use 0 or 1")),
+        other => Err(anyhow!("{key}={other}: use 0 or 1")),
     }
 }
 
@@ -269,36 +271,36 @@ impl Job {
     /// Applies one `key=value` setting (job-file line or option). Values
     /// out of range are errors here or in [`Job::validate`], never clamped;
     /// every error names the key and the value.
-    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+    pub fn set(&mut self, key: &str, value: &str) -> anyhow::Result<()> {
         let key = key.trim();
         let value = value.trim();
         let Some(known) = lookup(key) else {
-            return Err(format!(
+            return Err(anyhow!(
                 "unknown job key '{key}' (`pollfs bench --help` lists every key)"
             ));
         };
         let num = |v: &str| {
             v.parse::<u32>()
-                .map_err(|_| format!("{key}={v}: not a whole number"))
+                .map_err(|_| anyhow!("{key}={v}: not a whole number"))
         };
         let size =
-            |v: &str| crate::units::parse_size(v).map_err(|e| format!("{key}={}: {e}", e.input()));
+            |v: &str| crate::units::parse_size(v).map_err(|e| anyhow!("{key}={}: {e}", e.input()));
         let time = |v: &str| {
             crate::units::parse_time(v)
                 .map(|t| t.as_secs_f64())
-                .map_err(|e| format!("{key}={}: {e}", e.input()))
+                .map_err(|e| anyhow!("{key}={}: {e}", e.input()))
         };
         let percent = |v: &str| {
             let n = num(v)?;
             if n > 100 {
-                return Err(format!("{key}={v}: a percentage, 0 to 100"));
+                return Err(anyhow!("{key}={v}: a percentage, 0 to 100"));
             }
             Ok(n)
         };
         match known.name {
             "name" => {
                 if value.is_empty() {
-                    return Err("name=: a job needs a name".to_string());
+                    return Err(anyhow!("name=: a job needs a name"));
                 }
                 self.name = value.to_string();
             }
@@ -322,7 +324,7 @@ impl Job {
             "buffered" => self.direct = !bool_value(key, value)?,
             "ioengine" if value == "pollfs" => {}
             "ioengine" => {
-                return Err(format!(
+                return Err(anyhow!(
                     "ioengine={value}: the bench has one engine, pollfs (its own futures at \
                      iodepth, with --compare also the kernel's pread/pwrite); write \
                      ioengine=pollfs or leave the key out"
@@ -335,7 +337,7 @@ impl Job {
             "new_group" => self.new_group = bool_value(key, value)?,
             "exec_prerun" | "exec_postrun" => {
                 if value.is_empty() {
-                    return Err(format!("{key}=: needs a command"));
+                    return Err(anyhow!("{key}=: needs a command"));
                 }
                 let command = Some(value.to_string());
                 if known.name == "exec_prerun" {
@@ -351,10 +353,10 @@ impl Job {
                     } else {
                         "every job runs for runtime (or until number_ios)"
                     };
-                    return Err(format!("{key}=0: not supported; {what}"));
+                    return Err(anyhow!("{key}=0: not supported; {what}"));
                 }
             }
-            other => return Err(format!("job key '{other}' has no setter")),
+            other => return Err(anyhow!("job key '{other}' has no setter")),
         }
         self.options.retain(|(k, _)| k != known.name);
         self.options
@@ -364,31 +366,31 @@ impl Job {
 
     /// Rejects settings that cannot run. Limits that depend on the device
     /// and the machine are checked by `bench::limits`.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> anyhow::Result<()> {
         let name = &self.name;
         if self.bs == 0 || self.bs > MAX_BS {
             // Any length works buffered: a block that is not a whole number
             // of pages is read-modify-write in the cache.
-            return Err(format!("{name}: bs must be 1 byte to 16 MiB"));
+            return Err(anyhow!("{name}: bs must be 1 byte to 16 MiB"));
         }
         if self.nrfiles == 0 || self.numjobs == 0 || self.iodepth == 0 {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: nrfiles, numjobs and iodepth must be at least 1"
             ));
         }
         if self.iodepth > MAX_IODEPTH {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: iodepth={} is more than {MAX_IODEPTH}, the most one NVMe queue holds",
                 self.iodepth
             ));
         }
         if self.size / u64::from(self.nrfiles) < self.bs {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: each file must hold at least one block (size / nrfiles >= bs)"
             ));
         }
         if self.file_len() > pollfs_core::MAX_FILE_SIZE {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: {} per file (offset + size / nrfiles) is more than pollfs's largest \
                  file ({})",
                 crate::units::show_bytes(self.file_len()),
@@ -396,30 +398,31 @@ impl Job {
             ));
         }
         if !(self.runtime > 0.0 && self.runtime + self.ramp_time <= MAX_RUNTIME_SECS) {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: runtime must be more than 0 and, with ramp_time, at most 1d (24h)"
             ));
         }
         if self.number_ios > 0 && self.number_ios < u64::from(self.iodepth) {
             // With fewer, the I/Os in flight when the ramp ends could
             // already be more than number_ios.
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: number_ios={} is less than iodepth={}",
-                self.number_ios, self.iodepth
+                self.number_ios,
+                self.iodepth
             ));
         }
         if self.direct {
             self.validate_direct()?;
         }
         if self.direct && self.cold {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: cold=1 with direct=1: direct I/O never reads the cache, so there is \
                  nothing to make cold"
             ));
         }
         if let Some(cache) = self.cache {
             if cache < MIN_CACHE || cache % PAGE != 0 {
-                return Err(format!(
+                return Err(anyhow!(
                     "{name}: cache={} must be a whole number of 4 KiB pages, at least 16 KiB \
                      (the engine needs 4 pages)",
                     crate::units::show_bytes(cache)
@@ -441,7 +444,7 @@ impl Job {
             } else {
                 format!("the job name '{prefix}' (the file name when filename is not given)")
             };
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: {what} must be a plain name (no '/'), short enough for {} bytes \
                  with its prefix and suffix",
                 pollfs_core::MAX_NAME_LEN
@@ -450,11 +453,11 @@ impl Job {
         Ok(())
     }
 
-    fn validate_direct(&self) -> Result<(), String> {
+    fn validate_direct(&self) -> anyhow::Result<()> {
         let name = &self.name;
         for (key, v) in [("bs", self.bs), ("offset", self.offset)] {
             if v % DIRECT_ALIGN != 0 {
-                return Err(format!(
+                return Err(anyhow!(
                     "{name}: direct=1 needs {key} to be a multiple of 4 KiB ({key}={v})"
                 ));
             }

@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn set(key: &str, value: &str) -> Result<Job, String> {
+fn set(key: &str, value: &str) -> anyhow::Result<Job> {
     let mut job = Job::default();
     job.set(key, value)?;
     job.validate()?;
@@ -13,7 +13,7 @@ fn set(key: &str, value: &str) -> Result<Job, String> {
 fn err(key: &str, value: &str) -> String {
     match set(key, value) {
         Ok(job) => panic!("{key}={value} was accepted: {job:?}"),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 
@@ -157,6 +157,7 @@ fn settings_that_only_conflict_together_are_refused() {
     assert!(j
         .validate()
         .unwrap_err()
+        .to_string()
         .contains("number_ios=4 is less than iodepth=8"));
     let mut j = Job::default();
     j.set("direct", "1").unwrap();
@@ -164,19 +165,24 @@ fn settings_that_only_conflict_together_are_refused() {
     assert!(j
         .validate()
         .unwrap_err()
+        .to_string()
         .contains("multiple of 4 KiB (bs=6144)"));
     let mut j = Job::default();
     j.set("direct", "1").unwrap();
     j.set("offset", "512").unwrap();
-    assert!(j.validate().unwrap_err().contains("offset=512"));
+    assert!(j.validate().unwrap_err().to_string().contains("offset=512"));
     let mut j = Job::default();
     j.set("direct", "1").unwrap();
     j.set("cold", "1").unwrap();
-    assert!(j.validate().unwrap_err().contains("cold=1 with direct=1"));
+    assert!(j
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("cold=1 with direct=1"));
     let mut j = Job::default();
     j.set("runtime", "20h").unwrap();
     j.set("ramp_time", "5h").unwrap();
-    assert!(j.validate().unwrap_err().contains("at most 1d"));
+    assert!(j.validate().unwrap_err().to_string().contains("at most 1d"));
 }
 
 #[test]

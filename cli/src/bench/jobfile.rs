@@ -11,6 +11,8 @@
 //! be shortened with `--runtime 1s`); each `--name` starts a new job, set
 //! by the options after it, added after the file's jobs.
 
+use anyhow::anyhow;
+
 use super::job::{lookup, Job};
 
 /// One `key=value` from the command line, in the order given.
@@ -23,22 +25,22 @@ pub struct Setting {
 }
 
 /// Parses a fio-style job file on top of `base`.
-pub fn parse(text: &str, base: &Job) -> Result<Vec<Job>, String> {
+pub fn parse(text: &str, base: &Job) -> anyhow::Result<Vec<Job>> {
     let mut global = base.clone();
     let mut jobs = Vec::new();
     let mut current: Option<Job> = None;
     for (n, raw) in text.lines().enumerate() {
-        let at = |e: String| format!("line {}: {e}", n + 1);
+        let at = |e: anyhow::Error| anyhow!("line {}: {e}", n + 1);
         let line = raw.split(['#', ';']).next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
         if let Some(rest) = line.strip_prefix('[') {
             let Some(section) = rest.strip_suffix(']').map(str::trim) else {
-                return Err(at(format!("'{line}': a section header ends with ']'")));
+                return Err(at(anyhow!("'{line}': a section header ends with ']'")));
             };
             if section.is_empty() {
-                return Err(at("'[]': a section needs a name".to_string()));
+                return Err(at(anyhow!("'[]': a section needs a name")));
             }
             jobs.extend(current.take());
             if section != "global" {
@@ -60,21 +62,23 @@ pub fn parse(text: &str, base: &Job) -> Result<Vec<Job>, String> {
     }
     jobs.extend(current);
     if jobs.is_empty() {
-        return Err("the job file defines no job (no [section] other than [global])".into());
+        return Err(anyhow!(
+            "the job file defines no job (no [section] other than [global])"
+        ));
     }
     Ok(jobs)
 }
 
 /// The value of `key` written without one: `1` for a flag, an error for
 /// any other key.
-fn bare_flag<'v>(key: &str, value: &'v str) -> Result<&'v str, String> {
+fn bare_flag<'v>(key: &str, value: &'v str) -> anyhow::Result<&'v str> {
     if !value.is_empty() {
         return Ok(value);
     }
     match lookup(key) {
         Some(k) if k.flag => Ok("1"),
-        Some(_) => Err(format!("{key}: needs a value ({key}=...)")),
-        None => Err(format!(
+        Some(_) => Err(anyhow!("{key}: needs a value ({key}=...)")),
+        None => Err(anyhow!(
             "unknown job key '{key}' (`pollfs bench --help` lists every key)"
         )),
     }
@@ -101,7 +105,7 @@ fn split_at_names(settings: &[Setting]) -> (&[Setting], Vec<&[Setting]>) {
     (global, named)
 }
 
-fn apply(job: &mut Job, settings: &[Setting]) -> Result<(), String> {
+fn apply(job: &mut Job, settings: &[Setting]) -> anyhow::Result<()> {
     for s in settings {
         let value = bare_flag(&s.key, &s.value)?;
         job.set(&s.key, value)?;
@@ -117,7 +121,7 @@ fn apply(job: &mut Job, settings: &[Setting]) -> Result<(), String> {
 pub fn assemble(
     listed: Option<Vec<Job>>,
     settings: &[Setting],
-) -> Result<Option<Vec<Job>>, String> {
+) -> anyhow::Result<Option<Vec<Job>>> {
     let (global, named) = split_at_names(settings);
     let mut jobs = match listed {
         Some(jobs) => jobs,
@@ -173,9 +177,11 @@ mod tests {
     fn flags_may_be_bare_and_other_keys_may_not() {
         let jobs = parse("[a]\n[b]\nstonewall\nnew_group\n", &Job::default()).unwrap();
         assert!(jobs[1].stonewall && jobs[1].new_group && !jobs[0].stonewall);
-        let e = parse("[a]\nbs\n", &Job::default()).unwrap_err();
+        let e = parse("[a]\nbs\n", &Job::default()).unwrap_err().to_string();
         assert_eq!(e, "line 2: bs: needs a value (bs=...)");
-        let e = parse("[a]\nsize=\n", &Job::default()).unwrap_err();
+        let e = parse("[a]\nsize=\n", &Job::default())
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("line 2: size: needs a value"), "{e}");
     }
 
@@ -198,11 +204,12 @@ mod tests {
             ("[a]\ntime_based=0\n", "line 2: time_based=0: not supported"),
             ("[a]\ndirect=2\n", "line 2: direct=2: use 0 or 1"),
         ] {
-            let e = parse(text, &Job::default()).unwrap_err();
+            let e = parse(text, &Job::default()).unwrap_err().to_string();
             assert!(e.starts_with(want), "{text:?}: {e}");
         }
         assert!(parse("[global]\nbs=8k\n", &Job::default())
             .unwrap_err()
+            .to_string()
             .contains("no job"));
         assert!(parse("", &Job::default()).is_err());
     }
@@ -249,9 +256,9 @@ mod tests {
             (jobs.len(), jobs[0].name.as_str(), jobs[0].bs),
             (1, "job", 8192)
         );
-        let e = assemble(None, &[s("bs", "0")]).unwrap_err();
+        let e = assemble(None, &[s("bs", "0")]).unwrap_err().to_string();
         assert!(e.contains("bs must be"), "{e}");
-        let e = assemble(None, &[s("bs", "")]).unwrap_err();
+        let e = assemble(None, &[s("bs", "")]).unwrap_err().to_string();
         assert!(e.contains("bs: needs a value"), "{e}");
     }
 }

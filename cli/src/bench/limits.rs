@@ -10,15 +10,16 @@
 
 use std::path::Path;
 
+use anyhow::anyhow;
 use pollfs_core::cache::PageCache;
 use pollfs_core::persist::META_FRAMES;
 
-use super::device::Device;
 use super::engine;
 use super::plan::Phase;
 use super::sample::recorder_bytes;
 use crate::host::Memory;
 use crate::units::show_bytes;
+use pollfs_device::{DeviceSpec as Device, Leaf};
 
 /// Most threads on a device that sets no queue limit of its own (`ram`,
 /// `file:`): each job is an OS thread, and a few hundred already measure
@@ -79,7 +80,7 @@ fn pollfs_run(phase: &Phase<'_>, device: &Device) -> Estimate {
     if device.in_memory() {
         // A mirror holds the data once per leg.
         let copies = match device {
-            Device::Volume(v) if v.chunk.is_none() => v.legs.len() as u64,
+            Device::Mirror(legs) => legs.len() as u64,
             _ => 1,
         };
         parts.push((
@@ -118,17 +119,17 @@ pub fn check(
     device: &Device,
     memory: Option<Memory>,
     kernel_dir: Option<&Path>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let name = phase.label();
     let threads_wanted = phase.threads();
-    match device.queue_limit() {
+    match super::device::queue_limit(device) {
         Some(limit) if threads_wanted > limit => {
-            return Err(too_many_threads(phase, limit, &device.to_string()))
+            return Err(anyhow!(too_many_threads(phase, limit, &device.to_string())))
         }
-        None if !matches!(device, Device::Vfio(_) | Device::Tcp(_))
+        None if !matches!(device, Device::One(Leaf::Vfio(_) | Leaf::Tcp(_)))
             && threads_wanted > MAX_THREADS =>
         {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: numjobs={threads_wanted} is more than {MAX_THREADS}, the most threads \
                  the bench runs on {device}"
             ))
@@ -141,13 +142,13 @@ pub fn check(
             runs.push(memcpy_run(phase));
         }
         // VFIO DMA memory comes from hugepages when there are free ones.
-        let available = if matches!(device, Device::Vfio(_)) {
+        let available = if device.legs().iter().any(|l| matches!(l, Leaf::Vfio(_))) {
             mem.available.saturating_add(mem.hugepages_free)
         } else {
             mem.available
         };
         if let Some(run) = runs.iter().find(|r| r.total() > available) {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: needs about {} of memory ({}), more than the {} this machine has \
                  available (MemAvailable; MemTotal is {}); lower --size, --cache or --numjobs",
                 show_bytes(run.total()),
@@ -163,7 +164,7 @@ pub fn check(
         let files = phase.file_bytes();
         if let Some(free) = crate::host::free_space(dir) {
             if files > free {
-                return Err(format!(
+                return Err(anyhow!(
                     "{name}: the kernel baseline writes {} of files to {}, which has {} free \
                      (choose another --kernel-dir, or drop --compare)",
                     show_bytes(files),
@@ -193,13 +194,13 @@ pub fn too_many_threads(phase: &Phase<'_>, queues: u32, device: &str) -> String 
 
 /// Refuses a run whose file device needs more disk than is free. `held`
 /// is what the file already occupies.
-pub fn check_file_space(path: &Path, needed: u64, held: u64) -> Result<(), String> {
-    let Some(free) = crate::devfile::free_space_for(path) else {
+pub fn check_file_space(path: &Path, needed: u64, held: u64) -> anyhow::Result<()> {
+    let Some(free) = crate::host::free_space(pollfs_device::file::folder_of(path)) else {
         return Ok(());
     };
     let more = needed.saturating_sub(held);
     if more > free {
-        return Err(format!(
+        return Err(anyhow!(
             "file:{}: the bench needs {} on this filesystem, which has {} free",
             path.display(),
             show_bytes(more),
@@ -221,7 +222,7 @@ mod tests {
         device: &Device,
         memory: Option<Memory>,
         kernel_dir: Option<&Path>,
-    ) -> Result<(), String> {
+    ) -> anyhow::Result<()> {
         super::check(&Phase::new(vec![j]).unwrap(), device, memory, kernel_dir)
     }
 
@@ -235,13 +236,15 @@ mod tests {
     fn the_emulated_device_and_its_cache_count_against_memory() {
         let j = job(&[("size", "512m")]);
         // 512 MiB of files: ~592 MiB of device and ~512 MiB of cache.
-        let e = check(&j, &Device::Emu, Some(SMALL), None).unwrap_err();
+        let e = check(&j, &Device::One(Leaf::Emu), Some(SMALL), None)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("memory") && e.contains("in-memory device"),
             "{e}"
         );
         // On a file device only the cache is in memory.
-        let file = Device::File("/nonexistent/x".into());
+        let file = Device::One(Leaf::File("/nonexistent/x".into()));
         assert!(check(&j, &file, Some(SMALL), None).is_ok());
         let j = job(&[("size", "2g"), ("cache", "64m")]);
         assert!(check(&j, &file, Some(SMALL), None).is_ok());
@@ -252,13 +255,15 @@ mod tests {
     #[test]
     fn threads_count_against_queues_and_memory() {
         let j = job(&[("numjobs", "65")]);
-        let e = check(&j, &Device::Emu, None, None).unwrap_err();
+        let e = check(&j, &Device::One(Leaf::Emu), None, None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("64 I/O queues"), "{e}");
         let j = job(&[("numjobs", "64")]);
-        assert!(check(&j, &Device::Emu, None, None).is_ok());
+        assert!(check(&j, &Device::One(Leaf::Emu), None, None).is_ok());
         let j = job(&[("numjobs", "1025")]);
-        assert!(check(&j, &Device::Ram, None, None).is_err());
+        assert!(check(&j, &Device::One(Leaf::Ram), None, None).is_err());
         let j = job(&[("numjobs", "1000"), ("iodepth", "64"), ("bs", "1m")]);
-        assert!(check(&j, &Device::Ram, Some(SMALL), None).is_err());
+        assert!(check(&j, &Device::One(Leaf::Ram), Some(SMALL), None).is_err());
     }
 }

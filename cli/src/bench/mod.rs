@@ -31,14 +31,15 @@ mod workload;
 
 use std::path::{Path, PathBuf};
 
+use anyhow::anyhow;
 use clap::{Arg, ArgAction, ArgMatches, FromArgMatches};
 
-use crate::{devfile, signature, volume};
-use device::{Device, Target};
+use device::Target;
 use engine::Engine;
 use job::Job;
 use jobfile::Setting;
 use plan::Phase;
+use pollfs_device::{file, signature, DeviceSpec, Leaf, OpenError, OpenErrorKind};
 use presets::{Preset, Seed};
 use run::Progress;
 
@@ -184,7 +185,7 @@ struct Plan {
 }
 
 /// The jobs of `presets`, each with the engines its preset adds.
-fn preset_jobs(presets: &[&'static Preset]) -> Result<Vec<(Job, &'static [Engine])>, String> {
+fn preset_jobs(presets: &[&'static Preset]) -> anyhow::Result<Vec<(Job, &'static [Engine])>> {
     let mut out = Vec::new();
     for p in presets {
         out.extend(presets::jobs(&[p])?.into_iter().map(|j| (j, p.extra)));
@@ -193,22 +194,22 @@ fn preset_jobs(presets: &[&'static Preset]) -> Result<Vec<(Job, &'static [Engine
 }
 
 /// The jobs the arguments ask for.
-fn plan(args: &Args) -> Result<Plan, String> {
+fn plan(args: &Args) -> anyhow::Result<Plan> {
     let f = &args.fixed;
     let mut chosen: Vec<&'static Preset> = Vec::new();
     let mut tagged = None;
     match (&f.job_file, &f.preset) {
-        (Some(_), Some(_)) => return Err("give a job file or --preset, not both".into()),
+        (Some(_), Some(_)) => return Err(anyhow!("give a job file or --preset, not both")),
         (Some(path), None) => {
             let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                std::fs::read_to_string(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
             let jobs = jobfile::parse(&text, &Job::default())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?;
             tagged = Some(jobs.into_iter().map(|j| (j, &[][..])).collect());
         }
         (None, Some(name)) => {
             chosen = presets::find(name).ok_or_else(|| {
-                format!("no preset '{name}' (have: {})", presets::names().join(", "))
+                anyhow!("no preset '{name}' (have: {})", presets::names().join(", "))
             })?;
             tagged = Some(preset_jobs(&chosen)?);
         }
@@ -246,10 +247,10 @@ fn plan(args: &Args) -> Result<Plan, String> {
 
 /// Where the kernel baseline writes: `--kernel-dir`, which must be a
 /// directory, or tmpfs if the machine has it.
-fn kernel_dir(args: &Fixed) -> Result<PathBuf, String> {
+fn kernel_dir(args: &Fixed) -> anyhow::Result<PathBuf> {
     match &args.kernel_dir {
         Some(dir) if dir.is_dir() => Ok(dir.clone()),
-        Some(dir) => Err(format!("--kernel-dir {}: not a directory", dir.display())),
+        Some(dir) => Err(anyhow!("--kernel-dir {}: not a directory", dir.display())),
         None if Path::new("/dev/shm").is_dir() => Ok(PathBuf::from("/dev/shm")),
         None => Ok(std::env::temp_dir()),
     }
@@ -262,15 +263,21 @@ fn prepare_file(
     path: &Path,
     phases: &[Phase<'_>],
     force: bool,
-) -> Result<Option<devfile::Created>, String> {
+) -> anyhow::Result<Option<file::Created>> {
     let what = format!("file:{}", path.display());
     let needed = phases.iter().map(Phase::device_bytes).max().unwrap_or(0);
-    match devfile::inspect(path)? {
+    let io = |e| OpenError::new(&what, OpenErrorKind::File(e));
+    match file::inspect(path).map_err(io)? {
         Some(existing) => {
-            signature::refuse_unless_forced(&what, &existing.head, force)?;
+            if let Some(found) = signature::identify(&existing.head) {
+                if !force {
+                    return Err(OpenError::new(&what, OpenErrorKind::HoldsData(found)).into());
+                }
+                eprintln!("pollfs: {what}: overwriting {found} (--force)");
+            }
             if existing.block_device {
                 if existing.len < needed {
-                    return Err(format!(
+                    return Err(anyhow!(
                         "{what}: the bench needs {}, and the device holds {}",
                         crate::units::show_bytes(needed),
                         crate::units::show_bytes(existing.len)
@@ -283,7 +290,7 @@ fn prepare_file(
         }
         None => {
             limits::check_file_space(path, needed, 0)?;
-            devfile::Created::new(path, 0).map(Some)
+            Ok(Some(file::Created::new(path, 0).map_err(io)?))
         }
     }
 }
@@ -313,9 +320,9 @@ fn engines(phase: &Phase<'_>, plan: &Plan, first: usize) -> Vec<Engine> {
 }
 
 /// Runs the bench.
-pub fn run(args: &Args) -> Result<(), String> {
+pub fn run(args: &Args) -> anyhow::Result<()> {
     let formats = fio::formats(&args.fixed.output_format, args.fixed.json)?;
-    let device = Device::parse(&args.fixed.device)?;
+    let device = DeviceSpec::parse(&args.fixed.device)?;
     let plan = plan(args)?;
     let phases = plan::phases(&plan.jobs)?;
     let groups = plan::groups(&plan.jobs);
@@ -327,15 +334,14 @@ pub fn run(args: &Args) -> Result<(), String> {
     }
     // Dropped on any early return below: a file created here goes again.
     let created = match &device {
-        Device::File(path) => prepare_file(path, &phases, args.fixed.force)?,
+        DeviceSpec::One(Leaf::File(path)) => prepare_file(path, &phases, args.fixed.force)?,
         _ => None,
     };
-    // emu and ram are new and empty; a file was just checked; a vfio
-    // controller is checked once brought up.
+    // emu and ram are new and empty; a file was just checked; a
+    // controller, and the legs of a volume, are checked once opened.
     let checked = match &device {
-        Device::Vfio(_) | Device::Tcp(_) => false,
-        Device::Volume(v) => v.legs.iter().all(volume::Leaf::in_memory),
-        _ => true,
+        DeviceSpec::One(Leaf::File(_)) => true,
+        other => other.in_memory(),
     };
     let target = Target::new(device, args.fixed.force, checked);
     let progress = Progress::new();
@@ -368,7 +374,7 @@ pub fn run(args: &Args) -> Result<(), String> {
         .collect();
     if let Some(path) = &args.fixed.plot {
         std::fs::write(path, plot::svg(&results)?)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
     }
     let mut text = String::new();
     for format in formats {

@@ -9,6 +9,8 @@
 //! needs, and its users must agree on whether it starts empty (`append`)
 //! and out of the cache (`cold`).
 
+use anyhow::anyhow;
+
 use super::job::Job;
 
 const PAGE: u64 = 4096;
@@ -34,8 +36,8 @@ impl FileSpec {
     /// pieces of the fill pattern: how every engine fills its files.
     pub fn fill(
         &self,
-        mut write: impl FnMut(&[u8], u64) -> Result<(), String>,
-    ) -> Result<(), String> {
+        mut write: impl FnMut(&[u8], u64) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         let chunk = vec![0x5au8; 1 << 20];
         let mut off = 0;
         while off < self.len {
@@ -72,7 +74,7 @@ pub fn groups(jobs: &[Job]) -> Vec<u32> {
 }
 
 /// Splits `jobs` into phases at each `stonewall`.
-pub fn phases(jobs: &[Job]) -> Result<Vec<Phase<'_>>, String> {
+pub fn phases(jobs: &[Job]) -> anyhow::Result<Vec<Phase<'_>>> {
     let mut out: Vec<Vec<&Job>> = Vec::new();
     for (i, job) in jobs.iter().enumerate() {
         match out.last_mut() {
@@ -85,11 +87,11 @@ pub fn phases(jobs: &[Job]) -> Result<Vec<Phase<'_>>, String> {
 
 impl<'a> Phase<'a> {
     /// The phase of `jobs`, which run at the same time.
-    pub fn new(jobs: Vec<&'a Job>) -> Result<Phase<'a>, String> {
+    pub fn new(jobs: Vec<&'a Job>) -> anyhow::Result<Phase<'a>> {
         let mut names = std::collections::HashSet::new();
         for j in &jobs {
             if !names.insert(j.name.as_str()) {
-                return Err(format!(
+                return Err(anyhow!(
                     "two jobs named '{}' run at the same time; give each its own name",
                     j.name
                 ));
@@ -113,10 +115,11 @@ impl<'a> Phase<'a> {
                     Some(at) => {
                         let f = &mut files[at];
                         if f.cold != spec.cold || f.append != spec.append {
-                            return Err(format!(
+                            return Err(anyhow!(
                                 "jobs '{}' and '{}' share file {name} but not their cold and \
                                  append settings",
-                                owners[at], j.name
+                                owners[at],
+                                j.name
                             ));
                         }
                         f.len = f.len.max(spec.len);
@@ -245,9 +248,15 @@ mod tests {
     #[test]
     fn shared_files_must_agree_and_names_must_differ() {
         let js = jobs("[global]\nfilename=f\n[a]\ncold=1\n[b]\n");
-        assert!(phases(&js).unwrap_err().contains("share file f.0"));
+        assert!(phases(&js)
+            .unwrap_err()
+            .to_string()
+            .contains("share file f.0"));
         let js = jobs("[a]\n[a]\n");
-        assert!(phases(&js).unwrap_err().contains("two jobs named 'a'"));
+        assert!(phases(&js)
+            .unwrap_err()
+            .to_string()
+            .contains("two jobs named 'a'"));
         // One after the other, the same name is fine.
         let js = jobs("[a]\n[a]\nstonewall\n");
         assert_eq!(phases(&js).unwrap().len(), 2);

@@ -4,6 +4,7 @@
 //! writes per second over time; one line per engine (and one per engine's
 //! syncs), the legend beside the charts, not over them.
 
+use anyhow::anyhow;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -70,11 +71,11 @@ fn curves(samples: &[Sample]) -> Vec<Curve> {
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
-fn e<E: std::fmt::Debug>(err: E) -> String {
-    format!("plot: {err:?}")
+fn e<E: std::fmt::Debug>(err: E) -> anyhow::Error {
+    anyhow!("plot: {err:?}")
 }
 
-fn latency_chart(area: &Area<'_>, title: &str, curves: &[Curve]) -> Result<(), String> {
+fn latency_chart(area: &Area<'_>, title: &str, curves: &[Curve]) -> anyhow::Result<()> {
     let xmax = curves
         .iter()
         .flat_map(|c| c.points.last().map(|p| p.0))
@@ -112,7 +113,7 @@ fn latency_chart(area: &Area<'_>, title: &str, curves: &[Curve]) -> Result<(), S
     Ok(())
 }
 
-fn throughput_chart(area: &Area<'_>, title: &str, samples: &[Sample]) -> Result<(), String> {
+fn throughput_chart(area: &Area<'_>, title: &str, samples: &[Sample]) -> anyhow::Result<()> {
     let tick = super::sample::TICK.as_secs_f64();
     let xmax = samples
         .iter()
@@ -152,7 +153,7 @@ fn throughput_chart(area: &Area<'_>, title: &str, samples: &[Sample]) -> Result<
     Ok(())
 }
 
-fn legend(area: &Area<'_>, labels: &[String]) -> Result<(), String> {
+fn legend(area: &Area<'_>, labels: &[String]) -> anyhow::Result<()> {
     for (i, label) in labels.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let y = 50 + 20 * i as i32;
@@ -173,7 +174,7 @@ fn legend(area: &Area<'_>, labels: &[String]) -> Result<(), String> {
 
 /// Renders every job as a row: the latency chart, the throughput chart
 /// and the legend.
-pub fn svg(results: &[JobResult]) -> Result<String, String> {
+pub fn svg(results: &[JobResult]) -> anyhow::Result<String> {
     let rows = results.len().max(1) as u32;
     let mut out = String::new();
     {

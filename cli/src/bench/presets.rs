@@ -5,6 +5,8 @@
 //! pollfs-locked and the kernel (and, for readahead, pollfs with readahead
 //! off) and prints the change's published figure beside pollfs's ratio.
 
+use anyhow::anyhow;
+
 use super::engine::Engine;
 use super::job::Job;
 use super::jobfile;
@@ -290,11 +292,11 @@ pub fn find(name: &str) -> Option<Vec<&'static Preset>> {
 }
 
 /// The jobs of `presets`, each preset after the one before it.
-pub fn jobs(presets: &[&Preset]) -> Result<Vec<Job>, String> {
+pub fn jobs(presets: &[&Preset]) -> anyhow::Result<Vec<Job>> {
     let mut all = Vec::new();
     for p in presets {
         let mut jobs = jobfile::parse(p.text, &Job::default())
-            .map_err(|e| format!("preset {}: {e}", p.name))?;
+            .map_err(|e| anyhow!("preset {}: {e}", p.name))?;
         if let Some(first) = jobs.first_mut() {
             first.stonewall = true;
         }

@@ -8,6 +8,7 @@
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+use anyhow::anyhow;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::job::Job;
@@ -79,9 +80,9 @@ pub fn run_threads<F>(
     engine: &str,
     progress: &Progress,
     body: F,
-) -> Result<Vec<Recorder>, String>
+) -> anyhow::Result<Vec<Recorder>>
 where
-    F: Fn(usize, u32, Window) -> Result<Recorder, String> + Sync,
+    F: Fn(usize, u32, Window) -> anyhow::Result<Recorder> + Sync,
 {
     for job in &phase.jobs {
         exec(job, "exec_prerun", job.exec_prerun.as_deref())?;
@@ -93,7 +94,7 @@ where
         &format!("{} ({engine})", phase.label()),
         total.as_millis() as u64,
     );
-    let results: Vec<(usize, Result<Recorder, String>)> = std::thread::scope(|scope| {
+    let results: Vec<(usize, anyhow::Result<Recorder>)> = std::thread::scope(|scope| {
         let mut handles = Vec::new();
         for (j, job) in phase.jobs.iter().enumerate() {
             for t in 0..job.numjobs {
@@ -113,14 +114,14 @@ where
             .map(|(j, h)| {
                 let r = h
                     .join()
-                    .unwrap_or_else(|_| Err("a bench thread panicked".to_string()));
+                    .unwrap_or_else(|_| Err(anyhow!("a bench thread panicked")));
                 (j, r)
             })
             .collect()
     });
     // Every thread has ended, failed or not: the postrun commands run
     // either way, and a thread's error is the one reported.
-    let post: Result<(), String> = phase
+    let post: anyhow::Result<()> = phase
         .jobs
         .iter()
         .try_for_each(|job| exec(job, "exec_postrun", job.exec_postrun.as_deref()));
@@ -137,7 +138,7 @@ where
 
 /// Runs a job's `exec_prerun` or `exec_postrun` (named `key`) with
 /// `sh -c`, its output on stderr: stdout may carry the JSON report.
-fn exec(job: &Job, key: &str, command: Option<&str>) -> Result<(), String> {
+fn exec(job: &Job, key: &str, command: Option<&str>) -> anyhow::Result<()> {
     let Some(command) = command else {
         return Ok(());
     };
@@ -147,9 +148,9 @@ fn exec(job: &Job, key: &str, command: Option<&str>) -> Result<(), String> {
         .stdin(std::process::Stdio::null())
         .stdout(std::io::stderr())
         .status()
-        .map_err(|e| format!("{}: {key} '{command}': {e}", job.name))?;
+        .map_err(|e| anyhow!("{}: {key} '{command}': {e}", job.name))?;
     if !status.success() {
-        return Err(format!("{}: {key} '{command}' failed ({status})", job.name));
+        return Err(anyhow!("{}: {key} '{command}' failed ({status})", job.name));
     }
     Ok(())
 }
@@ -222,7 +223,8 @@ mod tests {
             ran.fetch_add(1, Ordering::Relaxed);
             Recorder::new(w.measure_from)
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("job: exec_prerun 'exit 3' failed"), "{e}");
         assert_eq!(ran.load(Ordering::Relaxed), 0);
 
@@ -232,7 +234,8 @@ mod tests {
             ran.fetch_add(1, Ordering::Relaxed);
             Recorder::new(w.measure_from)
         })
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("job: exec_postrun 'false' failed"), "{e}");
         assert_eq!(ran.load(Ordering::Relaxed), 1);
     }

@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::anyhow;
 use hdrhistogram::Histogram;
 
 /// Width of a throughput-over-time bucket.
@@ -19,8 +20,8 @@ pub const FIO_PERCENTILES: [f64; 17] = [
 ];
 
 /// An empty latency histogram: 1 ns .. 100 s at 3 significant digits.
-pub fn histogram() -> Result<Histogram<u64>, String> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).map_err(|e| e.to_string())
+pub fn histogram() -> anyhow::Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).map_err(|e| anyhow!("{e}"))
 }
 
 /// Bytes one thread's [`Recorder`] holds after a run of `secs` seconds: its
@@ -40,7 +41,7 @@ pub struct Dir {
 }
 
 impl Dir {
-    fn new() -> Result<Dir, String> {
+    fn new() -> anyhow::Result<Dir> {
         Ok(Dir {
             ios: 0,
             bytes: 0,
@@ -76,7 +77,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// A recorder that counts what completes from `start` on.
-    pub fn new(start: Instant) -> Result<Recorder, String> {
+    pub fn new(start: Instant) -> anyhow::Result<Recorder> {
         Ok(Recorder {
             start,
             read: Dir::new()?,
@@ -260,10 +261,10 @@ pub struct Counters {
 }
 
 impl Sample {
-    pub fn new(engine: &str, rec: &Recorder, counters: Option<Counters>) -> Result<Sample, String> {
+    pub fn new(engine: &str, rec: &Recorder, counters: Option<Counters>) -> anyhow::Result<Sample> {
         let secs = rec.secs().max(1e-9);
         let mut all = rec.read.hist.clone();
-        all.add(&rec.write.hist).map_err(|e| e.to_string())?;
+        all.add(&rec.write.hist).map_err(|e| anyhow!("{e}"))?;
         let ops = rec.ios();
         let bytes = rec.read.bytes + rec.write.bytes;
         Ok(Sample {

@@ -15,6 +15,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
+use anyhow::anyhow;
 use io_uring::{opcode, types, IoUring};
 
 use super::baseline::sync_after_write;
@@ -39,11 +40,11 @@ pub fn run(
     pick: &mut Picker,
     rec: &mut Recorder,
     window: Window,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let depth = job.iodepth.max(1);
-    let bs = u32::try_from(job.bs).map_err(|_| format!("bs={}: too large for io_uring", job.bs))?;
+    let bs = u32::try_from(job.bs).map_err(|_| anyhow!("bs={}: too large for io_uring", job.bs))?;
     let mut ring = IoUring::new(depth.next_power_of_two())
-        .map_err(|e| format!("io_uring with {depth} entries: {e}"))?;
+        .map_err(|e| anyhow!("io_uring with {depth} entries: {e}"))?;
     let mut slots: Vec<Slot> = (0..depth)
         .map(|_| Slot {
             buf: Buf::new(bs as usize),
@@ -72,7 +73,7 @@ pub fn run(
             // reaped before `slots` is dropped (the loop ends only with
             // nothing in flight).
             unsafe { ring.submission().push(&entry) }
-                .map_err(|_| "io_uring submission queue full".to_string())?;
+                .map_err(|_| anyhow!("io_uring submission queue full"))?;
             slot.busy = Some((op, Instant::now()));
             in_flight += 1;
         }
@@ -80,7 +81,7 @@ pub fn run(
             return Ok(());
         }
         ring.submit_and_wait(1)
-            .map_err(|e| format!("io_uring_enter: {e}"))?;
+            .map_err(|e| anyhow!("io_uring_enter: {e}"))?;
         let done: Vec<(u64, i32)> = ring
             .completion()
             .map(|c| (c.user_data(), c.result()))
@@ -107,20 +108,20 @@ fn complete(
     handles: &[&File],
     pick: &mut Picker,
     rec: &mut Recorder,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let (op, began) = usize::try_from(i)
         .ok()
         .and_then(|i| slots.get_mut(i))
         .and_then(|slot| slot.busy.take())
-        .ok_or_else(|| format!("io_uring completion for a slot with nothing in flight ({i})"))?;
+        .ok_or_else(|| anyhow!("io_uring completion for a slot with nothing in flight ({i})"))?;
     let what = if op.read { "read" } else { "write" };
     let Ok(n) = u32::try_from(result) else {
         let e = std::io::Error::from_raw_os_error(result.saturating_neg());
-        return Err(format!("{what} at {}: {e}", op.offset));
+        return Err(anyhow!("{what} at {}: {e}", op.offset));
     };
     // Short reads happen past EOF of a file that starts empty.
     if !op.read && n != bs {
-        return Err(format!("short write at {}: {n} of {bs} bytes", op.offset));
+        return Err(anyhow!("short write at {}: {n} of {bs} bytes", op.offset));
     }
     rec.io(began, op.read, job.bs);
     if op.read {

@@ -1,6 +1,8 @@
 //! Choosing each I/O: the same generator drives every engine, so they do
 //! the same work.
 
+use pollfs_core::rng::SplitMix64;
+
 use super::job::{Job, Pattern};
 
 /// One I/O.
@@ -17,7 +19,7 @@ pub struct Op {
 /// One thread's I/O generator (SplitMix64: seeded per thread, so runs are
 /// repeatable).
 pub struct Picker {
-    state: u64,
+    rng: SplitMix64,
     rw: Pattern,
     mix: u64,
     bs: u64,
@@ -47,7 +49,7 @@ impl Picker {
         // Sequential threads start spread over the file.
         let start = blocks * u64::from(thread) / u64::from(job.numjobs.max(1)) * job.bs;
         Picker {
-            state: 0x5eed ^ (u64::from(thread) << 32) ^ ((index as u64) << 48),
+            rng: SplitMix64::new(0x5eed ^ (u64::from(thread) << 32) ^ ((index as u64) << 48)),
             rw: job.rw,
             mix: u64::from(job.rwmixread),
             bs: job.bs,
@@ -62,11 +64,7 @@ impl Picker {
     }
 
     fn rand(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.rng.next_u64()
     }
 
     /// The next I/O.

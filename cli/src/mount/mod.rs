@@ -23,27 +23,25 @@ mod space;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use fuser::MountOption;
-use pollfs_core::dev::file::FileDevice;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::persist::META_FRAMES;
 use pollfs_core::Fs;
-use pollfs_driver::NvmeDevice;
+use pollfs_device::{Access, AnyDevice, DeviceSpec, OpenOptions};
 
 use crate::sys::{self, EndSignals, Forked};
 use crate::units::{parse_size, show_bytes};
-use crate::{devfile, devlock};
 
 /// Options of `pollfs mount`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The device: `file:PATH`, `vfio:PCI_ADDR` or
-    /// `nvme-tcp://HOST:PORT/NQN` holding a filesystem
-    /// made by `pollfs mkfs`, or `emu` (an emulated NVMe controller in
-    /// memory, formatted at mount and gone when the mount ends).
-    device: String,
+    /// The device: `file:PATH`, `vfio:PCI_ADDR`,
+    /// `nvme-tcp://HOST:PORT/NQN`, `mirror:(DEV,..)` or
+    /// `stripe:CHUNK:(DEV,..)` holding a filesystem made by `pollfs mkfs`,
+    /// or `emu` or `ram` (in memory, formatted at mount and gone when the
+    /// mount ends).
+    device: DeviceSpec,
     /// The directory to mount on.
     mountpoint: PathBuf,
     /// pollfs's page cache, e.g. `256m` (k/m/g suffixes, powers of 1024).
@@ -58,7 +56,7 @@ pub struct Args {
     /// background process that exits when the filesystem is unmounted.
     #[arg(long, short)]
     foreground: bool,
-    /// Size of an `emu` device.
+    /// Size of an `emu` or `ram` device.
     #[arg(long, default_value = "1g")]
     emu_size: String,
 }
@@ -66,21 +64,12 @@ pub struct Args {
 const PAGE: u64 = pollfs_core::units::PAGE_SIZE as u64;
 const MAX_THREADS: usize = 64;
 
-/// The device to serve.
-#[derive(Debug)]
-enum Device {
-    File(PathBuf),
-    Vfio(String),
-    Tcp(Box<pollfs_driver::tcp::TcpAddress>),
-    /// A `mirror:(..)` or `stripe:..:(..)` of devices holding a filesystem.
-    Volume(Box<crate::volume::Volume>),
-    Emu(u64),
-}
-
 /// Everything checked before anything is opened.
 #[derive(Debug)]
 struct Plan {
-    device: Device,
+    device: DeviceSpec,
+    /// Size of an in-memory device.
+    memory_bytes: u64,
     device_text: String,
     mountpoint: PathBuf,
     cache_pages: u32,
@@ -91,27 +80,7 @@ impl Plan {
     fn new(args: &Args) -> Result<Plan, String> {
         let size =
             |flag: &str, s: &str| parse_size(s).map_err(|e| format!("--{flag} {}: {e}", e.input()));
-        let device = if let Some(path) = args.device.strip_prefix("file:") {
-            Device::File(PathBuf::from(path))
-        } else if let Some(addr) = args.device.strip_prefix("vfio:") {
-            Device::Vfio(addr.to_string())
-        } else if crate::volume::is_volume(&args.device) {
-            let volume = crate::volume::Volume::parse(&args.device)?;
-            if let Some(l) = volume.legs.iter().find(|l| l.in_memory()) {
-                return Err(format!("{}: leg {l} holds no filesystem", args.device));
-            }
-            Device::Volume(Box::new(volume))
-        } else if pollfs_driver::tcp::TcpAddress::is_tcp(&args.device) {
-            Device::Tcp(Box::new(crate::nvme::parse_tcp(&args.device)?))
-        } else if args.device == "emu" {
-            Device::Emu(size("emu-size", &args.emu_size)?)
-        } else {
-            return Err(format!(
-                "unknown device '{}': use file:PATH, vfio:PCI_ADDR, nvme-tcp://HOST:PORT/NQN, \
-                 mirror:(DEV,..), stripe:CHUNK:(DEV,..) or emu",
-                args.device
-            ));
-        };
+        let memory_bytes = size("emu-size", &args.emu_size)?;
         let cache = size("cache", &args.cache)?;
         let cache_pages = u32::try_from(cache / PAGE)
             .ok()
@@ -141,8 +110,9 @@ impl Plan {
             return Err(format!("{shown}: not a directory"));
         }
         Ok(Plan {
-            device,
-            device_text: args.device.clone(),
+            device: args.device.clone(),
+            memory_bytes,
+            device_text: args.device.to_string(),
             mountpoint,
             cache_pages,
             threads: args.threads,
@@ -262,122 +232,55 @@ fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
     // Before any thread starts, so that every thread inherits the mask and
     // only the watcher receives them.
     let signals = EndSignals::block().map_err(|e| format!("cannot block signals: {e}"))?;
-    let cfg = plan.config();
-    match &plan.device {
-        Device::File(path) => {
-            let what = format!("file:{}", path.display());
-            let _lock = devlock::lock(path, true)?;
-            let existing =
-                devfile::inspect(path)?.ok_or_else(|| format!("{what}: no such device file"))?;
-            let dev = FileDevice::open(path, existing.len, plan.frames())
-                .map_err(|e| format!("{what}: {e}"))?;
-            let fs = Fs::mount(dev, cfg).map_err(|e| format!("{what}: {e}"))?;
-            serve_fs(fs, plan, ready, signals)
+    let options = OpenOptions {
+        size: plan.memory_bytes,
+        ..crate::device::options(Access::Write, plan.frames())
+    };
+    let mut closer = None;
+    let fs = pollfs_device::open_fs_with(&plan.device, &options, plan.config(), |dev| {
+        enough_queues(plan, dev).map_err(anyhow::Error::msg)?;
+        closer = Some(dev.take_closer());
+        Ok::<(), anyhow::Error>(())
+    })
+    .map_err(|e| format!("{e:#}"))?;
+    let served = serve_fs(fs, plan, ready, signals);
+    // After the unmount: a mirror is closed cleanly, so the next mount
+    // needs no resync.
+    let closed = closer.map_or(Ok(()), |c| c.close());
+    served?;
+    closed.map_err(|e| format!("{}: closing: {e}", plan.device_text))
+}
+
+/// Each serving thread, and the thread that unmounts, takes a device
+/// queue: take them all once, so a shortage fails the mount, not a
+/// request.
+fn enough_queues(plan: &Plan, dev: &AnyDevice) -> Result<(), String> {
+    let what = &plan.device_text;
+    let needed = plan.threads + 1;
+    if let Some(queues) = dev.io_queues() {
+        if needed > usize::from(queues) {
+            return Err(format!(
+                "{what}: --threads {} needs {needed} I/O queues and the controller has {queues}",
+                plan.threads,
+            ));
         }
-        Device::Emu(bytes) => {
-            let dev = NvmeDevice::emulated(*bytes, 4096, plan.frames())
-                .map_err(|e| format!("emu: {e}"))?;
-            enough_queues(plan, dev.controller().info().io_queues, "emu")?;
-            let fs = Fs::format(dev, cfg, uuid()).map_err(|e| format!("emu: {e}"))?;
-            serve_fs(fs, plan, ready, signals)
-        }
-        #[cfg(target_os = "linux")]
-        Device::Vfio(addr) => {
-            let what = format!("vfio:{addr}");
-            let dev = NvmeDevice::vfio(
-                addr,
-                Default::default(),
-                plan.frames(),
-                pollfs_driver::emu::StdClock::new(),
+        return Ok(());
+    }
+    let queues = (0..needed)
+        .map(|_| dev.open_queue())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            format!(
+                "{what}: --threads {} needs {needed} I/O queues on every leg: {e}",
+                plan.threads
             )
-            .map_err(|e| {
-                format!(
-                    "{what}: {e} (is it bound to vfio-pci, and not in use by another \
-                     process? see `pollfs setup {addr}`)"
-                )
-            })?;
-            enough_queues(plan, dev.controller().info().io_queues, &what)?;
-            let fs = Fs::mount(dev, cfg).map_err(|e| format!("{what}: {e}"))?;
-            serve_fs(fs, plan, ready, signals)
-        }
-        #[cfg(not(target_os = "linux"))]
-        Device::Vfio(_) => Err("VFIO needs Linux".into()),
-        Device::Volume(volume) => {
-            let open = crate::volume::Open {
-                writable: true,
-                ..crate::volume::Open::existing(plan.frames())
-            };
-            let job = MountVolume {
-                plan,
-                cfg,
-                ready,
-                signals,
-            };
-            crate::volume::run(volume, &plan.device_text, &open, job)
-        }
-        Device::Tcp(address) => {
-            let what = address.to_string();
-            let dev = crate::nvme::tcp_device(address, Default::default(), plan.frames())?;
-            enough_queues(plan, dev.controller().info().io_queues, &what)?;
-            let fs = Fs::mount(dev, cfg).map_err(|e| format!("{what}: {e}"))?;
-            serve_fs(fs, plan, ready, signals)
-        }
-    }
-}
-
-/// Serving a filesystem on a volume: the volume is put together (a
-/// mirror opened for writing, and closed cleanly once the mount ends) and
-/// handed over here.
-struct MountVolume<'p, 'r> {
-    plan: &'p Plan,
-    cfg: pollfs_core::Config,
-    ready: &'r mut Ready,
-    signals: EndSignals,
-}
-
-impl crate::volume::VolumeJob for MountVolume<'_, '_> {
-    type Output = ();
-    fn run<D: BlockDevice>(self, dev: D, what: &str) -> Result<(), String> {
-        // Every leg must give each serving thread and the unmounting one a
-        // queue: take them all once, so a shortage fails the mount, not a
-        // request.
-        let queues = (0..=self.plan.threads)
-            .map(|_| dev.open_queue())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| {
-                format!(
-                    "{what}: --threads {} needs {} I/O queues on every leg: {e}",
-                    self.plan.threads,
-                    self.plan.threads + 1
-                )
-            })?;
-        drop(queues);
-        let fs = Fs::mount(dev, self.cfg).map_err(|e| format!("{what}: {e}"))?;
-        serve_fs(fs, self.plan, self.ready, self.signals)
-    }
-}
-
-/// Each serving thread, and the thread that unmounts, takes a device queue.
-fn enough_queues(plan: &Plan, queues: u16, what: &str) -> Result<(), String> {
-    if plan.threads + 1 > usize::from(queues) {
-        return Err(format!(
-            "{what}: --threads {} needs {} I/O queues and the controller has {queues}",
-            plan.threads,
-            plan.threads + 1
-        ));
-    }
+        })?;
+    drop(queues);
     Ok(())
 }
 
-fn uuid() -> u64 {
-    let t = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    t ^ (u64::from(std::process::id()) << 40)
-}
-
-fn serve_fs<D: BlockDevice + Send + Sync + 'static>(
-    fs: Fs<D>,
+fn serve_fs(
+    fs: Fs<AnyDevice>,
     plan: &Plan,
     ready: &mut Ready,
     signals: EndSignals,

@@ -6,13 +6,11 @@ use std::fmt::Write as _;
 
 use clap::Args as ClapArgs;
 use pollfs_core::dev::BlockDevice;
+use pollfs_core::volume::{Mirror, Stripe};
+use pollfs_device::{Access, DeviceJob, DeviceSpec, OpenOptions};
 use pollfs_driver::controller::MPS_SHIFT;
 use pollfs_driver::spec::regs::Vs;
-use pollfs_driver::{ControllerInfo, DriverConfig, NvmeDevice, Transport};
-
-use super::{with_device, DeviceJob, Target};
-use crate::volume::{Open, VolumeJob};
-use pollfs_core::volume::Mirror;
+use pollfs_driver::{ControllerInfo, NvmeDevice, Transport};
 
 /// Arguments of `pollfs identify`.
 #[derive(ClapArgs, Debug)]
@@ -21,42 +19,58 @@ pub struct Args {
     /// (`?hdgst=1&ddgst=1` for digests), or a volume of them
     /// (`stripe:CHUNK:(DEV,DEV,...)`, or `mirror:(DEV,DEV,...)` over legs
     /// that hold a mirror).
-    pub device: Target,
+    #[arg(value_parser = super::parse_target)]
+    pub device: DeviceSpec,
 }
 
 /// Brings the device up and prints its identity.
-pub fn run(args: &Args) -> Result<(), String> {
-    let text = match &args.device {
-        Target::Volume(volume) => {
-            let what = volume.to_string();
-            let open = Open {
-                bytes: super::EMU_BYTES,
-                ..Open::existing(crate::volume::admin::FRAMES)
-            };
-            crate::volume::run(volume, &what, &open, Describe::new(volume))?
-        }
-        target => with_device(target, DriverConfig::default(), 1, Identify)?,
-    };
-    print!("{text}");
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    print!("{}", describe(&args.device)?);
     Ok(())
 }
 
-/// What a volume is made of: each leg's geometry, then the volume's (and a
-/// mirror's state, read from its headers without writing anything).
-struct Describe {
-    text: String,
-    leg: usize,
+/// What `spec` is: a controller's identity, or what a volume is made of.
+/// Nothing is written (a mirror is opened read-only).
+pub fn describe(spec: &DeviceSpec) -> anyhow::Result<String> {
+    let frames = if spec.is_volume() {
+        crate::mirror::FRAMES
+    } else {
+        1
+    };
+    let options = OpenOptions {
+        size: super::EMU_BYTES,
+        ..OpenOptions::new(Access::Read, frames)
+    };
+    pollfs_device::run(spec, &options, Describe::new(spec))
 }
 
-impl Describe {
-    fn new(volume: &crate::volume::Volume) -> Describe {
-        let kind = match volume.chunk {
-            Some(chunk) => format!("stripe, chunks of {} KiB", chunk >> 10),
-            None => "mirror".to_string(),
+/// A controller's identity; for a volume, each leg's geometry, then the
+/// volume's (and a mirror's state, read from its headers).
+struct Describe<'a> {
+    spec: &'a DeviceSpec,
+    text: String,
+}
+
+impl Describe<'_> {
+    fn new(spec: &DeviceSpec) -> Describe<'_> {
+        let kind = match spec {
+            DeviceSpec::Stripe { chunk, .. } => format!("stripe, chunks of {} KiB", chunk >> 10),
+            DeviceSpec::Mirror(_) => "mirror".to_string(),
+            DeviceSpec::One(_) => String::new(),
         };
-        Describe {
-            text: format!("{:<18} {kind}, {} legs\n", "volume:", volume.legs.len()),
-            leg: 0,
+        let text = if spec.is_volume() {
+            format!("{:<18} {kind}, {} legs\n", "volume:", spec.legs().len())
+        } else {
+            String::new()
+        };
+        Describe { spec, text }
+    }
+
+    fn legs<D: BlockDevice>(&mut self, legs: &[D]) {
+        for (i, (leg, leaf)) in legs.iter().zip(self.spec.legs()).enumerate() {
+            let key = format!("leg {i}:");
+            let line = format!("{leaf}, {}", geometry_line(leg.geometry()));
+            let _ = writeln!(self.text, "{key:<18} {line}");
         }
     }
 }
@@ -71,16 +85,10 @@ fn geometry_line(g: pollfs_core::dev::Geometry) -> String {
     )
 }
 
-impl VolumeJob for Describe {
+impl DeviceJob for Describe<'_> {
     type Output = String;
-    fn check_leg<D: BlockDevice>(&mut self, leg: &D, what: &str) -> Result<(), String> {
-        let key = format!("leg {}:", self.leg);
-        let line = format!("{what}, {}", geometry_line(leg.geometry()));
-        let _ = writeln!(self.text, "{key:<18} {line}");
-        self.leg += 1;
-        Ok(())
-    }
-    fn run<D: BlockDevice>(mut self, dev: D, _what: &str) -> Result<String, String> {
+    type Error = anyhow::Error;
+    fn run<D: BlockDevice>(mut self, dev: D, _what: &str) -> anyhow::Result<String> {
         let _ = writeln!(
             self.text,
             "{:<18} {}",
@@ -89,7 +97,12 @@ impl VolumeJob for Describe {
         );
         Ok(self.text)
     }
-    fn run_mirror<L: BlockDevice>(self, m: Mirror<L>, what: &str) -> Result<String, String> {
+    fn run_stripe<L: BlockDevice>(mut self, s: Stripe<L>, what: &str) -> anyhow::Result<String> {
+        self.legs(s.legs());
+        self.run(s, what)
+    }
+    fn run_mirror<L: BlockDevice>(mut self, m: Mirror<L>, what: &str) -> anyhow::Result<String> {
+        self.legs(m.legs());
         let legs: Vec<_> = (0..m.legs().len()).map(|i| format!("leg {i}")).collect();
         let status = m.status();
         let mut text = self.run(m, what)?;
@@ -103,13 +116,7 @@ impl VolumeJob for Describe {
         }
         Ok(text)
     }
-}
-
-struct Identify;
-
-impl DeviceJob for Identify {
-    type Output = String;
-    fn run<T: Transport>(self, dev: &NvmeDevice<T>) -> Result<String, String> {
+    fn run_nvme<T: Transport>(self, dev: NvmeDevice<T>, _what: &str) -> anyhow::Result<String> {
         Ok(report(dev.controller().info(), dev.geometry().max_transfer))
     }
 }
@@ -203,7 +210,7 @@ mod tests {
 
     #[test]
     fn identify_on_emu_reports_the_emulated_controller() {
-        let text = with_device(&Target::Emu, DriverConfig::default(), 1, Identify).unwrap();
+        let text = describe(&DeviceSpec::One(pollfs_device::Leaf::Emu)).unwrap();
         let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(text.contains("lba format: 4096 bytes"), "{text}");
         let cap = format!("capacity: {} blocks", super::super::EMU_BYTES / 4096);
@@ -216,8 +223,7 @@ mod tests {
     fn identify_over_nvme_tcp_reports_the_target() {
         use pollfs_driver::tcp::target::{TargetConfig, TestTarget};
         let t = TestTarget::start(TargetConfig::default()).unwrap();
-        let target: Target = t.url(false, true).parse().unwrap();
-        let text = with_device(&target, DriverConfig::default(), 1, Identify).unwrap();
+        let text = describe(&t.url(false, true).parse().unwrap()).unwrap();
         assert!(text.contains("pollfs test target"), "{text}");
         assert!(text.contains("512 bytes, no metadata"), "{text}");
     }

@@ -11,6 +11,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use anyhow::anyhow;
 use clap::Args as ClapArgs;
 
 use super::sysfs::{valid_pci_address, Host, HUGEPAGES};
@@ -98,14 +99,14 @@ fn io(what: &Path) -> impl FnOnce(std::io::Error) -> SetupError + '_ {
 }
 
 /// Runs `pollfs setup`.
-pub fn run(args: &Args) -> Result<(), String> {
+pub fn run(args: &Args) -> anyhow::Result<()> {
     let host = Host::new(&args.root);
     let done = if args.reset {
         release(&host, &args.pci_addr)
     } else {
         bind(&host, &args.pci_addr, args.hugepages)
     };
-    for line in done.map_err(|e| e.to_string())? {
+    for line in done.map_err(|e| anyhow!("{e}"))? {
         println!("{line}");
     }
     Ok(())

@@ -5,16 +5,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// `dddd:bb:dd.f`, hex digits: the form sysfs names PCI functions by.
-pub fn valid_pci_address(addr: &str) -> bool {
-    let b = addr.as_bytes();
-    b.len() == 12
-        && b.iter().enumerate().all(|(i, c)| match i {
-            4 | 7 => *c == b':',
-            10 => *c == b'.',
-            _ => c.is_ascii_hexdigit(),
-        })
-}
+pub use pollfs_device::spec::valid_pci_address;
 
 /// A view of the host's sysfs and procfs under `root` (`/` normally).
 #[derive(Clone, Debug)]
@@ -133,18 +124,4 @@ fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::valid_pci_address;
-
-    #[test]
-    fn pci_addresses() {
-        assert!(valid_pci_address("0000:01:00.0"));
-        assert!(valid_pci_address("0000:af:1f.7"));
-        assert!(!valid_pci_address("01:00.0"));
-        assert!(!valid_pci_address("0000:01:00:0"));
-        assert!(!valid_pci_address("0000:01:00.0/../x"));
-    }
 }

@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn random_completion_rings_never_panic() {
         let regs = RecordingRegs::default();
-        let mut x: u64 = 0x1234_5678_9abc_def1;
+        let mut rng = pollfs_core::rng::SplitMix64::new(0x1234_5678_9abc_def1);
         for _ in 0..200 {
             let mut qp = pair(8);
             for _ in 0..5 {
@@ -276,10 +276,7 @@ mod tests {
             }
             let mut junk = [0u8; 8 * CQE_SIZE];
             for b in junk.iter_mut() {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                *b = x as u8;
+                *b = rng.next_u64() as u8;
             }
             qp.cq.write(0, &junk).unwrap();
             let mut pool = CidPool::new(7);

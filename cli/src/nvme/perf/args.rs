@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use anyhow::anyhow;
 use clap::{ArgAction, Args as ClapArgs, ValueEnum};
 use pollfs_core::units::PAGE_SIZE;
-
-use crate::nvme::Target;
+use pollfs_device::DeviceSpec as Target;
 
 /// The access pattern (spdk_nvme_perf's `-w`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, serde::Serialize)]
@@ -52,7 +52,9 @@ are seconds or a number with a unit (500ms, 2m). Latency is always tracked: the 
 average, min and max per queue pair, the summary gives percentiles; -LL adds the histogram.")]
 pub struct Args {
     /// `emu`, `vfio:<pci-address>` or `nvme-tcp://HOST:PORT/NQN`
-    /// (`?hdgst=1&ddgst=1` for digests), or give -r.
+    /// (`?hdgst=1&ddgst=1` for digests), a stripe or mirror of them, or
+    /// give -r.
+    #[arg(value_parser = crate::nvme::parse_target)]
     pub device: Option<Target>,
     /// The controller as spdk_nvme_perf names it: 'trtype:PCIe
     /// traddr:0000:01:00.0' or 'trtype:TCP adrfam:IPv4 traddr:HOST
@@ -125,7 +127,7 @@ fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
 /// The controller an SPDK transport ID names: `trtype:PCIe traddr:ADDR`,
 /// or `trtype:TCP adrfam:IPv4 traddr:HOST trsvcid:PORT subnqn:NQN` (the
 /// port defaults to 4420, as in spdk_nvme_perf).
-fn parse_transport(trid: &str) -> Result<Target, String> {
+fn parse_transport(trid: &str) -> anyhow::Result<Target> {
     let mut fields: [Option<&str>; 5] = [None; 5];
     const KEYS: [&str; 5] = ["trtype", "traddr", "adrfam", "trsvcid", "subnqn"];
     for pair in trid.split_whitespace() {
@@ -137,7 +139,7 @@ fn parse_transport(trid: &str) -> Result<Target, String> {
         match slot {
             Some((i, v)) => fields[i] = Some(v),
             None => {
-                return Err(format!(
+                return Err(anyhow!(
                     "-r '{trid}': '{pair}' is not a key:value pair pollfs takes ({})",
                     KEYS.join(", ")
                 ))
@@ -148,37 +150,37 @@ fn parse_transport(trid: &str) -> Result<Target, String> {
     match (trtype, traddr) {
         (Some(t), Some(a)) if t.eq_ignore_ascii_case("pcie") => {
             if adrfam.or(trsvcid).or(subnqn).is_some() {
-                return Err(format!("-r '{trid}': PCIe takes only trtype and traddr"));
+                return Err(anyhow!("-r '{trid}': PCIe takes only trtype and traddr"));
             }
-            format!("vfio:{a}").parse()
+            Ok(format!("vfio:{a}").parse()?)
         }
         (Some(t), Some(host)) if t.eq_ignore_ascii_case("tcp") => {
             if let Some(f) = adrfam.filter(|f| !f.eq_ignore_ascii_case("ipv4") && !f.eq_ignore_ascii_case("ipv6")) {
-                return Err(format!("-r '{trid}': adrfam {f}: pollfs takes IPv4 or IPv6"));
+                return Err(anyhow!("-r '{trid}': adrfam {f}: pollfs takes IPv4 or IPv6"));
             }
-            let nqn = subnqn.ok_or_else(|| format!("-r '{trid}': give the subsystem as subnqn:NQN"))?;
+            let nqn = subnqn.ok_or_else(|| anyhow!("-r '{trid}': give the subsystem as subnqn:NQN"))?;
             let host = if host.contains(':') { format!("[{host}]") } else { host.to_string() };
-            format!("nvme-tcp://{host}:{}/{nqn}", trsvcid.unwrap_or("4420")).parse()
+            Ok(format!("nvme-tcp://{host}:{}/{nqn}", trsvcid.unwrap_or("4420")).parse()?)
         }
-        (Some(t), _) if !t.eq_ignore_ascii_case("pcie") && !t.eq_ignore_ascii_case("tcp") => Err(format!(
+        (Some(t), _) if !t.eq_ignore_ascii_case("pcie") && !t.eq_ignore_ascii_case("tcp") => Err(anyhow!(
             "-r '{trid}': trtype {t}: pollfs perf drives PCIe (through VFIO) and TCP controllers"
         )),
-        _ => Err(format!(
+        _ => Err(anyhow!(
             "-r '{trid}': give trtype:PCIe traddr:dddd:bb:dd.f or trtype:TCP traddr:HOST trsvcid:PORT subnqn:NQN"
         )),
     }
 }
 
 /// CPUs of a hex core mask (`0x5` is CPUs 0 and 2).
-fn parse_mask(mask: &str) -> Result<Vec<usize>, String> {
+fn parse_mask(mask: &str) -> anyhow::Result<Vec<usize>> {
     let digits = mask
         .strip_prefix("0x")
         .or_else(|| mask.strip_prefix("0X"))
         .unwrap_or(mask);
     let bits = u128::from_str_radix(digits, 16)
-        .map_err(|_| format!("-c {mask}: not a hex core mask (0x3 is CPUs 0 and 1)"))?;
+        .map_err(|_| anyhow!("-c {mask}: not a hex core mask (0x3 is CPUs 0 and 1)"))?;
     if bits == 0 {
-        return Err(format!("-c {mask}: no CPU in the mask"));
+        return Err(anyhow!("-c {mask}: no CPU in the mask"));
     }
     Ok((0..128).filter(|b| bits >> b & 1 == 1).collect())
 }
@@ -186,48 +188,54 @@ fn parse_mask(mask: &str) -> Result<Vec<usize>, String> {
 impl Args {
     /// Checks the options as spdk_nvme_perf does, and refuses what it
     /// would only warn about.
-    pub fn settings(&self) -> Result<Settings, String> {
+    pub fn settings(&self) -> anyhow::Result<Settings> {
         let target = match (&self.device, &self.transport) {
-            (Some(_), Some(_)) => return Err("give a DEVICE or -r, not both".into()),
+            (Some(_), Some(_)) => return Err(anyhow!("give a DEVICE or -r, not both")),
             (Some(t), None) => t.clone(),
             (None, Some(trid)) => parse_transport(trid)?,
-            (None, None) => return Err("give a DEVICE (emu or vfio:ADDR) or -r".into()),
+            (None, None) => return Err(anyhow!("give a DEVICE (emu or vfio:ADDR) or -r")),
         };
         let io_size = crate::units::parse_size(&self.io_size)
-            .map_err(|e| format!("-o {}: {e}", e.input()))?;
+            .map_err(|e| anyhow!("-o {}: {e}", e.input()))?;
         let io_size = u32::try_from(io_size)
             .ok()
             .filter(|&s| s > 0 && s as usize % PAGE_SIZE == 0)
-            .ok_or_else(|| format!("-o {}: a non-zero multiple of 4096 bytes", self.io_size))?;
+            .ok_or_else(|| anyhow!("-o {}: a non-zero multiple of 4096 bytes", self.io_size))?;
         let time =
-            crate::units::parse_time(&self.time).map_err(|e| format!("-t {}: {e}", e.input()))?;
+            crate::units::parse_time(&self.time).map_err(|e| anyhow!("-t {}: {e}", e.input()))?;
         if time.is_zero() {
-            return Err("-t: must be more than 0".into());
+            return Err(anyhow!("-t: must be more than 0"));
         }
         let warmup = match &self.warmup_time {
-            Some(t) => crate::units::parse_time(t).map_err(|e| format!("-a {}: {e}", e.input()))?,
+            Some(t) => crate::units::parse_time(t).map_err(|e| anyhow!("-a {}: {e}", e.input()))?,
             None => Duration::ZERO,
         };
         if self.io_depth == 0 || self.num_qpairs == 0 {
-            return Err("-q and -P must be at least 1".into());
+            return Err(anyhow!("-q and -P must be at least 1"));
         }
         let rwmixread = match (self.io_pattern.fixed_mix(), self.rwmixread) {
             (Some(_), Some(m)) => {
-                return Err(format!(
+                return Err(anyhow!(
                     "-M {m}: -M (--rwmixread) is for -w rw and randrw only"
                 ))
             }
             (Some(fixed), None) => fixed,
             (None, Some(m)) if m <= 100 => m,
-            (None, Some(m)) => return Err(format!("-M {m}: a percentage, 0 to 100")),
-            (None, None) => return Err("-w rw and randrw need -M (percent reads, 0 to 100)".into()),
+            (None, Some(m)) => return Err(anyhow!("-M {m}: a percentage, 0 to 100")),
+            (None, None) => {
+                return Err(anyhow!(
+                    "-w rw and randrw need -M (percent reads, 0 to 100)"
+                ))
+            }
         };
         let number_ios = self.number_ios.unwrap_or(0);
         if number_ios > 0 && !warmup.is_zero() {
-            return Err("-d (--number-ios) with -a (--warmup-time) is not supported".into());
+            return Err(anyhow!(
+                "-d (--number-ios) with -a (--warmup-time) is not supported"
+            ));
         }
         if number_ios > 0 && number_ios < u64::from(self.io_depth) {
-            return Err(format!("-d {number_ios}: less than -q {}", self.io_depth));
+            return Err(anyhow!("-d {number_ios}: less than -q {}", self.io_depth));
         }
         let cores = match &self.core_mask {
             Some(mask) => parse_mask(mask)?.into_iter().map(Some).collect(),
@@ -253,6 +261,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+    use pollfs_device::Leaf;
 
     #[derive(Parser, Debug)]
     struct Cli {
@@ -260,15 +269,15 @@ mod tests {
         args: Args,
     }
 
-    fn parse_argv(argv: &[&str]) -> Result<Settings, String> {
+    fn parse_argv(argv: &[&str]) -> anyhow::Result<Settings> {
         Cli::try_parse_from(std::iter::once(&"perf").chain(argv))
-            .map_err(|e| e.to_string())?
+            .map_err(|e| anyhow!("{e}"))?
             .args
             .settings()
     }
 
     /// Splits at spaces, except inside the `-r` value after a `-r`.
-    fn parse(line: &str) -> Result<Settings, String> {
+    fn parse(line: &str) -> anyhow::Result<Settings> {
         let (head, trid) = match line.split_once("-r ") {
             Some((h, t)) => (h, Some(t)),
             None => (line, None),
@@ -283,7 +292,7 @@ mod tests {
     #[test]
     fn spdk_perfs_short_flags_are_understood() {
         let s = parse("emu -q 64 -o 4k -w randrw -M 70 -t 10 -P 2 -c 0x5 -L").unwrap();
-        assert_eq!(s.target, Target::Emu);
+        assert_eq!(s.target, Target::One(Leaf::Emu));
         assert_eq!(
             (s.io_depth, s.io_size, s.io_pattern),
             (64, 4096, Pattern::Randrw)
@@ -304,13 +313,13 @@ mod tests {
             (Duration::from_secs(1), 100, vec![None])
         );
         let s = parse("-r trtype:PCIe traddr:0000:01:00.0").unwrap();
-        assert_eq!(s.target, Target::Vfio("0000:01:00.0".into()));
+        assert_eq!(s.target, Target::One(Leaf::Vfio("0000:01:00.0".into())));
         let s =
             parse("-r trtype:TCP adrfam:IPv4 traddr:10.0.0.2 trsvcid:4421 subnqn:nqn.x").unwrap();
         assert_eq!(s.target, "nvme-tcp://10.0.0.2:4421/nqn.x".parse().unwrap());
         let s = parse("-r trtype:tcp traddr:::1 subnqn:nqn.x").unwrap();
         assert_eq!(s.target, "nvme-tcp://[::1]:4420/nqn.x".parse().unwrap());
-        assert_eq!(parse("emu -LL").map(|s| s.io_depth), Ok(32));
+        assert_eq!(parse("emu -LL").unwrap().io_depth, 32);
     }
 
     #[test]
@@ -360,7 +369,7 @@ mod tests {
                 "'hostnqn:x' is not a key:value pair pollfs takes",
             ),
         ] {
-            let e = parse(line).unwrap_err();
+            let e = parse(line).unwrap_err().to_string();
             assert!(e.contains(want), "{line}: wanted '{want}' in: {e}");
         }
     }

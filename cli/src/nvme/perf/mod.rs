@@ -11,17 +11,17 @@ mod worker;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
 
+use anyhow::anyhow;
 use hdrhistogram::Histogram;
 use pollfs_core::dev::BlockDevice;
-use pollfs_driver::{DriverConfig, NvmeDevice, Transport};
+use pollfs_driver::DriverConfig;
 
 #[cfg(test)]
 use args::Pattern;
 pub use args::{Args, Settings};
 use worker::{new_histogram, Layout, QueueStats, Worker};
 
-use super::{with_device, DeviceJob, Target};
-use crate::volume::{Open, VolumeJob};
+use pollfs_device::{Access, DeviceJob, DeviceSpec, Leaf, OpenOptions};
 
 /// The percentiles spdk_nvme_perf's latency summary gives.
 const CUTOFFS: [f64; 15] = [
@@ -85,10 +85,9 @@ impl Report {
 
     fn label(&self, q: &QueueStats) -> String {
         let device = match &self.settings.target {
-            Target::Emu => "emu".to_string(),
-            Target::Vfio(a) => format!("PCIE ({a})"),
-            Target::Tcp(a) => format!("TCP ({a})"),
-            Target::Volume(v) => v.to_string(),
+            DeviceSpec::One(Leaf::Vfio(a)) => format!("PCIE ({a})"),
+            DeviceSpec::One(Leaf::Tcp(a)) => format!("TCP ({a})"),
+            other => other.to_string(),
         };
         match q.core {
             Some(c) => format!("{device} qpair {} from core {c}", q.queue),
@@ -163,7 +162,7 @@ impl Report {
     }
 
     /// The report as JSON.
-    pub fn json(&self) -> Result<String, String> {
+    pub fn json(&self) -> anyhow::Result<String> {
         let queues: Vec<serde_json::Value> = self
             .queues
             .iter()
@@ -192,14 +191,14 @@ impl Report {
             "total": self.total(),
             "latency_percentiles_us": percentiles,
         });
-        let mut t = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        let mut t = serde_json::to_string_pretty(&v).map_err(|e| anyhow!("{e}"))?;
         t.push('\n');
         Ok(t)
     }
 }
 
 /// Runs the workload and prints the report.
-pub fn run(args: &Args) -> Result<(), String> {
+pub fn run(args: &Args) -> anyhow::Result<()> {
     let report = measure(&args.settings()?)?;
     if args.json {
         print!("{}", report.json()?);
@@ -207,14 +206,14 @@ pub fn run(args: &Args) -> Result<(), String> {
         print!("{}", report.render(args.latency_level >= 2));
     }
     if report.errors() > 0 {
-        return Err(format!("{} commands failed", report.errors()));
+        return Err(anyhow!("{} commands failed", report.errors()));
     }
     Ok(())
 }
 
 /// Runs the workload and returns what it measured.
-pub fn measure(settings: &Settings) -> Result<Report, String> {
-    let frames = worker::frames(settings)?;
+pub fn measure(settings: &Settings) -> anyhow::Result<Report> {
+    let frames = worker::frames(settings).map_err(anyhow::Error::msg)?;
     let pairs = settings.cores.len() as u32 * settings.qpairs_per_worker;
     let config = DriverConfig {
         // Room for every request split at MDTS (the driver clamps this to
@@ -225,55 +224,49 @@ pub fn measure(settings: &Settings) -> Result<Report, String> {
         max_transfer: Some(settings.io_size.max(4096)),
         ..DriverConfig::default()
     };
-    match &settings.target {
-        Target::Volume(volume) => {
-            // A stripe's emulated legs share one namespace's size, so the
-            // volume holds what `emu` holds and random I/O covers as much
-            // memory (the emulated medium's caches and TLB see the same
-            // working set).
-            let legs = volume.legs.len() as u64;
-            let bytes = match volume.chunk {
-                Some(chunk) => super::EMU_BYTES / legs / chunk * chunk,
-                None => super::EMU_BYTES,
-            };
-            let open = Open {
-                frames,
-                bytes,
-                driver: config,
-                // A mirror gets new headers: perf writes over the legs anyway.
-                make: volume.chunk.is_none().then_some(0x9e7f),
-                ..Open::existing(frames)
-            };
-            let name = settings.target.to_string();
-            crate::volume::run(volume, &name, &open, Perf(settings.clone()))
-        }
-        _ => with_device(&settings.target, config, frames, Perf(settings.clone())),
-    }
+    let target = &settings.target;
+    let legs = target.legs().len() as u64;
+    let options = OpenOptions {
+        // A stripe's emulated legs share one namespace's size, so the
+        // volume holds what `emu` holds and random I/O covers as much
+        // memory (the emulated medium's caches and TLB see the same
+        // working set).
+        size: match target {
+            DeviceSpec::Stripe { chunk, .. } => super::EMU_BYTES / legs / chunk * chunk,
+            _ => super::EMU_BYTES,
+        },
+        driver: config,
+        // A mirror gets new headers: perf writes over the legs anyway.
+        mirror_uuid: Some(0x9e7f),
+        ..OpenOptions::new(
+            match target {
+                DeviceSpec::Mirror(_) => Access::Format { force: true },
+                _ => Access::Write,
+            },
+            frames,
+        )
+    };
+    pollfs_device::run(target, &options, Perf(settings.clone()))
 }
 
 struct Perf(Settings);
 
 impl DeviceJob for Perf {
     type Output = Report;
-    fn run<T: Transport>(self, dev: &NvmeDevice<T>) -> Result<Report, String> {
-        measure_on(&self.0, dev)
-    }
-}
-
-impl VolumeJob for Perf {
-    type Output = Report;
-    fn run<D: BlockDevice>(self, dev: D, _what: &str) -> Result<Report, String> {
+    type Error = anyhow::Error;
+    fn run<D: BlockDevice>(self, dev: D, _what: &str) -> anyhow::Result<Report> {
         measure_on(&self.0, &dev)
     }
 }
 
 /// The workload on any block device: `-P` queue pairs on each worker.
-fn measure_on<D: BlockDevice>(s: &Settings, dev: &D) -> Result<Report, String> {
+fn measure_on<D: BlockDevice>(s: &Settings, dev: &D) -> anyhow::Result<Report> {
     let geometry = dev.geometry();
     if s.io_size > geometry.max_transfer {
-        return Err(format!(
+        return Err(anyhow!(
             "-o {}: larger than the device's largest request ({} bytes)",
-            s.io_size, geometry.max_transfer
+            s.io_size,
+            geometry.max_transfer
         ));
     }
     let layout = Layout::new(s, geometry.capacity_pages(), geometry.blocks_per_page());
@@ -282,7 +275,7 @@ fn measure_on<D: BlockDevice>(s: &Settings, dev: &D) -> Result<Report, String> {
     let mut workers = Vec::new();
     for (w, _) in s.cores.iter().enumerate() {
         let queues = (0..per_worker)
-            .map(|_| dev.open_queue().map_err(|e| format!("open queue: {e}")))
+            .map(|_| dev.open_queue().map_err(|e| anyhow!("open queue: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
         let first = w as u32 * per_worker;
         let first_frame = first * s.io_depth * layout.pages;
@@ -298,7 +291,7 @@ fn measure_on<D: BlockDevice>(s: &Settings, dev: &D) -> Result<Report, String> {
     }
     let start = Instant::now();
     let (measure_from, end) = worker::window(s, start);
-    let results: Vec<Result<Vec<QueueStats>, String>> = std::thread::scope(|scope| {
+    let results: Vec<anyhow::Result<Vec<QueueStats>>> = std::thread::scope(|scope| {
         let handles: Vec<_> = workers
             .into_iter()
             .zip(&s.cores)
@@ -313,10 +306,7 @@ fn measure_on<D: BlockDevice>(s: &Settings, dev: &D) -> Result<Report, String> {
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("worker panicked".to_string()))
-            })
+            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow!("worker panicked"))))
             .collect()
     });
     let elapsed = Instant::now().saturating_duration_since(measure_from);
@@ -331,7 +321,7 @@ fn measure_on<D: BlockDevice>(s: &Settings, dev: &D) -> Result<Report, String> {
             report
                 .latency
                 .add(&q.latency)
-                .map_err(|e| format!("histogram: {e}"))?;
+                .map_err(|e| anyhow!("histogram: {e}"))?;
             report.queues.push(q);
         }
     }

@@ -8,7 +8,7 @@ use super::*;
 
 fn settings(pattern: Pattern, mix: u8, qd: u32, pairs: u32) -> Settings {
     Settings {
-        target: Target::Emu,
+        target: pollfs_device::DeviceSpec::One(pollfs_device::Leaf::Emu),
         io_depth: qd,
         io_size: 4096,
         io_pattern: pattern,
@@ -128,6 +128,9 @@ fn perf_runs_on_a_stripe_and_a_mirror_of_emu_legs() {
         let text = r.render(false);
         assert!(text.contains(&format!("{device} qpair 1")), "{text}");
     }
-    let e = "mirror:(emu,file:/x)".parse::<Target>().unwrap_err();
-    assert!(e.contains("emu, ram, vfio: and nvme-tcp://"), "{e}");
+    let e = crate::nvme::parse_target("mirror:(emu,file:/x)").unwrap_err();
+    assert!(
+        e.to_string().contains("emu, ram, vfio: and nvme-tcp://"),
+        "{e}"
+    );
 }

@@ -4,15 +4,17 @@
 
 use std::time::Instant;
 
+use anyhow::anyhow;
 use hdrhistogram::Histogram;
 use pollfs_core::dev::{Command, DeviceQueue, Tag};
+use pollfs_core::rng::SplitMix64;
 use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 
 use super::args::Settings;
 
 /// Per-command latency: 1 ns to one hour at 3 significant digits.
-pub fn new_histogram() -> Result<Histogram<u64>, String> {
-    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).map_err(|e| format!("histogram: {e}"))
+pub fn new_histogram() -> anyhow::Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).map_err(|e| anyhow!("histogram: {e}"))
 }
 
 /// What one queue pair did while measuring.
@@ -39,7 +41,7 @@ struct Pair<Q> {
     tags: Vec<Option<Tag>>,
     issued: Vec<Instant>,
     cursor: u64,
-    rng: u64,
+    rng: SplitMix64,
     stats: QueueStats,
 }
 
@@ -84,7 +86,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
         first_queue: u32,
         first_frame: u32,
         total_queues: u32,
-    ) -> Result<Worker<'s, Q>, String> {
+    ) -> anyhow::Result<Worker<'s, Q>> {
         let depth = settings.io_depth;
         let mut pairs = Vec::new();
         for (k, q) in queues.into_iter().enumerate() {
@@ -103,7 +105,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
                 issued: vec![Instant::now(); depth as usize],
                 // Sequential streams start spread over the namespace.
                 cursor: layout.slots / u64::from(total_queues) * u64::from(n),
-                rng: 0x9E37_79B9_7F4A_7C15 ^ (u64::from(n) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03),
+                rng: SplitMix64::new(u64::from(n)),
                 stats: QueueStats {
                     queue: n,
                     core: settings.cores[index as usize],
@@ -125,7 +127,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
     /// Issues and reaps until the time (or `number_ios`) is up; returns
     /// each queue pair's stats. Completions before `measure_from` are not
     /// counted.
-    pub fn run(mut self, measure_from: Instant, end: Instant) -> Result<Vec<QueueStats>, String> {
+    pub fn run(mut self, measure_from: Instant, end: Instant) -> anyhow::Result<Vec<QueueStats>> {
         let start = Instant::now();
         let mut done: Vec<(Tag, bool)> = Vec::new();
         loop {
@@ -147,7 +149,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
                 let reaped = Instant::now();
                 for &(tag, ok) in &done {
                     let Some(slot) = pair.tags.iter().position(|t| *t == Some(tag)) else {
-                        return Err(format!("completion for unknown tag {tag:?}"));
+                        return Err(anyhow!("completion for unknown tag {tag:?}"));
                     };
                     pair.tags[slot] = None;
                     if reaped < measure_from {
@@ -169,7 +171,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
     }
 
     /// Submits into every free slot of pair `p`, within `number_ios`.
-    fn fill(&mut self, p: usize, measure_from: Instant) -> Result<(), String> {
+    fn fill(&mut self, p: usize, measure_from: Instant) -> anyhow::Result<()> {
         for slot in 0..self.settings.io_depth as usize {
             if self.pairs[p].tags[slot].is_some() {
                 continue;
@@ -191,7 +193,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
                     fua: false,
                 }
             };
-            pair.tags[slot] = Some(pair.q.submit(&cmd).map_err(|e| format!("submit: {e}"))?);
+            pair.tags[slot] = Some(pair.q.submit(&cmd).map_err(|e| anyhow!("submit: {e}"))?);
             let now = Instant::now();
             pair.issued[slot] = now;
             if now >= measure_from {
@@ -205,13 +207,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
     fn next_io(&mut self, p: usize) -> (u64, bool) {
         let slots = self.layout.slots;
         let pair = &mut self.pairs[p];
-        let mut rand = || {
-            // xorshift64*: cheap and good enough to spread offsets.
-            pair.rng ^= pair.rng >> 12;
-            pair.rng ^= pair.rng << 25;
-            pair.rng ^= pair.rng >> 27;
-            pair.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        };
+        let mut rand = || pair.rng.next_u64();
         let read = rand() % 100 < u64::from(self.settings.rwmixread);
         let offset = if self.settings.io_pattern.random() {
             rand() % slots
@@ -225,7 +221,7 @@ impl<'s, Q: DeviceQueue> Worker<'s, Q> {
 }
 
 /// Frames the run needs: every slot of every queue pair.
-pub fn frames(settings: &Settings) -> Result<u32, String> {
+pub fn frames(settings: &Settings) -> anyhow::Result<u32> {
     let pages = settings.io_size / PAGE_SIZE as u32;
     let pairs = u32::try_from(settings.cores.len())
         .ok()
@@ -235,7 +231,7 @@ pub fn frames(settings: &Settings) -> Result<u32, String> {
         .checked_mul(pages)
         .zip(pairs)
         .and_then(|(per, pairs)| per.checked_mul(pairs))
-        .ok_or_else(|| "-q x -o x queue pairs is too large".to_string())
+        .ok_or_else(|| anyhow!("-q x -o x queue pairs is too large"))
 }
 
 /// How long a run lasts: the warm-up, then the measurement.

@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::sync::Arc;
 
+use pollfs_core::rng::SplitMix64;
 use pollfs_core::units::Nanos;
 use spin::Mutex;
 
@@ -126,7 +127,7 @@ pub(super) struct State {
     pub stuck: Vec<(u16, CompletionEntry)>,
     pub faults: Faults,
     pub stats: EmuStats,
-    pub rng: u64,
+    pub rng: SplitMix64,
 }
 
 impl State {
@@ -162,17 +163,12 @@ impl State {
             stuck: Vec::new(),
             faults: Faults::default(),
             stats: EmuStats::default(),
-            rng: 0x9e37_79b9_7f4a_7c15,
+            rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
         }
     }
 
     pub fn random(&mut self) -> u64 {
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        x
+        self.rng.next_u64()
     }
 
     fn bar_size(&self) -> usize {

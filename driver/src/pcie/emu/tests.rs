@@ -8,20 +8,11 @@ use crate::spec::regs::{cq_head_doorbell, offset, sq_tail_doorbell, Aqa, Cc};
 
 use super::{EmuConfig, EmuController, EmuMemory};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+use pollfs_core::rng::SplitMix64;
 
 #[test]
 fn random_host_commands_never_panic_the_emulator() {
-    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut rng = SplitMix64::new(0x1234_5678_9abc_def1);
     let mem = EmuMemory::new();
     let emu = EmuController::new(EmuConfig::default(), mem.clone());
     let asq = mem.alloc(64 * 64).unwrap();
@@ -36,24 +27,24 @@ fn random_host_commands_never_panic_the_emulator() {
     for round in 0..3000u32 {
         let mut sqe = SubmissionEntry::default();
         for dw in sqe.dw.iter_mut() {
-            *dw = rng.next() as u32;
+            *dw = rng.next_u64() as u32;
         }
         // Mostly small opcodes and plausible pointers, so commands get past
         // the first checks; sometimes pure garbage.
         if round % 4 != 0 {
-            sqe.dw[0] = (sqe.dw[0] & 0xffff_0000) | (rng.next() % 0x12) as u32;
-            sqe.dw[1] = (rng.next() % 3) as u32;
-            let p = (data.iova().0 + (rng.next() % (64 * 1024))) & !3;
-            sqe.set_prps(p, data.iova().0 + (rng.next() % 16) * 4096);
-            let qid = (rng.next() % 4) as u32;
-            let size = (rng.next() % 70) as u32;
+            sqe.dw[0] = (sqe.dw[0] & 0xffff_0000) | (rng.next_u64() % 0x12) as u32;
+            sqe.dw[1] = (rng.next_u64() % 3) as u32;
+            let p = (data.iova().0 + (rng.next_u64() % (64 * 1024))) & !3;
+            sqe.set_prps(p, data.iova().0 + (rng.next_u64() % 16) * 4096);
+            let qid = (rng.next_u64() % 4) as u32;
+            let size = (rng.next_u64() % 70) as u32;
             match sqe.opcode() {
                 0x09 | 0x0a => sqe.dw[10] = 7,
                 0x00 | 0x01 | 0x04 | 0x05 => {
                     sqe.dw[10] = qid | (size << 16);
-                    sqe.dw[11] = 1 | (((rng.next() % 4) as u32) << 16);
+                    sqe.dw[11] = 1 | (((rng.next_u64() % 4) as u32) << 16);
                     // Queue memory inside the data region, page aligned.
-                    sqe.set_prps(data.iova().0 + (rng.next() % 8) * 4096, 0);
+                    sqe.set_prps(data.iova().0 + (rng.next_u64() % 8) * 4096, 0);
                 }
                 _ => {}
             }
@@ -64,21 +55,21 @@ fn random_host_commands_never_panic_the_emulator() {
         emu.write32(cq_head_doorbell(0, 0), tail);
         // Random doorbells and register writes, including on queues that
         // the random commands may have created.
-        let qid = (rng.next() % 4) as u16;
+        let qid = (rng.next_u64() % 4) as u16;
         // A plausible I/O command somewhere in the region the random
         // Create I/O SQ commands point at.
-        let mut io = SubmissionEntry::new((rng.next() % 10) as u8, 1);
-        io.set_cid(rng.next() as u16);
-        io.dw[10] = (rng.next() % 200_000) as u32;
-        io.dw[12] = (rng.next() % 64) as u32 | ((rng.next() as u32) & (1 << 30));
+        let mut io = SubmissionEntry::new((rng.next_u64() % 10) as u8, 1);
+        io.set_cid(rng.next_u64() as u16);
+        io.dw[10] = (rng.next_u64() % 200_000) as u32;
+        io.dw[12] = (rng.next_u64() % 64) as u32 | ((rng.next_u64() as u32) & (1 << 30));
         io.set_prps(
-            (data.iova().0 + (rng.next() % (64 * 1024))) & !3,
-            data.iova().0 + (rng.next() % 16) * 4096,
+            (data.iova().0 + (rng.next_u64() % (64 * 1024))) & !3,
+            data.iova().0 + (rng.next_u64() % 16) * 4096,
         );
-        let at = (rng.next() % (32 * 1024)) as usize & !63;
+        let at = (rng.next_u64() % (32 * 1024)) as usize & !63;
         data.write(at, &io.to_bytes()).unwrap();
-        emu.write32(sq_tail_doorbell(qid, 0), rng.next() as u32 % 70);
-        emu.write32(cq_head_doorbell(qid, 0), rng.next() as u32 % 70);
+        emu.write32(sq_tail_doorbell(qid, 0), rng.next_u64() as u32 % 70);
+        emu.write32(cq_head_doorbell(qid, 0), rng.next_u64() as u32 % 70);
         emu.tick(pollfs_core::units::Nanos(u64::from(round)));
         if round % 500 == 499 {
             // Reset and re-enable now and then.

@@ -1,11 +1,11 @@
 //! `pollfs mirror`: a mirror's state, and taking legs out and back in.
 
+use anyhow::{anyhow, bail};
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::hosted::monotonic_clock;
 use pollfs_core::volume::{LegState, Mirror, MirrorStatus};
-
-use super::{Leaf, Open, Volume, VolumeJob};
-use crate::units::show_bytes;
+use pollfs_device::units::show_bytes;
+use pollfs_device::{Access, DeviceJob, DeviceSpec, Leaf};
 
 /// Options of `pollfs mirror`.
 #[derive(clap::Args, Debug)]
@@ -19,13 +19,13 @@ enum Action {
     /// Each leg's state as the mirror's headers record it.
     Status {
         /// The mirror: `mirror:(DEV,DEV,...)`, its legs in their order.
-        device: String,
+        device: DeviceSpec,
     },
     /// Take a failed or stale leg back: it is copied from the legs in
     /// sync (the command waits for the copy) and then serves reads again.
     Rejoin {
         /// The mirror.
-        device: String,
+        device: DeviceSpec,
         /// The leg's position, from 0.
         leg: usize,
     },
@@ -33,7 +33,7 @@ enum Action {
     /// be dropped.
     Fail {
         /// The mirror.
-        device: String,
+        device: DeviceSpec,
         /// The leg's position, from 0.
         leg: usize,
     },
@@ -43,32 +43,24 @@ enum Action {
 pub const FRAMES: u32 = 64;
 
 /// Runs `pollfs mirror`.
-pub fn run(args: &Args) -> Result<(), String> {
+pub fn run(args: &Args) -> anyhow::Result<()> {
     let (device, action) = match &args.action {
         Action::Status { device } => (device, Admin::Status),
         Action::Rejoin { device, leg } => (device, Admin::Rejoin(*leg)),
         Action::Fail { device, leg } => (device, Admin::Fail(*leg)),
     };
-    let volume = Volume::parse(device)?;
-    if volume.chunk.is_some() {
-        return Err(format!("{device}: a stripe, not a mirror"));
-    }
-    if let Some(l) = volume.legs.iter().find(|l| l.in_memory()) {
-        return Err(format!("{device}: leg {l} keeps nothing between commands"));
-    }
-    let open = Open {
-        writable: !matches!(action, Admin::Status),
-        ..Open::existing(FRAMES)
+    let DeviceSpec::Mirror(legs) = device else {
+        bail!("{device}: not a mirror: name one as mirror:(DEV,DEV,...)");
     };
-    let text = super::run(
-        &volume,
-        device,
-        &open,
-        AdminJob {
-            action,
-            legs: &volume.legs,
-        },
-    )?;
+    if let Some(l) = device.memory_leg() {
+        bail!("{device}: leg {l} keeps nothing between commands");
+    }
+    let access = match action {
+        Admin::Status => Access::Read,
+        Admin::Rejoin(_) | Admin::Fail(_) => Access::Write,
+    };
+    let options = crate::device::options(access, FRAMES);
+    let text = pollfs_device::run(device, &options, AdminJob { action, legs })?;
     print!("{text}");
     Ok(())
 }
@@ -85,13 +77,14 @@ struct AdminJob<'a> {
     legs: &'a [Leaf],
 }
 
-impl VolumeJob for AdminJob<'_> {
+impl DeviceJob for AdminJob<'_> {
     type Output = String;
-    fn run<D: BlockDevice>(self, _dev: D, what: &str) -> Result<String, String> {
-        Err(format!("{what}: not a mirror"))
+    type Error = anyhow::Error;
+    fn run<D: BlockDevice>(self, _dev: D, what: &str) -> anyhow::Result<String> {
+        bail!("{what}: not a mirror")
     }
-    fn run_mirror<L: BlockDevice>(self, m: Mirror<L>, what: &str) -> Result<String, String> {
-        let err = |e| format!("{what}: {e}");
+    fn run_mirror<L: BlockDevice>(self, m: Mirror<L>, what: &str) -> anyhow::Result<String> {
+        let err = |e| anyhow!("{what}: {e}");
         match self.action {
             Admin::Status => {}
             Admin::Rejoin(leg) => {
@@ -102,6 +95,7 @@ impl VolumeJob for AdminJob<'_> {
             Admin::Fail(leg) => m.fail_leg(leg).map_err(err)?,
         }
         if !matches!(self.action, Admin::Status) {
+            // Before the status, so it shows the mirror clean.
             m.close(monotonic_clock, std::thread::yield_now)
                 .map_err(err)?;
         }
