@@ -22,6 +22,62 @@ check-no-std:
 bench DEVICE="emu" *ARGS="":
     cargo run --release -p pollfs-cli -- bench --device {{DEVICE}} {{ARGS}}
 
+# libpollfs (the C ABI): the checked-in header against a fresh cbindgen
+# run, the C test against the shared and the static library, the Python
+# ctypes smoke test, an install whose pkg-config file builds the C test,
+# and the SQLite VFS's crash images (libsqlite3-dev). About a minute after
+# the debug build.
+capi-test:
+    cargo build -p pollfs-capi
+    cargo test -p pollfs-capi
+    cbindgen --quiet --config capi/cbindgen.toml --crate pollfs-capi --output target/pollfs.h.fresh capi
+    diff -u capi/include/pollfs.h target/pollfs.h.fresh || (echo "capi/include/pollfs.h is stale: just capi-header" && exit 1)
+    make -C capi/tests/c
+    python3 capi/tests/smoke.py
+    capi/scripts/install.sh target/capi-prefix debug
+    cc -std=c11 -o target/capi-prefix/test_api capi/tests/c/test_api.c $(PKG_CONFIG_PATH=target/capi-prefix/lib/pkgconfig pkg-config --cflags --libs pollfs) -Wl,-rpath,$PWD/target/capi-prefix/lib -lpthread
+    target/capi-prefix/test_api
+    just capi-crash
+
+# SQLite on the pollfs VFS at every write boundary of a transaction
+# workload (rollback journal and WAL): integrity_check and exactly the
+# committed transactions. N: transactions per workload.
+capi-crash N="12":
+    POLLFS_SQLITE_CRASH_TXNS={{N}} cargo test -p pollfs-capi --features crash-test --test crash -- --nocapture
+
+# Regenerates capi/include/pollfs.h from capi/src.
+capi-header:
+    cbindgen --quiet --config capi/cbindgen.toml --crate pollfs-capi --output capi/include/pollfs.h capi
+
+# fio 3.33 built from Debian's source with the pollfs ioengine against the
+# same tree, then fio's crc32c verification of random writes from two job
+# threads and of a mixed job with fsyncs (capi/fio/verify.fio). About a
+# minute with fio already built, 3 more to build it.
+fio-pollfs:
+    capi/scripts/fio.sh
+    cd "$(mktemp -d)" && {{justfile_directory()}}/target/fio/fio-3.33/fio --ioengine=external:{{justfile_directory()}}/target/release/libpollfs_fio.so {{justfile_directory()}}/capi/fio/verify.fio
+
+# fio 4 KiB random reads and writes, QD1 and QD32, 1 and 2 jobs: the pollfs
+# ioengine on `emu` against io_uring and psync on tmpfs, engines taking
+# turns, medians of ROUNDS (about 8 minutes for 4 s runs and 3 rounds).
+fio-bench SECS="5" ROUNDS="3":
+    capi/scripts/fio-bench.sh {{SECS}} {{ROUNDS}}
+
+# The SQLite VFS: two connections of a process (locks, WAL snapshots), the
+# loadable extension in the sqlite3 shell (rollback journal and WAL,
+# integrity_check), then speedtest1 with --vfs pollfs.
+speedtest:
+    capi/scripts/sqlite.sh
+    target/release/sqlite-test-vfs
+    bash capi/tests/sqlite-shell.sh target/release/libpollfs_sqlite.so
+    cd "$(mktemp -d)" && POLLFS_CACHE_MB=512 {{justfile_directory()}}/target/release/speedtest1 --vfs pollfs --size 25 speedtest.db
+
+# speedtest1 on the pollfs VFS against the unix VFS on tmpfs and on ext4
+# over a loop device (root), per test line, and SQLite commits per second
+# with synchronous=FULL (about 2 minutes).
+speedtest-bench SIZE="50" COMMITS="2000":
+    capi/scripts/speedtest-bench.sh {{SIZE}} {{COMMITS}}
+
 # Real programs on `pollfs mount` (root, /dev/fuse; fio, sqlite3,
 # util-linux, python3, jq, tar, gzip, git, make): fio with crc32c
 # verification beside a truncation checker, sqlite3 across a remount,

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds fio 3.33 from Debian's source and the pollfs ioengine against the
+# same tree (the engine uses fio's structures, so plugin and binary must
+# match), then prints where they are.
+#   capi/scripts/fio.sh [WORKDIR]     (default: target/fio)
+# Leaves WORKDIR/fio-3.33/fio and target/release/libpollfs_fio.so. The
+# source is fetched with a private apt list (deb-src bookworm), so the
+# system's apt configuration is not touched; an existing tree is reused.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+work=${1:-target/fio}
+mkdir -p "$work"
+work=$(cd "$work" && pwd)
+src=$work/fio-3.33
+
+if [ ! -x "$src/fio" ]; then
+    if [ ! -f "$work/fio_3.33.orig.tar.gz" ]; then
+        mkdir -p "$work/apt/lists/partial"
+        echo 'deb-src http://deb.debian.org/debian bookworm main' > "$work/apt/src.list"
+        apt_opts=(-o "Dir::Etc::SourceList=$work/apt/src.list" -o Dir::Etc::SourceParts=/dev/null
+            -o "Dir::State::Lists=$work/apt/lists")
+        apt-get "${apt_opts[@]}" update -qq
+        (cd "$work" && apt-get "${apt_opts[@]}" source --download-only fio=3.33-3 >/dev/null)
+    fi
+    tar -C "$work" -xzf "$work/fio_3.33.orig.tar.gz"
+    (cd "$src" && ./configure --disable-native >/dev/null && make -j"$(nproc)" fio >/dev/null)
+fi
+
+cargo build --release -p pollfs-capi
+# libpollfs is linked in statically: the engine is one self-contained file.
+cc -O2 -g -fPIC -shared -std=gnu99 -Wall -Werror \
+    -D_GNU_SOURCE -D_LARGEFILE_SOURCE -D_FILE_OFFSET_BITS=64 -DFIO_INTERNAL \
+    -include "$src/config-host.h" -I"$src" -I"$root/capi/include" \
+    -o "$root/target/release/libpollfs_fio.so" "$root/capi/fio/pollfs_fio.c" \
+    "$root/target/release/libpollfs.a" -lpthread -ldl -lm
+echo "fio: $src/fio"
+echo "engine: $root/target/release/libpollfs_fio.so"
