@@ -69,6 +69,58 @@ pub enum RangeError {
     Empty,
 }
 
+/// A configuration that does not fit the device, or a call with what it
+/// cannot use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The device's DMA arena has `frames` frames; the engine keeps
+    /// `metadata` of them for metadata I/O and needs `needed` more.
+    FewFrames {
+        /// Frames the device offers.
+        frames: u32,
+        /// Frames kept for metadata I/O.
+        metadata: u32,
+        /// Frames needed beyond those.
+        needed: u32,
+    },
+    /// `Config::cache_pages` asks for more pages than the frames left
+    /// after the metadata's.
+    CacheBeyondFrames {
+        /// Pages asked for.
+        cache_pages: u32,
+        /// Frames there are for them.
+        usable: u32,
+    },
+    /// `Config::cache_pages` is below the least the cache works with.
+    CacheTooSmall {
+        /// Pages asked for.
+        cache_pages: u32,
+        /// The least it works with.
+        min: u32,
+    },
+    /// The device is too small for a filesystem.
+    DeviceTooSmall {
+        /// Its capacity in 4 KiB blocks.
+        blocks: u64,
+    },
+    /// A session was asked to work on a file of another filesystem.
+    ForeignFile,
+}
+
+/// Why a repair could not make an image consistent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RepairError {
+    /// After repair, metadata still claims the block `block` twice (or a
+    /// block outside the data area): the image needs more than this repair
+    /// can do.
+    StillOverlaps {
+        /// The first block claimed twice.
+        block: u64,
+    },
+}
+
 /// Resource exhaustion.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -99,8 +151,11 @@ pub enum Error {
     /// kept in the cache and every later sync reports the error until the
     /// data is written.
     Io(DevError),
-    /// The engine's configuration does not fit the device.
-    Config(&'static str),
+    /// The engine's configuration does not fit the device, or a call was
+    /// made with what it cannot use (see [`ConfigError`]).
+    Config(ConfigError),
+    /// A repair could not make the image consistent (see [`RepairError`]).
+    Repair(RepairError),
     /// The on-disk image is damaged: which block, and what is wrong.
     Corrupt {
         /// The block (4 KiB units) where the problem was found.
@@ -303,6 +358,55 @@ impl fmt::Display for SpaceError {
     }
 }
 
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::FewFrames {
+                frames,
+                metadata,
+                needed,
+            } => write!(
+                f,
+                "the device offers {frames} DMA frames; metadata I/O keeps {metadata} and the \
+                 page cache needs at least {needed} more: give the device more DMA memory"
+            ),
+            ConfigError::CacheBeyondFrames {
+                cache_pages,
+                usable,
+            } => write!(
+                f,
+                "cache_pages is {cache_pages} but the device has {usable} DMA frames for the \
+                 cache: ask for fewer pages or give the device more frames"
+            ),
+            ConfigError::CacheTooSmall { cache_pages, min } => write!(
+                f,
+                "cache_pages is {cache_pages}; the page cache needs at least {min}"
+            ),
+            ConfigError::DeviceTooSmall { blocks } => write!(
+                f,
+                "the device has {blocks} blocks of 4 KiB, too few for a filesystem"
+            ),
+            ConfigError::ForeignFile => write!(
+                f,
+                "the file belongs to another filesystem than the session: use a session of \
+                 the file's own filesystem"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for RepairError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RepairError::StillOverlaps { block } => write!(
+                f,
+                "after repair, metadata still claims block {block} twice or outside the data \
+                 area: the image needs more than fsck --repair can do"
+            ),
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -313,7 +417,8 @@ impl fmt::Display for Error {
                 write!(f, "corrupted image at block {block}: {damage}")
             }
             Error::Io(e) => write!(f, "device I/O error: {e}"),
-            Error::Config(why) => write!(f, "bad configuration: {why}"),
+            Error::Config(e) => write!(f, "bad configuration: {e}"),
+            Error::Repair(e) => write!(f, "repair failed: {e}"),
         }
     }
 }
@@ -330,6 +435,8 @@ impl core::error::Error for NamespaceError {
 impl core::error::Error for RangeError {}
 impl core::error::Error for SpaceError {}
 impl core::error::Error for Damage {}
+impl core::error::Error for ConfigError {}
+impl core::error::Error for RepairError {}
 
 impl core::error::Error for Error {
     fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
@@ -339,7 +446,8 @@ impl core::error::Error for Error {
             Error::Space(e) => Some(e),
             Error::Io(e) => Some(e),
             Error::Corrupt { damage, .. } => Some(damage),
-            Error::Config(_) => None,
+            Error::Config(e) => Some(e),
+            Error::Repair(e) => Some(e),
         }
     }
 }
@@ -353,6 +461,7 @@ impl Error {
         const EPERM: i32 = 1;
         const ENOENT: i32 = 2;
         const EIO: i32 = 5;
+        const EBADF: i32 = 9;
         const EEXIST: i32 = 17;
         const ENOTDIR: i32 = 20;
         const EISDIR: i32 = 21;
@@ -388,7 +497,11 @@ impl Error {
             Error::Space(_) => ENOSPC,
             Error::Io(_) => EIO,
             Error::Corrupt { .. } => EUCLEAN,
+            // A handle used with another filesystem's session, as a
+            // descriptor used where it is not valid.
+            Error::Config(ConfigError::ForeignFile) => EBADF,
             Error::Config(_) => EINVAL,
+            Error::Repair(_) => EUCLEAN,
         })
     }
 }
@@ -404,7 +517,10 @@ impl From<Error> for std::io::Error {
     fn from(e: Error) -> std::io::Error {
         use std::io::ErrorKind;
         match e {
-            Error::Corrupt { .. } => std::io::Error::new(ErrorKind::InvalidData, e),
+            Error::Corrupt { .. } | Error::Repair(_) => {
+                std::io::Error::new(ErrorKind::InvalidData, e)
+            }
+            Error::Config(ConfigError::ForeignFile) => std::io::Error::from_raw_os_error(9),
             Error::Config(_) => std::io::Error::new(ErrorKind::InvalidInput, e),
             _ => match e.errno() {
                 Some(errno) => std::io::Error::from_raw_os_error(errno),

@@ -3,28 +3,36 @@
 //!
 //! Layers, from the user down:
 //!
-//! - [`fs`]: the file API. [`Fs`] is a mounted filesystem (flat namespace);
-//!   each thread opens a [`Session`], which owns one device queue, and opens
-//!   [`File`]s through it: `read_at`, `write_at`, `set_len`, `punch_hole`,
-//!   `sync_data`, `sync_all`. Reads take no file lock; writes inside EOF take
-//!   only an extent lock; size changes take the inode lock and drain writers.
+//! - [`fs`]: the file API. [`Fs`] is a mounted filesystem: a tree of
+//!   directories, files, symbolic and hard links with modes, owners and
+//!   times (`create`, `mkdir`, `rename`, `read_dir`, `set_attr`, ...). A
+//!   [`File`] is an owned handle (`Clone + Send + Sync`): `read_at`,
+//!   `write_at`, `set_len`, `punch_hole`, `allocate`, `sync_data`,
+//!   `sync_all`. Each operation runs in a [`Session`] (one device queue,
+//!   one operation at a time), lent to the calling thread by the mount or
+//!   passed explicitly. Reads take no file lock; writes inside EOF take
+//!   only an extent lock; size changes take the inode lock and drain
+//!   writers.
 //! - [`cache`]: the page cache. Slots are the device's DMA frames; reads are
 //!   optimistic (state-word version checks), writers pin, CLOCK evicts,
 //!   readahead and writeback batch pages into large device commands.
 //! - [`lock`]: awaitable byte-range locks with FIFO fairness, and the
 //!   lock-order check.
-//! - [`space`]: block allocator and per-file extent maps, emitting
-//!   [`space::MetaChange`] records for a log.
-//! - [`persist`]: the on-disk format, the metadata log with group commit,
-//!   checkpoints and recovery (`Fs::format`, `Fs::mount`, `persist::check`).
-//! - [`dev`]: the block-device seam (geometry, DMA frames, polled queues)
-//!   with RAM, file-backed and fault-injecting devices.
+//! - [`space`]: block allocator and per-file extent maps.
+//! - [`persist`]: the on-disk format, the record codec, the namespace
+//!   [`persist::tree::Tree`] that live operations and replay both apply
+//!   records to, the journal (group commit, small syncs' data in the log,
+//!   checkpoints; an in-memory journal for [`Fs::new`]), recovery and fsck
+//!   (`Fs::format`, `Fs::mount`, `persist::check`, `persist::repair`).
+//! - [`dev`]: the block-device seam (geometry, DMA frames, polled queues,
+//!   one request table for queues and volumes) with RAM, file-backed and
+//!   fault-injecting devices.
 //! - [`volume`]: block devices made of other block devices: striping
 //!   (RAID-0) and mirroring (RAID-1) over legs that share one frame arena.
 //! - [`sync`]: spin locks for short sections, wait queues for await points,
 //!   and `block_on` for synchronous callers.
-//! - [`rng`]: the one seedable pseudo-random generator, shared by the
-//!   tests, the bench and the emulated controller's faults.
+//! - [`rng`]: the one seedable pseudo-random generator (tests, the bench,
+//!   emulated faults).
 //!
 //! Every operation that can wait is a future; the synchronous methods run
 //! it with a polling loop. Nothing here uses `unsafe`.

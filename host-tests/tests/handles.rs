@@ -6,7 +6,7 @@
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
-use pollfs_core::error::{NamespaceError, RangeError};
+use pollfs_core::error::{ConfigError, NamespaceError, RangeError};
 use pollfs_core::{Error, FileCursor};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::setup::ram_fs;
@@ -151,7 +151,7 @@ fn explicit_sessions_and_lent_ones_see_the_same_file() {
     let stranger = other.create("f").unwrap();
     assert!(matches!(
         s.read_at(&stranger, &mut buf, 0),
-        Err(Error::Config(_))
+        Err(Error::Config(ConfigError::ForeignFile))
     ));
 }
 

@@ -11,7 +11,7 @@ use super::inode::Inode;
 use super::{Config, Fs, Handles, Shared};
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena};
-use crate::error::{Damage, Error, Result};
+use crate::error::{ConfigError, Damage, Error, Result};
 use crate::persist::shadow::Shadow;
 use crate::persist::tree::Tree;
 use crate::persist::{Journal, Log};
@@ -20,15 +20,20 @@ use crate::stats::Stats;
 use crate::sync::{Mutex, RwLock};
 use crate::units::{BlockNo, InodeId, ROOT_INO};
 
+/// The fewest pages the page cache works with.
+const MIN_CACHE_PAGES: u32 = 4;
+
 /// The frames kept for metadata I/O: the last `META_FRAMES` of the arena.
 fn meta_frames<D: BlockDevice>(dev: &D) -> Result<core::ops::Range<u32>> {
     let frames = dev.frames().frame_count();
     let meta = frames
         .checked_sub(crate::persist::META_FRAMES)
-        .filter(|&m| m >= 4)
-        .ok_or(Error::Config(
-            "the device needs more DMA frames (metadata I/O keeps 32)",
-        ))?;
+        .filter(|&m| m >= MIN_CACHE_PAGES)
+        .ok_or(Error::Config(ConfigError::FewFrames {
+            frames,
+            metadata: crate::persist::META_FRAMES,
+            needed: MIN_CACHE_PAGES,
+        }))?;
     Ok(meta..frames)
 }
 
@@ -64,12 +69,16 @@ impl<D: BlockDevice> Fs<D> {
             config.cache_pages
         };
         if cache_pages > usable_frames {
-            return Err(Error::Config(
-                "cache_pages exceeds the device's DMA frames (less those kept for metadata)",
-            ));
+            return Err(Error::Config(ConfigError::CacheBeyondFrames {
+                cache_pages,
+                usable: usable_frames,
+            }));
         }
-        if cache_pages < 4 {
-            return Err(Error::Config("the page cache needs at least 4 pages"));
+        if cache_pages < MIN_CACHE_PAGES {
+            return Err(Error::Config(ConfigError::CacheTooSmall {
+                cache_pages,
+                min: MIN_CACHE_PAGES,
+            }));
         }
         let dirty_limit = match config.dirty_limit_pages {
             0 => cache_pages / 2,

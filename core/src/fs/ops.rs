@@ -8,7 +8,7 @@ use alloc::sync::Arc;
 use super::file::File;
 use super::{Allocate, Session};
 use crate::dev::BlockDevice;
-use crate::error::{Error, RangeError, Result, SpaceError};
+use crate::error::{ConfigError, Error, RangeError, Result, SpaceError};
 
 impl<D: BlockDevice> Session<D> {
     /// A file of this session's filesystem, or an error: inode numbers of
@@ -17,9 +17,7 @@ impl<D: BlockDevice> Session<D> {
         if Arc::ptr_eq(&self.fs, &f.fs.shared) {
             Ok(())
         } else {
-            Err(Error::Config(
-                "the file belongs to another filesystem than the session",
-            ))
+            Err(Error::Config(ConfigError::ForeignFile))
         }
     }
 

@@ -2,9 +2,12 @@
 //! recovery.
 //!
 //! Data blocks are written in place. Metadata lives in memory and reaches
-//! the device two ways: the log, where a sync appends its inode's state
-//! (size and extents, built from the in-memory inode) and any namespace
-//! changes; and checkpoints, images of the durable metadata written as a
+//! the device two ways: the log, where a commit appends the records of the
+//! changes staged since the last one (namespace changes as they were made,
+//! an inode's whole attributes and extents built from the in-memory inode
+//! at its sync, and, for a sync of a few pages, those pages' bytes, written
+//! home later and retired by a later record); and checkpoints, images of
+//! the durable metadata written as a
 //! chain of frames into free data blocks when the log fills (or when a
 //! commit is too large for one log write), after which a superblock write
 //! moves the log's replay point. Recovery reads the newest valid

@@ -15,7 +15,7 @@ use super::recover::{recover, Mode, Recovered};
 use super::shadow::Shadow;
 use super::META_FRAMES;
 use crate::dev::{BlockDevice, FrameArena};
-use crate::error::{Error, Result, SpaceError};
+use crate::error::{ConfigError, Error, RepairError, Result, SpaceError};
 use crate::space::Allocator;
 use crate::sync::block_on;
 use crate::units::ROOT_INO;
@@ -26,7 +26,11 @@ fn block_io<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Result
     let frames = dev.frames().frame_count();
     let first = frames.saturating_sub(META_FRAMES);
     if first == frames {
-        return Err(Error::Config("the device offers no DMA frames"));
+        return Err(Error::Config(ConfigError::FewFrames {
+            frames,
+            metadata: META_FRAMES,
+            needed: 0,
+        }));
     }
     Ok(BlockIo::new(dev, first..frames, clock, idle)?)
 }
@@ -331,7 +335,7 @@ impl<'a, 'd, D: BlockDevice> OfflineEnv<'a, 'd, D> {
         for (block, len) in used {
             space
                 .reserve(BlockNo(block), len)
-                .map_err(|_| Error::Config("metadata still overlaps after repair"))?;
+                .map_err(|_| Error::Repair(RepairError::StillOverlaps { block }))?;
         }
         Ok(OfflineEnv {
             io,
@@ -439,8 +443,11 @@ pub(crate) fn format_device<D: BlockDevice>(
     uuid: u64,
 ) -> Result<()> {
     let io = BlockIo::new(dev, frames, config.clock, config.idle)?;
-    let layout = Layout::for_blocks(io.capacity_blocks())
-        .ok_or(Error::Config("the device is too small for a filesystem"))?;
+    let layout = Layout::for_blocks(io.capacity_blocks()).ok_or(Error::Config(
+        ConfigError::DeviceTooSmall {
+            blocks: io.capacity_blocks(),
+        },
+    ))?;
     let now = (config.wall_clock)();
     format(&io, layout, uuid, io.lba_size(), config.root_owner, now)
 }
