@@ -103,6 +103,30 @@ pub fn attr(m: &Metadata) -> FileAttr {
     }
 }
 
+/// What a lookup of a name that is not there replies: inode 0, which the
+/// kernel keeps for the entry timeout as "no such name" (a negative
+/// entry), so a second look for it is answered without a request. A
+/// name made through the mount replaces it at once.
+pub fn absent() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 0,
+        flags: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use fuser::{
 };
 use pollfs_core::dev::BlockDevice;
 
-use super::attr::{Caller, FuseIno, TTL};
+use super::attr::{self, Caller, FuseIno, TTL};
 use super::options::CacheMode;
 use super::server::{Server, SetAttr};
 
@@ -152,7 +152,11 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        entry(reply, self.server.lookup(parent.into(), name));
+        match self.server.lookup(parent.into(), name) {
+            Ok(attr) => reply.entry(&TTL, &attr, GENERATION),
+            Err(Errno::ENOENT) => reply.entry(&TTL, &attr::absent(), GENERATION),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -359,8 +363,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         // close() does not sync, as on local filesystems: in kernel mode
         // the kernel has sent its dirty pages before this, and pollfs's
-        // cache is synced by fsync.
-        reply.ok();
+        // cache is synced by fsync. So there is nothing to do, and ENOSYS
+        // says so: the kernel then sends no flush again (one request less
+        // per close; it still writes its dirty pages back first).
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(
