@@ -13,7 +13,7 @@
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -23,7 +23,7 @@ use fuser::{
 };
 use pollfs_core::dev::BlockDevice;
 
-use super::attr::{self, Caller, FuseIno, TTL};
+use super::attr::{self, Caller, FuseIno, KERNEL_TTL, TTL};
 use super::options::CacheMode;
 use super::server::{Server, SetAttr};
 
@@ -54,6 +54,8 @@ const MAX_IO: u32 = 1 << 20;
 pub struct PollFs<D: BlockDevice> {
     server: Server<D>,
     mode: CacheMode,
+    /// How long the kernel keeps names and attributes.
+    ttl: Duration,
     /// Tells the kernel to drop what it holds of an inode; set once the
     /// session exists.
     notifier: Arc<OnceLock<Notifier>>,
@@ -63,9 +65,14 @@ impl<D: BlockDevice> PollFs<D> {
     /// Serves `server` in cache mode `mode`; `notifier` is filled in once
     /// the session exists.
     pub fn new(server: Server<D>, mode: CacheMode, notifier: Arc<OnceLock<Notifier>>) -> PollFs<D> {
+        let ttl = match mode {
+            CacheMode::Kernel => KERNEL_TTL,
+            CacheMode::Direct => TTL,
+        };
         PollFs {
             server,
             mode,
+            ttl,
             notifier,
         }
     }
@@ -84,9 +91,9 @@ impl<D: BlockDevice> PollFs<D> {
     }
 }
 
-fn entry(reply: ReplyEntry, r: Result<FileAttr, Errno>) {
+fn entry(reply: ReplyEntry, ttl: Duration, r: Result<FileAttr, Errno>) {
     match r {
-        Ok(attr) => reply.entry(&TTL, &attr, GENERATION),
+        Ok(attr) => reply.entry(&ttl, &attr, GENERATION),
         Err(e) => reply.error(e),
     }
 }
@@ -153,15 +160,15 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.server.lookup(parent.into(), name) {
-            Ok(attr) => reply.entry(&TTL, &attr, GENERATION),
-            Err(Errno::ENOENT) => reply.entry(&TTL, &attr::absent(), GENERATION),
+            Ok(attr) => reply.entry(&self.ttl, &attr, GENERATION),
+            Err(Errno::ENOENT) => reply.entry(&self.ttl, &attr::absent(), GENERATION),
             Err(e) => reply.error(e),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.server.getattr(ino.into(), fh.map(|f| f.0)) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(&self.ttl, &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -196,7 +203,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
             mtime,
         };
         match self.server.setattr(ino.into(), fh.map(|f| f.0), set) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(&self.ttl, &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -220,6 +227,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         entry(
             reply,
+            self.ttl,
             self.server.mknod(parent.into(), name, mode, caller(req)),
         );
     }
@@ -235,6 +243,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         entry(
             reply,
+            self.ttl,
             self.server.mkdir(parent.into(), name, mode, caller(req)),
         );
     }
@@ -258,7 +267,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         let made = self
             .server
             .symlink(parent.into(), link_name, target.as_os_str(), caller(req));
-        entry(reply, made);
+        entry(reply, self.ttl, made);
     }
 
     fn rename(
@@ -288,6 +297,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         entry(
             reply,
+            self.ttl,
             self.server.link(ino.into(), newparent.into(), newname),
         );
     }
@@ -432,10 +442,11 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let ttl = self.ttl;
         let r = self
             .server
             .readdir(ino.into(), offset, true, |e| match &e.attr {
-                Some(attr) => reply.add(e.ino.into(), e.next, e.name, &TTL, attr, GENERATION),
+                Some(attr) => reply.add(e.ino.into(), e.next, e.name, &ttl, attr, GENERATION),
                 None => false,
             });
         match r {
@@ -488,7 +499,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         {
             Ok((attr, fh)) => {
                 let flags = self.open_flags(attr.perm);
-                reply.created(&TTL, &attr, GENERATION, FileHandle(fh), flags)
+                reply.created(&self.ttl, &attr, GENERATION, FileHandle(fh), flags)
             }
             Err(e) => reply.error(e),
         }
