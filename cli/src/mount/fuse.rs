@@ -518,3 +518,38 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         empty(reply, self.server.fallocate(fh.0, offset, length, mode));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use pollfs_core::dev::ram::RamDevice;
+    use pollfs_core::Fs;
+
+    use super::*;
+
+    fn pollfs(mode: CacheMode) -> PollFs<RamDevice> {
+        let dev = RamDevice::new(16 << 20, 4096, 64).unwrap();
+        let cfg = pollfs_core::Config {
+            cache_pages: 32,
+            ..pollfs_core::hosted::config()
+        };
+        let fs = Fs::format(dev, cfg, 1).unwrap();
+        PollFs::new(Server::new(fs), mode, Arc::new(OnceLock::new()))
+    }
+
+    #[test]
+    fn kernel_mode_keeps_the_page_cache_but_for_set_id_files() {
+        let k = pollfs(CacheMode::Kernel);
+        assert_eq!(k.open_flags(0o644), KERNEL_OPEN);
+        assert_eq!(k.open_flags(0o4755), DIRECT_OPEN);
+        assert_eq!(k.open_flags(0o2644), DIRECT_OPEN);
+        assert_eq!(k.ttl, KERNEL_TTL);
+        let d = pollfs(CacheMode::Direct);
+        assert_eq!(d.open_flags(0o644), DIRECT_OPEN);
+        assert_eq!(d.ttl, TTL);
+    }
+
+    #[test]
+    fn a_missing_name_is_inode_0() {
+        assert_eq!(attr::absent().ino, INodeNo(0));
+    }
+}
