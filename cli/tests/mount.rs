@@ -2,8 +2,9 @@
 //! and times as `stat` shows them, the errno of each refusal, files
 //! removed while open, what survives SIGKILL and
 //! what SIGTERM saves, one process per device, and the background mode.
-//! Each test mounts a fresh image. They need root and /dev/fuse, and say
-//! they were skipped (and pass) without them.
+//! Each test mounts a fresh image, in the cache mode `CACHE_MODE` names
+//! (`kernel`, the default, or `direct`). They need root and /dev/fuse,
+//! and say they were skipped (and pass) without them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -27,6 +28,11 @@ fn can_mount() -> bool {
         eprintln!("skipped: mounting needs root and /dev/fuse");
     }
     ok
+}
+
+/// The cache mode every mount here runs in.
+fn cache_mode() -> String {
+    std::env::var("CACHE_MODE").unwrap_or_else(|_| "kernel".into())
 }
 
 fn is_mounted(dir: &Path) -> bool {
@@ -91,6 +97,7 @@ impl Fixture {
     fn mount_with(&self, args: &[&str]) -> Server {
         let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
             .args(["mount", "--foreground", "--cache", "32m"])
+            .args(["--cache-mode", &cache_mode()])
             .args(args)
             .arg(spec(&self.image))
             .arg(&self.dir)
@@ -156,6 +163,7 @@ impl Drop for Server {
 fn serve(device: &str, dir: &Path) -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
         .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
+        .args(["--cache-mode", &cache_mode()])
         .arg(device)
         .arg(dir)
         .stdin(Stdio::null())

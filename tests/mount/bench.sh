@@ -1,82 +1,70 @@
 #!/usr/bin/env bash
-# What the mount costs: fio 4 KiB random reads and writes (psync, queue
-# depth 1) with 1 and 2 jobs, and sqlite3 inserts in transactions, on
-# `pollfs mount` and on tmpfs (/dev/shm), in one run. The pollfs image is
-# a file on /dev/shm too, so both sides run from memory and the
-# difference is FUSE and pollfs. Each figure is the median of REPS runs,
-# mount and tmpfs alternating; for the mount runs it also counts the
-# server's CPU time and context switches per request, times a 1-byte
-# pread (the round trip with almost no work in it), and runs 1-job reads
-# with the server on fio's CPU and on the other one.
+# What the mount costs against the kernel's filesystems, in one run:
+# `pollfs mount` in each cache mode (kernel, direct), ext4 on a loop
+# device over a file, and tmpfs. Every backing file is on /dev/shm, so
+# every side runs from memory and the differences are the filesystems and
+# FUSE. Rows: fio 4 KiB random reads (fio's default cache invalidation,
+# then invalidate=0 with 1, 2 and 4 jobs) and writes, 1 MiB sequential
+# reads and writes, 4 KiB writes with an fsync after each (psync, queue
+# depth 1), a 1-byte pread, 200 sqlite3 commits (WAL, synchronous=FULL),
+# `tar x` of libc's .crate then `find` and `git status` on the tree, and
+# stress-ng's metadata stressors (dentry, dir, rename, utime, chmod; 4
+# workers, 4,000 operations each). Each figure is the median of REPS
+# runs; ratios are pollfs over ext4 and over tmpfs, oriented so that
+# above 1.0 means pollfs is faster. The mount serves requests read from
+# /dev/fuse (FUSE over io_uring is not served yet).
+# Needs root, /dev/fuse, losetup, mkfs.ext4, fio, jq, sqlite3, git,
+# stress-ng, python3.
 # Usage: tests/mount/bench.sh [POLLFS_BINARY]   (`just mount-bench`)
 set -euo pipefail
 POLLFS=${1:-target/release/pollfs}
 source "$(dirname "$0")/lib.sh"
-RUNTIME=${RUNTIME:-5}
-REPS=${REPS:-3}
+RUNTIME=${RUNTIME:-3}
+REPS=${REPS:-1}
 SIZE=${SIZE:-128m}
 THREADS=${THREADS:-4}
-TICK=$(getconf CLK_TCK)
+MODES=${MODES:-kernel direct}
 
-bench_mount
-echo "pollfs mount --threads $THREADS --cache 1g file:/dev/shm/... ; fio --ioengine=psync --bs=4k --size=$SIZE --time_based --runtime=$RUNTIME; median of $REPS; $(nproc) CPUs"
-echo
-
-# The server's CPU ticks and context switches so far (all threads).
-server_cpu() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
-server_ctx() {
-    cat /proc/"$PID"/task/*/status 2>/dev/null |
-        awk '/^(non)?voluntary_ctxt_switches/ {n += $2} END {print n}'
+SHM=$(mktemp -d /dev/shm/pollfs-bench.XXXXXX)
+LOOP=""
+finish() {
+    cleanup
+    if [ -n "$LOOP" ]; then
+        umount "$SHM/ext4" 2>/dev/null || true
+        losetup -d "$LOOP" 2>/dev/null || true
+    fi
+    umount "$SHM/tmpfs" 2>/dev/null || true
+    rm -rf "$SHM"
 }
+trap finish EXIT
+
+crate=$(crate_tarball libc)
+[ -n "$crate" ] || { echo "no libc .crate in cargo's cache: build the workspace first" >&2; exit 1; }
+gzip -dc "$crate" >"$SHM/crate.tar"
+
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
-
-fio_args() { # DIR RW JOBS
-    echo --name=b --directory="$1" --ioengine=psync --rw="$2" --bs=4k --size="$SIZE" \
-        --numjobs="$3" --group_reporting
+now() { date +%s%N; }
+# seconds CMD...: how long CMD takes.
+seconds() {
+    local t0 t1
+    t0=$(now)
+    "$@" >/dev/null
+    t1=$(now)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f\n", (b - a) / 1e9 }'
 }
-# The files are laid out once, before anything is timed.
-for d in "$MNT" "$TMPFS"; do
-    # shellcheck disable=SC2046
-    fio $(fio_args "$d" randread 2) --create_only=1 >/dev/null
-done
 
-echo "| fio 4 KiB, psync, QD1 | pollfs mount IOPS (min-max) | tmpfs IOPS | mount / tmpfs | mean latency mount / tmpfs (us) | server CPU per request (us) | server context switches per request | client context switches per request |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-for rw in randread randwrite; do
-    for jobs in 1 2; do
-        kind=${rw#rand}
-        : >"$WORK/m" && : >"$WORK/t"
-        c=0 x=0
-        for _ in $(seq "$REPS"); do
-            c0=$(server_cpu) x0=$(server_ctx)
-            # shellcheck disable=SC2046
-            fio $(fio_args "$MNT" "$rw" "$jobs") --time_based --runtime="$RUNTIME" \
-                --output-format=json | jq -r --arg k "$kind" \
-                '.jobs[0] | "\(.[$k].iops) \(.[$k].lat_ns.mean / 1000) \(.ctx) \(.[$k].total_ios)"' >>"$WORK/m"
-            c=$((c + $(server_cpu) - c0)) x=$((x + $(server_ctx) - x0))
-            # shellcheck disable=SC2046
-            fio $(fio_args "$TMPFS" "$rw" "$jobs") --time_based --runtime="$RUNTIME" \
-                --output-format=json | jq -r --arg k "$kind" \
-                '.jobs[0] | "\(.[$k].iops) \(.[$k].lat_ns.mean / 1000)"' >>"$WORK/t"
-        done
-        mi=$(cut -d' ' -f1 "$WORK/m" | median)
-        lo=$(cut -d' ' -f1 "$WORK/m" | sort -g | head -1)
-        hi=$(cut -d' ' -f1 "$WORK/m" | sort -g | tail -1)
-        ml=$(cut -d' ' -f2 "$WORK/m" | median)
-        ti=$(cut -d' ' -f1 "$WORK/t" | median)
-        tl=$(cut -d' ' -f2 "$WORK/t" | median)
-        ios=$(awk '{n += $4} END {print n}' "$WORK/m")
-        cctx=$(awk '{n += $3} END {print n}' "$WORK/m")
-        awk -v rw="$rw" -v j="$jobs" -v mi="$mi" -v lo="$lo" -v hi="$hi" -v ti="$ti" \
-            -v ml="$ml" -v tl="$tl" -v c="$c" -v x="$x" -v cc="$cctx" -v n="$ios" \
-            -v tick="$TICK" 'BEGIN {
-            printf "| %s, %d job%s | %.0f (%.0f-%.0f) | %.0f | %.3f | %.1f / %.1f | %.1f | %.2f | %.2f |\n",
-                rw, j, (j > 1 ? "s" : ""), mi, lo, hi, ti, mi / ti, ml, tl,
-                c / tick * 1e6 / n, x / n, cc / n }'
-    done
-done
+# fio_rate DIR RW BS JOBS [FIO ARGS]: IOPS (4k) or MiB/s (1m), all jobs.
+fio_rate() {
+    local dir=$1 rw=$2 bs=$3 jobs=$4 kind
+    shift 4
+    case $rw in *read) kind=read ;; *) kind=write ;; esac
+    fio --name=b --directory="$dir" --ioengine=psync --rw="$rw" --bs="$bs" --size="$SIZE" \
+        --numjobs="$jobs" --group_reporting --time_based --runtime="$RUNTIME" "$@" \
+        --output-format=json | jq -r --arg k "$kind" --arg bs "$bs" \
+        '.jobs[0][$k] | if $bs == "4k" then .iops else .bw / 1024 end'
+}
 
-# A request with almost no work in it: a 1-byte pread, 50,000 times.
+# A request with almost no work in it: a 1-byte pread, 50,000 times (us).
 pread_us() {
     python3 - "$1/b.0.0" <<'PY'
 import os, sys, time
@@ -88,60 +76,128 @@ for _ in range(n):
 print(f"{(time.perf_counter() - t) / n * 1e6:.2f}")
 PY
 }
-: >"$WORK/m" && : >"$WORK/t"
-for _ in $(seq "$REPS"); do pread_us "$MNT" >>"$WORK/m"; pread_us "$TMPFS" >>"$WORK/t"; done
-echo
-echo "| 1-byte pread (python loop) | pollfs mount | tmpfs |"
-echo "| --- | ---: | ---: |"
-echo "| microseconds per call | $(median <"$WORK/m") | $(median <"$WORK/t") |"
 
-# Where the round trip goes: the same 1-job random reads with fio on CPU
-# 0 and the server's threads on CPU 0 (a wake-up stays on one CPU), then
-# on CPU 1 (every request and every reply wakes the other CPU).
-pinned() {
-    taskset -a -p -c "$1" "$PID" >/dev/null
-    # shellcheck disable=SC2046
-    taskset -c 0 fio $(fio_args "$MNT" randread 1) --time_based --runtime="$RUNTIME" \
-        --output-format=json | jq -r '.jobs[0].read | "\(.iops | floor) IOPS, \(.lat_ns.mean / 1000 | floor) us"'
+sqlite_commits() { # DIR: 200 commits, WAL, synchronous=FULL
+    local db=$1/wal.db
+    rm -f "$db" "$db-wal" "$db-shm"
+    sqlite3 "$db" "PRAGMA journal_mode=WAL; CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT);" >/dev/null
+    local sql
+    sql=$(echo "PRAGMA synchronous=FULL;"
+        for i in $(seq 200); do echo "INSERT INTO t(v) VALUES (hex(randomblob(100)));"; done)
+    seconds sqlite3 "$db" <<<"$sql"
 }
-if [ "$(nproc)" -ge 2 ]; then
-    same=$(pinned 0)
-    other=$(pinned 1)
-    taskset -a -p -c "0-$(($(nproc) - 1))" "$PID" >/dev/null
-    echo
-    echo "| randread, 1 job, fio on CPU 0 | server on CPU 0 | server on CPU 1 |"
-    echo "| --- | ---: | ---: |"
-    echo "| IOPS, mean latency | $same | $other |"
-fi
-rm -f "$MNT"/b.* "$TMPFS"/b.*
 
-# sqlite3: ROWS rows in TX transactions (rollback journal, synchronous=FULL:
-# a journal fsync and a database fsync per transaction).
-ROWS=${ROWS:-100000}
-TX=${TX:-100}
-sqlite_rate() { # DIR -> rows per second
-    local db=$1/bench.db per=$((ROWS / TX)) sql t0 t1
-    rm -f "$db"
-    sqlite3 "$db" "CREATE TABLE t(id INTEGER PRIMARY KEY, k INTEGER, v TEXT); CREATE INDEX t_k ON t(k);"
-    sql=$(for _ in $(seq "$TX"); do
-        echo "BEGIN; WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < $per)"
-        echo "INSERT INTO t(k, v) SELECT abs(random()) % 100000, hex(randomblob(40)) FROM c; COMMIT;"
-    done)
-    t0=$(date +%s.%N)
-    sqlite3 "$db" <<<"$sql"
-    t1=$(date +%s.%N)
-    [ "$(sqlite3 "$db" 'SELECT count(*) FROM t')" = "$ROWS" ]
-    awk -v n="$ROWS" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f\n", n / (b - a) }'
+tree_x() { rm -rf "$1/tree"; mkdir "$1/tree"; seconds tar xf "$SHM/crate.tar" -C "$1/tree"; }
+tree_find() { seconds find "$1/tree" -printf '%s %m %p\n'; }
+tree_git_status() {
+    if [ ! -d "$1/tree/.git" ]; then
+        git -C "$1/tree" init -q && git -C "$1/tree" add -A &&
+            git -C "$1/tree" -c user.name=b -c user.email=b@b commit -qm tree
+    fi >/dev/null
+    seconds git -C "$1/tree" status --porcelain
 }
-: >"$WORK/m" && : >"$WORK/t"
-for _ in $(seq "$REPS"); do sqlite_rate "$MNT" >>"$WORK/m"; sqlite_rate "$TMPFS" >>"$WORK/t"; done
-m=$(median <"$WORK/m")
-t=$(median <"$WORK/t")
-echo
-echo "| sqlite3, $ROWS rows in $TX transactions | pollfs mount | tmpfs | mount / tmpfs |"
-echo "| --- | ---: | ---: | ---: |"
-awk -v m="$m" -v t="$t" 'BEGIN { printf "| inserts per second | %d | %d | %.2f |\n", m, t, m / t }'
 
-kill -TERM "$PID"
-wait "$PID"
-unset "SERVER[bench]"
+stress() { # DIR: stress-ng's metadata stressors, 4 workers, 20,000 operations
+    rm -rf "$1/stress"
+    mkdir "$1/stress"
+    local t0 t1 s
+    t0=$(now)
+    for s in dentry dir rename utime chmod; do
+        stress-ng --temp-path "$1/stress" --"$s" 4 --"$s"-ops 4000 -q >/dev/null
+    done
+    t1=$(now)
+    rm -rf "$1/stress"
+    awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f\n", (b - a) / 1e9 }'
+}
+
+# The rows: key|label|unit|hi (more is better) or lo|command (DIR appended).
+ROWS=(
+    "rr1|fio 4 KiB random read, 1 job|IOPS|hi|fio_rate DIR randread 4k 1"
+    "rw1|fio 4 KiB random write, 1 job|IOPS|hi|fio_rate DIR randwrite 4k 1"
+    "cr1|fio 4 KiB random read, cached (invalidate=0), 1 job|IOPS|hi|fio_rate DIR randread 4k 1 --invalidate=0"
+    "cr2|fio 4 KiB random read, cached, 2 jobs|IOPS|hi|fio_rate DIR randread 4k 2 --invalidate=0"
+    "cr4|fio 4 KiB random read, cached, 4 jobs|IOPS|hi|fio_rate DIR randread 4k 4 --invalidate=0"
+    "sr|fio 1 MiB sequential read, 1 job|MiB/s|hi|fio_rate DIR read 1m 1"
+    "sw|fio 1 MiB sequential write, 1 job|MiB/s|hi|fio_rate DIR write 1m 1"
+    "fs|fio 4 KiB random write, fsync after each|IOPS|hi|fio_rate DIR randwrite 4k 1 --fsync=1"
+    "pr|1-byte pread (python loop)|us|lo|pread_us DIR"
+    "sq|200 sqlite3 commits, WAL, synchronous=FULL|s|lo|sqlite_commits DIR"
+    "tx|tar x of $(basename "$crate")|s|lo|tree_x DIR"
+    "fd|find on the tree|s|lo|tree_find DIR"
+    "gs|git status on the tree|s|lo|tree_git_status DIR"
+    "st|metadata stress (stress-ng), 20,000 ops, 4 workers|s|lo|stress DIR"
+)
+
+declare -A R
+# run_rows NAME DIR: every row on DIR, medians into R[NAME/key].
+run_rows() {
+    local name=$1 dir=$2 row key cmd
+    # The fio files are laid out once, before anything is timed.
+    fio --name=b --directory="$dir" --rw=randread --bs=4k --size="$SIZE" --numjobs=4 \
+        --create_only=1 >/dev/null
+    for row in "${ROWS[@]}"; do
+        IFS='|' read -r key _ _ _ cmd <<<"$row"
+        : >"$WORK/r"
+        for _ in $(seq "$REPS"); do
+            ${cmd//DIR/$dir} >>"$WORK/r"
+        done
+        R[$name/$key]=$(median <"$WORK/r")
+    done
+}
+
+# ext4 on a loop device over a file, as a kernel filesystem on a block
+# device; tmpfs as the memory's limit.
+truncate -s 2g "$SHM/ext4.img"
+mkfs.ext4 -q "$SHM/ext4.img"
+LOOP=$(losetup --find --show "$SHM/ext4.img")
+mkdir -p "$SHM/ext4" "$SHM/tmpfs"
+mount "$LOOP" "$SHM/ext4"
+mount -t tmpfs -o size=3g tmpfs "$SHM/tmpfs"
+run_rows ext4 "$SHM/ext4"
+run_rows tmpfs "$SHM/tmpfs"
+
+uring=off
+if [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ]; then uring=on; fi
+for mode in $MODES; do
+    CACHE_MODE=$mode
+    "$POLLFS" mkfs "file:$SHM/$mode.img" --size 2g >/dev/null
+    MNT="$WORK/$mode.mnt"
+    mkdir -p "$MNT"
+    "$POLLFS" mount --foreground --cache-mode "$mode" --threads "$THREADS" --cache 1g \
+        "file:$SHM/$mode.img" "$MNT" 2>"$WORK/$mode.log" &
+    SERVER[$mode]=$!
+    for _ in $(seq 600); do mountpoint -q "$MNT" && break; sleep 0.05; done
+    mountpoint -q "$MNT"
+    run_rows "$mode" "$MNT"
+    kill -TERM "${SERVER[$mode]}"
+    wait "${SERVER[$mode]}"
+    unset "SERVER[$mode]"
+    rm -f "$SHM/$mode.img"
+done
+
+echo "pollfs mount --threads $THREADS --cache 1g file:/dev/shm/...; ext4 on a loop device over /dev/shm;" \
+    "tmpfs; fio psync, --size=$SIZE a job, --runtime=$RUNTIME; median of $REPS; $(nproc) CPUs;" \
+    "$(uname -r); FUSE over io_uring: not served (enable_uring $uring)"
+echo
+head="| workload | unit"
+line="| --- | ---"
+for mode in $MODES; do head+=" | pollfs $mode"; line+=" | ---:"; done
+head+=" | ext4 | tmpfs"
+line+=" | ---: | ---:"
+for mode in $MODES; do head+=" | $mode / ext4 | $mode / tmpfs"; line+=" | ---: | ---:"; done
+# shown N: a figure to 3 significant digits, whole numbers from 100 up.
+shown() { awk -v v="$1" 'BEGIN { if (v >= 100) printf "%.0f", v; else printf "%.3g", v }'; }
+echo "$head |"
+echo "$line |"
+for row in "${ROWS[@]}"; do
+    IFS='|' read -r key label unit better _ <<<"$row"
+    out="| $label | $unit"
+    for fs in $MODES ext4 tmpfs; do out+=" | $(shown "${R[$fs/$key]}")"; done
+    for mode in $MODES; do
+        out+=$(awk -v p="${R[$mode/$key]}" -v e="${R[ext4/$key]}" -v t="${R[tmpfs/$key]}" \
+            -v b="$better" 'BEGIN {
+            if (b == "hi") printf " | %.2f | %.2f", p / e, p / t
+            else printf " | %.2f | %.2f", e / p, t / p }')
+    done
+    echo "$out |"
+done

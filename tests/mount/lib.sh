@@ -5,6 +5,8 @@ POLLFS=${POLLFS:-target/release/pollfs}
 POLLFS=$(realpath "$POLLFS")
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 WORK=$(mktemp -d /tmp/pollfs-mount.XXXXXX)
+# The cache mode every mount here runs in (`pollfs mount --cache-mode`).
+CACHE_MODE=${CACHE_MODE:-kernel}
 declare -A SERVER
 PASSED=0
 FAILED=0
@@ -57,7 +59,7 @@ fresh() {
 start() {
     local name=$1
     shift
-    "$POLLFS" mount --foreground "$@" "file:$(img "$name")" "$(mnt "$name")" \
+    "$POLLFS" mount --foreground --cache-mode "$CACHE_MODE" "$@" "file:$(img "$name")" "$(mnt "$name")" \
         2>>"$WORK/$name.log" &
     SERVER[$name]=$!
     local i
@@ -114,7 +116,7 @@ bench_mount() {
     TMPFS="$SHM/tmpfs"
     mkdir -p "$MNT" "$TMPFS"
     "$POLLFS" mkfs "file:$IMG" --size 2g >/dev/null
-    "$POLLFS" mount --foreground --threads "$THREADS" --cache 1g "file:$IMG" "$MNT" \
+    "$POLLFS" mount --foreground --cache-mode "$CACHE_MODE" --threads "$THREADS" --cache 1g "file:$IMG" "$MNT" \
         2>"$WORK/bench.log" &
     SERVER[bench]=$!
     for _ in $(seq 600); do mountpoint -q "$MNT" && break; sleep 0.05; done

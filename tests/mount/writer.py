@@ -4,8 +4,9 @@ file, each followed by fsync (or fdatasync); only after the sync returns
 does it append a line to LOG, on the host, naming what is now durable:
   file NAME SIZE SHA256
   record NAME OFFSET LENGTH SHA256
-Exits 0 when the mount goes away under it (the kill), 1 on any other
-error. Usage: writer.py DIR LOG ID SEED"""
+Exits 0 when the mount goes away under it (the kill; in kernel cache
+mode an EIO from a cut-short write-back counts once the mount answers
+nothing), 1 on any other error. Usage: writer.py DIR LOG ID SEED"""
 
 import errno
 import hashlib
@@ -21,8 +22,8 @@ def main():
     journal = os.path.join(d, f"journal-{ident}")
     n = 0
     jlen = 0
+    jfd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        jfd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         while True:
             if rng.random() < 0.5:
                 name = f"w{ident}-{n}"
@@ -51,10 +52,25 @@ def main():
                     f.write(rng.randbytes(rng.randrange(1, 64 << 10)))
     except OSError as e:
         # The server was killed: requests in flight were aborted, later
-        # ones find no connection. Any other error is a failure.
-        if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED):
+        # ones find no connection. In kernel cache mode a write-back the
+        # abort cut short is reported by the next fsync or close as EIO:
+        # that too is the kill if the mount answers nothing any more. Any
+        # other error is a failure.
+        if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED) and not (
+            e.errno == errno.EIO and gone(jfd)
+        ):
             print(f"writer {ident}: {e}")
             sys.exit(1)
+
+
+def gone(fd):
+    """Whether the mount that FD is open on has lost its server (asked
+    through the descriptor: the mount point may be detached by now)."""
+    try:
+        os.fstatvfs(fd)
+    except OSError as e:
+        return e.errno in (errno.ENOTCONN, errno.ECONNABORTED)
+    return False
 
 
 main()

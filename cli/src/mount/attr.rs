@@ -37,14 +37,19 @@ impl From<FuseIno> for INodeNo {
     }
 }
 
-/// How long the kernel may keep names and attributes without asking. The
-/// mount is the only way to change the filesystem, so the kernel's copies
-/// are kept right by the kernel itself (it updates the size on writes and
-/// takes or drops an inode's attributes with each request that changes
-/// them); what it
-/// cannot know is the block count and the times a write sets, which this
-/// bounds.
+/// How long the kernel may keep names and attributes without asking, in
+/// direct mode. The mount is the only way to change the filesystem, so the
+/// kernel's copies are kept right by the kernel itself (it updates the
+/// size on writes and takes or drops an inode's attributes with each
+/// request that changes them); what it cannot know is the block count and
+/// the times a write sets, which this bounds.
 pub const TTL: Duration = Duration::from_secs(1);
+
+/// The same in kernel mode, where the kernel keeps a file's size and
+/// times itself and drops the block count when it writes: only a block
+/// count that writeback changes after the kernel last asked can be stale,
+/// and for at most this long.
+pub const KERNEL_TTL: Duration = Duration::from_secs(60);
 
 /// Who makes a new inode: the caller of the request, whose ids the kernel
 /// sends with it.
@@ -99,6 +104,30 @@ pub fn attr(m: &Metadata) -> FileAttr {
         gid: m.gid,
         rdev: 0,
         blksize: pollfs_core::units::PAGE_SIZE as u32,
+        flags: 0,
+    }
+}
+
+/// What a lookup of a name that is not there replies: inode 0, which the
+/// kernel keeps for the entry timeout as "no such name" (a negative
+/// entry), so a second look for it is answered without a request. A
+/// name made through the mount replaces it at once.
+pub fn absent() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: SystemTime::UNIX_EPOCH,
+        mtime: SystemTime::UNIX_EPOCH,
+        ctime: SystemTime::UNIX_EPOCH,
+        crtime: SystemTime::UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 0,
         flags: 0,
     }
 }

@@ -2,11 +2,18 @@
 //! calls the server, sends the reply. Requests arrive on several threads
 //! at once (fuser's multi-threaded session, one `/dev/fuse` descriptor per
 //! thread); each thread runs its engine calls in its own lent session.
+//!
+//! The cache mode ([`CacheMode`]) decides how files are opened and what
+//! the kernel is asked for at init: in kernel mode the kernel's page
+//! cache keeps file data (`FOPEN_KEEP_CACHE`: pollfs is the only writer,
+//! so what the kernel cached stays true across opens) and gathers writes
+//! (`FUSE_WRITEBACK_CACHE`); in direct mode every read and write is a
+//! request.
 
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -16,14 +23,24 @@ use fuser::{
 };
 use pollfs_core::dev::BlockDevice;
 
-use super::attr::{Caller, FuseIno, TTL};
+use super::attr::{self, Caller, FuseIno, KERNEL_TTL, TTL};
+use super::options::CacheMode;
 use super::server::{Server, SetAttr};
 
-/// How every file is opened: every read and write goes to pollfs (no
-/// kernel page cache), and writes inside EOF run in parallel (pollfs
-/// takes byte-range locks). See docs/design.md, "Serving the kernel".
-const OPEN_FLAGS: FopenFlags =
+/// How files are opened in direct mode: every read and write goes to
+/// pollfs (no kernel page cache), and writes inside EOF run in parallel
+/// (pollfs takes byte-range locks). See docs/design.md, "Cache modes".
+const DIRECT_OPEN: FopenFlags =
     FopenFlags::FOPEN_DIRECT_IO.union(FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
+
+/// How files are opened in kernel mode: the pages the kernel holds stay
+/// valid across opens (nothing but this mount writes the filesystem).
+const KERNEL_OPEN: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE;
+
+/// How directories are opened in kernel mode: the kernel keeps a
+/// listing in its cache and drops it when the directory changes through
+/// the mount.
+const KERNEL_OPENDIR: FopenFlags = FopenFlags::FOPEN_CACHE_DIR.union(FopenFlags::FOPEN_KEEP_CACHE);
 
 /// Inode numbers are never reused (pollfs hands them out in order and
 /// records the next one), so one generation serves.
@@ -36,21 +53,47 @@ const MAX_IO: u32 = 1 << 20;
 #[derive(Debug)]
 pub struct PollFs<D: BlockDevice> {
     server: Server<D>,
+    mode: CacheMode,
+    /// How long the kernel keeps names and attributes.
+    ttl: Duration,
     /// Tells the kernel to drop what it holds of an inode; set once the
     /// session exists.
     notifier: Arc<OnceLock<Notifier>>,
 }
 
 impl<D: BlockDevice> PollFs<D> {
-    /// Serves `server`; `notifier` is filled in once the session exists.
-    pub fn new(server: Server<D>, notifier: Arc<OnceLock<Notifier>>) -> PollFs<D> {
-        PollFs { server, notifier }
+    /// Serves `server` in cache mode `mode`; `notifier` is filled in once
+    /// the session exists.
+    pub fn new(server: Server<D>, mode: CacheMode, notifier: Arc<OnceLock<Notifier>>) -> PollFs<D> {
+        let ttl = match mode {
+            CacheMode::Kernel => KERNEL_TTL,
+            CacheMode::Direct => TTL,
+        };
+        PollFs {
+            server,
+            mode,
+            ttl,
+            notifier,
+        }
+    }
+
+    /// How a file with permission bits `perm` is opened. In kernel mode
+    /// a set-user-id or set-group-id file is opened direct all the same:
+    /// its writes then reach pollfs flagged with whether the writer may
+    /// keep those bits, and pollfs applies Linux's rule in full (the
+    /// kernel's own, for cached writes, keeps set-group-id without group
+    /// execute even for a writer outside the group).
+    fn open_flags(&self, perm: u16) -> FopenFlags {
+        match self.mode {
+            CacheMode::Kernel if perm & 0o6000 == 0 => KERNEL_OPEN,
+            CacheMode::Kernel | CacheMode::Direct => DIRECT_OPEN,
+        }
     }
 }
 
-fn entry(reply: ReplyEntry, r: Result<FileAttr, Errno>) {
+fn entry(reply: ReplyEntry, ttl: Duration, r: Result<FileAttr, Errno>) {
     match r {
-        Ok(attr) => reply.entry(&TTL, &attr, GENERATION),
+        Ok(attr) => reply.entry(&ttl, &attr, GENERATION),
         Err(e) => reply.error(e),
     }
 }
@@ -86,17 +129,28 @@ fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
 
 impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Shared mmap of a direct-I/O file goes through the kernel's page
-        // cache for that file only while it is mapped (kernels from 6.6);
-        // older kernels refuse it (ENODEV).
         // readdirplus answers a listing's lookups with it (`ls -l`, `find`);
         // AUTO lets the kernel use it only when lookups follow a listing.
-        let wanted = InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP
-            | InitFlags::FUSE_PARALLEL_DIROPS
+        // Lookups and creates in one directory run in parallel.
+        let mut wanted = InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO;
+        wanted |= match self.mode {
+            // Buffered writes stay in the kernel's cache until writeback,
+            // fsync or close; symbolic links are read once.
+            CacheMode::Kernel => InitFlags::FUSE_WRITEBACK_CACHE | InitFlags::FUSE_CACHE_SYMLINKS,
+            // Shared mmap of a direct-I/O file goes through the kernel's
+            // page cache for that file only while it is mapped (kernels
+            // from 6.6); older kernels refuse it (ENODEV).
+            CacheMode::Direct => InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
+        };
         let _ = config.add_capabilities(wanted & config.capabilities());
+        // 1 MiB a request (256 pages, the kernel's default max_pages
+        // limit), and as much readahead as the kernel offers.
         let _ = config.set_max_write(MAX_IO);
+        if let Err(most) = config.set_max_readahead(MAX_IO) {
+            let _ = config.set_max_readahead(most);
+        }
         Ok(())
     }
 
@@ -105,12 +159,16 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        entry(reply, self.server.lookup(parent.into(), name));
+        match self.server.lookup(parent.into(), name) {
+            Ok(attr) => reply.entry(&self.ttl, &attr, GENERATION),
+            Err(Errno::ENOENT) => reply.entry(&self.ttl, &attr::absent(), GENERATION),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.server.getattr(ino.into(), fh.map(|f| f.0)) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(&self.ttl, &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -133,8 +191,9 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // ctime is sent only with writeback_cache, which is off; crtime,
-        // chgtime, bkuptime and flags are macOS's.
+        // ctime is sent only with writeback_cache (kernel mode, when it
+        // writes back the times a write set): every change sets it to now
+        // anyway. crtime, chgtime, bkuptime and flags are macOS's.
         let set = SetAttr {
             mode,
             uid,
@@ -144,7 +203,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
             mtime,
         };
         match self.server.setattr(ino.into(), fh.map(|f| f.0), set) {
-            Ok(attr) => reply.attr(&TTL, &attr),
+            Ok(attr) => reply.attr(&self.ttl, &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -168,6 +227,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         entry(
             reply,
+            self.ttl,
             self.server.mknod(parent.into(), name, mode, caller(req)),
         );
     }
@@ -183,6 +243,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         entry(
             reply,
+            self.ttl,
             self.server.mkdir(parent.into(), name, mode, caller(req)),
         );
     }
@@ -206,7 +267,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         let made = self
             .server
             .symlink(parent.into(), link_name, target.as_os_str(), caller(req));
-        entry(reply, made);
+        entry(reply, self.ttl, made);
     }
 
     fn rename(
@@ -236,13 +297,18 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         entry(
             reply,
+            self.ttl,
             self.server.link(ino.into(), newparent.into(), newname),
         );
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.server.open(ino.into()) {
-            Ok(fh) => reply.opened(FileHandle(fh), OPEN_FLAGS),
+        let opened = self.server.open(ino.into()).and_then(|fh| {
+            let attr = self.server.getattr(ino.into(), Some(fh))?;
+            Ok((fh, attr.perm))
+        });
+        match opened {
+            Ok((fh, perm)) => reply.opened(FileHandle(fh), self.open_flags(perm)),
             Err(e) => reply.error(e),
         }
     }
@@ -278,7 +344,8 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         // With direct I/O the kernel leaves taking away set-user-id and
         // set-group-id on a write to the server, and flags the writes that
-        // must. (Truncate and chown it does itself, with a setattr of the
+        // must (in kernel mode it takes them away itself, with a setattr,
+        // before the write reaches its cache). (Truncate and chown it does itself, with a setattr of the
         // mode, as FUSE_HANDLE_KILLPRIV is not asked for.)
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let in_group = |gid| gid == req.gid() || groups_of(req.pid()).contains(&gid);
@@ -304,9 +371,12 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        // close() does not sync, as on local filesystems: nothing is
-        // buffered in the kernel, and pollfs's cache is synced by fsync.
-        reply.ok();
+        // close() does not sync, as on local filesystems: in kernel mode
+        // the kernel has sent its dirty pages before this, and pollfs's
+        // cache is synced by fsync. So there is nothing to do, and ENOSYS
+        // says so: the kernel then sends no flush again (one request less
+        // per close; it still writes its dirty pages back first).
+        reply.error(Errno::ENOSYS);
     }
 
     fn release(
@@ -336,7 +406,13 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match self.server.opendir(FuseIno::from(ino)) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok(fh) => reply.opened(
+                FileHandle(fh),
+                match self.mode {
+                    CacheMode::Kernel => KERNEL_OPENDIR,
+                    CacheMode::Direct => FopenFlags::empty(),
+                },
+            ),
             Err(e) => reply.error(e),
         }
     }
@@ -366,10 +442,11 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let ttl = self.ttl;
         let r = self
             .server
             .readdir(ino.into(), offset, true, |e| match &e.attr {
-                Some(attr) => reply.add(e.ino.into(), e.next, e.name, &TTL, attr, GENERATION),
+                Some(attr) => reply.add(e.ino.into(), e.next, e.name, &ttl, attr, GENERATION),
                 None => false,
             });
         match r {
@@ -420,7 +497,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
             .server
             .create(parent.into(), name, mode, flags, caller(req))
         {
-            Ok((attr, fh)) => reply.created(&TTL, &attr, GENERATION, FileHandle(fh), OPEN_FLAGS),
+            Ok((attr, fh)) => {
+                let flags = self.open_flags(attr.perm);
+                reply.created(&self.ttl, &attr, GENERATION, FileHandle(fh), flags)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -436,5 +516,40 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         reply: ReplyEmpty,
     ) {
         empty(reply, self.server.fallocate(fh.0, offset, length, mode));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pollfs_core::dev::ram::RamDevice;
+    use pollfs_core::Fs;
+
+    use super::*;
+
+    fn pollfs(mode: CacheMode) -> PollFs<RamDevice> {
+        let dev = RamDevice::new(16 << 20, 4096, 64).unwrap();
+        let cfg = pollfs_core::Config {
+            cache_pages: 32,
+            ..pollfs_core::hosted::config()
+        };
+        let fs = Fs::format(dev, cfg, 1).unwrap();
+        PollFs::new(Server::new(fs), mode, Arc::new(OnceLock::new()))
+    }
+
+    #[test]
+    fn kernel_mode_keeps_the_page_cache_but_for_set_id_files() {
+        let k = pollfs(CacheMode::Kernel);
+        assert_eq!(k.open_flags(0o644), KERNEL_OPEN);
+        assert_eq!(k.open_flags(0o4755), DIRECT_OPEN);
+        assert_eq!(k.open_flags(0o2644), DIRECT_OPEN);
+        assert_eq!(k.ttl, KERNEL_TTL);
+        let d = pollfs(CacheMode::Direct);
+        assert_eq!(d.open_flags(0o644), DIRECT_OPEN);
+        assert_eq!(d.ttl, TTL);
+    }
+
+    #[test]
+    fn a_missing_name_is_inode_0() {
+        assert_eq!(attr::absent().ino, INodeNo(0));
     }
 }

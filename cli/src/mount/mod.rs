@@ -64,6 +64,13 @@ pub struct Args {
     /// queue).
     #[arg(long, default_value_t = 4)]
     threads: usize,
+    /// Where file data is cached: `kernel` (the kernel's page cache
+    /// answers cached reads and gathers buffered writes; fsync sends them,
+    /// then syncs) or `direct` (every read and write is a request to
+    /// pollfs, and the data is cached once, in pollfs). docs/design.md,
+    /// "Cache modes", says what each costs.
+    #[arg(long, value_enum, default_value = "kernel")]
+    cache_mode: options::CacheMode,
     /// Stay in the foreground and report there. Without it, `pollfs mount`
     /// returns once the filesystem is mounted, and serves it from a
     /// background process that exits when the filesystem is unmounted.
@@ -77,7 +84,7 @@ pub struct Args {
     /// modes, owners and groups, `default_permissions` being always on),
     /// `noatime` (the default: access times are not recorded on reads),
     /// `nosuid` (the default) or `suid`, `noexec`, `sync`, `dirsync`,
-    /// `cache=SIZE`, `threads=N`; fstab's `defaults`, `noauto`, `nofail`,
+    /// `cache=SIZE`, `threads=N`, `cache_mode=kernel|direct`; fstab's `defaults`, `noauto`, `nofail`,
     /// `_netdev` and `x-*` are ignored.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
@@ -101,6 +108,7 @@ struct Plan {
     mountpoint: PathBuf,
     cache_pages: u32,
     threads: usize,
+    cache_mode: options::CacheMode,
     options: options::Options,
     wait_device: Duration,
 }
@@ -145,6 +153,7 @@ impl Plan {
             mountpoint,
             cache_pages,
             threads,
+            cache_mode: options.cache_mode.unwrap_or(args.cache_mode),
             options,
             wait_device: Duration::from_secs(args.wait_device),
         })
@@ -202,11 +211,16 @@ impl Ready {
     fn done(&mut self, plan: &Plan) {
         match std::mem::replace(self, Ready::Told) {
             Ready::Foreground => eprintln!(
-                "pollfs: {} mounted on {} ({} threads, {} cache)",
+                "pollfs: {} mounted on {} ({} threads reading /dev/fuse, {} cache, \
+                 cache mode {})",
                 plan.device_text,
                 plan.mountpoint.display(),
                 plan.threads,
-                show_bytes(u64::from(plan.cache_pages) * PAGE)
+                show_bytes(u64::from(plan.cache_pages) * PAGE),
+                match plan.cache_mode {
+                    options::CacheMode::Kernel => "kernel",
+                    options::CacheMode::Direct => "direct",
+                }
             ),
             Ready::Background(mut parent) => {
                 let _ = parent.write_all(READY);
@@ -328,7 +342,11 @@ fn serve_fs(
     signals: EndSignals,
 ) -> Result<(), String> {
     let notifier = Arc::new(OnceLock::new());
-    let filesystem = fuse::PollFs::new(server::Server::new(fs.clone()), notifier.clone());
+    let filesystem = fuse::PollFs::new(
+        server::Server::new(fs.clone()),
+        plan.cache_mode,
+        notifier.clone(),
+    );
     let mut cfg = fuser::Config::default();
     // The source shown in /proc/mounts; mount(2) options are
     // comma-separated, so a device name with a comma or a space is not

@@ -4,11 +4,36 @@
 //! Kernel flags (`ro`, `nosuid`, ...) go to mount(2); `allow_other` lets
 //! every user in (the kernel checks each request against the inode's mode,
 //! owner and group: `default_permissions` is always on); `cache=` and
-//! `threads=` set what `--cache` and `--threads` set; the options that
+//! `threads=` and `cache_mode=` set what `--cache`, `--threads` and
+//! `--cache-mode` set; the options that
 //! only mount(8), systemd or fstab read are accepted and ignored. A later
 //! option overrides an earlier one, as with mount(8).
 
 use fuser::MountOption;
+
+/// Where file data is cached between programs and pollfs (docs/design.md,
+/// "Cache modes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CacheMode {
+    /// The kernel's page cache answers cached reads and gathers buffered
+    /// writes (FUSE's writeback cache); fsync sends the dirty pages, then
+    /// one pollfs sync.
+    Kernel,
+    /// Every read and write is a request to pollfs (`FOPEN_DIRECT_IO`):
+    /// one copy of the data, in pollfs's cache.
+    Direct,
+}
+
+impl CacheMode {
+    /// The mode `--cache-mode` or `-o cache_mode=` names.
+    pub fn parse(s: &str) -> Option<CacheMode> {
+        match s {
+            "kernel" => Some(CacheMode::Kernel),
+            "direct" => Some(CacheMode::Direct),
+            _ => None,
+        }
+    }
+}
 
 /// What the options ask for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -31,6 +56,8 @@ pub struct Options {
     pub cache: Option<String>,
     /// `threads=N`, overriding `--threads`.
     pub threads: Option<usize>,
+    /// `cache_mode=kernel|direct`, overriding `--cache-mode`.
+    pub cache_mode: Option<CacheMode>,
 }
 
 impl Default for Options {
@@ -44,6 +71,7 @@ impl Default for Options {
             dirsync: false,
             cache: None,
             threads: None,
+            cache_mode: None,
         }
     }
 }
@@ -102,11 +130,14 @@ impl Options {
                         o.cache = Some(v.to_string());
                     } else if let Some(v) = opt.strip_prefix("threads=") {
                         o.threads = Some(v.parse().map_err(|_| bad("not a number of threads"))?);
+                    } else if let Some(v) = opt.strip_prefix("cache_mode=") {
+                        o.cache_mode =
+                            Some(CacheMode::parse(v).ok_or_else(|| bad("kernel or direct"))?);
                     } else {
                         return Err(bad(
                             "unknown option (known: ro, rw, allow_other, noatime, nosuid, suid, \
                              noexec, exec, nodev, sync, async, dirsync, default_permissions, \
-                             cache=SIZE, threads=N)",
+                             cache=SIZE, threads=N, cache_mode=kernel|direct)",
                         ));
                     }
                 }
@@ -156,8 +187,13 @@ mod tests {
 
     #[test]
     fn options_read_in_order_and_the_later_one_wins() {
-        let o = Options::parse(&["ro,allow_other", "rw,noexec,cache=64m,threads=2"]).unwrap();
+        let o = Options::parse(&[
+            "ro,allow_other,cache_mode=kernel",
+            "rw,noexec,cache=64m,threads=2,cache_mode=direct",
+        ])
+        .unwrap();
         assert!(!o.read_only && o.allow_other && !o.exec);
+        assert_eq!(o.cache_mode, Some(CacheMode::Direct));
         assert_eq!(o.cache.as_deref(), Some("64m"));
         assert_eq!(o.threads, Some(2));
         let o = Options::parse(&["defaults,noauto,nofail,_netdev,x-systemd.automount,ro"]).unwrap();
@@ -176,6 +212,9 @@ mod tests {
         assert!(Options::parse(&["threads=x"])
             .unwrap_err()
             .contains("threads"));
+        assert!(Options::parse(&["cache_mode=both"])
+            .unwrap_err()
+            .contains("kernel or direct"));
         assert!(Options::parse(&["allow_root"])
             .unwrap_err()
             .contains("allow_other"));
