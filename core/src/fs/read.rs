@@ -22,6 +22,7 @@ pub(crate) struct Readahead(AtomicU64);
 impl Readahead {
     /// Updates the state for a read of pages `[first, end)` and returns the
     /// window to fill on a miss (0: only what the read needs).
+    #[inline]
     fn on_read(&self, first: u64, end: u64, max: u32) -> u32 {
         let word = self.0.load(Ordering::Relaxed);
         let (next, window) = (word >> 32, word as u32);

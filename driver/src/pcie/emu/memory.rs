@@ -50,6 +50,7 @@ impl DmaBytes {
     }
     /// Calls `f(page, range in page, range in the caller's buffer)` for each
     /// page `[offset, offset + n)` touches.
+    #[inline]
     fn each(
         &self,
         offset: usize,
@@ -69,6 +70,7 @@ impl DmaBytes {
         Ok(())
     }
     /// Copies bytes out.
+    #[inline]
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.each(offset, dst.len(), |page, src, out| {
             dst[out].copy_from_slice(&page.read()[src])
@@ -181,6 +183,7 @@ impl DmaRegion for EmuRegion {
         // Each page is behind its own lock.
         true
     }
+    #[inline]
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.mem.read(offset, dst)
     }
