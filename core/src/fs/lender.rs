@@ -142,6 +142,7 @@ impl<D: BlockDevice> Lender<D> {
     }
 
     /// This thread's adopted session, if it has one and it is free.
+    #[inline]
     fn own(&self) -> Option<Arc<Lendable<D>>> {
         let mine = SLOTS
             .try_with(|slots| {
@@ -209,6 +210,7 @@ impl<D: BlockDevice> Lender<D> {
 }
 
 /// Lends a session of `fs` to one operation.
+#[inline]
 pub(crate) fn lend<D: BlockDevice>(fs: &Fs<D>) -> Result<Lent<D>> {
     let lender = &fs.handles.lender;
     let session = match lender.own() {

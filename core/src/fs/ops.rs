@@ -155,6 +155,7 @@ impl<D: BlockDevice> Session<D> {
     /// Synchronous [`Session::read_at_async`]. Pages the cache holds are
     /// copied without building the future; the future runs only for the
     /// rest of a read that must wait or fill.
+    #[inline]
     pub fn read_at(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.mine(f)?;
         match self.read_cached(&f.inode, &f.readahead, buf, offset) {

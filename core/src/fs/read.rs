@@ -117,6 +117,7 @@ impl<D: BlockDevice> Session<D> {
     /// As much of a read as the cache can answer without waiting: the
     /// whole of it when every page is present and idle, which is how a
     /// synchronous caller reads cached data without building a future.
+    #[inline]
     pub(crate) fn read_cached(
         &self,
         inode: &Inode,
@@ -140,6 +141,7 @@ impl<D: BlockDevice> Session<D> {
     /// Where a read of `len` bytes at `off` stands before any copy, with
     /// the handle's readahead state updated; `None` if there is nothing
     /// to read (at or past EOF, or an empty buffer).
+    #[inline]
     fn start_read(&self, inode: &Inode, ra: &Readahead, len: usize, off: u64) -> Option<ReadPos> {
         let size = inode.size();
         if off >= size || len == 0 {
@@ -160,6 +162,7 @@ impl<D: BlockDevice> Session<D> {
 
     /// Copies pages from the cache into `buf` from `at` on, until the read
     /// is complete or a page is missing or busy.
+    #[inline]
     fn copy_present(&self, inode: &Inode, at: &mut ReadPos, buf: &mut [u8]) -> Result<Stop> {
         let arena = self.fs.frames();
         while at.pos < at.end {
