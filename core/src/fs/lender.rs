@@ -76,18 +76,14 @@ impl<D: BlockDevice> Lendable<D> {
 }
 
 /// A lendable session, whatever its device type.
-trait Adopted: Send + Sync {
+trait Adopted: Any + Send + Sync {
     /// Its adopting thread is gone: other threads may adopt it.
     fn disown(&self);
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
 impl<D: BlockDevice> Adopted for Lendable<D> {
     fn disown(&self) {
         self.adopted.store(false, Ordering::Release);
-    }
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
-        self
     }
 }
 
@@ -152,7 +148,8 @@ impl<D: BlockDevice> Lender<D> {
             })
             .ok()
             .flatten()?;
-        let mine = mine.into_any().downcast::<Lendable<D>>().ok()?;
+        let mine: Arc<dyn Any + Send + Sync> = mine;
+        let mine = mine.downcast::<Lendable<D>>().ok()?;
         mine.claim().then_some(mine)
     }
 
