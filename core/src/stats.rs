@@ -96,6 +96,7 @@ counters! {
 impl Counters {
     /// Adds `n` to counter `c`. Only the owning session calls this, so a
     /// load and a store suffice.
+    #[inline]
     pub(crate) fn add(&self, c: Counter, n: u64) {
         let cell = self.cell(c);
         cell.store(

@@ -42,6 +42,7 @@ struct Slot {
 }
 
 impl Slot {
+    #[inline]
     fn holds(&self, ino: InodeId, index: PageIndex) -> bool {
         self.ino.load(Ordering::Acquire) == ino.0 && self.index.load(Ordering::Acquire) == index.0
     }
@@ -162,6 +163,7 @@ impl PageCache {
 
     /// Copies `dst.len()` bytes of page `(ino, index)` from `offset` without
     /// taking any lock.
+    #[inline]
     pub fn read<A: FrameArena>(
         &self,
         arena: &A,

@@ -82,6 +82,7 @@ impl Radix {
         Radix { root: Once::new() }
     }
 
+    #[inline]
     fn leaf(&self, index: PageIndex) -> Option<&Leaf> {
         let i = index.0;
         if i >= MAX_PAGES {
@@ -109,6 +110,7 @@ impl Radix {
     }
 
     /// The entry for `index` (empty if never set or out of range).
+    #[inline]
     pub fn entry(&self, index: PageIndex) -> Entry {
         self.leaf(index).map_or(Entry(0), |l| {
             Entry(l.slots[digit(index.0, 0)].load(Ordering::Acquire))
@@ -116,6 +118,7 @@ impl Radix {
     }
 
     /// The slot recorded for `index`, possibly stale.
+    #[inline]
     pub fn get(&self, index: PageIndex) -> Option<u32> {
         self.entry(index).slot()
     }

@@ -76,18 +76,14 @@ impl<D: BlockDevice> Lendable<D> {
 }
 
 /// A lendable session, whatever its device type.
-trait Adopted: Send + Sync {
+trait Adopted: Any + Send + Sync {
     /// Its adopting thread is gone: other threads may adopt it.
     fn disown(&self);
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
 impl<D: BlockDevice> Adopted for Lendable<D> {
     fn disown(&self) {
         self.adopted.store(false, Ordering::Release);
-    }
-    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
-        self
     }
 }
 
@@ -142,6 +138,7 @@ impl<D: BlockDevice> Lender<D> {
     }
 
     /// This thread's adopted session, if it has one and it is free.
+    #[inline]
     fn own(&self) -> Option<Arc<Lendable<D>>> {
         let mine = SLOTS
             .try_with(|slots| {
@@ -151,7 +148,8 @@ impl<D: BlockDevice> Lender<D> {
             })
             .ok()
             .flatten()?;
-        let mine = mine.into_any().downcast::<Lendable<D>>().ok()?;
+        let mine: Arc<dyn Any + Send + Sync> = mine;
+        let mine = mine.downcast::<Lendable<D>>().ok()?;
         mine.claim().then_some(mine)
     }
 
@@ -209,6 +207,7 @@ impl<D: BlockDevice> Lender<D> {
 }
 
 /// Lends a session of `fs` to one operation.
+#[inline]
 pub(crate) fn lend<D: BlockDevice>(fs: &Fs<D>) -> Result<Lent<D>> {
     let lender = &fs.handles.lender;
     let session = match lender.own() {

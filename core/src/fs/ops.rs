@@ -6,9 +6,11 @@
 use alloc::sync::Arc;
 
 use super::file::File;
+use super::read::Cached;
 use super::{Allocate, Session};
 use crate::dev::BlockDevice;
 use crate::error::{ConfigError, Error, RangeError, Result, SpaceError};
+use crate::lock::Held;
 
 impl<D: BlockDevice> Session<D> {
     /// A file of this session's filesystem, or an error: inode numbers of
@@ -148,9 +150,20 @@ impl<D: BlockDevice> Session<D> {
         self.block_on(self.write_direct_async(f, buf, offset))
     }
 
-    /// Synchronous [`Session::read_at_async`].
+    /// Synchronous [`Session::read_at_async`]. Pages the cache holds are
+    /// copied without building the future; the future runs only for the
+    /// rest of a read that must wait or fill.
+    #[inline]
     pub fn read_at(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.block_on(self.read_at_async(f, buf, offset))
+        self.mine(f)?;
+        match self.read_cached(&f.inode, &f.readahead, buf, offset) {
+            Cached::Done(r) => r,
+            Cached::Rest(at) => self.block_on(async {
+                let held = Held::new();
+                self.read_rest(&f.inode, at, buf, &held).await
+            }),
+            Cached::Locked => self.block_on(self.read_at_async(f, buf, offset)),
+        }
     }
     /// Synchronous [`Session::read_exact_at_async`].
     pub fn read_exact_at(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<()> {

@@ -22,6 +22,7 @@ pub(crate) struct Readahead(AtomicU64);
 impl Readahead {
     /// Updates the state for a read of pages `[first, end)` and returns the
     /// window to fill on a miss (0: only what the read needs).
+    #[inline]
     fn on_read(&self, first: u64, end: u64, max: u32) -> u32 {
         let word = self.0.load(Ordering::Relaxed);
         let (next, window) = (word >> 32, word as u32);
@@ -49,6 +50,49 @@ pub(crate) enum Fill {
     Eof,
 }
 
+/// What is left of a read after the pages copied so far.
+pub(crate) struct ReadPos {
+    /// Where the read started.
+    off: u64,
+    /// The next byte to copy.
+    pos: u64,
+    /// Where it ends (EOF or the buffer's end, whichever is first).
+    end: u64,
+    /// The page past its last.
+    last: u64,
+    /// Readahead window for a miss.
+    window: u32,
+    /// The page this read filled last (its hit is not counted).
+    just_filled: u64,
+}
+
+impl ReadPos {
+    /// Bytes copied so far.
+    fn done(&self) -> usize {
+        (self.pos - self.off) as usize
+    }
+}
+
+/// Why copying from the cache stopped.
+enum Stop {
+    /// The read is complete.
+    Done,
+    /// The page is being filled or written: wait for slot and try again.
+    Busy(u32),
+    /// The page is not in the cache.
+    Miss(PageIndex),
+}
+
+/// A read tried without waiting (see [`Session::read_cached`]).
+pub(crate) enum Cached {
+    /// Complete, or failed.
+    Done(Result<usize>),
+    /// Stopped at a page that needs a wait or a fill.
+    Rest(ReadPos),
+    /// The configuration takes a file lock on reads: run the future.
+    Locked,
+}
+
 impl<D: BlockDevice> Session<D> {
     /// Reads into `buf` from `off`. Takes no file-wide lock.
     pub(crate) async fn read_inode(
@@ -64,53 +108,118 @@ impl<D: BlockDevice> Session<D> {
         } else {
             None
         };
-        let size = inode.size();
-        if off >= size || buf.is_empty() {
-            return Ok(0);
+        match self.start_read(inode, ra, buf.len(), off) {
+            Some(at) => self.read_rest(inode, at, buf, &held).await,
+            None => Ok(0),
         }
-        let end = off.saturating_add(buf.len() as u64).min(size);
+    }
+
+    /// As much of a read as the cache can answer without waiting: the
+    /// whole of it when every page is present and idle, which is how a
+    /// synchronous caller reads cached data without building a future.
+    #[inline]
+    pub(crate) fn read_cached(
+        &self,
+        inode: &Inode,
+        ra: &Readahead,
+        buf: &mut [u8],
+        off: u64,
+    ) -> Cached {
+        if self.fs.config.file_lock {
+            return Cached::Locked;
+        }
+        let Some(mut at) = self.start_read(inode, ra, buf.len(), off) else {
+            return Cached::Done(Ok(0));
+        };
+        match self.copy_present(inode, &mut at, buf) {
+            Ok(Stop::Done) => Cached::Done(Ok(at.done())),
+            Ok(_) => Cached::Rest(at),
+            Err(e) => Cached::Done(Err(e)),
+        }
+    }
+
+    /// Where a read of `len` bytes at `off` stands before any copy, with
+    /// the handle's readahead state updated; `None` if there is nothing
+    /// to read (at or past EOF, or an empty buffer).
+    #[inline]
+    fn start_read(&self, inode: &Inode, ra: &Readahead, len: usize, off: u64) -> Option<ReadPos> {
+        let size = inode.size();
+        if off >= size || len == 0 {
+            return None;
+        }
+        let end = off.saturating_add(len as u64).min(size);
         let (first, last) = ByteRange::new(off, end).pages();
         let window = ra.on_read(first.0, last.0, self.fs.config.readahead_pages);
+        Some(ReadPos {
+            off,
+            pos: off,
+            end,
+            last: last.0,
+            window,
+            just_filled: u64::MAX,
+        })
+    }
+
+    /// Copies pages from the cache into `buf` from `at` on, until the read
+    /// is complete or a page is missing or busy.
+    #[inline]
+    fn copy_present(&self, inode: &Inode, at: &mut ReadPos, buf: &mut [u8]) -> Result<Stop> {
         let arena = self.fs.frames();
-        let mut pos = off;
-        let mut just_filled = u64::MAX;
-        while pos < end {
-            let index = PageIndex::containing(pos);
-            let in_page = (pos % PAGE_SIZE_U64) as usize;
-            let n = (PAGE_SIZE - in_page).min((end - pos) as usize);
-            let at = (pos - off) as usize;
-            let dst = &mut buf[at..at + n];
+        while at.pos < at.end {
+            let index = PageIndex::containing(at.pos);
+            let in_page = (at.pos % PAGE_SIZE_U64) as usize;
+            let n = (PAGE_SIZE - in_page).min((at.end - at.pos) as usize);
+            let from = at.done();
+            let dst = &mut buf[from..from + n];
             match self
                 .fs
                 .cache
                 .read(arena, &inode.pages, inode.id, index, in_page, dst)
             {
                 Lookup::Hit => {
-                    if just_filled != index.0 {
+                    if at.just_filled != index.0 {
                         self.counters.add(Counter::cache_hits, 1);
                     }
-                    pos += n as u64;
+                    at.pos += n as u64;
                 }
-                Lookup::Busy(slot) => self.fs.cache.wait_idle(slot).await,
+                Lookup::Busy(slot) => return Ok(Stop::Busy(slot)),
                 Lookup::Failed(e) => return Err(e.into()),
-                Lookup::Miss => {
+                Lookup::Miss => return Ok(Stop::Miss(index)),
+            }
+        }
+        Ok(Stop::Done)
+    }
+
+    /// Finishes a read from `at`: copies what is present, waits for busy
+    /// pages and fills missing ones.
+    pub(crate) async fn read_rest(
+        &self,
+        inode: &Inode,
+        mut at: ReadPos,
+        buf: &mut [u8],
+        held: &Held,
+    ) -> Result<usize> {
+        loop {
+            match self.copy_present(inode, &mut at, buf)? {
+                Stop::Done => return Ok(at.done()),
+                Stop::Busy(slot) => self.fs.cache.wait_idle(slot).await,
+                Stop::Miss(index) => {
                     self.counters.add(Counter::cache_misses, 1);
-                    let needed = last.0 - index.0;
-                    let count = needed.max(u64::from(window));
-                    match self.fill(inode, index, count, needed, &held).await? {
-                        Fill::Present => just_filled = index.0,
+                    let needed = at.last - index.0;
+                    let count = needed.max(u64::from(at.window));
+                    match self.fill(inode, index, count, needed, held).await? {
+                        Fill::Present => at.just_filled = index.0,
                         Fill::Eof => {
                             // A truncate ran during this read: answer as if
                             // the read came after it, so the length matches
                             // a size the file had.
                             let now = inode.size();
-                            return Ok((pos.min(now.max(off)) - off) as usize);
+                            return Ok((at.pos.min(now.max(at.off)) - at.off) as usize);
                         }
                     }
                 }
             }
         }
-        Ok((pos - off) as usize)
     }
 
     /// Makes pages `[index, index + count)` present, as far as EOF: inserts
