@@ -49,6 +49,12 @@ pub enum NamespaceError {
     /// A symbolic link where a file or directory was needed: paths are not
     /// followed through links (resolve the link's target and use that).
     IsASymlink,
+    /// A FIFO, socket or device node where a regular file was needed
+    /// (`open`): the engine keeps its inode, not what it stands for.
+    Special,
+    /// `mknod` of a directory or symbolic link (they have their own
+    /// calls).
+    BadKind,
 }
 
 /// Errors of data and size operations (`read_at`, `write_at`, `set_len`,
@@ -264,6 +270,14 @@ impl fmt::Display for NamespaceError {
                 f,
                 "a symbolic link where a file or directory was needed (links are not followed)"
             ),
+            NamespaceError::Special => write!(
+                f,
+                "a FIFO, socket or device node, not a regular file (open it through a mount)"
+            ),
+            NamespaceError::BadKind => write!(
+                f,
+                "mknod makes files, FIFOs, sockets and device nodes (use mkdir or symlink)"
+            ),
         }
     }
 }
@@ -359,6 +373,7 @@ impl Error {
         const EMLINK: i32 = 31;
         const ENOTEMPTY: i32 = 39;
         const ELOOP: i32 = 40;
+        const ENXIO: i32 = 6;
         const EINVAL: i32 = 22;
         const EFBIG: i32 = 27;
         const ENOSPC: i32 = 28;
@@ -380,6 +395,11 @@ impl Error {
             // As open(2) with O_NOFOLLOW, and openat2(2) with
             // RESOLVE_NO_SYMLINKS, say of a link met on the path.
             Error::Namespace(NamespaceError::IsASymlink) => ELOOP,
+            // As open(2) says of a socket, and of a device with no driver.
+            Error::Namespace(NamespaceError::Special) => ENXIO,
+            // As mknod(2) says of a mode that is not a file, FIFO, socket
+            // or device.
+            Error::Namespace(NamespaceError::BadKind) => EINVAL,
             Error::Range(RangeError::Overflow) => EINVAL,
             Error::Range(RangeError::TooLarge) => EFBIG,
             Error::Range(RangeError::EndOfFile) => return None,

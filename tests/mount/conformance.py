@@ -22,7 +22,6 @@ import sys
 
 # Case name: why pollfs differs from tmpfs there (for now).
 EXPECTED_GAPS = {
-    "mknod_fifo_and_devices": "special files are EPERM: the engine has no FIFOs, sockets or devices yet",
     "o_tmpfile": "O_TMPFILE is EOPNOTSUPP: the server does not implement FUSE_TMPFILE",
     "xattrs_and_acls": "extended attributes and ACLs are EOPNOTSUPP: the engine has none yet",
 }

@@ -163,12 +163,13 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         entry(
             reply,
-            self.server.mknod(parent.into(), name, mode, caller(req)),
+            self.server
+                .mknod(parent.into(), name, mode, rdev, caller(req)),
         );
     }
 

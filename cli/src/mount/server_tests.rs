@@ -409,18 +409,28 @@ fn setattr_changes_size_mode_owner_and_times() {
 }
 
 #[test]
-fn node_kinds_other_than_files_are_refused() {
+fn mknod_makes_every_node_kind() {
     let s = server();
-    for kind in [libc::S_IFIFO, libc::S_IFCHR, libc::S_IFBLK, libc::S_IFSOCK] {
-        assert_eq!(
-            s.mknod(ROOT, name("node"), kind | 0o644, ME),
-            Err(Errno::EPERM)
-        );
+    let kinds = [
+        (libc::S_IFIFO, FileType::NamedPipe, 0),
+        (libc::S_IFCHR, FileType::CharDevice, (1 << 8) | 3),
+        (libc::S_IFBLK, FileType::BlockDevice, (8 << 8) | 1),
+        (libc::S_IFSOCK, FileType::Socket, 0),
+    ];
+    for (i, (mode, kind, rdev)) in kinds.into_iter().enumerate() {
+        let n = format!("node{i}");
+        let a = s.mknod(ROOT, name(&n), mode | 0o640, rdev, ME).unwrap();
+        assert_eq!((a.kind, a.rdev, a.perm, a.size), (kind, rdev, 0o640, 0));
+        assert_eq!(s.lookup(ROOT, name(&n)).unwrap().kind, kind);
     }
     let reg = s
-        .mknod(ROOT, name("reg"), libc::S_IFREG | 0o604, ME)
+        .mknod(ROOT, name("reg"), libc::S_IFREG | 0o604, 0, ME)
         .unwrap();
     assert_eq!((reg.size, reg.perm, reg.uid), (0, 0o604, 1000));
+    assert_eq!(
+        s.mknod(ROOT, name("dir"), libc::S_IFDIR | 0o755, 0, ME),
+        Err(Errno::EINVAL)
+    );
 }
 
 #[test]

@@ -129,7 +129,7 @@ pub(crate) struct Owner {
     pub(crate) gid: u32,
 }
 
-/// A file, directory or symbolic link.
+/// A file, directory, symbolic link, FIFO, socket or device node.
 #[derive(Debug)]
 pub(crate) struct Inode {
     pub(crate) id: InodeId,
@@ -152,6 +152,8 @@ pub(crate) struct Inode {
     pub(crate) ctime: AtomicU64,
     /// A symbolic link's target.
     pub(crate) target: String,
+    /// A device node's device number (0 for anything else).
+    pub(crate) rdev: u64,
     /// Size in bytes. Stored with Release after the data it covers is in the
     /// cache; readers load it with Acquire.
     pub(crate) size: AtomicU64,
@@ -231,6 +233,7 @@ impl Inode {
             mtime: AtomicU64::new(m.mtime),
             ctime: AtomicU64::new(m.ctime),
             target: m.target.clone(),
+            rdev: m.rdev,
             size: AtomicU64::new(m.size),
             pages: Radix::new(),
             extents: RwLock::new(ExtentMap::new()),
@@ -297,6 +300,7 @@ impl Inode {
                 _ => alloc::vec::Vec::new(),
             },
             target: self.target.clone(),
+            rdev: self.rdev,
         }
     }
 

@@ -83,6 +83,16 @@ pub enum Kind {
     Dir,
     /// A symbolic link.
     Symlink,
+    /// A named pipe (FIFO): no data of its own; the kernel joins its
+    /// readers and writers.
+    Fifo,
+    /// A Unix domain socket's name.
+    Socket,
+    /// A character device node: its device number is in
+    /// [`InodeMeta::rdev`]. A mount opens no device through it (`nodev`).
+    CharDev,
+    /// A block device node, as [`Kind::CharDev`].
+    BlockDev,
 }
 
 impl Kind {
@@ -92,6 +102,10 @@ impl Kind {
             Kind::File => 1,
             Kind::Dir => 2,
             Kind::Symlink => 3,
+            Kind::Fifo => 4,
+            Kind::Socket => 5,
+            Kind::CharDev => 6,
+            Kind::BlockDev => 7,
         }
     }
     /// The kind a record's byte names.
@@ -100,8 +114,25 @@ impl Kind {
             1 => Kind::File,
             2 => Kind::Dir,
             3 => Kind::Symlink,
+            4 => Kind::Fifo,
+            5 => Kind::Socket,
+            6 => Kind::CharDev,
+            7 => Kind::BlockDev,
             _ => return None,
         })
+    }
+
+    /// A device node: its record carries a device number.
+    pub const fn is_device(self) -> bool {
+        matches!(self, Kind::CharDev | Kind::BlockDev)
+    }
+
+    /// A FIFO, socket or device node: a leaf with no data and no target.
+    pub const fn is_special(self) -> bool {
+        matches!(
+            self,
+            Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev
+        )
     }
 }
 
@@ -134,6 +165,9 @@ pub struct InodeMeta {
     pub extents: Vec<Extent>,
     /// A symbolic link's target.
     pub target: String,
+    /// A device node's device number (Linux's `dev_t` encoding, as
+    /// `makedev(3)` builds it); 0 for anything else.
+    pub rdev: u64,
 }
 
 impl InodeMeta {
@@ -152,6 +186,7 @@ impl InodeMeta {
             ctime: now,
             extents: Vec::new(),
             target: String::new(),
+            rdev: 0,
         }
     }
 
@@ -162,13 +197,15 @@ impl InodeMeta {
 }
 
 /// Bytes of the record of an inode of `kind` with `extents` extents (a
-/// file) or a `target_len`-byte target (a symbolic link).
+/// file) or a `target_len`-byte target (a symbolic link); a device node's
+/// carries its device number.
 pub fn inode_record_len(kind: Kind, extents: usize, target_len: usize) -> u64 {
     INODE_HEAD
         + match kind {
             Kind::File => 4 + EXTENT_LEN * extents as u64,
             Kind::Symlink => 2 + target_len as u64,
-            Kind::Dir => 0,
+            Kind::CharDev | Kind::BlockDev => 8,
+            Kind::Dir | Kind::Fifo | Kind::Socket => 0,
         }
 }
 
@@ -344,6 +381,7 @@ fn inode_meta(d: &mut Dec<'_>, ino: u64) -> Result<InodeMeta, Damage> {
         ctime: d.u64().map_err(short)?,
         extents: Vec::new(),
         target: String::new(),
+        rdev: 0,
     };
     if m.parent > MAX_INODE || (kind != Kind::Dir && m.parent != 0) {
         return Err(Damage::Record(RecordDamage::Parent {
@@ -370,9 +408,12 @@ fn inode_meta(d: &mut Dec<'_>, ino: u64) -> Result<InodeMeta, Damage> {
                 return Err(bad_target);
             }
         }
-        Kind::Dir => {
+        Kind::Dir | Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev => {
             if m.size != 0 {
                 return Err(bad_size);
+            }
+            if kind.is_device() {
+                m.rdev = d.u64().map_err(short)?;
             }
         }
     }
@@ -533,7 +574,8 @@ pub(crate) fn encode_inode(e: &mut Enc, ino: u64, m: &InodeMeta) {
             }
         }
         Kind::Symlink => put_name(e, &m.target),
-        Kind::Dir => {}
+        Kind::CharDev | Kind::BlockDev => e.u64(m.rdev),
+        Kind::Dir | Kind::Fifo | Kind::Socket => {}
     }
 }
 
@@ -579,8 +621,22 @@ pub(crate) mod tests {
         let mut sym = inode(Kind::Symlink);
         sym.target = "../target".into();
         sym.size = 9;
+        let mut chr = inode(Kind::CharDev);
+        chr.rdev = (1 << 8) | 3;
+        let mut blk = inode(Kind::BlockDev);
+        blk.rdev = u64::MAX;
         let recs = alloc::vec![
             Record::Inode { ino: 2, meta: file },
+            Record::Inode { ino: 5, meta: chr },
+            Record::Inode { ino: 6, meta: blk },
+            Record::Inode {
+                ino: 7,
+                meta: inode(Kind::Fifo)
+            },
+            Record::Inode {
+                ino: 8,
+                meta: inode(Kind::Socket)
+            },
             Record::Inode { ino: 3, meta: sym },
             Record::Inode {
                 ino: 4,
@@ -643,9 +699,15 @@ pub(crate) mod tests {
         assert!(ok(1, sym.clone()));
         sym.size = 1;
         assert!(!ok(1, sym));
-        let mut dir = inode(Kind::Dir);
-        dir.size = 1;
-        assert!(!ok(1, dir));
+        for kind in [Kind::Dir, Kind::Fifo, Kind::Socket, Kind::CharDev] {
+            let mut leaf = inode(kind);
+            leaf.size = 1;
+            assert!(!ok(1, leaf), "{kind:?} with a size");
+        }
+        for code in 1..=7 {
+            assert_eq!(Kind::from_code(code).map(Kind::code), Some(code));
+        }
+        assert_eq!(Kind::from_code(8), None);
         let named = |name: &str| {
             let mut e = Enc::default();
             e.u8(TAG_LINK);
