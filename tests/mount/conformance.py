@@ -487,7 +487,14 @@ def mknod_fifo_and_devices(d):
         r(os.mknod, d + "/sock", stat.S_IFSOCK | 0o644),
         r(os.mknod, d + "/chr", stat.S_IFCHR | 0o644, os.makedev(1, 3)),
         r(os.mknod, d + "/reg", stat.S_IFREG | 0o640),
+        r(os.mknod, d + "/blk", stat.S_IFBLK | 0o600, os.makedev(259, 70000)),
+        r(os.mknod, d + "/dir", stat.S_IFDIR | 0o755),
         sorted(os.listdir(d)),
+        [
+            (n, oct(st.st_mode), os.major(st.st_rdev), os.minor(st.st_rdev), st.st_size)
+            for n in ["fifo", "sock", "chr", "blk", "reg"]
+            for st in [os.lstat(d + "/" + n)]
+        ],
     ]
 
 
