@@ -57,6 +57,49 @@ pub enum NamespaceError {
     BadKind,
 }
 
+/// Errors of extended-attribute operations (the limits are
+/// [`persist::xattr`](crate::persist::xattr)'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum XattrError {
+    /// The inode has no attribute of that name.
+    NotFound,
+    /// `XATTR_CREATE` and the attribute exists.
+    Exists,
+    /// The name is empty or longer than 255 bytes.
+    NameLength,
+    /// The name is in no namespace pollfs keeps (`user.`, `trusted.`,
+    /// `security.`, `system.posix_acl_access`/`_default`).
+    Namespace,
+    /// The value is larger than 64 KiB.
+    ValueTooLarge,
+    /// The inode's attributes would pass their total.
+    Full,
+}
+
+impl fmt::Display for XattrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            XattrError::NotFound => write!(f, "no such extended attribute"),
+            XattrError::Exists => write!(f, "the extended attribute exists"),
+            XattrError::NameLength => {
+                write!(f, "an extended attribute's name is empty or longer than 255 bytes")
+            }
+            XattrError::Namespace => write!(
+                f,
+                "extended attribute names start with user., trusted., security. or are system.posix_acl_access/default"
+            ),
+            XattrError::ValueTooLarge => {
+                write!(f, "an extended attribute's value is larger than 64 KiB")
+            }
+            XattrError::Full => write!(
+                f,
+                "the inode's extended attributes would pass their 256 KiB total (remove some)"
+            ),
+        }
+    }
+}
+
 /// Errors of data and size operations (`read_at`, `write_at`, `set_len`,
 /// `punch_hole`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +144,8 @@ pub enum Error {
     Range(RangeError),
     /// See [`SpaceError`].
     Space(SpaceError),
+    /// See [`XattrError`].
+    Xattr(XattrError),
     /// The device failed a command. For writeback failures the dirty data is
     /// kept in the cache and every later sync reports the error until the
     /// data is written.
@@ -210,6 +255,11 @@ impl fmt::Display for Damage {
     }
 }
 
+impl From<XattrError> for Error {
+    fn from(e: XattrError) -> Self {
+        Error::Xattr(e)
+    }
+}
 impl From<NamespaceError> for Error {
     fn from(e: NamespaceError) -> Self {
         Error::Namespace(e)
@@ -323,6 +373,7 @@ impl fmt::Display for Error {
             Error::Namespace(e) => e.fmt(f),
             Error::Range(e) => e.fmt(f),
             Error::Space(e) => e.fmt(f),
+            Error::Xattr(e) => e.fmt(f),
             Error::Corrupt { block, damage } => {
                 write!(f, "corrupted image at block {block}: {damage}")
             }
@@ -343,6 +394,7 @@ impl core::error::Error for NamespaceError {
 }
 impl core::error::Error for RangeError {}
 impl core::error::Error for SpaceError {}
+impl core::error::Error for XattrError {}
 impl core::error::Error for Damage {}
 
 impl core::error::Error for Error {
@@ -351,6 +403,7 @@ impl core::error::Error for Error {
             Error::Namespace(e) => Some(e),
             Error::Range(e) => Some(e),
             Error::Space(e) => Some(e),
+            Error::Xattr(e) => Some(e),
             Error::Io(e) => Some(e),
             Error::Corrupt { damage, .. } => Some(damage),
             Error::Config(_) => None,
@@ -374,6 +427,10 @@ impl Error {
         const ENOTEMPTY: i32 = 39;
         const ELOOP: i32 = 40;
         const ENXIO: i32 = 6;
+        const E2BIG: i32 = 7;
+        const ERANGE: i32 = 34;
+        const ENODATA: i32 = 61;
+        const EOPNOTSUPP: i32 = 95;
         const EINVAL: i32 = 22;
         const EFBIG: i32 = 27;
         const ENOSPC: i32 = 28;
@@ -405,6 +462,13 @@ impl Error {
             Error::Range(RangeError::EndOfFile) => return None,
             Error::Range(RangeError::Unaligned) => EINVAL,
             Error::Range(RangeError::Empty) => EINVAL,
+            Error::Xattr(XattrError::NotFound) => ENODATA,
+            Error::Xattr(XattrError::Exists) => EEXIST,
+            // As setxattr(2) says of a name too long.
+            Error::Xattr(XattrError::NameLength) => ERANGE,
+            Error::Xattr(XattrError::Namespace) => EOPNOTSUPP,
+            Error::Xattr(XattrError::ValueTooLarge) => E2BIG,
+            Error::Xattr(XattrError::Full) => ENOSPC,
             Error::Space(_) => ENOSPC,
             Error::Io(_) => EIO,
             Error::Corrupt { .. } => EUCLEAN,
