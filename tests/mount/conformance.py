@@ -23,7 +23,7 @@ import sys
 # Case name: why pollfs differs from tmpfs there (for now).
 EXPECTED_GAPS = {
     "o_tmpfile": "O_TMPFILE is EOPNOTSUPP: the server does not implement FUSE_TMPFILE",
-    "xattrs_and_acls": "extended attributes and ACLs are EOPNOTSUPP: the engine has none yet",
+    "posix_acls": "ACLs are kept as plain attributes, not folded into the mode nor enforced: FUSE_POSIX_ACL is not on yet",
 }
 
 NOBODY = 65534
@@ -587,14 +587,31 @@ def statfs_fields(d):
     ]
 
 
-def xattrs_and_acls(d):
+def xattrs(d):
     write(d + "/f")
-    acl = bytes.fromhex("02000000" "0100060000000000" "0400040000000000" "2000040000000000")
     return [
         r(os.setxattr, d + "/f", "user.k", b"v"),
         r(os.getxattr, d + "/f", "user.k"),
         r(os.listxattr, d + "/f"),
+        r(os.setxattr, d + "/f", "user.k", b"w", os.XATTR_CREATE),
+        r(os.setxattr, d + "/f", "user.n", b"w", os.XATTR_REPLACE),
+        r(os.setxattr, d + "/f", "user.big", b"x" * 65536),
+        r(os.setxattr, d + "/f", "user.big", b"x" * 65537),
+        r(os.setxattr, d + "/f", "user." + "n" * 251, b""),
+        r(os.getxattr, d + "/f", "user.none"),
+        r(os.removexattr, d + "/f", "user.k"),
+        r(os.removexattr, d + "/f", "user.k"),
+        sorted(os.listxattr(d + "/f")),
+    ]
+
+
+def posix_acls(d):
+    write(d + "/f")
+    acl = bytes.fromhex("02000000" "0100060000000000" "0400040000000000" "2000040000000000")
+    return [
         r(os.setxattr, d + "/f", "system.posix_acl_access", acl),
+        sorted(os.listxattr(d + "/f")),
+        oct(os.lstat(d + "/f").st_mode),
     ]
 
 
@@ -629,7 +646,8 @@ CASES = [
     name_limits,
     truncate_rules,
     statfs_fields,
-    xattrs_and_acls,
+    xattrs,
+    posix_acls,
     directory_links,
 ]
 

@@ -546,3 +546,44 @@ fn dot_entries_name_the_directory_and_its_parent() {
         .unwrap();
     assert_eq!(dots(b, false), (b, c));
 }
+
+#[test]
+fn extended_attributes_answer_as_linux_does() {
+    use crate::mount::xattrs::Sized;
+    let s = server();
+    let f = s
+        .mknod(ROOT, name("f"), libc::S_IFREG | 0o644, 0, ME)
+        .unwrap();
+    let i = FuseIno::from(f.ino);
+    assert_eq!(
+        s.setxattr(i, name("user.k"), b"v1", libc::XATTR_REPLACE),
+        Err(Errno::ENODATA)
+    );
+    s.setxattr(i, name("user.k"), b"v1", libc::XATTR_CREATE)
+        .unwrap();
+    assert_eq!(
+        s.setxattr(i, name("user.k"), b"v2", libc::XATTR_CREATE),
+        Err(Errno::EEXIST)
+    );
+    assert_eq!(s.setxattr(i, name("user.k"), b"v2", 3), Err(Errno::EINVAL));
+    assert_eq!(
+        s.setxattr(i, name("other.k"), b"", 0),
+        Err(Errno::EOPNOTSUPP)
+    );
+    s.setxattr(i, name("trusted.t"), b"", 0).unwrap();
+    assert_eq!(s.getxattr(i, name("user.k"), 0), Ok(Sized::Len(2)));
+    assert_eq!(s.getxattr(i, name("user.k"), 1), Err(Errno::ERANGE));
+    assert_eq!(
+        s.getxattr(i, name("user.k"), 2),
+        Ok(Sized::Bytes(b"v1".to_vec()))
+    );
+    assert_eq!(s.getxattr(i, name("user.none"), 9), Err(Errno::ENODATA));
+    assert_eq!(s.listxattr(i, 0), Ok(Sized::Len(17)));
+    assert_eq!(s.listxattr(i, 16), Err(Errno::ERANGE));
+    assert_eq!(
+        s.listxattr(i, 17),
+        Ok(Sized::Bytes(b"trusted.t\0user.k\0".to_vec()))
+    );
+    s.removexattr(i, name("user.k")).unwrap();
+    assert_eq!(s.removexattr(i, name("user.k")), Err(Errno::ENODATA));
+}
