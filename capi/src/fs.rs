@@ -35,12 +35,17 @@ pub struct PollfsOptions {
 
 const DEFAULT_CACHE_PAGES: u32 = 16384;
 
-/// `S_IFREG`, `S_IFDIR`, `S_IFLNK`.
+/// `S_IFREG`, `S_IFDIR`, `S_IFLNK`, `S_IFIFO`, `S_IFSOCK`, `S_IFCHR`,
+/// `S_IFBLK`.
 fn type_bits(kind: Kind) -> u32 {
     match kind {
         Kind::File => libc::S_IFREG,
         Kind::Dir => libc::S_IFDIR,
         Kind::Symlink => libc::S_IFLNK,
+        Kind::Fifo => libc::S_IFIFO,
+        Kind::Socket => libc::S_IFSOCK,
+        Kind::CharDev => libc::S_IFCHR,
+        Kind::BlockDev => libc::S_IFBLK,
     }
 }
 

@@ -49,6 +49,55 @@ pub enum NamespaceError {
     /// A symbolic link where a file or directory was needed: paths are not
     /// followed through links (resolve the link's target and use that).
     IsASymlink,
+    /// A FIFO, socket or device node where a regular file was needed
+    /// (`open`): the engine keeps its inode, not what it stands for.
+    Special,
+    /// `mknod` of a directory or symbolic link (they have their own
+    /// calls).
+    BadKind,
+}
+
+/// Errors of extended-attribute operations (the limits are
+/// [`persist::xattr`](crate::persist::xattr)'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum XattrError {
+    /// The inode has no attribute of that name.
+    NotFound,
+    /// `XATTR_CREATE` and the attribute exists.
+    Exists,
+    /// The name is empty or longer than 255 bytes.
+    NameLength,
+    /// The name is in no namespace pollfs keeps (`user.`, `trusted.`,
+    /// `security.`, `system.posix_acl_access`/`_default`).
+    Namespace,
+    /// The value is larger than 64 KiB.
+    ValueTooLarge,
+    /// The inode's attributes would pass their total.
+    Full,
+}
+
+impl fmt::Display for XattrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            XattrError::NotFound => write!(f, "no such extended attribute"),
+            XattrError::Exists => write!(f, "the extended attribute exists"),
+            XattrError::NameLength => {
+                write!(f, "an extended attribute's name is empty or longer than 255 bytes")
+            }
+            XattrError::Namespace => write!(
+                f,
+                "extended attribute names start with user., trusted., security. or are system.posix_acl_access/default"
+            ),
+            XattrError::ValueTooLarge => {
+                write!(f, "an extended attribute's value is larger than 64 KiB")
+            }
+            XattrError::Full => write!(
+                f,
+                "the inode's extended attributes would pass their 256 KiB total (remove some)"
+            ),
+        }
+    }
 }
 
 /// Errors of data and size operations (`read_at`, `write_at`, `set_len`,
@@ -147,6 +196,8 @@ pub enum Error {
     Range(RangeError),
     /// See [`SpaceError`].
     Space(SpaceError),
+    /// See [`XattrError`].
+    Xattr(XattrError),
     /// The device failed a command. For writeback failures the dirty data is
     /// kept in the cache and every later sync reports the error until the
     /// data is written.
@@ -259,6 +310,11 @@ impl fmt::Display for Damage {
     }
 }
 
+impl From<XattrError> for Error {
+    fn from(e: XattrError) -> Self {
+        Error::Xattr(e)
+    }
+}
 impl From<NamespaceError> for Error {
     fn from(e: NamespaceError) -> Self {
         Error::Namespace(e)
@@ -318,6 +374,14 @@ impl fmt::Display for NamespaceError {
             NamespaceError::IsASymlink => write!(
                 f,
                 "a symbolic link where a file or directory was needed (links are not followed)"
+            ),
+            NamespaceError::Special => write!(
+                f,
+                "a FIFO, socket or device node, not a regular file (open it through a mount)"
+            ),
+            NamespaceError::BadKind => write!(
+                f,
+                "mknod makes files, FIFOs, sockets and device nodes (use mkdir or symlink)"
             ),
         }
     }
@@ -413,6 +477,7 @@ impl fmt::Display for Error {
             Error::Namespace(e) => e.fmt(f),
             Error::Range(e) => e.fmt(f),
             Error::Space(e) => e.fmt(f),
+            Error::Xattr(e) => e.fmt(f),
             Error::Corrupt { block, damage } => {
                 write!(f, "corrupted image at block {block}: {damage}")
             }
@@ -434,6 +499,7 @@ impl core::error::Error for NamespaceError {
 }
 impl core::error::Error for RangeError {}
 impl core::error::Error for SpaceError {}
+impl core::error::Error for XattrError {}
 impl core::error::Error for Damage {}
 impl core::error::Error for ConfigError {}
 impl core::error::Error for RepairError {}
@@ -444,6 +510,7 @@ impl core::error::Error for Error {
             Error::Namespace(e) => Some(e),
             Error::Range(e) => Some(e),
             Error::Space(e) => Some(e),
+            Error::Xattr(e) => Some(e),
             Error::Io(e) => Some(e),
             Error::Corrupt { damage, .. } => Some(damage),
             Error::Config(e) => Some(e),
@@ -468,6 +535,11 @@ impl Error {
         const EMLINK: i32 = 31;
         const ENOTEMPTY: i32 = 39;
         const ELOOP: i32 = 40;
+        const ENXIO: i32 = 6;
+        const E2BIG: i32 = 7;
+        const ERANGE: i32 = 34;
+        const ENODATA: i32 = 61;
+        const EOPNOTSUPP: i32 = 95;
         const EINVAL: i32 = 22;
         const EFBIG: i32 = 27;
         const ENOSPC: i32 = 28;
@@ -489,11 +561,23 @@ impl Error {
             // As open(2) with O_NOFOLLOW, and openat2(2) with
             // RESOLVE_NO_SYMLINKS, say of a link met on the path.
             Error::Namespace(NamespaceError::IsASymlink) => ELOOP,
+            // As open(2) says of a socket, and of a device with no driver.
+            Error::Namespace(NamespaceError::Special) => ENXIO,
+            // As mknod(2) says of a mode that is not a file, FIFO, socket
+            // or device.
+            Error::Namespace(NamespaceError::BadKind) => EINVAL,
             Error::Range(RangeError::Overflow) => EINVAL,
             Error::Range(RangeError::TooLarge) => EFBIG,
             Error::Range(RangeError::EndOfFile) => return None,
             Error::Range(RangeError::Unaligned) => EINVAL,
             Error::Range(RangeError::Empty) => EINVAL,
+            Error::Xattr(XattrError::NotFound) => ENODATA,
+            Error::Xattr(XattrError::Exists) => EEXIST,
+            // As setxattr(2) says of a name too long.
+            Error::Xattr(XattrError::NameLength) => ERANGE,
+            Error::Xattr(XattrError::Namespace) => EOPNOTSUPP,
+            Error::Xattr(XattrError::ValueTooLarge) => E2BIG,
+            Error::Xattr(XattrError::Full) => ENOSPC,
             Error::Space(_) => ENOSPC,
             Error::Io(_) => EIO,
             Error::Corrupt { .. } => EUCLEAN,

@@ -66,6 +66,6 @@ pub use error::{Error, Result};
 pub use fs::FileCursor;
 pub use fs::{
     Allocate, Config, DirEntry, File, Fs, InvariantError, Kind, Metadata, NewInode, RenameFlags,
-    Session, SetAttr, StatFs, MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO,
+    Session, SetAttr, StatFs, XattrMode, MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO,
 };
 pub use stats::Stats;

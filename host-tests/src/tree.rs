@@ -1,5 +1,5 @@
-//! A reference model of the namespace: directories, files, symbolic links
-//! and hard links, with the rules POSIX gives for each operation, so a
+//! A reference model of the namespace: directories, files, symbolic links,
+//! FIFOs, sockets, device nodes and hard links, with the rules POSIX gives for each operation, so a
 //! test can predict which operations succeed and what the tree looks like
 //! after them; and snapshots that compare a model's tree with an engine's.
 
@@ -21,6 +21,8 @@ pub enum MKind {
     Dir,
     /// A symbolic link and its target.
     Symlink(String),
+    /// A FIFO, socket or device node, and its device number.
+    Special(Kind, u64),
 }
 
 /// Why the model refuses an operation (as the engine should).
@@ -137,6 +139,12 @@ impl TreeModel {
     /// `symlink`.
     pub fn symlink(&mut self, dir: u64, name: &str, target: &str) -> Result<u64, MErr> {
         self.make(dir, name, MKind::Symlink(target.to_string()))
+    }
+    /// `mknod` of a FIFO, socket or device node (a device number only
+    /// for a device node, as the engine keeps it).
+    pub fn mknod(&mut self, dir: u64, name: &str, kind: Kind, rdev: u64) -> Result<u64, MErr> {
+        let rdev = if kind.is_device() { rdev } else { 0 };
+        self.make(dir, name, MKind::Special(kind, rdev))
     }
     /// `link`.
     pub fn link(&mut self, id: u64, dir: u64, name: &str) -> Result<(), MErr> {
@@ -281,6 +289,7 @@ impl TreeModel {
                 MKind::File => Shape::File,
                 MKind::Dir => Shape::Dir,
                 MKind::Symlink(t) => Shape::Symlink(t.clone()),
+                MKind::Special(k, rdev) => Shape::Special(k.code(), *rdev),
             };
             (p.clone(), kind, *id)
         }))
@@ -296,6 +305,8 @@ pub enum Shape {
     Dir,
     /// A symbolic link to this target.
     Symlink(String),
+    /// A FIFO, socket or device node: its kind's code and device number.
+    Special(u8, u64),
 }
 
 /// A tree reduced to what must agree: every path, what it names, and which
@@ -339,6 +350,9 @@ impl Snapshot {
                             Shape::Dir
                         }
                         Kind::Symlink => Shape::Symlink(fs.readlink(e.ino)?),
+                        Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev => {
+                            Shape::Special(e.kind.code(), fs.attr(e.ino)?.rdev)
+                        }
                     };
                     inos.insert(p.clone(), e.ino);
                     items.push((p, shape, e.ino));

@@ -1,5 +1,6 @@
 //! Crash consistency of the namespace: workloads of mkdir, nested creates,
-//! hard and symbolic links, unlink (of open files too), rmdir, and renames
+//! hard and symbolic links, FIFOs, sockets and device nodes (their device
+//! numbers kept), unlink (of open files too), rmdir, and renames
 //! within and across directories (over an existing file, of a directory,
 //! exchanges), mixed with writes and with syncs of files, of directories
 //! and of everything; every engine answer is checked against the
@@ -20,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use pollfs_core::{Fs, NewInode, RenameFlags, ROOT_INO};
+use pollfs_core::{Fs, Kind, NewInode, RenameFlags, ROOT_INO};
 use pollfs_host_tests::crash::{crash_images, device_from, Event, RecordingDevice};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::rng::Rng;
@@ -37,6 +38,7 @@ enum Op {
     Mkdir(usize, usize),
     Create(usize, usize),
     Symlink(usize, usize),
+    Mknod(usize, usize),
     Link(usize, usize, usize),
     Unlink(usize, usize),
     Rmdir(usize, usize),
@@ -133,6 +135,19 @@ fn run_workload(ops: &[Op]) -> Run {
                     if matches!(op, Op::Create(..)) {
                         data.insert(id, Data::default());
                     }
+                    m = next;
+                }
+                Some((want.map(|_| ()), got.map(|_| ())))
+            }
+            Op::Mknod(d, k) => {
+                let d = pick(&dirs, d).unwrap();
+                let kind = [Kind::Fifo, Kind::Socket, Kind::CharDev, Kind::BlockDev][n % 4];
+                let rdev = (n as u64) << 8 | 1;
+                let mut next = m.clone();
+                let want = next.mknod(d, NAMES[k], kind, rdev);
+                let got = fs.mknod_in(e(d), NAMES[k], kind, rdev, who);
+                if let (Ok(id), Ok(i)) = (want, &got) {
+                    ino.insert(id, *i);
                     m = next;
                 }
                 Some((want.map(|_| ()), got.map(|_| ())))
@@ -412,7 +427,8 @@ fn generated(seed: u64, len: usize) -> Vec<Op> {
         let op = match b(100) {
             0..=11 => Op::Mkdir(b(8), b(4)),
             12..=25 => Op::Create(b(8), b(4)),
-            26..=29 => Op::Symlink(b(8), b(4)),
+            26..=27 => Op::Symlink(b(8), b(4)),
+            28..=29 => Op::Mknod(b(8), b(4)),
             30..=35 => Op::Link(b(8), b(8), b(4)),
             36..=43 => Op::Unlink(b(8), b(4)),
             44..=48 => Op::Rmdir(b(8), b(4)),

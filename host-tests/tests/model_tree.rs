@@ -231,10 +231,18 @@ fn tree_run(seed: u64, steps: usize) {
                 next.create(d, name).map(Some),
                 t.make(ino[&d], name, Kind::File).map(Some),
             ),
-            3 => (
+            3 if r.below(2) == 0 => (
                 next.symlink(d, name, "t").map(Some),
                 t.make(ino[&d], name, Kind::Symlink).map(Some),
             ),
+            3 => {
+                let kind =
+                    [Kind::Fifo, Kind::Socket, Kind::CharDev, Kind::BlockDev][r.below(4) as usize];
+                (
+                    next.mknod(d, name, kind, 0).map(Some),
+                    t.make(ino[&d], name, kind).map(Some),
+                )
+            }
             4 => {
                 let files = m.files();
                 if files.is_empty() {

@@ -67,6 +67,10 @@ pub fn file_type(kind: Kind) -> FileType {
         Kind::File => FileType::RegularFile,
         Kind::Dir => FileType::Directory,
         Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
+        Kind::CharDev => FileType::CharDevice,
+        Kind::BlockDev => FileType::BlockDevice,
     }
 }
 
@@ -102,7 +106,9 @@ pub fn attr(m: &Metadata) -> FileAttr {
         nlink: m.nlink,
         uid: m.uid,
         gid: m.gid,
-        rdev: 0,
+        // The kernel's device numbers fit its 32-bit encoding; one made
+        // through the engine's API that does not shows as 0.
+        rdev: u32::try_from(m.rdev).unwrap_or(0),
         blksize: pollfs_core::units::PAGE_SIZE as u32,
         flags: 0,
     }

@@ -18,14 +18,15 @@ use std::time::{Duration, SystemTime};
 use fuser::{
     Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
-    TimeOrNow, WriteFlags,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow, WriteFlags,
 };
 use pollfs_core::dev::BlockDevice;
 
 use super::attr::{self, Caller, FuseIno, KERNEL_TTL, TTL};
 use super::options::CacheMode;
 use super::server::{Server, SetAttr};
+use super::xattrs::Sized;
 
 /// How files are opened in direct mode: every read and write goes to
 /// pollfs (no kernel page cache), and writes inside EOF run in parallel
@@ -118,6 +119,14 @@ fn groups_of(pid: u32) -> Vec<u32> {
             })
         })
         .unwrap_or_default()
+}
+
+fn sized(reply: ReplyXattr, r: Result<Sized, Errno>) {
+    match r {
+        Ok(Sized::Len(len)) => reply.size(len),
+        Ok(Sized::Bytes(bytes)) => reply.data(&bytes),
+        Err(e) => reply.error(e),
+    }
 }
 
 fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
@@ -215,6 +224,31 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         }
     }
 
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        empty(reply, self.server.setxattr(ino.into(), name, value, flags));
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        sized(reply, self.server.getxattr(ino.into(), name, size));
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        sized(reply, self.server.listxattr(ino.into(), size));
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        empty(reply, self.server.removexattr(ino.into(), name));
+    }
+
     fn mknod(
         &self,
         req: &Request,
@@ -222,13 +256,14 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         name: &OsStr,
         mode: u32,
         _umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         entry(
             reply,
             self.ttl,
-            self.server.mknod(parent.into(), name, mode, caller(req)),
+            self.server
+                .mknod(parent.into(), name, mode, rdev, caller(req)),
         );
     }
 

@@ -4,9 +4,10 @@
 //!
 //! - [`attr`]: FUSE inode numbers and what `stat` shows.
 //! - [`handles`]: open files by FUSE handle.
-//! - [`server`] and [`names`]: one method per request, on the engine,
-//!   returning an errno on failure (tested without a kernel): inodes and
-//!   open files; directories and their entries.
+//! - [`server`], [`names`] and [`xattrs`]: one method per request, on the
+//!   engine, returning an errno on failure (tested without a kernel):
+//!   inodes and open files; directories and their entries; extended
+//!   attributes.
 //! - [`fuse`]: the `fuser::Filesystem` glue.
 //! - [`options`]: `-o`, mount(8)'s options; [`helper`]: `pollfs` called
 //!   as mount(8)'s `fuse.pollfs` helper.
@@ -25,6 +26,7 @@ mod names;
 mod options;
 mod server;
 pub mod umount;
+mod xattrs;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;

@@ -8,7 +8,7 @@ use std::ffi::OsStr;
 use fuser::{Errno, FileAttr, FileType, RenameFlags};
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::error::NamespaceError;
-use pollfs_core::{Error, File, NewInode};
+use pollfs_core::{Error, Kind, NewInode};
 
 use super::attr::{self, Caller, FuseIno};
 use super::server::{errno, Res, Server};
@@ -103,19 +103,32 @@ impl<D: BlockDevice> Server<D> {
         self.keep_open(f, flags)
     }
 
-    /// `mknod`: a regular file is made; devices, FIFOs and sockets are
-    /// EPERM, what the man pages give for a filesystem that does not
-    /// support the kind of node.
-    pub fn mknod(&self, parent: FuseIno, name: &OsStr, mode: u32, who: Caller) -> Res<FileAttr> {
-        if mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(Errno::EPERM);
-        }
+    /// `mknod`: a regular file, FIFO, socket, or character or block device
+    /// node with device number `rdev` (the kernel's 32-bit encoding, which
+    /// is `makedev(3)`'s for every number the kernel has). Any other type
+    /// is EINVAL, as mknod(2) gives it.
+    pub fn mknod(
+        &self,
+        parent: FuseIno,
+        name: &OsStr,
+        mode: u32,
+        rdev: u32,
+        who: Caller,
+    ) -> Res<FileAttr> {
+        let kind = match mode & libc::S_IFMT {
+            libc::S_IFREG => Kind::File,
+            libc::S_IFIFO => Kind::Fifo,
+            libc::S_IFSOCK => Kind::Socket,
+            libc::S_IFCHR => Kind::CharDev,
+            libc::S_IFBLK => Kind::BlockDev,
+            _ => return Err(Errno::EINVAL),
+        };
         let new = self.new_inode(parent.engine(), mode, who, false)?;
-        let f: File<D> = self
+        let ino = self
             .fs
-            .create_in(parent.engine(), utf8(name)?, new)
+            .mknod_in(parent.engine(), utf8(name)?, kind, u64::from(rdev), new)
             .map_err(errno)?;
-        Ok(attr::attr(&f.metadata()))
+        self.attr_of(ino)
     }
 
     /// `mkdir`.

@@ -409,18 +409,28 @@ fn setattr_changes_size_mode_owner_and_times() {
 }
 
 #[test]
-fn node_kinds_other_than_files_are_refused() {
+fn mknod_makes_every_node_kind() {
     let s = server();
-    for kind in [libc::S_IFIFO, libc::S_IFCHR, libc::S_IFBLK, libc::S_IFSOCK] {
-        assert_eq!(
-            s.mknod(ROOT, name("node"), kind | 0o644, ME),
-            Err(Errno::EPERM)
-        );
+    let kinds = [
+        (libc::S_IFIFO, FileType::NamedPipe, 0),
+        (libc::S_IFCHR, FileType::CharDevice, (1 << 8) | 3),
+        (libc::S_IFBLK, FileType::BlockDevice, (8 << 8) | 1),
+        (libc::S_IFSOCK, FileType::Socket, 0),
+    ];
+    for (i, (mode, kind, rdev)) in kinds.into_iter().enumerate() {
+        let n = format!("node{i}");
+        let a = s.mknod(ROOT, name(&n), mode | 0o640, rdev, ME).unwrap();
+        assert_eq!((a.kind, a.rdev, a.perm, a.size), (kind, rdev, 0o640, 0));
+        assert_eq!(s.lookup(ROOT, name(&n)).unwrap().kind, kind);
     }
     let reg = s
-        .mknod(ROOT, name("reg"), libc::S_IFREG | 0o604, ME)
+        .mknod(ROOT, name("reg"), libc::S_IFREG | 0o604, 0, ME)
         .unwrap();
     assert_eq!((reg.size, reg.perm, reg.uid), (0, 0o604, 1000));
+    assert_eq!(
+        s.mknod(ROOT, name("dir"), libc::S_IFDIR | 0o755, 0, ME),
+        Err(Errno::EINVAL)
+    );
 }
 
 #[test]
@@ -535,4 +545,45 @@ fn dot_entries_name_the_directory_and_its_parent() {
     s.rename(a, name("b"), c, name("b"), RenameFlags::empty())
         .unwrap();
     assert_eq!(dots(b, false), (b, c));
+}
+
+#[test]
+fn extended_attributes_answer_as_linux_does() {
+    use crate::mount::xattrs::Sized;
+    let s = server();
+    let f = s
+        .mknod(ROOT, name("f"), libc::S_IFREG | 0o644, 0, ME)
+        .unwrap();
+    let i = FuseIno::from(f.ino);
+    assert_eq!(
+        s.setxattr(i, name("user.k"), b"v1", libc::XATTR_REPLACE),
+        Err(Errno::ENODATA)
+    );
+    s.setxattr(i, name("user.k"), b"v1", libc::XATTR_CREATE)
+        .unwrap();
+    assert_eq!(
+        s.setxattr(i, name("user.k"), b"v2", libc::XATTR_CREATE),
+        Err(Errno::EEXIST)
+    );
+    assert_eq!(s.setxattr(i, name("user.k"), b"v2", 3), Err(Errno::EINVAL));
+    assert_eq!(
+        s.setxattr(i, name("other.k"), b"", 0),
+        Err(Errno::EOPNOTSUPP)
+    );
+    s.setxattr(i, name("trusted.t"), b"", 0).unwrap();
+    assert_eq!(s.getxattr(i, name("user.k"), 0), Ok(Sized::Len(2)));
+    assert_eq!(s.getxattr(i, name("user.k"), 1), Err(Errno::ERANGE));
+    assert_eq!(
+        s.getxattr(i, name("user.k"), 2),
+        Ok(Sized::Bytes(b"v1".to_vec()))
+    );
+    assert_eq!(s.getxattr(i, name("user.none"), 9), Err(Errno::ENODATA));
+    assert_eq!(s.listxattr(i, 0), Ok(Sized::Len(17)));
+    assert_eq!(s.listxattr(i, 16), Err(Errno::ERANGE));
+    assert_eq!(
+        s.listxattr(i, 17),
+        Ok(Sized::Bytes(b"trusted.t\0user.k\0".to_vec()))
+    );
+    s.removexattr(i, name("user.k")).unwrap();
+    assert_eq!(s.removexattr(i, name("user.k")), Err(Errno::ENODATA));
 }

@@ -56,8 +56,10 @@ impl<D: BlockDevice> Drop for File<D> {
 pub struct Metadata {
     /// Inode number.
     pub ino: u64,
-    /// File, directory or symbolic link.
+    /// File, directory, symbolic link, FIFO, socket or device node.
     pub kind: Kind,
+    /// A device node's device number (0 for anything else).
+    pub rdev: u64,
     /// Permission bits.
     pub perm: u16,
     /// Owner.
@@ -86,6 +88,7 @@ impl Metadata {
         Metadata {
             ino: inode.id.0,
             kind: inode.kind,
+            rdev: inode.rdev,
             perm: owner.perm,
             uid: owner.uid,
             gid: owner.gid,

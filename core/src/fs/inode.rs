@@ -1,7 +1,9 @@
 //! In-memory inodes: attributes, size, page index, extent map and the
 //! per-file locks.
 
+use alloc::collections::BTreeMap;
 use alloc::string::String;
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::cache::Radix;
@@ -129,7 +131,7 @@ pub(crate) struct Owner {
     pub(crate) gid: u32,
 }
 
-/// A file, directory or symbolic link.
+/// A file, directory, symbolic link, FIFO, socket or device node.
 #[derive(Debug)]
 pub(crate) struct Inode {
     pub(crate) id: InodeId,
@@ -152,6 +154,14 @@ pub(crate) struct Inode {
     pub(crate) ctime: AtomicU64,
     /// A symbolic link's target.
     pub(crate) target: String,
+    /// A device node's device number (0 for anything else).
+    pub(crate) rdev: u64,
+    /// Extended attributes: name -> value. Taken before the namespace
+    /// lock when changed (the change is staged under it).
+    pub(crate) xattrs: Mutex<BTreeMap<String, Vec<u8>>>,
+    /// Bytes of its extended attributes' records in a checkpoint image
+    /// (part of `meta_len`).
+    pub(crate) xattr_len: AtomicU64,
     /// Size in bytes. Stored with Release after the data it covers is in the
     /// cache; readers load it with Acquire.
     pub(crate) size: AtomicU64,
@@ -231,6 +241,9 @@ impl Inode {
             mtime: AtomicU64::new(m.mtime),
             ctime: AtomicU64::new(m.ctime),
             target: m.target.clone(),
+            rdev: m.rdev,
+            xattrs: Mutex::new(BTreeMap::new()),
+            xattr_len: AtomicU64::new(0),
             size: AtomicU64::new(m.size),
             pages: Radix::new(),
             extents: RwLock::new(ExtentMap::new()),
@@ -297,6 +310,7 @@ impl Inode {
                 _ => alloc::vec::Vec::new(),
             },
             target: self.target.clone(),
+            rdev: self.rdev,
         }
     }
 

@@ -45,6 +45,7 @@ mod size;
 mod statfs;
 mod sync_data;
 mod write;
+mod xattr;
 
 use alloc::sync::Arc;
 
@@ -60,6 +61,7 @@ pub use namespace::{DirEntry, NewInode, RenameFlags, SetAttr};
 pub use session::Session;
 pub(crate) use shared::Shared;
 pub use statfs::StatFs;
+pub use xattr::XattrMode;
 
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena, Geometry};

@@ -161,6 +161,7 @@ impl<D: BlockDevice> Fs<D> {
             let mut next = ROOT_INO + 1;
             for (&ino, m) in &shadow.inodes {
                 let inode = Inode::from_meta(InodeId(ino), m);
+                inode.load_xattrs(shadow.xattrs_of(ino));
                 {
                     let mut ext = inode.extents.write();
                     for x in &m.extents {

@@ -147,8 +147,9 @@ impl<D: BlockDevice> Shared<D> {
         Ok(effects)
     }
 
-    /// Creates an inode of `kind` linked as `name` in `parent`. A file comes
-    /// back opened (counted).
+    /// Creates an inode of `kind` linked as `name` in `parent` (a symbolic
+    /// link's `target`, a device node's `rdev`). A file comes back opened
+    /// (counted).
     pub(crate) fn make(
         &self,
         parent: u64,
@@ -156,6 +157,7 @@ impl<D: BlockDevice> Shared<D> {
         kind: Kind,
         who: NewInode,
         target: &str,
+        rdev: u64,
     ) -> Result<Arc<Inode>> {
         check_name(name)?;
         let now = (self.config.wall_clock)();
@@ -166,6 +168,9 @@ impl<D: BlockDevice> Shared<D> {
         if kind == Kind::Symlink {
             meta.target = target.to_string();
             meta.size = target.len() as u64;
+        }
+        if kind.is_device() {
+            meta.rdev = rdev;
         }
         // A new inode and entry grow the next checkpoint: refuse them, as a
         // full device, if the blocks held back for metadata could not.
@@ -241,7 +246,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Creates the regular file `name` in directory `parent`, which must not
     /// have it, and opens it.
     pub fn create_in(&self, parent: u64, name: &str, who: NewInode) -> Result<File<D>> {
-        let inode = self.make(parent, name, Kind::File, who, "")?;
+        let inode = self.make(parent, name, Kind::File, who, "", 0)?;
         Ok(File::new(self.clone(), inode))
     }
 
@@ -255,18 +260,19 @@ impl<D: BlockDevice> Fs<D> {
         kind: Kind,
         who: NewInode,
         target: &str,
+        rdev: u64,
     ) -> Result<Arc<Inode>> {
-        let made = self.shared.make(parent, name, kind, who, target);
+        let made = self.shared.make(parent, name, kind, who, target, rdev);
         if !self.shared.full_until_commit(&made) {
             return made;
         }
         self.sync()?;
-        self.shared.make(parent, name, kind, who, target)
+        self.shared.make(parent, name, kind, who, target, rdev)
     }
 
     /// Creates the directory `name` in `parent`; returns its inode number.
     pub fn mkdir_in(&self, parent: u64, name: &str, who: NewInode) -> Result<u64> {
-        Ok(self.make(parent, name, Kind::Dir, who, "")?.id.0)
+        Ok(self.make(parent, name, Kind::Dir, who, "", 0)?.id.0)
     }
 
     /// Creates the symbolic link `name` in `parent`, pointing at `target`
@@ -279,7 +285,30 @@ impl<D: BlockDevice> Fs<D> {
         if target.len() > MAX_SYMLINK_LEN {
             return Err(NameError::TooLong.into());
         }
-        Ok(self.make(parent, name, Kind::Symlink, who, target)?.id.0)
+        Ok(self.make(parent, name, Kind::Symlink, who, target, 0)?.id.0)
+    }
+
+    /// Creates `name` in `parent` as `mknod(2)` does: a FIFO, socket, or
+    /// character or block device node (with device number `rdev`; ignored
+    /// for the others), or an empty regular file (left closed). Returns its
+    /// inode number. The engine keeps the node, not what it stands for:
+    /// opening one through the engine is refused, and a mount lets the
+    /// kernel serve FIFOs and sockets and (`nodev`) open no device.
+    pub fn mknod_in(
+        &self,
+        parent: u64,
+        name: &str,
+        kind: Kind,
+        rdev: u64,
+        who: NewInode,
+    ) -> Result<u64> {
+        match kind {
+            Kind::File => Ok(self.create_in(parent, name, who)?.ino()),
+            Kind::Dir | Kind::Symlink => Err(NamespaceError::BadKind.into()),
+            Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev => {
+                Ok(self.make(parent, name, kind, who, "", rdev)?.id.0)
+            }
+        }
     }
 
     /// A symbolic link's target.
@@ -531,6 +560,9 @@ impl<D: BlockDevice> Fs<D> {
             Kind::File => {}
             Kind::Dir => return Err(NamespaceError::IsADirectory.into()),
             Kind::Symlink => return Err(NamespaceError::IsASymlink.into()),
+            Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev => {
+                return Err(NamespaceError::Special.into())
+            }
         }
         if !inode.try_open() {
             return Err(NamespaceError::NotFound.into());

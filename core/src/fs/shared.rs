@@ -69,13 +69,15 @@ impl<D: BlockDevice> Shared<D> {
     }
 
     /// Recomputes `inode`'s share of [`Shared::meta_bytes`] after its
-    /// extent count changed (or it was reclaimed: `gone`). Entries count
-    /// apart, as the namespace adds and removes them.
+    /// extent count or extended attributes changed (or it was reclaimed:
+    /// `gone`). Entries count apart, as the namespace adds and removes
+    /// them.
     pub(crate) fn meta_len_changed(&self, inode: &Inode, extents: usize, gone: bool) {
         let len = if gone {
             0
         } else {
             inode_record_len(inode.kind, extents, inode.target.len())
+                + inode.xattr_len.load(Ordering::Acquire)
         };
         let old = inode.meta_len.swap(len, Ordering::AcqRel);
         if len >= old {

@@ -221,6 +221,13 @@ pub enum RecordDamage {
     },
     /// A rename's flags byte is neither 0 nor 1.
     RenameFlags(u8),
+    /// Inode `ino`'s extended-attribute record has a name or value
+    /// outside [`persist::xattr`](crate::persist::xattr)'s rules, or an
+    /// operation byte that is neither 0 nor 1.
+    Xattr {
+        /// The inode.
+        ino: u64,
+    },
 }
 
 impl fmt::Display for RecordDamage {
@@ -262,6 +269,10 @@ impl fmt::Display for RecordDamage {
                  or mismatches the size"
             ),
             Self::RenameFlags(x) => write!(f, "rename flags {x} are out of range"),
+            Self::Xattr { ino } => write!(
+                f,
+                "inode {ino}: an extended attribute's name, value or operation is out of range"
+            ),
         }
     }
 }

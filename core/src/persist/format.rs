@@ -29,8 +29,12 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"POLLFSv1");
 /// fixed slots; version 2 keeps them in the data area, as long as needed;
 /// version 3 has directories, links and attributes (inode, link, unlink,
 /// rename and free records); version 4 logs small syncs' data (data and
-/// home records).
-pub const VERSION: u32 = 4;
+/// home records); version 5 has FIFOs, sockets and device nodes (inode
+/// kinds 4 to 7, a device node's record carrying its device number) and
+/// extended attributes (xattr records).
+/// Only this version is read: an image of another gets
+/// [`Damage::Version`](crate::error::Damage::Version).
+pub const VERSION: u32 = 5;
 /// Feature flags this code understands (none yet).
 pub const FEATURES: u32 = 0;
 

@@ -45,6 +45,7 @@ pub mod record;
 mod recover;
 pub mod shadow;
 pub mod tree;
+pub mod xattr;
 
 pub(crate) use journal::{CommitEnv, Journal, Log, PendingFree};
 pub(crate) use metaio::{chunks, MetaIo};

@@ -259,6 +259,10 @@ fn fix(shadow: &mut Shadow, p: &Problem) -> &'static str {
             shadow.retain_extents(loser, |x| !(x.dev.0 <= *block && *block < x.dev.0 + x.len));
             "the later owner lost the block"
         }
+        Problem::XattrsTooLarge { ino, .. } => {
+            shadow.trim_xattrs(*ino);
+            "dropped the extended attributes past the total, in name order"
+        }
         Problem::NoRoot => {
             shadow.make_root();
             "made a new, empty root"

@@ -1,6 +1,6 @@
-//! fsck's checks of durable metadata: what a [`Problem`] is, and the
-//! checks of space (extents inside the data area and within their file's
-//! size, no block owned twice). The tree's own checks are
+//! fsck's checks of durable metadata: what a [`Problem`] is, the checks
+//! of space (extents inside the data area and within their file's size,
+//! no block owned twice) and of extended attributes' totals. The tree's own checks are
 //! [`Tree::problems`](super::tree::Tree::problems); [`Shadow::problems`]
 //! runs both.
 //!
@@ -66,6 +66,14 @@ pub enum Problem {
     },
     /// The root directory is missing or is not a directory.
     NoRoot,
+    /// An inode's extended attributes pass their total
+    /// ([`INODE_TOTAL_MAX`](super::xattr::INODE_TOTAL_MAX)).
+    XattrsTooLarge {
+        /// The inode.
+        ino: u64,
+        /// Bytes of its names and values.
+        bytes: usize,
+    },
     /// An entry names an inode that does not exist, or sits in something
     /// that is not a directory.
     DanglingEntry {
@@ -118,6 +126,11 @@ impl fmt::Display for Problem {
                 second,
             } => write!(f, "block {block} is owned by {first} and {second}"),
             Problem::NoRoot => write!(f, "the root directory is missing"),
+            Problem::XattrsTooLarge { ino, bytes } => write!(
+                f,
+                "inode {ino}: extended attributes hold {bytes} bytes, past the {} allowed",
+                super::xattr::INODE_TOTAL_MAX
+            ),
             Problem::DanglingEntry { parent, name } => write!(
                 f,
                 "entry '{name}' in inode {parent} names no inode, or its parent is no directory"
@@ -197,4 +210,20 @@ pub fn space_problems(
         }
     }
     out
+}
+
+/// Inodes whose extended attributes pass their total, from
+/// `((ino, name), value)` in inode order.
+pub fn xattr_problems<'a>(
+    xattrs: impl Iterator<Item = (&'a (u64, String), &'a Vec<u8>)>,
+) -> Vec<Problem> {
+    let mut totals: BTreeMap<u64, usize> = BTreeMap::new();
+    for ((ino, name), value) in xattrs {
+        *totals.entry(*ino).or_default() += super::xattr::cost(name, value);
+    }
+    totals
+        .into_iter()
+        .filter(|&(_, bytes)| bytes > super::xattr::INODE_TOTAL_MAX)
+        .map(|(ino, bytes)| Problem::XattrsTooLarge { ino, bytes })
+        .collect()
 }

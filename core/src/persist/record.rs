@@ -1,7 +1,8 @@
 //! Log records: what each says, and their encoding.
 //!
 //! The log holds namespace records (an entry linked into a directory,
-//! unlinked, renamed; an inode freed) and inode records: an inode's whole
+//! unlinked, renamed; an inode freed), extended-attribute records (one
+//! name of one inode set or removed) and inode records: an inode's whole
 //! attributes and extent list, built from the in-memory inode when it is
 //! created or synced (btrfs's fast fsync logs the inode, not the history of
 //! changes). Records are written in the order the engine made the changes
@@ -18,8 +19,8 @@
 //! page now. Data that no later record supersedes is *live*: replay
 //! collects it, and mount writes it to its blocks before anything else.
 //!
-//! A checkpoint's stream is an image (every inode, then every entry, taken
-//! as they are), an [`Record::ImageEnd`] marker, the live data, then any
+//! A checkpoint's stream is an image (every inode, every extended
+//! attribute, then every entry, taken as they are), an [`Record::ImageEnd`] marker, the live data, then any
 //! records the checkpoint folded in (replayed like the log).
 //!
 //! Replaying records is [`shadow`](super::shadow)'s (through the
@@ -35,6 +36,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::format::{Dec, Enc, Short};
+use super::xattr as xattr_rules;
 use crate::error::{Damage, RecordDamage};
 use crate::space::Extent;
 use crate::units::{
@@ -60,10 +62,13 @@ pub mod tag {
     pub const DATA: u8 = 7;
     /// [`Record::Home`](super::Record::Home).
     pub const HOME: u8 = 8;
+    /// [`Record::Xattr`](super::Record::Xattr).
+    pub const XATTR: u8 = 9;
 }
 use tag::{
     DATA as TAG_DATA, FREE as TAG_FREE, HOME as TAG_HOME, IMAGE_END as TAG_IMAGE_END,
     INODE as TAG_INODE, LINK as TAG_LINK, RENAME as TAG_RENAME, UNLINK as TAG_UNLINK,
+    XATTR as TAG_XATTR,
 };
 
 /// Bytes of an encoded data record: tag, inode, page, block, the page.
@@ -83,6 +88,16 @@ pub enum Kind {
     Dir,
     /// A symbolic link.
     Symlink,
+    /// A named pipe (FIFO): no data of its own; the kernel joins its
+    /// readers and writers.
+    Fifo,
+    /// A Unix domain socket's name.
+    Socket,
+    /// A character device node: its device number is in
+    /// [`InodeMeta::rdev`]. A mount opens no device through it (`nodev`).
+    CharDev,
+    /// A block device node, as [`Kind::CharDev`].
+    BlockDev,
 }
 
 impl Kind {
@@ -92,6 +107,10 @@ impl Kind {
             Kind::File => 1,
             Kind::Dir => 2,
             Kind::Symlink => 3,
+            Kind::Fifo => 4,
+            Kind::Socket => 5,
+            Kind::CharDev => 6,
+            Kind::BlockDev => 7,
         }
     }
     /// The kind a record's byte names.
@@ -100,8 +119,25 @@ impl Kind {
             1 => Kind::File,
             2 => Kind::Dir,
             3 => Kind::Symlink,
+            4 => Kind::Fifo,
+            5 => Kind::Socket,
+            6 => Kind::CharDev,
+            7 => Kind::BlockDev,
             _ => return None,
         })
+    }
+
+    /// A device node: its record carries a device number.
+    pub const fn is_device(self) -> bool {
+        matches!(self, Kind::CharDev | Kind::BlockDev)
+    }
+
+    /// A FIFO, socket or device node: a leaf with no data and no target.
+    pub const fn is_special(self) -> bool {
+        matches!(
+            self,
+            Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev
+        )
     }
 }
 
@@ -134,6 +170,9 @@ pub struct InodeMeta {
     pub extents: Vec<Extent>,
     /// A symbolic link's target.
     pub target: String,
+    /// A device node's device number (Linux's `dev_t` encoding, as
+    /// `makedev(3)` builds it); 0 for anything else.
+    pub rdev: u64,
 }
 
 impl InodeMeta {
@@ -152,6 +191,7 @@ impl InodeMeta {
             ctime: now,
             extents: Vec::new(),
             target: String::new(),
+            rdev: 0,
         }
     }
 
@@ -162,13 +202,15 @@ impl InodeMeta {
 }
 
 /// Bytes of the record of an inode of `kind` with `extents` extents (a
-/// file) or a `target_len`-byte target (a symbolic link).
+/// file) or a `target_len`-byte target (a symbolic link); a device node's
+/// carries its device number.
 pub fn inode_record_len(kind: Kind, extents: usize, target_len: usize) -> u64 {
     INODE_HEAD
         + match kind {
             Kind::File => 4 + EXTENT_LEN * extents as u64,
             Kind::Symlink => 2 + target_len as u64,
-            Kind::Dir => 0,
+            Kind::CharDev | Kind::BlockDev => 8,
+            Kind::Dir | Kind::Fifo | Kind::Socket => 0,
         }
 }
 
@@ -176,6 +218,13 @@ pub fn inode_record_len(kind: Kind, extents: usize, target_len: usize) -> u64 {
 /// tag, parent, inode, name); a checkpoint image holds one per entry.
 pub fn link_len(name_len: usize) -> u64 {
     1 + 8 + 8 + 2 + name_len as u64
+}
+
+/// Bytes of the record that sets (`value`) or removes (`None`) one
+/// extended attribute: tag, inode, name, operation, value; a checkpoint
+/// image holds one setting per attribute.
+pub fn xattr_len(name: &str, value: Option<&[u8]>) -> u64 {
+    1 + 8 + 2 + name.len() as u64 + 1 + value.map_or(0, |v| 4 + v.len() as u64)
 }
 
 /// One log record.
@@ -246,6 +295,16 @@ pub enum Record {
         /// The page index.
         page: u64,
     },
+    /// Inode `ino`'s extended attribute `name` is `value` from now on, or
+    /// (`None`) is gone.
+    Xattr {
+        /// The inode.
+        ino: u64,
+        /// The attribute's name, namespace prefix included.
+        name: String,
+        /// Its value, or `None`: removed.
+        value: Option<Vec<u8>>,
+    },
 }
 
 fn short(_: Short) -> Damage {
@@ -279,6 +338,29 @@ fn name(d: &mut Dec<'_>) -> Result<String, Damage> {
         return Err(Damage::Record(RecordDamage::NameBytes));
     }
     Ok(String::from(s))
+}
+
+fn xattr(d: &mut Dec<'_>, ino: u64) -> Result<Record, Damage> {
+    let bad = Damage::Record(RecordDamage::Xattr { ino });
+    let len = d.u16().map_err(short)?;
+    let name = core::str::from_utf8(d.bytes(usize::from(len)).map_err(short)?).map_err(|_| bad)?;
+    xattr_rules::check_name(name).map_err(|_| bad)?;
+    let value = match d.u8().map_err(short)? {
+        0 => None,
+        1 => {
+            let len = d.u32().map_err(short)? as usize;
+            if len > xattr_rules::VALUE_MAX {
+                return Err(bad);
+            }
+            Some(d.bytes(len).map_err(short)?.to_vec())
+        }
+        _ => return Err(bad),
+    };
+    Ok(Record::Xattr {
+        ino,
+        name: String::from(name),
+        value,
+    })
 }
 
 fn put_name(e: &mut Enc, name: &str) {
@@ -344,6 +426,7 @@ fn inode_meta(d: &mut Dec<'_>, ino: u64) -> Result<InodeMeta, Damage> {
         ctime: d.u64().map_err(short)?,
         extents: Vec::new(),
         target: String::new(),
+        rdev: 0,
     };
     if m.parent > MAX_INODE || (kind != Kind::Dir && m.parent != 0) {
         return Err(Damage::Record(RecordDamage::Parent {
@@ -370,9 +453,12 @@ fn inode_meta(d: &mut Dec<'_>, ino: u64) -> Result<InodeMeta, Damage> {
                 return Err(bad_target);
             }
         }
-        Kind::Dir => {
+        Kind::Dir | Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev => {
             if m.size != 0 {
                 return Err(bad_size);
+            }
+            if kind.is_device() {
+                m.rdev = d.u64().map_err(short)?;
             }
         }
     }
@@ -431,6 +517,19 @@ impl Record {
                 e.u64(*ino);
                 e.u64(*page);
             }
+            Record::Xattr { ino, name, value } => {
+                e.u8(TAG_XATTR);
+                e.u64(*ino);
+                put_name(e, name);
+                match value {
+                    None => e.u8(0),
+                    Some(v) => {
+                        e.u8(1);
+                        e.u32(v.len() as u32);
+                        e.bytes(v);
+                    }
+                }
+            }
         }
     }
 
@@ -486,6 +585,10 @@ impl Record {
                     page: page(d, ino)?,
                 }
             }
+            TAG_XATTR => {
+                let ino = ino(d)?;
+                xattr(d, ino)?
+            }
             tag => return Err(Damage::Record(RecordDamage::Tag(tag))),
         })
     }
@@ -533,7 +636,8 @@ pub(crate) fn encode_inode(e: &mut Enc, ino: u64, m: &InodeMeta) {
             }
         }
         Kind::Symlink => put_name(e, &m.target),
-        Kind::Dir => {}
+        Kind::CharDev | Kind::BlockDev => e.u64(m.rdev),
+        Kind::Dir | Kind::Fifo | Kind::Socket => {}
     }
 }
 
@@ -579,8 +683,22 @@ pub(crate) mod tests {
         let mut sym = inode(Kind::Symlink);
         sym.target = "../target".into();
         sym.size = 9;
+        let mut chr = inode(Kind::CharDev);
+        chr.rdev = (1 << 8) | 3;
+        let mut blk = inode(Kind::BlockDev);
+        blk.rdev = u64::MAX;
         let recs = alloc::vec![
             Record::Inode { ino: 2, meta: file },
+            Record::Inode { ino: 5, meta: chr },
+            Record::Inode { ino: 6, meta: blk },
+            Record::Inode {
+                ino: 7,
+                meta: inode(Kind::Fifo)
+            },
+            Record::Inode {
+                ino: 8,
+                meta: inode(Kind::Socket)
+            },
             Record::Inode { ino: 3, meta: sym },
             Record::Inode {
                 ino: 4,
@@ -592,11 +710,29 @@ pub(crate) mod tests {
                 name: "a".into()
             },
             rename(1, "a", 4, "b", true),
+            Record::Xattr {
+                ino: 4,
+                name: "user.k".into(),
+                value: Some(alloc::vec![7; 3]),
+            },
+            Record::Xattr {
+                ino: 4,
+                name: "system.posix_acl_default".into(),
+                value: None,
+            },
             Record::Free { ino: 2 },
             Record::ImageEnd,
         ];
         let bytes = Record::encode_all(&recs);
         assert_eq!(Record::decode_all(&bytes).unwrap(), recs);
+        let lens: u64 = recs
+            .iter()
+            .map(|r| match r {
+                Record::Xattr { name, value, .. } => xattr_len(name, value.as_deref()),
+                r => Record::encode_all(core::slice::from_ref(r)).len() as u64,
+            })
+            .sum();
+        assert_eq!(lens, bytes.len() as u64);
         assert!(Record::decode_all(&[9]).is_err());
         assert!(Record::decode_all(&[TAG_INODE, 1, 0, 0, 0, 0, 0, 0, 0]).is_err());
     }
@@ -643,9 +779,15 @@ pub(crate) mod tests {
         assert!(ok(1, sym.clone()));
         sym.size = 1;
         assert!(!ok(1, sym));
-        let mut dir = inode(Kind::Dir);
-        dir.size = 1;
-        assert!(!ok(1, dir));
+        for kind in [Kind::Dir, Kind::Fifo, Kind::Socket, Kind::CharDev] {
+            let mut leaf = inode(kind);
+            leaf.size = 1;
+            assert!(!ok(1, leaf), "{kind:?} with a size");
+        }
+        for code in 1..=7 {
+            assert_eq!(Kind::from_code(code).map(Kind::code), Some(code));
+        }
+        assert_eq!(Kind::from_code(8), None);
         let named = |name: &str| {
             let mut e = Enc::default();
             e.u8(TAG_LINK);
@@ -659,5 +801,16 @@ pub(crate) mod tests {
         assert!(!named("a/b"));
         assert!(!named(".."));
         assert!(!named(""));
+        let xattr = |name: &str, len: usize| {
+            Record::decode_all(&Record::encode_all(&[Record::Xattr {
+                ino: 3,
+                name: name.into(),
+                value: Some(alloc::vec![1; len]),
+            }]))
+        };
+        assert!(xattr("user.a", xattr_rules::VALUE_MAX).is_ok());
+        let bad = Err(Damage::Record(RecordDamage::Xattr { ino: 3 }));
+        assert_eq!(xattr("user.a", xattr_rules::VALUE_MAX + 1), bad);
+        assert_eq!(xattr("nowhere.a", 1), bad);
     }
 }

@@ -4,7 +4,8 @@
 //! A [`Shadow`] is the namespace [`Tree`] (the same state machine the
 //! mounted filesystem changes) plus what the tree does not hold: each
 //! inode's attributes and extents ([`InodeMeta`]) and the live data (pages
-//! whose durable bytes are in a data record rather than in their block).
+//! whose durable bytes are in a data record rather than in their block)
+//! and every inode's extended attributes.
 //! Replay feeds each record to [`Shadow::apply`], which hands namespace
 //! changes to [`Tree::apply`] and copies the link counts and parents they
 //! change into the inodes' records, so an image written from the shadow
@@ -19,8 +20,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use super::format::{Enc, Layout};
-use super::problems::{space_problems, Problem};
-use super::record::{encode_inode, InodeMeta, Kind, Record, DATA_RECORD_LEN};
+use super::problems::{space_problems, xattr_problems, Problem};
+use super::record::{encode_inode, xattr_len, InodeMeta, Kind, Record, DATA_RECORD_LEN};
 use super::tree::{Effects, Node, Tree};
 use crate::error::{Damage, ReplayDamage};
 use crate::space::Extent;
@@ -38,7 +39,9 @@ pub struct Shadow {
     /// Live data: (inode, page) -> (its block, its bytes), for pages whose
     /// durable bytes are in a data record rather than in their block.
     data: BTreeMap<(u64, u64), (u64, Vec<u8>)>,
-    /// Bytes of this state's inode and data records in a checkpoint image
+    /// Extended attributes: (inode, name) -> value.
+    pub xattrs: BTreeMap<(u64, String), Vec<u8>>,
+    /// Bytes of this state's inode, attribute and data records in a checkpoint image
     /// (the tree counts its entries').
     image_len: u64,
 }
@@ -116,10 +119,58 @@ impl Shadow {
     /// link counting (the image's inode records carry their counts).
     pub fn load(&mut self, r: &Record) -> Result<(), Damage> {
         self.tree.load(r)?;
-        if let Record::Inode { ino, meta } = r {
-            self.put_inode(*ino, meta.clone());
+        match r {
+            Record::Inode { ino, meta } => self.put_inode(*ino, meta.clone()),
+            Record::Xattr { ino, name, value } => self.put_xattr(*ino, name, value.as_deref())?,
+            _ => {}
         }
         Ok(())
+    }
+
+    /// Sets or removes one extended attribute of `ino`, which must exist.
+    fn put_xattr(&mut self, ino: u64, name: &str, value: Option<&[u8]>) -> Result<(), Damage> {
+        if !self.inodes.contains_key(&ino) {
+            return Err(Damage::Replay(ReplayDamage::NoInode(ino)));
+        }
+        let key = (ino, String::from(name));
+        let old = match value {
+            Some(v) => {
+                self.image_len += xattr_len(name, Some(v));
+                self.xattrs.insert(key, v.to_vec())
+            }
+            None => self.xattrs.remove(&key),
+        };
+        if let Some(old) = old {
+            self.image_len -= xattr_len(name, Some(&old));
+        }
+        Ok(())
+    }
+
+    /// Keeps the extended attributes of `ino` in name order while their
+    /// total stays within [`INODE_TOTAL_MAX`](super::xattr::INODE_TOTAL_MAX),
+    /// and drops the rest (for repair).
+    pub fn trim_xattrs(&mut self, ino: u64) {
+        let mut total = 0;
+        let over: Vec<String> = self
+            .xattrs_of(ino)
+            .filter(|(n, v)| {
+                total += super::xattr::cost(n, v);
+                total > super::xattr::INODE_TOTAL_MAX
+            })
+            .map(|(n, _)| String::from(n))
+            .collect();
+        for name in over {
+            // The inode exists: it has attributes.
+            let _ = self.put_xattr(ino, &name, None);
+        }
+    }
+
+    /// The extended attributes of `ino`: (name, value) in name order.
+    pub fn xattrs_of(&self, ino: u64) -> impl Iterator<Item = (&str, &[u8])> {
+        self.xattrs
+            .range((ino, String::new())..)
+            .take_while(move |((i, _), _)| *i == ino)
+            .map(|((_, n), v)| (n.as_str(), v.as_slice()))
     }
 
     /// Applies one record, as the engine did when it made the change (see
@@ -156,6 +207,7 @@ impl Shadow {
                 }
             }
             Record::Home { ino, page } => self.drop_data(*ino, *page),
+            Record::Xattr { ino, name, value } => self.put_xattr(*ino, name, value.as_deref())?,
             Record::Link { .. } | Record::Unlink { .. } | Record::Rename { .. } => {}
             Record::ImageEnd => {}
         }
@@ -174,11 +226,12 @@ impl Shadow {
     }
 
     /// Every problem with this state on `layout`, given the checkpoint
-    /// chain's blocks: the space's ([`space_problems`]) and the tree's
-    /// ([`Tree::problems`]).
+    /// chain's blocks: the space's ([`space_problems`]), the tree's
+    /// ([`Tree::problems`]) and the extended attributes' totals.
     pub fn problems(&self, layout: &Layout, chain: &[(u64, u64)]) -> Vec<Problem> {
         let mut out = space_problems(&self.inodes, layout, chain);
         out.extend(self.tree.problems());
+        out.extend(xattr_problems(self.xattrs.iter()));
         out
     }
 
@@ -198,6 +251,12 @@ impl Shadow {
         if let Some(old) = self.inodes.remove(&ino) {
             self.image_len -= old.record_len();
         }
+        let names: Vec<String> = self.xattrs_of(ino).map(|(n, _)| String::from(n)).collect();
+        for name in names {
+            if let Some(old) = self.xattrs.remove(&(ino, name.clone())) {
+                self.image_len -= xattr_len(&name, Some(&old));
+            }
+        }
         self.prune_data(ino);
     }
 
@@ -207,11 +266,20 @@ impl Shadow {
     }
 
     /// This state as a checkpoint image, encoded: every inode, every
-    /// entry, the [`Record::ImageEnd`] marker, and the live data.
+    /// extended attribute, every entry, the [`Record::ImageEnd`] marker,
+    /// and the live data.
     pub fn image(&self) -> Vec<u8> {
         let mut e = Enc(Vec::with_capacity(self.image_len() as usize));
         for (&ino, m) in &self.inodes {
             encode_inode(&mut e, ino, m);
+        }
+        for ((ino, name), value) in &self.xattrs {
+            Record::Xattr {
+                ino: *ino,
+                name: name.clone(),
+                value: Some(value.clone()),
+            }
+            .encode(&mut e);
         }
         for (parent, name, ino) in self.tree.entries() {
             Record::Link {

@@ -358,7 +358,7 @@ impl Tree {
                 self.nodes.remove(ino);
             }
             Record::ImageEnd => return Err(replay(ReplayDamage::ImageEnd)),
-            Record::Data { .. } | Record::Home { .. } => {}
+            Record::Data { .. } | Record::Home { .. } | Record::Xattr { .. } => {}
         }
         Ok(self.effects(touched))
     }
@@ -381,6 +381,9 @@ impl Tree {
                 }
                 self.put_entry(*parent, name, *ino);
             }
+            // An image carries every inode's extended attributes; the
+            // tree holds none.
+            Record::Xattr { .. } => {}
             _ => return Err(replay(ReplayDamage::ImageRecord)),
         }
         Ok(())

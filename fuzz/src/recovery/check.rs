@@ -345,6 +345,13 @@ impl<'a> Checker<'a> {
                     );
                 }
                 Kind::Dir => {}
+                Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev => {
+                    let m = fs.attr(ino).expect("attributes of a special file");
+                    assert!(
+                        m.len == 0 && (kind.is_device() || m.rdev == 0),
+                        "special file {ino}: {m:?}"
+                    );
+                }
             }
         }
     }

@@ -129,6 +129,7 @@ impl Cx {
 pub use pollfs_core::persist::record::tag::{
     DATA as TAG_DATA, FREE as TAG_FREE, HOME as TAG_HOME, IMAGE_END as TAG_IMAGE_END,
     INODE as TAG_INODE, LINK as TAG_LINK, RENAME as TAG_RENAME, UNLINK as TAG_UNLINK,
+    XATTR as TAG_XATTR,
 };
 
 /// Inode kind codes, as [`Record::encode`] writes them.
@@ -175,13 +176,15 @@ pub struct Rec {
     /// The directory (Link, Unlink; Rename's source), or a directory
     /// inode's parent (Inode).
     pub parent: u64,
-    /// The entry's name (Link, Unlink; Rename's source name).
+    /// The entry's name (Link, Unlink; Rename's source name), or the
+    /// attribute's (Xattr).
     pub name: Text,
     /// Rename's destination directory.
     pub to: u64,
     /// Rename's destination name.
     pub to_name: Text,
-    /// Rename's flags byte (0, or 1 for an exchange).
+    /// Rename's flags byte (0, or 1 for an exchange); Xattr's operation
+    /// (0 remove, 1 set).
     pub flags: u8,
     /// Inode kind code.
     pub kind: u8,
@@ -207,7 +210,8 @@ pub struct Rec {
     pub page: u64,
     /// The page's device block (Data).
     pub block: u64,
-    /// The page's bytes (Data; 4 KiB in a valid record).
+    /// The page's bytes (Data; 4 KiB in a valid record), or the
+    /// attribute's value (Xattr).
     pub bytes: Vec<u8>,
 }
 
@@ -294,6 +298,14 @@ impl From<&Record> for Rec {
                 page: *page,
                 ..Rec::default()
             },
+            Record::Xattr { ino, name, value } => Rec {
+                tag: TAG_XATTR,
+                ino: *ino,
+                name: text(name),
+                flags: u8::from(value.is_some()),
+                bytes: value.clone().unwrap_or_default(),
+                ..Rec::default()
+            },
         }
     }
 }
@@ -350,6 +362,15 @@ impl Rec {
             TAG_HOME => {
                 e.u64(self.ino);
                 e.u64(self.page);
+            }
+            TAG_XATTR => {
+                e.u64(self.ino);
+                self.name.encode(e);
+                e.u8(self.flags);
+                if self.flags == 1 {
+                    e.u32(self.bytes.len() as u32);
+                    e.bytes(&self.bytes);
+                }
             }
             _ => e.u64(self.ino),
         }
