@@ -15,14 +15,7 @@ work=$(cd "$work" && pwd)
 src=$work/fio-3.33
 
 if [ ! -x "$src/fio" ]; then
-    if [ ! -f "$work/fio_3.33.orig.tar.gz" ]; then
-        mkdir -p "$work/apt/lists/partial"
-        echo 'deb-src http://deb.debian.org/debian bookworm main' > "$work/apt/src.list"
-        apt_opts=(-o "Dir::Etc::SourceList=$work/apt/src.list" -o Dir::Etc::SourceParts=/dev/null
-            -o "Dir::State::Lists=$work/apt/lists")
-        apt-get "${apt_opts[@]}" update -qq
-        (cd "$work" && apt-get "${apt_opts[@]}" source --download-only fio=3.33-3 >/dev/null)
-    fi
+    "$root/capi/scripts/debian-source.sh" "$work" fio=3.33-3 fio_3.33.orig.tar.gz
     tar -C "$work" -xzf "$work/fio_3.33.orig.tar.gz"
     (cd "$src" && ./configure --disable-native >/dev/null && make -j"$(nproc)" fio >/dev/null)
 fi

@@ -17,14 +17,7 @@ work=$(cd "$work" && pwd)
 src=$work/sqlite3-3.40.1
 
 if [ ! -f "$src/test/speedtest1.c" ]; then
-    if [ ! -f "$work/sqlite3_3.40.1.orig.tar.xz" ]; then
-        mkdir -p "$work/apt/lists/partial"
-        echo 'deb-src http://deb.debian.org/debian bookworm main' > "$work/apt/src.list"
-        apt_opts=(-o "Dir::Etc::SourceList=$work/apt/src.list" -o Dir::Etc::SourceParts=/dev/null
-            -o "Dir::State::Lists=$work/apt/lists")
-        apt-get "${apt_opts[@]}" update -qq
-        (cd "$work" && apt-get "${apt_opts[@]}" source --download-only sqlite3 >/dev/null)
-    fi
+    "$root/capi/scripts/debian-source.sh" "$work" sqlite3 sqlite3_3.40.1.orig.tar.xz
     tar -C "$work" -xJf "$work/sqlite3_3.40.1.orig.tar.xz" sqlite3-3.40.1/test/speedtest1.c
 fi
 
