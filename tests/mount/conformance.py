@@ -3,8 +3,8 @@
 the same run, and their results compared: return values and errnos, the
 modes, owners, sizes and times left behind. Written from the man pages of
 open(2), link(2), unlink(2), rename(2), rmdir(2), chmod(2), chown(2),
-utimensat(2), mknod(2), truncate(2), statfs(2), path_resolution(7) and
-inode(7); some cases run as uid/gid 65534 (nobody, in no other group).
+utimensat(2), mknod(2), truncate(2), statfs(2), xattr(7), acl(5),
+path_resolution(7) and inode(7); some cases run as uid/gid 65534 (nobody, in no other group).
 
 Every difference is printed. A difference not in EXPECTED_GAPS fails the
 run, and so does a listed gap that no longer differs (it was fixed: take
@@ -23,7 +23,6 @@ import sys
 # Case name: why pollfs differs from tmpfs there (for now).
 EXPECTED_GAPS = {
     "o_tmpfile": "O_TMPFILE is EOPNOTSUPP: the server does not implement FUSE_TMPFILE",
-    "posix_acls": "ACLs are kept as plain attributes, not folded into the mode nor enforced: FUSE_POSIX_ACL is not on yet",
 }
 
 NOBODY = 65534
@@ -605,13 +604,145 @@ def xattrs(d):
     ]
 
 
-def posix_acls(d):
-    write(d + "/f")
-    acl = bytes.fromhex("02000000" "0100060000000000" "0400040000000000" "2000040000000000")
+# POSIX ACLs (acl(5)) as system.posix_acl_* values: a version (2), then
+# (tag u16, perm u16, id u32) entries, little-endian.
+USER_OBJ, USER, GROUP_OBJ, GROUP_ENTRY, MASK, OTHER = 1, 2, 4, 8, 0x10, 0x20
+NO_ID = 0xFFFFFFFF
+ACCESS = "system.posix_acl_access"
+DEFAULT = "system.posix_acl_default"
+
+
+def acl(*entries):
+    out = (2).to_bytes(4, "little")
+    for tag, perm, *ident in entries:
+        out += tag.to_bytes(2, "little") + perm.to_bytes(2, "little")
+        out += (ident[0] if ident else NO_ID).to_bytes(4, "little")
+    return out
+
+
+def can(path, flags):
+    """What nobody gets opening `path`."""
+    return as_nobody(lambda: opened(path, flags))
+
+
+def acl_named_entries_and_the_mask(d):
+    f = d + "/f"
+    write(f, b"secret")
+    os.chmod(f, 0o640)
+    out = [can(f, os.O_RDONLY)]
+    # A named user entry grants what the mask lets through.
+    out.append(r(os.setxattr, f, ACCESS, acl(
+        (USER_OBJ, 6), (USER, 6, NOBODY), (GROUP_OBJ, 4), (MASK, 4), (OTHER, 0))))
+    out += [mode(f), can(f, os.O_RDONLY), can(f, os.O_WRONLY)]
+    out.append(r(os.setxattr, f, ACCESS, acl(
+        (USER_OBJ, 6), (USER, 6, NOBODY), (GROUP_OBJ, 4), (MASK, 6), (OTHER, 0))))
+    out += [mode(f), can(f, os.O_WRONLY)]
+    # A named group entry: nobody's group.
+    g = d + "/g"
+    write(g, b"group")
+    os.chmod(g, 0o600)
+    out.append(r(os.setxattr, g, ACCESS, acl(
+        (USER_OBJ, 6), (GROUP_OBJ, 0), (GROUP_ENTRY, 4, NOBODY), (MASK, 4), (OTHER, 0))))
+    out += [mode(g), can(g, os.O_RDONLY), can(g, os.O_WRONLY)]
+    # An empty mask takes the named entries' access away.
+    out.append(r(os.setxattr, g, ACCESS, acl(
+        (USER_OBJ, 6), (GROUP_OBJ, 0), (GROUP_ENTRY, 4, NOBODY), (MASK, 0), (OTHER, 0))))
+    out += [mode(g), can(g, os.O_RDONLY)]
+    # The same in a directory: search and create through a named entry.
+    os.mkdir(d + "/closed", 0o700)
+    out.append(r(os.setxattr, d + "/closed", ACCESS, acl(
+        (USER_OBJ, 7), (USER, 7, NOBODY), (GROUP_OBJ, 0), (MASK, 7), (OTHER, 0))))
+    out.append(as_nobody(lambda: opened(d + "/closed/mine", os.O_CREAT | os.O_WRONLY, 0o600)))
+    out.append(owner(d + "/closed/mine"))
+    out.append(r(os.getxattr, f, ACCESS).hex())
+    return out
+
+
+def acl_defaults_inherited(d):
+    top = d + "/top"
+    os.mkdir(top, 0o755)
+    default = acl((USER_OBJ, 7), (USER, 7, NOBODY), (GROUP_OBJ, 5), (MASK, 7), (OTHER, 0))
+    out = [r(os.setxattr, top, DEFAULT, default)]
+    # The umask does not apply under a default ACL; the mode masks the
+    # inherited entries.
+    old = os.umask(0o077)
+    write(top + "/f", m=0o666)
+    os.mkdir(top + "/sub", 0o777)
+    os.mkfifo(top + "/fifo", 0o640)
+    os.symlink("f", top + "/link")
+    os.umask(old)
+    for p in ("f", "sub", "fifo"):
+        q = top + "/" + p
+        out += [p, mode(q), r(os.getxattr, q, ACCESS), r(os.getxattr, q, DEFAULT)]
+    out.append(mode(top + "/link"))
+    # Two levels down, by way of the subdirectory's inherited default.
+    write(top + "/sub/g", m=0o640)
+    out += [mode(top + "/sub/g"), r(os.getxattr, top + "/sub/g", ACCESS)]
+    # Nobody writes through its named entry, and makes files there.
+    out.append(can(top + "/f", os.O_WRONLY))
+    out.append(as_nobody(lambda: opened(top + "/sub/theirs", os.O_CREAT | os.O_WRONLY, 0o644)))
+    out.append(mode(top + "/sub/theirs"))
+    # A minimal default ACL: bits alone, and no access ACL.
+    os.mkdir(d + "/plain", 0o755)
+    out.append(r(os.setxattr, d + "/plain", DEFAULT, acl((USER_OBJ, 7), (GROUP_OBJ, 0), (OTHER, 0))))
+    write(d + "/plain/f", m=0o666)
+    out += [mode(d + "/plain/f"), sorted(os.listxattr(d + "/plain/f"))]
+    # Without a default ACL the umask applies, to every kind.
+    old = os.umask(0o027)
+    write(d + "/masked", m=0o666)
+    os.mkdir(d + "/maskeddir", 0o777)
+    os.mkfifo(d + "/maskedfifo", 0o666)
+    os.umask(old)
+    out += [mode(d + "/masked"), mode(d + "/maskeddir"), mode(d + "/maskedfifo")]
+    # Removing the default stops the inheritance.
+    out.append(r(os.removexattr, top, DEFAULT))
+    write(top + "/after", m=0o666)
+    out += [mode(top + "/after"), sorted(os.listxattr(top + "/after"))]
+    return out
+
+
+def acl_chmod_and_minimal_acls(d):
+    f = d + "/f"
+    write(f)
+    os.chmod(f, 0o644)
+    os.setxattr(f, ACCESS, acl((USER_OBJ, 6), (USER, 6, NOBODY), (GROUP_OBJ, 4), (MASK, 6), (OTHER, 0)))
+    out = [mode(f), can(f, os.O_WRONLY)]
+    # chmod sets the mask (not the owning group's entry) and the others'.
+    os.chmod(f, 0o604)
+    out += [mode(f), r(os.getxattr, f, ACCESS).hex(), can(f, os.O_WRONLY), can(f, os.O_RDONLY)]
+    os.chmod(f, 0o674)
+    out += [mode(f), can(f, os.O_WRONLY)]
+    # An ACL the bits say in full is not kept as an ACL.
+    out.append(r(os.setxattr, f, ACCESS, acl((USER_OBJ, 7), (GROUP_OBJ, 5), (OTHER, 1))))
+    out += [mode(f), sorted(os.listxattr(f)), r(os.getxattr, f, ACCESS)]
+    # Removing an access ACL leaves the bits.
+    os.setxattr(f, ACCESS, acl((USER_OBJ, 6), (USER, 6, NOBODY), (GROUP_OBJ, 4), (MASK, 6), (OTHER, 0)))
+    out += [r(os.removexattr, f, ACCESS), mode(f), sorted(os.listxattr(f))]
+    return out
+
+
+def acl_values_checked(d):
+    f = d + "/f"
+    write(f)
+    os.mkdir(d + "/dir")
+    os.symlink("f", d + "/l")
+    good = acl((USER_OBJ, 6), (GROUP_OBJ, 4), (OTHER, 4))
+    bad_version = (1).to_bytes(4, "little") + good[4:]
     return [
-        r(os.setxattr, d + "/f", "system.posix_acl_access", acl),
-        sorted(os.listxattr(d + "/f")),
-        oct(os.lstat(d + "/f").st_mode),
+        r(os.setxattr, f, ACCESS, good[:-1]),
+        r(os.setxattr, f, ACCESS, b"\x02\x00"),
+        r(os.setxattr, f, ACCESS, bad_version),
+        r(os.setxattr, f, ACCESS, acl((USER_OBJ, 6), (OTHER, 4))),
+        r(os.setxattr, f, ACCESS, acl((USER_OBJ, 6), (USER, 6, NOBODY), (GROUP_OBJ, 4), (OTHER, 4))),
+        r(os.setxattr, f, ACCESS, acl((USER_OBJ, 6), (GROUP_OBJ, 4), (OTHER, 4), (MASK, 4))),
+        r(os.setxattr, f, ACCESS, acl((USER_OBJ, 8), (GROUP_OBJ, 4), (OTHER, 4))),
+        r(os.setxattr, f, ACCESS, acl((USER_OBJ, 6), (0x40, 4), (GROUP_OBJ, 4), (OTHER, 4))),
+        r(os.setxattr, f, DEFAULT, good),
+        r(os.setxattr, d + "/dir", DEFAULT, good),
+        r(os.setxattr, d + "/l", ACCESS, good, follow_symlinks=False),
+        r(os.getxattr, d + "/l", ACCESS, follow_symlinks=False),
+        sorted(os.listxattr(f)),
+        mode(f),
     ]
 
 
@@ -647,7 +778,10 @@ CASES = [
     truncate_rules,
     statfs_fields,
     xattrs,
-    posix_acls,
+    acl_named_entries_and_the_mask,
+    acl_defaults_inherited,
+    acl_chmod_and_minimal_acls,
+    acl_values_checked,
     directory_links,
 ]
 

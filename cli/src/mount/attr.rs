@@ -51,14 +51,17 @@ pub const TTL: Duration = Duration::from_secs(1);
 /// and for at most this long.
 pub const KERNEL_TTL: Duration = Duration::from_secs(60);
 
-/// Who makes a new inode: the caller of the request, whose ids the kernel
-/// sends with it.
+/// Who makes a new inode: the caller of the request, whose ids and umask
+/// the kernel sends with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Caller {
     /// The caller's file-system user id.
     pub uid: u32,
     /// The caller's file-system group id.
     pub gid: u32,
+    /// The caller's umask, which the server applies (`FUSE_DONT_MASK`)
+    /// unless the directory has a default ACL ([`acl`](super::acl)).
+    pub umask: u16,
 }
 
 /// The FUSE kind of a pollfs inode kind.

@@ -99,10 +99,13 @@ fn entry(reply: ReplyEntry, ttl: Duration, r: Result<FileAttr, Errno>) {
     }
 }
 
-fn caller(req: &Request) -> Caller {
+/// The caller of a request; `umask` is what a request that makes an inode
+/// carries (0 for the others).
+fn caller(req: &Request, umask: u32) -> Caller {
     Caller {
         uid: req.uid(),
         gid: req.gid(),
+        umask: (umask & 0o777) as u16,
     }
 }
 
@@ -144,6 +147,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         let mut wanted = InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO;
+        // POSIX ACLs: the kernel checks them (default_permissions is
+        // always on) and leaves the umask to the server, which applies it
+        // only where no default ACL does (see `acl`).
+        wanted |= InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
         wanted |= match self.mode {
             // Buffered writes stay in the kernel's cache until writeback,
             // fsync or close; symbolic links are read once.
@@ -255,7 +262,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
@@ -263,7 +270,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
             reply,
             self.ttl,
             self.server
-                .mknod(parent.into(), name, mode, rdev, caller(req)),
+                .mknod(parent.into(), name, mode, rdev, caller(req, umask)),
         );
     }
 
@@ -273,13 +280,14 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         entry(
             reply,
             self.ttl,
-            self.server.mkdir(parent.into(), name, mode, caller(req)),
+            self.server
+                .mkdir(parent.into(), name, mode, caller(req, umask)),
         );
     }
 
@@ -299,9 +307,9 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let made = self
-            .server
-            .symlink(parent.into(), link_name, target.as_os_str(), caller(req));
+        let made =
+            self.server
+                .symlink(parent.into(), link_name, target.as_os_str(), caller(req, 0));
         entry(reply, self.ttl, made);
     }
 
@@ -523,14 +531,15 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        // The kernel applied the umask to `mode` (no FUSE_DONT_MASK).
+        // `mode` comes unmasked (FUSE_DONT_MASK): the server applies the
+        // umask or the directory's default ACL.
         match self
             .server
-            .create(parent.into(), name, mode, flags, caller(req))
+            .create(parent.into(), name, mode, flags, caller(req, umask))
         {
             Ok((attr, fh)) => {
                 let flags = self.open_flags(attr.perm);

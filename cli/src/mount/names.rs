@@ -10,6 +10,7 @@ use pollfs_core::dev::BlockDevice;
 use pollfs_core::error::NamespaceError;
 use pollfs_core::{Error, Kind, NewInode};
 
+use super::acl::{self, Inherited};
 use super::attr::{self, Caller, FuseIno};
 use super::server::{errno, Res, Server};
 
@@ -55,19 +56,45 @@ pub struct Listed<'a> {
 
 impl<D: BlockDevice> Server<D> {
     /// Owner and permission bits of a new inode in `parent`: the caller's,
-    /// with the mode the kernel sent (the umask already applied), and the
-    /// group of a set-group-ID directory.
-    fn new_inode(&self, parent: u64, mode: u32, who: Caller, dir: bool) -> Res<NewInode> {
-        let p = self.fs.attr(parent).map_err(errno)?;
-        let mut perm = (mode & 0o7777) as u16;
-        let mut gid = who.gid;
-        if p.perm & S_ISGID != 0 {
-            gid = p.gid;
-            if dir {
-                perm |= S_ISGID;
-            }
+    /// with the mode the kernel sent, masked by the directory's default
+    /// ACL or else by the caller's umask, and the group of a set-group-ID
+    /// directory; and what else it inherits, which
+    /// [`Server::made`] gives it once made.
+    fn new_inode(
+        &self,
+        parent: u64,
+        mode: u32,
+        who: Caller,
+        dir: bool,
+    ) -> Res<(NewInode, Inherited)> {
+        let default = self.default_acl(parent)?;
+        let mut inherited = acl::inherit(default.as_ref(), (mode & 0o7777) as u16, who.umask, dir);
+        let (gid, setgid) = self.group_in(parent, who)?;
+        if setgid && dir {
+            inherited.perm |= S_ISGID;
+            inherited.first |= S_ISGID;
         }
-        Ok(NewInode::new(perm, who.uid, gid))
+        Ok((NewInode::new(inherited.first, who.uid, gid), inherited))
+    }
+
+    /// The group of a new inode in `parent`: the caller's, or that of a
+    /// set-group-ID directory (true then).
+    fn group_in(&self, parent: u64, who: Caller) -> Res<(u32, bool)> {
+        let p = self.fs.attr(parent).map_err(errno)?;
+        Ok(if p.perm & S_ISGID != 0 {
+            (p.gid, true)
+        } else {
+            (who.gid, false)
+        })
+    }
+
+    /// Gives the inode made as `name` in `parent` what it inherited; if
+    /// that fails, removes it again (the request fails as a whole).
+    fn made(&self, parent: u64, name: &str, ino: u64, inherited: &Inherited) -> Res<()> {
+        self.set_inherited(ino, inherited).inspect_err(|_| {
+            // Best effort: the error reported is the first one.
+            let _ = self.fs.unlink_in(parent, name);
+        })
     }
 
     /// `lookup`: `name` in directory `parent`.
@@ -91,15 +118,18 @@ impl<D: BlockDevice> Server<D> {
         who: Caller,
     ) -> Res<(FileAttr, u64)> {
         let (dir, name) = (parent.engine(), utf8(name)?);
-        let new = self.new_inode(dir, mode, who, false)?;
+        let (new, inherited) = self.new_inode(dir, mode, who, false)?;
         let f = match self.fs.create_in(dir, name, new) {
             Err(Error::Namespace(NamespaceError::Exists)) if flags & libc::O_EXCL == 0 => {
                 let ino = self.fs.lookup_in(dir, name).map_err(errno)?;
-                self.fs.open_ino(ino)
+                self.fs.open_ino(ino).map_err(errno)?
             }
-            other => other,
-        }
-        .map_err(errno)?;
+            Ok(f) => {
+                self.made(dir, name, f.ino(), &inherited)?;
+                f
+            }
+            Err(e) => return Err(errno(e)),
+        };
         self.keep_open(f, flags)
     }
 
@@ -123,26 +153,30 @@ impl<D: BlockDevice> Server<D> {
             libc::S_IFBLK => Kind::BlockDev,
             _ => return Err(Errno::EINVAL),
         };
-        let new = self.new_inode(parent.engine(), mode, who, false)?;
+        let (dir, name) = (parent.engine(), utf8(name)?);
+        let (new, inherited) = self.new_inode(dir, mode, who, false)?;
         let ino = self
             .fs
-            .mknod_in(parent.engine(), utf8(name)?, kind, u64::from(rdev), new)
+            .mknod_in(dir, name, kind, u64::from(rdev), new)
             .map_err(errno)?;
+        self.made(dir, name, ino, &inherited)?;
         self.attr_of(ino)
     }
 
     /// `mkdir`.
     pub fn mkdir(&self, parent: FuseIno, name: &OsStr, mode: u32, who: Caller) -> Res<FileAttr> {
-        let new = self.new_inode(parent.engine(), mode, who, true)?;
-        let ino = self
-            .fs
-            .mkdir_in(parent.engine(), utf8(name)?, new)
-            .map_err(errno)?;
+        let (dir, name) = (parent.engine(), utf8(name)?);
+        let (new, inherited) = self.new_inode(dir, mode, who, true)?;
+        let ino = self.fs.mkdir_in(dir, name, new).map_err(errno)?;
+        if let Err(e) = self.set_inherited(ino, &inherited) {
+            let _ = self.fs.rmdir_in(dir, name);
+            return Err(e);
+        }
         self.attr_of(ino)
     }
 
     /// `symlink`: `name` in `parent` pointing at `target` (UTF-8, as
-    /// names are), permission bits 0777 as on Linux.
+    /// names are), permission bits 0777 as on Linux (no umask, no ACL).
     pub fn symlink(
         &self,
         parent: FuseIno,
@@ -150,7 +184,8 @@ impl<D: BlockDevice> Server<D> {
         target: &OsStr,
         who: Caller,
     ) -> Res<FileAttr> {
-        let new = self.new_inode(parent.engine(), 0o777, who, false)?;
+        let (gid, _) = self.group_in(parent.engine(), who)?;
+        let new = NewInode::new(0o777, who.uid, gid);
         let ino = self
             .fs
             .symlink_in(parent.engine(), utf8(name)?, utf8(target)?, new)

@@ -133,6 +133,10 @@ impl<D: BlockDevice> Server<D> {
         if change == pollfs_core::SetAttr::default() {
             return self.attr_of(ino);
         }
+        if let Some(perm) = change.perm {
+            // The access ACL first: see `acl`.
+            self.chmod_acl(ino, perm)?;
+        }
         self.fs
             .set_attr(ino, change)
             .map(|m| attr::attr(&m))

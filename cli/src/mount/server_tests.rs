@@ -12,6 +12,7 @@ const ROOT: FuseIno = FuseIno::ROOT;
 const ME: Caller = Caller {
     uid: 1000,
     gid: 100,
+    umask: 0,
 };
 
 fn server() -> Server<RamDevice> {
@@ -586,4 +587,159 @@ fn extended_attributes_answer_as_linux_does() {
     );
     s.removexattr(i, name("user.k")).unwrap();
     assert_eq!(s.removexattr(i, name("user.k")), Err(Errno::ENODATA));
+}
+
+/// An ACL's value from (tag, perm, id) triples (tags as acl(5) numbers
+/// them: 1 owner, 2 user, 4 owning group, 8 group, 0x10 mask, 0x20 other).
+fn acl_value(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for &(t, p, id) in entries {
+        v.extend_from_slice(&t.to_le_bytes());
+        v.extend_from_slice(&p.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+    }
+    v
+}
+
+const NONE: u32 = u32::MAX;
+
+fn xattr(s: &Server<RamDevice>, i: FuseIno, n: &str) -> Result<Vec<u8>, Errno> {
+    use crate::mount::xattrs::Sized;
+    match s.getxattr(i, name(n), 1 << 16)? {
+        Sized::Bytes(b) => Ok(b),
+        Sized::Len(_) => Err(Errno::EIO),
+    }
+}
+
+#[test]
+fn new_inodes_take_the_umask_without_a_default_acl() {
+    let s = server();
+    let who = Caller { umask: 0o027, ..ME };
+    let (f, fh) = s.create(ROOT, name("f"), 0o666, 0, who).unwrap();
+    s.release(fh);
+    assert_eq!(f.perm, 0o640);
+    let d = s.mkdir(ROOT, name("d"), 0o777, who).unwrap();
+    assert_eq!(d.perm, 0o750);
+    let n = s
+        .mknod(ROOT, name("p"), libc::S_IFIFO | 0o666, 0, who)
+        .unwrap();
+    assert_eq!(n.perm, 0o640);
+    let l = s.symlink(ROOT, name("l"), name("f"), who).unwrap();
+    assert_eq!(l.perm, 0o777, "symbolic links take no umask");
+    assert_eq!(
+        xattr(&s, ino(&f), "system.posix_acl_access"),
+        Err(Errno::ENODATA)
+    );
+}
+
+#[test]
+fn a_default_acl_is_inherited_instead_of_the_umask() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    // u::rwx, u:1001:rwx, g::r-x, m::rwx, o::r-x
+    let default = acl_value(&[
+        (1, 7, NONE),
+        (2, 7, 1001),
+        (4, 5, NONE),
+        (0x10, 7, NONE),
+        (0x20, 5, NONE),
+    ]);
+    s.setxattr(d, name("system.posix_acl_default"), &default, 0)
+        .unwrap();
+    let who = Caller { umask: 0o077, ..ME };
+    let (f, fh) = s.create(d, name("f"), 0o666, 0, who).unwrap();
+    s.release(fh);
+    assert_eq!(f.perm, 0o664, "the mask's bits as the group's, no umask");
+    let access = acl_value(&[
+        (1, 6, NONE),
+        (2, 7, 1001),
+        (4, 5, NONE),
+        (0x10, 6, NONE),
+        (0x20, 4, NONE),
+    ]);
+    assert_eq!(xattr(&s, ino(&f), "system.posix_acl_access"), Ok(access));
+    assert_eq!(
+        xattr(&s, ino(&f), "system.posix_acl_default"),
+        Err(Errno::ENODATA)
+    );
+    let sub = s.mkdir(d, name("sub"), 0o777, who).unwrap();
+    assert_eq!(sub.perm, 0o775);
+    assert_eq!(
+        xattr(&s, ino(&sub), "system.posix_acl_default"),
+        Ok(default.clone())
+    );
+    // Two levels down, by way of the inherited default.
+    let (g, fh) = s.create(ino(&sub), name("g"), 0o600, 0, who).unwrap();
+    s.release(fh);
+    assert_eq!(g.perm, 0o600);
+    // A minimal default ACL gives bits and no access ACL.
+    let e = mkdir(&s, ROOT, "e");
+    let minimal = acl_value(&[(1, 7, NONE), (4, 0, NONE), (0x20, 0, NONE)]);
+    s.setxattr(e, name("system.posix_acl_default"), &minimal, 0)
+        .unwrap();
+    let h = s.mknod(e, name("h"), libc::S_IFREG | 0o666, 0, ME).unwrap();
+    assert_eq!(h.perm, 0o600);
+    assert_eq!(
+        xattr(&s, ino(&h), "system.posix_acl_access"),
+        Err(Errno::ENODATA)
+    );
+}
+
+#[test]
+fn an_access_acl_sets_the_bits_and_chmod_sets_the_acl() {
+    let s = server();
+    let f = ino(&touch(&s, ROOT, "f"));
+    let a = acl_value(&[
+        (1, 6, NONE),
+        (2, 7, 1001),
+        (4, 4, NONE),
+        (0x10, 5, NONE),
+        (0x20, 0, NONE),
+    ]);
+    s.setxattr(f, name("system.posix_acl_access"), &a, 0)
+        .unwrap();
+    assert_eq!(s.getattr(f, None).unwrap().perm, 0o650);
+    let set = SetAttr {
+        mode: Some(0o604),
+        ..Default::default()
+    };
+    assert_eq!(s.setattr(f, None, set).unwrap().perm, 0o604);
+    let chmodded = acl_value(&[
+        (1, 6, NONE),
+        (2, 7, 1001),
+        (4, 4, NONE),
+        (0x10, 0, NONE),
+        (0x20, 4, NONE),
+    ]);
+    assert_eq!(xattr(&s, f, "system.posix_acl_access"), Ok(chmodded));
+    // An ACL the bits say in full is kept as the bits alone.
+    let minimal = acl_value(&[(1, 7, NONE), (4, 5, NONE), (0x20, 1, NONE)]);
+    s.setxattr(f, name("system.posix_acl_access"), &minimal, 0)
+        .unwrap();
+    assert_eq!(s.getattr(f, None).unwrap().perm, 0o751);
+    assert_eq!(xattr(&s, f, "system.posix_acl_access"), Err(Errno::ENODATA));
+    // Removing an ACL that is not there is no error.
+    s.removexattr(f, name("system.posix_acl_access")).unwrap();
+}
+
+#[test]
+fn malformed_or_misplaced_acls_are_refused() {
+    let s = server();
+    let f = ino(&touch(&s, ROOT, "f"));
+    let l = ino(&s.symlink(ROOT, name("l"), name("f"), ME).unwrap());
+    let ok = acl_value(&[(1, 6, NONE), (4, 4, NONE), (0x20, 4, NONE)]);
+    let no_mask = acl_value(&[(1, 6, NONE), (2, 6, 7), (4, 4, NONE), (0x20, 4, NONE)]);
+    let access = name("system.posix_acl_access");
+    assert_eq!(s.setxattr(f, access, &no_mask, 0), Err(Errno::EINVAL));
+    assert_eq!(s.setxattr(f, access, &ok[..10], 0), Err(Errno::EINVAL));
+    assert_eq!(s.setxattr(f, access, &ok, 0).map(|_| ()), Ok(()));
+    assert_eq!(s.setxattr(l, access, &ok, 0), Err(Errno::EOPNOTSUPP));
+    assert_eq!(
+        xattr(&s, l, "system.posix_acl_access"),
+        Err(Errno::EOPNOTSUPP)
+    );
+    assert_eq!(
+        s.setxattr(f, name("system.posix_acl_default"), &ok, 0),
+        Err(Errno::EACCES)
+    );
 }

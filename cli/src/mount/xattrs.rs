@@ -2,7 +2,9 @@
 //! engine call. The kernel checks who may (`default_permissions` and the
 //! VFS's namespace rules: `trusted.` needs CAP_SYS_ADMIN, `user.` only on
 //! files and directories) and the value's 64 KiB before it asks; the
-//! engine keeps the names and the limits (`persist::xattr`).
+//! engine keeps the names and the limits (`persist::xattr`). POSIX ACLs
+//! (`system.posix_acl_*`) go through [`acl`](super::acl), which checks
+//! them and keeps the permission bits in step.
 
 use std::ffi::OsStr;
 
@@ -10,6 +12,7 @@ use fuser::Errno;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::XattrMode;
 
+use super::acl;
 use super::attr::FuseIno;
 use super::server::{errno, Res, Server};
 
@@ -40,6 +43,10 @@ fn xname(name: &OsStr) -> Res<&str> {
     name.to_str().ok_or(Errno::EOPNOTSUPP)
 }
 
+fn is_acl(name: &str) -> bool {
+    name == acl::ACCESS || name == acl::DEFAULT
+}
+
 impl<D: BlockDevice> Server<D> {
     /// `setxattr`: `flags` are XATTR_CREATE and XATTR_REPLACE (both at
     /// once, or any other bit, is EINVAL as Linux answers).
@@ -50,17 +57,22 @@ impl<D: BlockDevice> Server<D> {
             libc::XATTR_REPLACE => XattrMode::Replace,
             _ => return Err(Errno::EINVAL),
         };
+        let name = xname(name)?;
+        if is_acl(name) {
+            return self.set_acl(ino.engine(), name, value);
+        }
         self.fs
-            .set_xattr(ino.engine(), xname(name)?, value, mode)
+            .set_xattr(ino.engine(), name, value, mode)
             .map_err(errno)
     }
 
     /// `getxattr`.
     pub fn getxattr(&self, ino: FuseIno, name: &OsStr, size: u32) -> Res<Sized> {
-        let value = match name.to_str() {
-            Some(n) => self.fs.get_xattr(ino.engine(), n).map_err(errno)?,
-            None => return Err(Errno::ENODATA),
-        };
+        let name = name.to_str().ok_or(Errno::ENODATA)?;
+        if is_acl(name) {
+            self.check_acl_get(ino.engine())?;
+        }
+        let value = self.fs.get_xattr(ino.engine(), name).map_err(errno)?;
         sized(value, size)
     }
 
@@ -77,6 +89,9 @@ impl<D: BlockDevice> Server<D> {
     /// `removexattr`.
     pub fn removexattr(&self, ino: FuseIno, name: &OsStr) -> Res<()> {
         let name = name.to_str().ok_or(Errno::ENODATA)?;
+        if is_acl(name) {
+            return self.remove_acl(ino.engine(), name);
+        }
         self.fs.remove_xattr(ino.engine(), name).map_err(errno)
     }
 }
