@@ -79,13 +79,15 @@ speedtest-bench SIZE="50" COMMITS="2000":
     capi/scripts/speedtest-bench.sh {{SIZE}} {{COMMITS}}
 
 # Real programs on `pollfs mount` (root, /dev/fuse; fio, sqlite3,
-# util-linux, python3, jq, tar, gzip, git, make): fio with crc32c
+# util-linux, python3, jq, tar, gzip, git, make, acl, attr): fio with crc32c
 # verification beside a truncation checker, sqlite3 across a remount,
 # kill -9 under fsyncs, fallocate(1) and truncate(1), and a source tree
 # (libc's .crate from cargo's cache) unpacked, compared with tmpfs, put
 # under git and make, linked, moved and remounted; POSIX rules against
 # tmpfs in the same run, as root and as another user (the known gaps
-# listed in tests/mount/conformance.py), mount(8) through the
+# listed in tests/mount/conformance.py), extended attributes and ACLs
+# round-tripped by cp -a, tar --xattrs --acls, getfacl/setfacl and
+# getfattr/setfattr against tmpfs, mount(8) through the
 # mount.fuse.pollfs helper and an fstab line, and `pollfs umount`; all of
 # it once in each cache mode (kernel, direct). About two minutes after the
 # build.
@@ -95,10 +97,10 @@ mount-test:
     CACHE_MODE=direct bash tests/mount/run.sh target/release/pollfs
 
 # stress-ng's metadata stressors (dir, dentry, rename, link, chmod, chown,
-# utime, filename, iomix, fallocate; not xattr, which pollfs lacks) on
-# `pollfs mount`, 2 workers for 1 s each, each followed by a clean unmount,
-# fsck, a remount and the tree's checksum compared (root, /dev/fuse,
-# stress-ng, python3; about 45 s after the build).
+# utime, filename, iomix, fallocate, xattr) on `pollfs mount`, 2 workers
+# for 1 s each, each followed by a clean unmount, fsck, a remount and the
+# tree's checksum (attributes included) compared, in each cache mode
+# (root, /dev/fuse, stress-ng, python3; about 90 s after the build).
 mount-stress:
     cargo build --release -p pollfs-cli
     bash tests/mount/stress.sh target/release/pollfs

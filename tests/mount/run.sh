@@ -4,9 +4,10 @@
 # SIGKILL in the middle of a sync-heavy load, fallocate(1) and truncate(1),
 # a source tree (tar, diff, git, make, links, renames; tree.sh), POSIX
 # rules against tmpfs as root and as another user, mount(8)'s helper and
-# `pollfs umount` (posix.sh).
+# `pollfs umount` (posix.sh), extended attributes and ACLs through cp -a,
+# tar, getfacl/setfacl and getfattr/setfattr (xattr_roundtrip.sh).
 # Needs root, /dev/fuse, fio, sqlite3, util-linux, python3, jq, tar, gzip,
-# git, make.
+# git, make, acl, attr.
 # Usage: tests/mount/run.sh [POLLFS_BINARY]   (`just mount-test`)
 set -uo pipefail
 POLLFS=${1:-target/release/pollfs}
@@ -130,6 +131,7 @@ check "holes: fsck is clean" fsck_clean holes
 
 source "$HERE/tree.sh"
 source "$HERE/posix.sh"
+source "$HERE/xattr_roundtrip.sh"
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]
