@@ -2,18 +2,20 @@
 //! hard and symbolic links, FIFOs, sockets and device nodes (their device
 //! numbers kept), unlink (of open files too), rmdir, and renames
 //! within and across directories (over an existing file, of a directory,
-//! exchanges), mixed with writes and with syncs of files, of directories
-//! and of everything; every engine answer is checked against the
-//! reference model's (which operations POSIX refuses). At every write
-//! boundary of the recorded run, every crash image is recovered and
-//! checked:
+//! exchanges), extended attributes set (with XATTR_CREATE and
+//! XATTR_REPLACE), replaced and removed on every kind of inode, mixed
+//! with writes and with syncs of files, of directories and of everything;
+//! every engine answer is checked against the reference model's (which
+//! operations POSIX refuses). At every write boundary of the recorded run,
+//! every crash image is recovered and checked:
 //!
 //! - fsck is clean: the tree is connected and acyclic, `..` is right, link
 //!   counts match the entries, no inode is orphaned unrecorded;
-//! - the tree is exactly the model's tree after some prefix of the
-//!   namespace operations, at least every one made before a sync that
-//!   finished before the crash: a synced rename is there whole (the old
-//!   name or the new, never both, never neither), and nothing half-made;
+//! - the tree and every inode's extended attributes are exactly the
+//!   model's after some prefix of the namespace and attribute operations,
+//!   at least every one made before a sync that finished before the
+//!   crash: a synced rename is there whole (the old name or the new, never
+//!   both, never neither), and nothing half-made;
 //! - every synced, untouched file has exactly its synced bytes, and no file
 //!   has a byte it was never given;
 //! - growing every file shows zeros past its old end.
@@ -21,7 +23,8 @@
 
 use std::collections::BTreeMap;
 
-use pollfs_core::{Fs, Kind, NewInode, RenameFlags, ROOT_INO};
+use pollfs_core::error::XattrError;
+use pollfs_core::{Error, Fs, Kind, NewInode, RenameFlags, XattrMode, ROOT_INO};
 use pollfs_host_tests::crash::{crash_images, device_from, Event, RecordingDevice};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::rng::Rng;
@@ -32,6 +35,11 @@ const DEV_BYTES: u64 = 8 << 20;
 const FRAMES: u32 = 96;
 const CACHE: u32 = 48;
 const NAMES: [&str; 4] = ["a", "b", "c", "dd"];
+/// Attribute names: the engine keeps an ACL's bytes as it keeps any.
+const XNAMES: [&str; 3] = ["user.a", "trusted.b", "system.posix_acl_access"];
+
+/// Every inode's extended attributes, by model inode.
+type Xattrs = BTreeMap<u64, BTreeMap<String, Vec<u8>>>;
 
 #[derive(Clone, Copy, Debug)]
 enum Op {
@@ -43,6 +51,10 @@ enum Op {
     Unlink(usize, usize),
     Rmdir(usize, usize),
     Rename(usize, usize, usize, usize, u8),
+    /// Sets attribute `XNAMES[.1]` of an inode, `.2` of 0 (any), 1
+    /// (create) or 2 (replace), with a value of `.3` bytes.
+    SetXattr(usize, usize, u8, usize),
+    RemoveXattr(usize, usize),
     Write(usize, u64, usize),
     Open(usize),
     Close,
@@ -71,9 +83,10 @@ struct Synced {
 struct Run {
     events: Vec<Event>,
     base: Vec<u8>,
-    /// The model's snapshot after each namespace operation (index 0: none),
-    /// and when the operation ran (event count).
-    states: Vec<(Snapshot, BTreeMap<String, u64>, usize)>,
+    /// The model's snapshot after each namespace or attribute operation
+    /// (index 0: none), when the operation ran (event count), and every
+    /// inode's attributes then.
+    states: Vec<(Snapshot, BTreeMap<String, u64>, usize, Xattrs)>,
     syncs: Vec<Synced>,
     data: BTreeMap<u64, Data>,
 }
@@ -94,7 +107,8 @@ fn run_workload(ops: &[Op]) -> Run {
     let mut ino: BTreeMap<u64, u64> = BTreeMap::from([(ROOT, ROOT_INO)]);
     let mut data: BTreeMap<u64, Data> = BTreeMap::new();
     let mut open: Vec<(u64, pollfs_core::File<RecordingDevice>)> = Vec::new();
-    let mut states = vec![(m.snapshot(), m.paths(), 0)];
+    let mut xattrs: Xattrs = BTreeMap::new();
+    let mut states = vec![(m.snapshot(), m.paths(), 0, xattrs.clone())];
     let mut syncs = Vec::new();
     for (n, op) in ops.iter().enumerate() {
         let dirs = m.dirs();
@@ -208,7 +222,7 @@ fn run_workload(ops: &[Op]) -> Run {
         };
         if let Some((want, got)) = ns {
             match (&want, &got) {
-                (Ok(()), Ok(())) => states.push((m.snapshot(), m.paths(), start)),
+                (Ok(()), Ok(())) => states.push((m.snapshot(), m.paths(), start, xattrs.clone())),
                 (Err(w), Err(g)) => {
                     assert!(w.matches(g), "op {n} {op:?}: model {w:?}, engine {g:?}")
                 }
@@ -217,6 +231,53 @@ fn run_workload(ops: &[Op]) -> Run {
             continue;
         }
         match *op {
+            Op::SetXattr(i, k, ..) | Op::RemoveXattr(i, k) => {
+                let linked: std::collections::BTreeSet<u64> = m.paths().values().copied().collect();
+                let Some(id) = pick(&linked.into_iter().collect::<Vec<_>>(), i) else {
+                    continue;
+                };
+                let name = XNAMES[k];
+                let has = xattrs.get(&id).is_some_and(|a| a.contains_key(name));
+                let (want, got) = match *op {
+                    Op::SetXattr(_, _, how, len) => {
+                        let mode = [XattrMode::Any, XattrMode::Create, XattrMode::Replace]
+                            [how as usize % 3];
+                        let value = pattern(n as u64 + 7, 0, len);
+                        let want = match (mode, has) {
+                            (XattrMode::Create, true) => Err(XattrError::Exists),
+                            (XattrMode::Replace, false) => Err(XattrError::NotFound),
+                            _ => Ok(()),
+                        };
+                        let got = fs.set_xattr(e(id), name, &value, mode);
+                        if want.is_ok() {
+                            xattrs
+                                .entry(id)
+                                .or_default()
+                                .insert(name.to_string(), value);
+                        }
+                        (want, got)
+                    }
+                    _ => {
+                        let want = if has {
+                            Ok(())
+                        } else {
+                            Err(XattrError::NotFound)
+                        };
+                        let got = fs.remove_xattr(e(id), name);
+                        if has {
+                            xattrs.entry(id).or_default().remove(name);
+                        }
+                        (want, got)
+                    }
+                };
+                match (want, got) {
+                    (Ok(()), Ok(())) => {
+                        states.push((m.snapshot(), m.paths(), start, xattrs.clone()))
+                    }
+                    (Err(w), Err(Error::Xattr(g))) if w == g => {}
+                    (w, g) => panic!("op {n} {op:?}: model {w:?}, engine {g:?}"),
+                }
+            }
             Op::Write(f, off, len) => {
                 let Some(f) = pick(&files, f) else { continue };
                 let h = fs.open_ino(e(f)).unwrap();
@@ -333,7 +394,10 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
             );
             let verdicts: Vec<Result<(), String>> = candidates
                 .iter()
-                .map(|&k| check_bytes(run, &fs, &inos, k, at))
+                .map(|&k| {
+                    check_xattrs(run, &fs, &inos, k)?;
+                    check_bytes(run, &fs, &inos, k, at)
+                })
                 .collect();
             if !verdicts.iter().any(Result::is_ok) {
                 panic!("{ctx}: {}", verdicts[0].clone().unwrap_err());
@@ -343,6 +407,38 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
         }
     }
     checked
+}
+
+/// Every linked inode's extended attributes are those of prefix state `k`.
+fn check_xattrs<D: pollfs_core::dev::BlockDevice>(
+    run: &Run,
+    fs: &Fs<D>,
+    inos: &BTreeMap<String, u64>,
+    k: usize,
+) -> Result<(), String> {
+    let (_, paths, _, xattrs) = &run.states[k];
+    for (path, id) in paths {
+        let ino = inos[path];
+        let mut got = BTreeMap::new();
+        for name in fs
+            .list_xattr(ino)
+            .map_err(|e| format!("list {path}: {e}"))?
+        {
+            let v = fs
+                .get_xattr(ino, &name)
+                .map_err(|e| format!("get {path} {name}: {e}"))?;
+            got.insert(name, v);
+        }
+        let want = xattrs.get(id).cloned().unwrap_or_default();
+        if got != want {
+            return Err(format!(
+                "{path}: attributes {:?}, the model's after operation {k} {:?}",
+                got.keys().collect::<Vec<_>>(),
+                want.keys().collect::<Vec<_>>()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The bytes of every file in prefix state `k` after a crash at `at`:
@@ -433,7 +529,9 @@ fn generated(seed: u64, len: usize) -> Vec<Op> {
             36..=43 => Op::Unlink(b(8), b(4)),
             44..=48 => Op::Rmdir(b(8), b(4)),
             49..=63 => Op::Rename(b(8), b(4), b(8), b(4), [0, 0, 1, 2][b(4)] as u8),
-            64..=75 => Op::Write(b(8), b(20_000) as u64, 1 + b(9000)),
+            64..=70 => Op::Write(b(8), b(20_000) as u64, 1 + b(9000)),
+            71..=74 => Op::SetXattr(b(16), b(3), b(3) as u8, b(600)),
+            75 => Op::RemoveXattr(b(16), b(3)),
             76..=79 => Op::Open(b(8)),
             80..=81 => Op::Close,
             82..=89 => Op::SyncFile(b(8)),
@@ -505,6 +603,23 @@ fn known_namespace_cases_survive_every_crash_point() {
                 Write(0, 100, 100),
                 Close,
                 SyncFs,
+            ],
+        ),
+        (
+            "attributes set, replaced and removed around syncs and a rename",
+            vec![
+                Create(0, 0),
+                Mkdir(0, 1),
+                SetXattr(1, 0, 1, 40),
+                SetXattr(0, 2, 0, 28),
+                SyncFs,
+                SetXattr(1, 0, 2, 3000),
+                RemoveXattr(0, 2),
+                Rename(0, 0, 0, 2, 0),
+                SetXattr(1, 1, 0, 0),
+                SyncFile(0),
+                RemoveXattr(1, 0),
+                SyncDir(0),
             ],
         ),
         (
