@@ -2,10 +2,12 @@
 //! process: a 1 MiB filesystem whose checkpoint is a chain of several
 //! frames (long names make it span blocks, punched holes make free space
 //! come in single blocks) holding nested directories, a hard link, a
-//! symbolic link and odd attributes, followed by several live log writes
-//! (creates, truncates, punches, appends, renames across directories, a
-//! directory moved, an exchange, a hard link, a symbolic link, a removal,
-//! and a file unlinked while open: an orphan that mount reclaims).
+//! symbolic link, odd attributes and extended attributes (every
+//! namespace, one value at the limit), followed by several live log
+//! writes (creates, truncates, punches, appends, renames across
+//! directories, a directory moved, an exchange, a hard link, a symbolic
+//! link, a removal, extended attributes set, replaced and removed, and a
+//! file unlinked while open: an orphan that mount reclaims).
 
 use std::sync::OnceLock;
 
@@ -14,9 +16,10 @@ use pollfs_core::fs::{NewInode, RenameFlags, SetAttr};
 use pollfs_core::persist::format::{Frame, Superblock};
 use pollfs_core::persist::record::Record;
 use pollfs_core::persist::shadow::Shadow;
+use pollfs_core::persist::xattr::VALUE_MAX;
 use pollfs_core::persist::META_FRAMES;
 use pollfs_core::units::{PAGE_SIZE, PAGE_SIZE_U64};
-use pollfs_core::{Config, Fs, Result};
+use pollfs_core::{Config, Fs, Result, XattrMode};
 use pollfs_host_tests::crash::device_from;
 use pollfs_host_tests::image;
 use pollfs_host_tests::model::pattern;
@@ -33,6 +36,11 @@ const UUID: u64 = 0x5EED_F00D_0000_0001;
 const LONG_NAMES: u64 = 20;
 /// The root directory's inode number.
 pub const ROOT: u64 = pollfs_core::ROOT_INO;
+/// An access ACL's value (u::rw-, u:1000:r--, g::r--, m::r--, o::---).
+const ACL: [u8; 44] = [
+    2, 0, 0, 0, 1, 0, 6, 0, 255, 255, 255, 255, 2, 0, 4, 0, 232, 3, 0, 0, 4, 0, 4, 0, 255, 255,
+    255, 255, 16, 0, 4, 0, 255, 255, 255, 255, 32, 0, 0, 0, 255, 255, 255, 255,
+];
 
 /// The engine settings of every mount: a small cache, no readahead, and a
 /// polling loop that needs no clock (the RAM device completes at once).
@@ -145,6 +153,16 @@ fn build() -> Result<Base> {
                 mtime: Some(0),
             },
         )?;
+        // Extended attributes in the checkpoint: every namespace, on a
+        // file, a directory and a symbolic link, one value at the limit.
+        let p7 = fs.lookup(&path(7))?;
+        fs.set_xattr(p7, "user.a", b"checkpointed", XattrMode::Create)?;
+        fs.set_xattr(p7, "trusted.b", &pattern(5, 0, VALUE_MAX), XattrMode::Any)?;
+        fs.set_xattr(p7, "system.posix_acl_access", &ACL, XattrMode::Any)?;
+        let d1 = fs.lookup("d1")?;
+        fs.set_xattr(d1, "security.c", b"", XattrMode::Any)?;
+        fs.set_xattr(d1, "system.posix_acl_default", &ACL, XattrMode::Any)?;
+        fs.set_xattr(fs.lookup("sym")?, "trusted.l", b"on a link", XattrMode::Any)?;
         fs.sync()?;
     }
     fs.unmount()?;
@@ -171,6 +189,13 @@ fn build() -> Result<Base> {
     };
     fs.rename_in(ROOT, "sym", e, "up", exchange)?;
     fs.rename_noreplace(&path(8), "e/moved")?;
+    // Attributes set, replaced and removed in the log.
+    fs.set_xattr(c.ino(), "user.log", b"set in the log", XattrMode::Create)?;
+    fs.set_xattr(c.ino(), "user.log", b"replaced", XattrMode::Replace)?;
+    // (d1/d2/d3 is e/d3 now.)
+    let p7 = fs.lookup(&path(7).replacen("d1/d2/d3", "e/d3", 1))?;
+    fs.remove_xattr(p7, "user.a")?;
+    fs.set_xattr(e, "user.dir", b"", XattrMode::Any)?;
     fs.sync()?;
     // Unlinked while open, and durable so: an orphan mount reclaims.
     let orphan = fs.create("e/orphan")?;

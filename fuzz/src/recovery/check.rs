@@ -18,9 +18,10 @@ use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::error::Error;
 use pollfs_core::fs::{Kind, Session};
 use pollfs_core::persist::format::Superblock;
+use pollfs_core::persist::xattr;
 use pollfs_core::persist::CheckReport;
 use pollfs_core::units::{PAGE_SIZE, PAGE_SIZE_U64};
-use pollfs_core::{Fs, MAX_FILE_SIZE};
+use pollfs_core::{Fs, XattrMode, MAX_FILE_SIZE};
 use pollfs_host_tests::model::pattern;
 
 use super::base::{self, ROOT};
@@ -30,6 +31,8 @@ const NEW: &str = "fuzz.new";
 /// The directory every mounted image gets, in the root; an entry of the
 /// root is moved into it and back.
 const DIR: &str = "fuzz.dir";
+/// The attribute set on the new file.
+const XATTR: &str = "user.fuzz";
 /// Files up to this size are read whole.
 const READ_WHOLE: u64 = 256 << 10;
 /// Entries asked of `read_dir` at a time.
@@ -64,6 +67,8 @@ struct Wrote {
     dir: bool,
     /// A root entry and its inode, moved into the directory and back.
     moved: Option<(String, u64)>,
+    /// An extended attribute of the new file, if it was set and synced.
+    xattr: Option<Vec<u8>>,
 }
 
 impl<'a> Checker<'a> {
@@ -202,6 +207,15 @@ impl<'a> Checker<'a> {
                 Err(e) => panic!("writing at {at} of a file of {} bytes: {e:?}", f.len()),
             }
         }
+        let xattr = data[..300].to_vec();
+        let xattr_set = match fs
+            .lookup(NEW)
+            .and_then(|f| fs.set_xattr(f, XATTR, &xattr, XattrMode::Any))
+        {
+            Ok(()) => true,
+            Err(e) if acceptable(&e) => false,
+            Err(e) => panic!("setting an attribute of a new file: {e:?}"),
+        };
         let dir = match fs.mkdir(DIR) {
             Ok(ino) => Some(ino),
             Err(e) if acceptable(&e) => None,
@@ -225,6 +239,7 @@ impl<'a> Checker<'a> {
                 data: written.then_some(data),
                 dir: dir.is_some(),
                 moved,
+                xattr: xattr_set.then_some(xattr),
             },
             Err(e) if acceptable(&e) => Wrote::default(),
             Err(e) => panic!("sync: {e:?}"),
@@ -259,6 +274,13 @@ impl<'a> Checker<'a> {
             assert!(
                 read.as_ref().ok() == Some(&data.len()) && back == *data,
                 "a synced write did not survive {what}: {read:?}"
+            );
+        }
+        if let Some(value) = &wrote.xattr {
+            let got = fs.lookup(NEW).and_then(|f| fs.get_xattr(f, XATTR));
+            assert!(
+                got.as_ref().ok() == Some(value),
+                "a synced attribute did not survive {what}: {got:?}"
             );
         }
         if wrote.dir {
@@ -327,13 +349,15 @@ impl<'a> Checker<'a> {
 
     /// Reads every file: whole if small, else around the offsets and its
     /// ends; every read returns exactly the bytes the file has there. A
-    /// symbolic link's target is as long as its size.
+    /// symbolic link's target is as long as its size. Every inode's
+    /// extended attributes read back, within `persist::xattr`'s rules.
     fn read_all(&self, fs: &Fs<RamDevice>) {
         let s = fs.session().expect("a session");
         let mut found = Vec::new();
         self.walk(fs, |ino, kind| found.push((ino, kind)));
         let mut buf = vec![0u8; 64 << 10];
         for (ino, kind) in found {
+            self.read_xattrs(fs, ino);
             match kind {
                 Kind::File => self.read_file(fs, &s, ino, &mut buf),
                 Kind::Symlink => {
@@ -354,6 +378,28 @@ impl<'a> Checker<'a> {
                 }
             }
         }
+    }
+
+    fn read_xattrs(&self, fs: &Fs<RamDevice>, ino: u64) {
+        let names = fs
+            .list_xattr(ino)
+            .unwrap_or_else(|e| panic!("attributes of inode {ino}: {e:?}"));
+        let mut total = 0;
+        for name in names {
+            let value = fs
+                .get_xattr(ino, &name)
+                .unwrap_or_else(|e| panic!("attribute {name:?} of inode {ino}: {e:?}"));
+            assert!(
+                xattr::check_name(&name).is_ok() && xattr::check_value(&value).is_ok(),
+                "inode {ino} holds attribute {name:?} of {} bytes",
+                value.len()
+            );
+            total += xattr::cost(&name, &value);
+        }
+        assert!(
+            total <= xattr::INODE_TOTAL_MAX,
+            "inode {ino} holds {total} bytes of attributes"
+        );
     }
 
     fn read_file(&self, fs: &Fs<RamDevice>, s: &Session<RamDevice>, ino: u64, buf: &mut [u8]) {

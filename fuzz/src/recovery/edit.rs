@@ -9,6 +9,7 @@ use arbitrary::Arbitrary;
 use pollfs_core::persist::format::{
     Frame, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, FRAME_LOG, MAGIC, MAX_SEQUENCE, SUPERBLOCK_LEN,
 };
+use pollfs_core::persist::xattr::{NAME_MAX as XATTR_NAME_MAX, VALUE_MAX as XATTR_VALUE_MAX};
 use pollfs_core::units::{
     MAX_FILE_PAGES, MAX_FILE_SIZE, MAX_INODE, MAX_LINKS, MAX_NAME_LEN, MAX_SYMLINK_LEN, PAGE_SIZE,
 };
@@ -16,7 +17,7 @@ use pollfs_core::units::{
 use super::model::{Head, Model, Payload};
 use super::values::{
     Cx, Rec, Text, Value, KIND_DIR, KIND_FILE, KIND_SYMLINK, TAG_FREE, TAG_IMAGE_END, TAG_INODE,
-    TAG_LINK, TAG_RENAME, TAG_UNLINK,
+    TAG_LINK, TAG_RENAME, TAG_UNLINK, TAG_XATTR,
 };
 
 /// Most mutations applied per input (and records or extents per list).
@@ -116,6 +117,41 @@ pub enum NewRec {
     LinkAgain(u8, Value, u8),
     /// An entry's inode freed while it is linked.
     FreeEntry(u8),
+    /// Xattr: inode, name (see [`xattr_name`]), set (odd) or remove
+    /// (even), value length (see [`xattr_len`]).
+    Xattr(Value, u8, u8, u16),
+}
+
+/// An extended attribute's name: one of each namespace, an ACL's, the
+/// longest there may be, and names the engine refuses (too long, no
+/// namespace, an empty one, an unknown `system.` name).
+fn xattr_name(which: u8) -> Vec<u8> {
+    let long = |n: usize| {
+        let mut v = b"user.".to_vec();
+        v.resize(n, b'n');
+        v
+    };
+    match which % 10 {
+        0 => b"user.a".to_vec(),
+        1 => b"trusted.b".to_vec(),
+        2 => b"security.c".to_vec(),
+        3 => b"system.posix_acl_access".to_vec(),
+        4 => b"system.posix_acl_default".to_vec(),
+        5 => long(XATTR_NAME_MAX),
+        6 => long(XATTR_NAME_MAX + 1),
+        7 => b"user.".to_vec(),
+        8 => b"other.x".to_vec(),
+        _ => b"system.other".to_vec(),
+    }
+}
+
+/// A value's length: as given (small), or at and past the limit.
+fn xattr_len(len: u16) -> usize {
+    match len % 64 {
+        0 => XATTR_VALUE_MAX,
+        1 => XATTR_VALUE_MAX + 1,
+        _ => usize::from(len) % 4096,
+    }
 }
 
 /// A change to a list of records (a log write's, or the checkpoint's).
@@ -484,7 +520,31 @@ fn new_rec(cx: &Cx, n: &NewRec) -> Vec<Rec> {
             })
             .into_iter()
             .collect(),
+        NewRec::Xattr(v, name, op, len) => {
+            let set = op % 2 == 1;
+            one(Rec {
+                tag: TAG_XATTR,
+                ino: cx.resolve(
+                    *v,
+                    cx.entry(*name).map_or(super::base::ROOT, |e| e.ino),
+                    MAX_INODE,
+                ),
+                name: Text::new(xattr_name(*name)),
+                flags: u8::from(set),
+                bytes: if set {
+                    pattern_bytes(*name, xattr_len(*len))
+                } else {
+                    Vec::new()
+                },
+                ..Rec::default()
+            })
+        }
     }
+}
+
+/// `len` bytes that differ from one name to the next.
+fn pattern_bytes(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
 }
 
 fn rec_edit(cx: &Cx, p: &mut Payload, e: &RecEdit) {

@@ -4,7 +4,8 @@
 //! headers, records with values at and past their limits, records made
 //! from nothing or from the image's entries, damage to the checkpoint's
 //! tree, new log writes with the next sequence number, the checkpoint
-//! moved). Then:
+//! moved; extended-attribute records set and removed, with names in every
+//! namespace and past the rules, values at and past 64 KiB). Then:
 //!
 //! - `persist::check` returns a report, never panics;
 //! - `Fs::mount` returns, never panics or hangs; it mounts exactly the
@@ -12,10 +13,11 @@
 //! - a mounted image: the tree walks (every entry names an inode of its
 //!   kind that its name looks up), every file reads (to its length where
 //!   it is small, at every size and extent edge the records name
-//!   otherwise), every symbolic link's target is as long as its size, the
-//!   invariants hold, a write, a new directory, a move and a sync work,
-//!   and the image remounts with them, from the log and from an unmount's
-//!   checkpoint (or from what a failed unmount left);
+//!   otherwise), every symbolic link's target is as long as its size,
+//!   every inode's extended attributes read back within the rules, the
+//!   invariants hold, a write, an attribute, a new directory, a move and a
+//!   sync work, and the image remounts with them, from the log and from an
+//!   unmount's checkpoint (or from what a failed unmount left);
 //! - an image `check` finds problems in: `persist::repair` fails (and
 //!   check and mount still agree), or leaves an image `check` calls clean
 //!   and that mounts and passes the above.
