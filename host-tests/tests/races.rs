@@ -170,8 +170,9 @@ fn sync_survey() {
     }
 }
 
-/// Namespace seeds: renames, unlinks, creates and lookups of the files'
-/// names racing writes, reads and syncs through open handles.
+/// Namespace seeds: renames, unlinks, creates, mknods of special files
+/// (FIFOs, sockets, device nodes) and lookups of the files' names racing
+/// writes, reads and syncs through open handles.
 #[test]
 fn names_seeds_pass() {
     for seed in 0..NAMES_SEEDS {

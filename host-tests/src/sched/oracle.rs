@@ -309,15 +309,18 @@ fn check_read_order(mine: &[&Record], reads: &[&Record]) -> Result<(), String> {
 /// order they ran (each runs whole between two scheduling points, so start
 /// times order them): each must succeed or fail as the model says, a
 /// lookup must find the inode the model names, and the root must end as
-/// the model's. `files` are the initial files (`f0`, `f1`, ...).
+/// the model's, each special file still of its kind with its device
+/// number. `files` are the initial files (`f0`, `f1`, ...).
 pub fn check_names<D: pollfs_core::dev::BlockDevice>(
     records: &[Record],
     fs: &pollfs_core::Fs<D>,
     files: &[pollfs_core::File<D>],
 ) -> Result<(), String> {
-    use super::scenario::NAMES;
+    use super::scenario::{special_rdev, NAMES, SPECIAL};
     use std::collections::BTreeMap;
     let mut names: BTreeMap<&str, u64> = BTreeMap::new();
+    // Special files made, by inode: their kind and device number.
+    let mut special: BTreeMap<u64, usize> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
         names.insert(NAMES[i], f.ino());
     }
@@ -335,11 +338,14 @@ pub fn check_names<D: pollfs_core::dev::BlockDevice>(
                 w
             }
             Op::Unlink { name } => names.remove(NAMES[name]).is_some(),
-            Op::Create { name } => {
+            Op::Create { name } | Op::Mknod { name, .. } => {
                 let free = !names.contains_key(NAMES[name]);
                 if free {
                     if let Ok(ino) = r.result {
                         names.insert(NAMES[name], ino as u64);
+                        if let Op::Mknod { kind, .. } = r.op {
+                            special.insert(ino as u64, kind);
+                        }
                     }
                 }
                 free
@@ -372,6 +378,22 @@ pub fn check_names<D: pollfs_core::dev::BlockDevice>(
     let want: BTreeMap<String, u64> = names.into_iter().map(|(n, i)| (n.to_string(), i)).collect();
     if got != want {
         return Err(format!("the root holds {got:?}; the model says {want:?}"));
+    }
+    for ino in want.values() {
+        let Some(&kind) = special.get(ino) else {
+            continue;
+        };
+        let m = fs.attr(*ino).map_err(|e| format!("attr of {ino}: {e:?}"))?;
+        if (m.kind, m.rdev, m.len) != (SPECIAL[kind], special_rdev(kind), 0) {
+            return Err(format!(
+                "special file {ino} is {:?} {} ({} bytes); it was made {:?} {}",
+                m.kind,
+                m.rdev,
+                m.len,
+                SPECIAL[kind],
+                special_rdev(kind)
+            ));
+        }
     }
     Ok(())
 }

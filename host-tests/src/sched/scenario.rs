@@ -95,6 +95,33 @@ pub enum Op {
         /// Index into [`NAMES`].
         name: usize,
     },
+    /// `mknod` of `NAMES[name]` as special file `SPECIAL[kind]` (a FIFO, a
+    /// socket, a character or a block device node, with device number
+    /// [`special_rdev`]).
+    Mknod {
+        /// Index into [`NAMES`].
+        name: usize,
+        /// Index into [`SPECIAL`].
+        kind: usize,
+    },
+}
+
+/// The special files [`Op::Mknod`] makes.
+pub const SPECIAL: [pollfs_core::Kind; 4] = [
+    pollfs_core::Kind::Fifo,
+    pollfs_core::Kind::Socket,
+    pollfs_core::Kind::CharDev,
+    pollfs_core::Kind::BlockDev,
+];
+
+/// The device number [`Op::Mknod`] gives special file `kind` (a device
+/// node keeps it; the others have none).
+pub fn special_rdev(kind: usize) -> u64 {
+    if SPECIAL[kind].is_device() {
+        (kind as u64 + 1) << 8 | 7
+    } else {
+        0
+    }
 }
 
 /// Names the namespace operations use; the initial files are `f0`, `f1`.
@@ -114,9 +141,11 @@ impl Op {
             | Op::SetLen { file, .. }
             | Op::Punch { file, .. }
             | Op::Sync { file } => file,
-            Op::Rename { .. } | Op::Unlink { .. } | Op::Create { .. } | Op::Lookup { .. } => {
-                NO_FILE
-            }
+            Op::Rename { .. }
+            | Op::Unlink { .. }
+            | Op::Create { .. }
+            | Op::Lookup { .. }
+            | Op::Mknod { .. } => NO_FILE,
         }
     }
 
@@ -152,6 +181,7 @@ impl fmt::Display for Op {
             Op::Unlink { name } => write!(f, "unlink {}", NAMES[name]),
             Op::Create { name } => write!(f, "create {}", NAMES[name]),
             Op::Lookup { name } => write!(f, "lookup {}", NAMES[name]),
+            Op::Mknod { name, kind } => write!(f, "mknod {} {:?}", NAMES[name], SPECIAL[kind]),
         }
     }
 }
@@ -346,7 +376,8 @@ fn offset(c: &mut Choices, hot: Option<u64>) -> u64 {
 
 impl Scenario {
     /// Draws a scenario of namespace operations (rename, unlink, create,
-    /// lookup over a few names, the initial files among them) racing
+    /// mknod of special files, lookup over a few names, the initial files
+    /// among them) racing
     /// writes, reads and syncs of the initial files through handles opened
     /// before the run, so a file renamed or unlinked under a writer keeps
     /// its data.
@@ -359,7 +390,7 @@ impl Scenario {
                 (0..1 + c.below(4))
                     .map(|_| {
                         let name = c.below(NAMES.len() as u64) as usize;
-                        match c.below(10) {
+                        match c.below(11) {
                             0 | 1 => Op::Rename {
                                 from: name,
                                 to: c.below(NAMES.len() as u64) as usize,
@@ -367,6 +398,10 @@ impl Scenario {
                             2 => Op::Unlink { name },
                             3 => Op::Create { name },
                             4 => Op::Lookup { name },
+                            10 => Op::Mknod {
+                                name,
+                                kind: c.below(SPECIAL.len() as u64) as usize,
+                            },
                             5 => Op::Sync {
                                 file: c.below(files as u64) as usize,
                             },

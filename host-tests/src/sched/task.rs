@@ -9,7 +9,7 @@ use pollfs_core::{File, Fs};
 use super::device::HeldDevice;
 use super::exec::{Clock, Task};
 use super::oracle::Record;
-use super::scenario::{stamped, Op, NAMES};
+use super::scenario::{special_rdev, stamped, Op, NAMES, SPECIAL};
 
 /// What the tasks did, and what each is doing now.
 #[derive(Debug, Default)]
@@ -68,6 +68,12 @@ pub fn spawn(
                 (Op::Unlink { name }, _) => fs.remove(NAMES[name]).map(|()| 0),
                 (Op::Create { name }, _) => fs.create(NAMES[name]).map(|f| f.ino() as usize),
                 (Op::Lookup { name }, _) => fs.lookup(NAMES[name]).map(|i| i as usize),
+                (Op::Mknod { name, kind }, _) => {
+                    let who = pollfs_core::NewInode::new(0o640, 0, 0);
+                    let (kind, rdev) = (SPECIAL[kind], special_rdev(kind));
+                    fs.mknod_in(pollfs_core::ROOT_INO, NAMES[name], kind, rdev, who)
+                        .map(|i| i as usize)
+                }
                 (_, None) => Ok(0),
                 (op, Some(f)) => match op {
                     Op::Write { off, len, .. } => {
