@@ -741,6 +741,10 @@ def acl_values_checked(d):
         r(os.setxattr, d + "/dir", DEFAULT, good),
         r(os.setxattr, d + "/l", ACCESS, good, follow_symlinks=False),
         r(os.getxattr, d + "/l", ACCESS, follow_symlinks=False),
+        # Removing an ACL that is not there is no error, as a default one of
+        # a file is not.
+        r(os.removexattr, f, ACCESS),
+        r(os.removexattr, f, DEFAULT),
         sorted(os.listxattr(f)),
         mode(f),
     ]

@@ -415,9 +415,13 @@ impl<D: BlockDevice> Server<D> {
     }
 
     /// `removexattr` of an ACL: as Linux, removing one that is not there
-    /// is no error, and the bits stay.
+    /// (a default ACL of anything but a directory among them) is no error,
+    /// and the bits stay.
     pub(super) fn remove_acl(&self, ino: u64, name: &str) -> Res<()> {
-        self.acl_target(ino, name)?;
+        match self.acl_target(ino, name) {
+            Err(Errno::EACCES) => return Ok(()),
+            other => other?,
+        };
         match self.fs.remove_xattr(ino, name).map_err(errno) {
             Err(Errno::ENODATA) | Ok(()) => Ok(()),
             Err(e) => Err(e),

@@ -742,4 +742,9 @@ fn malformed_or_misplaced_acls_are_refused() {
         s.setxattr(f, name("system.posix_acl_default"), &ok, 0),
         Err(Errno::EACCES)
     );
+    assert_eq!(s.removexattr(f, name("system.posix_acl_default")), Ok(()));
+    assert_eq!(
+        s.removexattr(l, name("system.posix_acl_access")),
+        Err(Errno::EOPNOTSUPP)
+    );
 }
