@@ -9,6 +9,10 @@
 # python3).
 
 echo "== xattrs and ACLs round-trip: cp -a, tar --xattrs --acls, getfacl/setfacl, getfattr/setfattr"
+for tool in setfacl getfacl setfattr getfattr; do
+    command -v "$tool" >/dev/null 2>&1 ||
+        fail "round trip: $tool is not installed (Debian's acl and attr packages)"
+done
 fresh xattr 256m
 start xattr
 X=$(mnt xattr)
