@@ -1,7 +1,7 @@
 //! DMA memory for the VFIO backend: anonymous shared memory (2 MiB
 //! hugepages for regions that large, when the pool has them: see `pollfs
-//! setup`), pinned and mapped into the device's IOMMU domain at IOVAs
-//! chosen here.
+//! setup`), pinned and mapped into one container's IOMMU space at IOVAs
+//! chosen here, so every controller of the container reaches it.
 
 use alloc::sync::Arc;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +25,8 @@ struct DmaInner {
     next: AtomicU64,
 }
 
-/// Allocates DMA regions in one VFIO container.
+/// Allocates DMA regions in one VFIO container; clones share the
+/// container's one IOVA allocator.
 #[derive(Clone, Debug)]
 pub struct VfioDma {
     inner: Arc<DmaInner>,
@@ -40,6 +41,11 @@ impl VfioDma {
                 next: AtomicU64::new(IOVA_BASE),
             }),
         }
+    }
+    /// True if `region` was allocated here (so it is mapped in this
+    /// container's IOMMU space).
+    pub fn owns(&self, region: &VfioRegion) -> bool {
+        Arc::ptr_eq(&self.inner, &region.inner)
     }
 }
 
