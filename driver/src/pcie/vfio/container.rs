@@ -8,6 +8,10 @@
 //! one IOVA, and every controller reaches them there; their queues come
 //! from the same IOVA allocator ([`VfioDma`]), so nothing overlaps.
 //!
+//! A controller's BARs have bus addresses; a DMA address equal to one may
+//! never reach the IOMMU (a peer-to-peer access), so each attached
+//! controller's BAR ranges are kept out of the IOVAs handed out.
+//!
 //! Groups are attached as controllers are: the first group attached sets
 //! the type1 IOMMU (the kernel requires a group in the container before
 //! `VFIO_SET_IOMMU`); a second controller in an already attached group
@@ -35,6 +39,26 @@ const PCI_COMMAND: u64 = 4;
 const PCI_COMMAND_MEMORY_MASTER: u16 = 0x6;
 /// Smallest useful BAR0: registers plus the admin doorbells.
 const MIN_BAR0: u64 = 0x1008;
+
+/// `IORESOURCE_MEM`: a memory range in the flags of sysfs's `resource`.
+const IORESOURCE_MEM: u64 = 0x200;
+
+/// The bus address ranges (half-open) of a device's memory BARs, from its
+/// sysfs `resource` file: `0xSTART 0xEND 0xFLAGS` a line, END inclusive,
+/// zeros for an unused BAR. `None` if a line is not three hex numbers.
+fn memory_bars(text: &str) -> Option<Vec<(u64, u64)>> {
+    let mut bars = Vec::new();
+    for line in text.lines() {
+        let mut words = line
+            .split_whitespace()
+            .map(|w| u64::from_str_radix(w.strip_prefix("0x")?, 16).ok());
+        let (start, end, flags) = (words.next()??, words.next()??, words.next()??);
+        if flags & IORESOURCE_MEM != 0 && end > start {
+            bars.push((start, end.checked_add(1)?));
+        }
+    }
+    Some(bars)
+}
 
 /// IOMMU groups attached so far, by group number. Locked only while a
 /// controller is attached.
@@ -106,9 +130,12 @@ impl VfioContainer {
     }
 
     /// Attaches the controller at PCI address `pci` (e.g. `0000:00:04.0`,
-    /// bound to vfio-pci): its IOMMU group joins the container, memory
+    /// bound to vfio-pci): its BARs' bus addresses are kept out of the
+    /// container's IOVAs, its IOMMU group joins the container, memory
     /// decoding and bus mastering are turned on in PCI config space
-    /// (vfio-pci leaves bus mastering off), and BAR0 is mapped.
+    /// (vfio-pci leaves bus mastering off), and BAR0 is mapped. Attach
+    /// every controller before allocating DMA memory: a BAR inside memory
+    /// already handed out is refused.
     pub fn attach(&self, pci: &str) -> Result<MmioBar, VfioError> {
         if !valid_pci_address(pci) {
             return Err(VfioError::BadAddress);
@@ -122,6 +149,14 @@ impl VfioContainer {
             .next()
             .and_then(|g| g.parse().ok())
             .ok_or(VfioError::BadAddress)?;
+        let resources = sys
+            .read_text(&format!("/sys/bus/pci/devices/{pci}/resource"))
+            .map_err(sys_err("read PCI resources"))?;
+        for (start, end) in memory_bars(&resources).ok_or(VfioError::BarAddresses)? {
+            if !self.dma.reserve(start, end) {
+                return Err(VfioError::DmaOverBar);
+            }
+        }
         let group = self.group(group_id)?;
         let device = FdGuard::new(
             sys,
@@ -184,5 +219,30 @@ impl VfioContainer {
         }
         groups.attached.push((id, group.clone()));
         Ok(group)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memory_bars;
+
+    #[test]
+    fn memory_bars_come_from_the_sysfs_resource_lines() {
+        let text = "0x0000000100000000 0x0000000100003fff 0x0000000000140204\n\
+                    0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
+                    0x000000000000c000 0x000000000000c03f 0x0000000000040101\n\
+                    0x00000000fe000000 0x00000000fe000fff 0x0000000000040200\n";
+        assert_eq!(
+            memory_bars(text),
+            Some(vec![
+                (0x1_0000_0000, 0x1_0000_4000),
+                (0xfe00_0000, 0xfe00_1000)
+            ]),
+            "I/O ports and unused BARs are left out"
+        );
+        assert_eq!(memory_bars(""), Some(vec![]));
+        assert_eq!(memory_bars("0x1 0x2"), None);
+        assert_eq!(memory_bars("1000 2000 200"), None);
+        assert_eq!(memory_bars("0x0 0xffffffffffffffff 0x200"), None);
     }
 }

@@ -68,6 +68,11 @@ pub enum VfioError {
     /// Frames from another container, which this controller cannot
     /// reach.
     OtherContainer,
+    /// The PCI resource list in sysfs is malformed.
+    BarAddresses,
+    /// A BAR's bus address lies inside DMA memory the container already
+    /// handed out.
+    DmaOverBar,
     /// The controller failed to come up.
     Driver(DriverError<DmaError>),
 }
@@ -86,6 +91,12 @@ impl fmt::Display for VfioError {
                 "IOMMU group not viable (bind all its devices to vfio-pci)"
             ),
             VfioError::Bar0 => write!(f, "BAR0 unusable"),
+            VfioError::BarAddresses => write!(f, "malformed PCI resource list in sysfs"),
+            VfioError::DmaOverBar => write!(
+                f,
+                "a BAR's bus address lies inside DMA memory already handed out (attach every \
+                 controller before allocating DMA memory)"
+            ),
             VfioError::OtherContainer => write!(
                 f,
                 "page-cache frames from another VFIO container (open every controller of \
