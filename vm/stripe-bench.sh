@@ -12,13 +12,16 @@
 # (the counter vm/peers.sh uses), give each job's device commands and the
 # requests each leg's drive received (legs are named by a read the guest
 # makes on each before the runs). Prints the table and the ratios stripe /
-# one within each kind. Under TCG absolute numbers are noise; the ratios
-# are the result.
+# one within each kind. Rounds alternate the order (one then stripe, then
+# stripe then one), so drift from the shared host falls on both. Under TCG
+# absolute numbers are noise; the ratios are the result.
 #
-# Usage: bash vm/stripe-bench.sh   (POLLFS_BENCH_SECONDS per job, default 5)
+# Usage: bash vm/stripe-bench.sh   (POLLFS_BENCH_SECONDS per job, default
+# 5; POLLFS_BENCH_ROUNDS, default 2)
 source "$(dirname "$0")/lib.sh"
 
 seconds="${POLLFS_BENCH_SECONDS:-5}"
+rounds="${POLLFS_BENCH_ROUNDS:-2}"
 ensure_packages
 ensure_kernel
 build_static -p pollfs-cli --bin pollfs
@@ -30,6 +33,7 @@ compress=cat make_initramfs "$cache/stripe-bench-initrd.cpio" <<INIT
 . /guest-common.sh
 . /nvmet.sh
 secs=$seconds
+rounds=$rounds
 INIT
 # The rest of the init script does not expand host variables.
 cat >> "$cache/initramfs/init" <<'INIT'
@@ -83,7 +87,8 @@ T1=nvme-tcp://127.0.0.1:4421/tcp1
 echo "vfio: A $A, B $B; tcp: $T0, $T1; markers on $mark_dev"
 
 w=0
-# runs KIND LAYOUT DEVICE: the four jobs on DEVICE, each between markers.
+# runs KIND LAYOUT DEVICE ROUND: the four jobs on DEVICE, each between
+# markers.
 runs() {
     cat > /tmp/jobs.fio <<JOBS
 [global]
@@ -121,14 +126,28 @@ JOBS
     for job in seqwrite seqread randwrite randread; do
         mibs=$(awk -v job="$job" '$1 == job && /groupid/ { j = 1; next }
             j && $1 == "pollfs" { print $3; exit }' /tmp/bench.out)
-        echo "WINDOW $w $1 $2 $job ${mibs:-FAILED}"
+        echo "WINDOW $w $1 $2 $job ${mibs:-FAILED} $4"
         w=$((w + 1))
     done
 }
-runs vfio one "vfio:$A"
-runs vfio stripe "stripe:(vfio:$A,vfio:$B)"
-runs tcp one "$T0"
-runs tcp stripe "stripe:($T0,$T1)"
+r=1
+while [ $r -le $rounds ]; do
+    order="one stripe"
+    [ $((r % 2)) = 0 ] && order="stripe one"
+    for l in $order; do
+        case $l in
+            one) runs vfio one "vfio:$A" $r ;;
+            stripe) runs vfio stripe "stripe:(vfio:$A,vfio:$B)" $r ;;
+        esac
+    done
+    for l in $order; do
+        case $l in
+            one) runs tcp one "$T0" $r ;;
+            stripe) runs tcp stripe "stripe:($T0,$T1)" $r ;;
+        esac
+    done
+    r=$((r + 1))
+done
 echo "STRIPE-BENCH-DONE"
 poweroff -f
 INIT
@@ -154,7 +173,7 @@ qemu_extra=(
     -D "$trace" -msg timestamp=on
 )
 out="$cache/console-stripe-bench.log"
-log "booting the stripe bench VM ($seconds s per job; console: $out, trace: $trace)"
+log "booting the stripe bench VM ($rounds rounds, $seconds s per job; console: $out, trace: $trace)"
 started=$SECONDS
 boot "$cache/stripe-bench-initrd.cpio" "$img" "$out" "" "no_timer_check"
 log "the VM ran for $((SECONDS - started)) s"
@@ -163,4 +182,4 @@ grep -q "STRIPE-BENCH-DONE" "$out" || die "the guest did not finish (console: $o
 [ -s "$trace" ] || die "QEMU wrote no trace ($trace)"
 grep -E '^(WINDOW|LEGID) ' "$out" | tr -d '\r' > "$cache/stripe-windows.txt"
 awk -f "$vm_dir/trace-count.awk" -f "$vm_dir/stripe-count.awk" "$cache/stripe-windows.txt" "$trace"
-rm -f "$img" "$marks" "${imgs[@]}"
+rm -f "$img" "$marks" "${imgs[@]}" "$trace"
