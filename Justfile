@@ -170,6 +170,12 @@ vm-tcp-test:
 vm-mirror-test:
     bash vm/mirror-test.sh
 
+# Two vfio legs in one volume (one VFIO container): stripe and mirror over
+# two QEMU NVMe controllers in the VM; write, read back, fsck; a mirror leg
+# whose controller loses bus mastering under a syncing writer, rejoined.
+vm-vfio-volume-test:
+    bash vm/vfio-volume-test.sh
+
 # `pollfs perf` over NVMe/TCP against fio on the guest kernel's nvme-tcp
 # initiator (io_uring, psync), same nvmet target, one VM run.
 vm-tcp-perf:
@@ -184,6 +190,13 @@ vm-bench PRESET="quick":
 # medians and ratios. ARGS: seconds per run, rounds, workers (threads).
 stripe-bench *ARGS="":
     bash cli/scripts/stripe-bench.sh {{ARGS}}
+
+# The stripe's gain in the VM, one boot: `pollfs bench` (direct, QD 32,
+# sequential and random reads and writes) on one device and on a stripe of
+# two, through VFIO (two QEMU controllers, one container) and over two
+# nvmet-tcp targets; commands per leg counted by QEMU's trace events.
+vm-stripe-bench:
+    bash vm/stripe-bench.sh
 
 # Device commands per sync, counted by QEMU's trace events in one VM boot:
 # ext4, xfs and btrfs (fio) and pollfs (`pollfs bench` through VFIO) on the

@@ -71,13 +71,20 @@ kernel_connect() {
 # O_DIRECT), served by port `$2` on 127.0.0.1:`$3`. Needs loopback and
 # configfs up (nvmet_base).
 nvmet_file_target() {
-    nqn=$1 port=/sys/kernel/config/nvmet/ports/$2 svcid=$3 file=$4 mib=$5
+    dd if=/dev/zero of="$4" bs=1M count="$5" 2>/dev/null || return 1
+    nvmet_target "$1" "$2" "$3" "$4" 1
+}
+
+# A subsystem `$1` whose namespace 1 is `$4` (a block device, or with `$5`
+# = 1 a file read and written through the page cache), served by port `$2`
+# on 127.0.0.1:`$3`. Needs loopback and configfs up (nvmet_base).
+nvmet_target() {
+    nqn=$1 port=/sys/kernel/config/nvmet/ports/$2 svcid=$3 file=$4
     subsys=/sys/kernel/config/nvmet/subsystems/$nqn
-    dd if=/dev/zero of="$file" bs=1M count="$mib" 2>/dev/null || return 1
     mkdir "$subsys" && echo 1 > "$subsys/attr_allow_any_host" || return 1
     mkdir "$subsys/namespaces/1" || return 1
     echo -n "$file" > "$subsys/namespaces/1/device_path" || return 1
-    echo 1 > "$subsys/namespaces/1/buffered_io" || return 1
+    echo "${5:-0}" > "$subsys/namespaces/1/buffered_io" || return 1
     echo 1 > "$subsys/namespaces/1/enable" || return 1
     mkdir "$port" || return 1
     echo tcp > "$port/addr_trtype"

@@ -1,104 +1,19 @@
-# Counts the test namespace's commands per workload window of vm/peers.sh
-# and prints the table. Input: the guest's `WINDOW w engine workload syncs`
-# lines, then QEMU's trace log (`-msg timestamp=on`: PID@SECONDS:event ...).
-#
-# Window w lies between marker 2w and 2w + 1: a read at LBA 0x400000 +
-# k * 0x800 (512-byte blocks) of the marker controller, which the 1 GiB
-# test namespace cannot issue. Inside a window: pci_nvme_write with opname
-# NVME_NVM_CMD_WRITE is a write (its count, the bytes), pci_nvme_io_cmd
-# with opc 0x0 a flush, any other I/O opcode than 0x0-0x2 "other", and
-# pci_nvme_read (not a marker) a read. blk_co_pwritev is the write as
-# QEMU's block layer receives it: its flags carry BDRV_REQ_FUA (0x10) when
-# the device model passes the command's FUA bit on. Exits non-zero if any
+# The table of vm/peers.sh: the test namespace's commands per workload
+# window, counted by vm/trace-count.awk (awk -f vm/trace-count.awk -f
+# vm/peers-count.awk WINDOWS TRACE). Input: the guest's `WINDOW w engine
+# workload syncs` lines, then QEMU's trace log. Exits non-zero if any
 # window lacks a marker, a sync or a write.
-
-function hex(s,    n, i, c) {
-    n = 0
-    s = tolower(s)
-    sub(/^0x/, "", s)
-    for (i = 1; i <= length(s); i++) {
-        c = index("0123456789abcdef", substr(s, i, 1))
-        if (c == 0) return -1
-        n = n * 16 + c - 1
-    }
-    return n
-}
-
-# The value after the word `key` in the current line.
-function field(key,    i) {
-    for (i = 2; i < NF; i++) if ($i == key) return $(i + 1)
-    return ""
-}
-
-function problem(msg) {
-    print "peers: FAILED: " msg > "/dev/stderr"
-    failed = 1
-}
-
-BEGIN { cur = -1 }
-
-NR == FNR {
-    engine[$2] = $3
-    workload[$2] = $4
-    syncs[$2] = $5 + 0
-    windows = $2 + 1 > windows ? $2 + 1 : windows
-    next
-}
-
-{
-    split($1, head, ":")
-    if (head[2] == "") { event = head[1]; ts = "" } else { event = head[2]; ts = head[1] }
-    sub(/^[0-9]+@/, "", ts)
-}
-
-event == "pci_nvme_read" {
-    lba = hex(field("lba"))
-    if (lba >= 4194304 && lba < 4194304 + 1024 * 2048 && (lba - 4194304) % 2048 == 0) {
-        m = (lba - 4194304) / 2048
-        w = int(m / 2)
-        if (m % 2 == 0) { start[w] = ts; cur = w; seen_start[w] = 1 }
-        else { stop[w] = ts; seen_stop[w] = 1; cur = -1 }
-        next
-    }
-    if (cur >= 0) reads[cur]++
-    next
-}
-
-cur < 0 { next }
-
-event == "pci_nvme_write" {
-    # Write Zeroes traces here too; its io_cmd counts it as other.
-    if (field("opname") == "'NVME_NVM_CMD_WRITE'") {
-        writes[cur]++
-        bytes[cur] += field("count")
-    }
-    next
-}
-
-event == "pci_nvme_io_cmd" {
-    opc = hex(field("opc"))
-    if (opc == 0) flushes[cur]++
-    else if (opc > 2) other[cur]++
-    next
-}
-
-event == "blk_co_pwritev" {
-    pwritev[cur]++
-    flags = hex(field("flags"))
-    if (int(flags / 16) % 2 == 1) fua[cur]++
-    next
-}
 
 END {
     if (windows != 12) problem("expected 12 windows, the guest reported " windows)
+    check_windows()
     for (w = 0; w < windows; w++) {
+        engine[w] = win[w, 3]
+        workload[w] = win[w, 4]
+        syncs[w] = win[w, 5] + 0
         what = engine[w] " " workload[w]
-        if (!seen_start[w] || !seen_stop[w]) problem(what ": a marker is missing from the trace")
         if (syncs[w] <= 0) problem(what ": no syncs counted")
         if (writes[w] <= 0) problem(what ": no device writes in the trace")
-        if (start[w] == "" || stop[w] == "") problem(what ": the trace has no timestamps")
-        secs[w] = stop[w] - start[w]
-        if (secs[w] <= 0) problem(what ": an empty window")
         rate[w] = secs[w] > 0 ? syncs[w] / secs[w] : 0
         if (engine[w] == "ext4") ext4[workload[w]] = rate[w]
         all_pw += pwritev[w]

@@ -58,4 +58,4 @@ grep -q "PEERS-DONE" "$out" || die "the guest did not finish (console: $out)"
 
 grep '^WINDOW ' "$out" | tr -d '\r' > "$cache/peers-windows.txt"
 [ "$(wc -l < "$cache/peers-windows.txt")" -eq 12 ] || die "expected 12 workload windows"
-awk -f "$vm_dir/peers-count.awk" "$cache/peers-windows.txt" "$trace"
+awk -f "$vm_dir/trace-count.awk" -f "$vm_dir/peers-count.awk" "$cache/peers-windows.txt" "$trace"

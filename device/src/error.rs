@@ -64,6 +64,8 @@ pub enum OpenErrorKind {
     Fs(pollfs_core::Error),
     /// VFIO on a system without it.
     NoVfio,
+    /// One controller named as two legs of a volume.
+    NamedTwice,
 }
 
 /// Mixes of legs that cannot share one frame arena.
@@ -74,8 +76,6 @@ pub enum Arenas {
     TcpWithDma,
     /// `emu` legs with `vfio` legs.
     EmuWithVfio,
-    /// Two or more `vfio` legs.
-    TwoVfio,
 }
 
 impl OpenError {
@@ -153,14 +153,13 @@ impl fmt::Display for OpenError {
                 f,
                 "emu and vfio legs are in different DMA memories and cannot share a page cache"
             ),
-            OpenErrorKind::Arenas(Arenas::TwoVfio) => write!(
-                f,
-                "two vfio legs need one IOMMU container for both controllers, which pollfs \
-                 does not set up yet"
-            ),
             OpenErrorKind::Volume(e) => write!(f, "{e}"),
             OpenErrorKind::Fs(e) => write!(f, "{e}"),
             OpenErrorKind::NoVfio => write!(f, "VFIO needs Linux"),
+            OpenErrorKind::NamedTwice => write!(
+                f,
+                "is named twice in one volume; each leg must be a different controller"
+            ),
         }
     }
 }

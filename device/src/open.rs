@@ -13,14 +13,14 @@
 //!   anew.
 //! - The legs of a volume share one frame arena: the DMA memory of the
 //!   emulated controllers (all `emu` legs are controllers on one emulated
-//!   memory), the DMA memory of the one `vfio` leg, the plain frames every
-//!   `nvme-tcp://` leg copies through (a TCP controller reaches any frame,
-//!   so any number of them share one arena), or plain memory when every
-//!   leg is `ram` or `file:`. RAM and file legs move data through
-//!   whichever it is. Two `vfio` legs would need one IOMMU container for
-//!   both controllers, which the driver does not set up yet, and legs of
-//!   two of the kinds `emu`, `vfio` and `nvme-tcp` have frames of
-//!   different kinds: both are refused ([`Arenas`]).
+//!   memory), the DMA memory of one VFIO container that every `vfio` leg's
+//!   controller is attached to (one IOMMU space, the frames mapped once),
+//!   the plain frames every `nvme-tcp://` leg copies through (a TCP
+//!   controller reaches any frame, so any number of them share one
+//!   arena), or plain memory when every leg is `ram` or `file:`. RAM and
+//!   file legs move data through whichever it is. Legs of two of the
+//!   kinds `emu`, `vfio` and `nvme-tcp` have frames of different kinds
+//!   and are refused ([`Arenas`]); so is one controller named twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -265,25 +265,9 @@ pub(crate) fn open_pending(
             open.finish(legs, Arena::Emu(arena), Inner::Emu)
         }
         #[cfg(target_os = "linux")]
-        (0, [addr]) => {
-            let leaf = Leaf::Vfio((*addr).clone());
-            let hint = format!(
-                "is it bound to vfio-pci, and not in use by another process? \
-                 see `pollfs setup {addr}`"
-            );
-            let nvme = NvmeDevice::vfio(addr, options.driver, frames, StdClock::new())
-                .map_err(|e| driver_error(&leaf, e, Some(hint)))?;
-            let arena = nvme.arena();
-            let mut nvme = Some(nvme);
-            let legs = open.legs(&arena, |leaf| {
-                nvme.take()
-                    .ok_or_else(|| OpenError::new(leaf, OpenErrorKind::Arenas(Arenas::TwoVfio)))
-            })?;
-            open.finish(legs, Arena::Vfio(arena), Inner::Vfio)
-        }
+        (0, _) => open.vfio(&vfio, frames),
         #[cfg(not(target_os = "linux"))]
-        (0, [_]) => Err(OpenError::new(spec, OpenErrorKind::NoVfio)),
-        (0, _) => mixed(Arenas::TwoVfio),
+        (0, _) => Err(OpenError::new(spec, OpenErrorKind::NoVfio)),
         _ => mixed(Arenas::EmuWithVfio),
     }
 }
@@ -302,6 +286,12 @@ fn driver_error(
     )
 }
 
+/// What to check when a controller could not be taken through VFIO.
+#[cfg(target_os = "linux")]
+fn vfio_hint(addr: &str) -> String {
+    format!("is it bound to vfio-pci, and not in use by another process? see `pollfs setup {addr}`")
+}
+
 /// An NVMe leg where the arena has no controller of its kind: the arena
 /// rules above keep this from happening.
 fn not_host(leaf: &Leaf) -> OpenError {
@@ -316,6 +306,53 @@ struct Opening<'a> {
 }
 
 impl Opening<'_> {
+    /// A volume whose NVMe legs are the controllers at `addrs`, bound to
+    /// vfio-pci: all in one VFIO container (one IOMMU space), every one
+    /// attached before the page-cache frames are mapped there once, so
+    /// every controller reaches every frame at one bus address.
+    #[cfg(target_os = "linux")]
+    fn vfio(mut self, addrs: &[&String], frames: u32) -> Result<AnyDevice, OpenError> {
+        use pollfs_driver::vfio::VfioContainer;
+        let options = self.options;
+        for (i, addr) in addrs.iter().enumerate() {
+            if addrs[..i].contains(addr) {
+                let leaf = Leaf::Vfio((*addr).clone());
+                return Err(OpenError::new(leaf, OpenErrorKind::NamedTwice));
+            }
+        }
+        let container = VfioContainer::open().map_err(|e| driver_error(self.spec, e, None))?;
+        let mut bars = Vec::with_capacity(addrs.len());
+        for &addr in addrs {
+            let leaf = Leaf::Vfio(addr.clone());
+            let bar = container
+                .attach(addr)
+                .map_err(|e| driver_error(&leaf, e, Some(vfio_hint(addr))))?;
+            bars.push((addr, Some(bar)));
+        }
+        let arena = container
+            .frames(frames)
+            .map_err(|e| driver_error(self.spec, e, None))?;
+        let legs = self.legs(&arena, |leaf| {
+            let Leaf::Vfio(addr) = leaf else {
+                return Err(not_host(leaf));
+            };
+            let bar = bars
+                .iter_mut()
+                .find(|(a, _)| *a == addr)
+                .and_then(|(_, bar)| bar.take())
+                .ok_or_else(|| not_host(leaf))?;
+            NvmeDevice::vfio_attached(
+                &container,
+                bar,
+                options.driver,
+                arena.clone(),
+                StdClock::new(),
+            )
+            .map_err(|e| driver_error(leaf, e, Some(vfio_hint(addr))))
+        })?;
+        self.finish(legs, Arena::Vfio(arena), Inner::Vfio)
+    }
+
     /// Opens every leg over `arena`; `nvme` opens the NVMe ones.
     fn legs<N: BlockDevice>(
         &mut self,

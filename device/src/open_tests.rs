@@ -108,11 +108,16 @@ fn each_mistake_is_its_own_kind() {
         OpenErrorKind::Arenas(Arenas::TcpWithDma)
     ));
     assert!(matches!(
+        kind(open(&spec("mirror:(vfio:0000:01:00.0,emu)"), &read)),
+        OpenErrorKind::Arenas(Arenas::EmuWithVfio)
+    ));
+    #[cfg(target_os = "linux")]
+    assert!(matches!(
         kind(open(
-            &spec("mirror:(vfio:0000:01:00.0,vfio:0000:02:00.0)"),
+            &spec("stripe:(vfio:0000:01:00.0,vfio:0000:01:00.0)"),
             &read
         )),
-        OpenErrorKind::Arenas(Arenas::TwoVfio)
+        OpenErrorKind::NamedTwice
     ));
     let small = OpenOptions {
         size: 64 << 10,

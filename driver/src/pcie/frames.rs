@@ -69,6 +69,10 @@ impl<D: DmaRegion> NvmeFrames<D> {
             locks: (0..count).map(|_| RwLock::new(())).collect(),
         })
     }
+    /// The DMA region the frames live in.
+    pub fn region(&self) -> &D {
+        &self.region
+    }
     /// Where the frames sit on the bus.
     pub fn map(&self) -> FrameMap {
         FrameMap {

@@ -1,10 +1,18 @@
 //! DMA memory for the VFIO backend: anonymous shared memory (2 MiB
 //! hugepages for regions that large, when the pool has them: see `pollfs
-//! setup`), pinned and mapped into the device's IOMMU domain at IOVAs
-//! chosen here.
+//! setup`), pinned and mapped into one container's IOMMU space at IOVAs
+//! chosen here, so every controller of the container reaches it.
+//!
+//! IOVAs are handed out upwards from 4 GiB, never inside a range
+//! [reserved](VfioDma::reserve) for the bus addresses of the attached
+//! controllers' BARs: a DMA address equal to a BAR's bus address may be
+//! taken for a peer-to-peer access and never reach the IOMMU (and QEMU's
+//! NVMe controller refuses any data pointer inside its own BAR0, whatever
+//! the IOMMU says).
 
 use alloc::sync::Arc;
-use core::sync::atomic::{AtomicU64, Ordering};
+use alloc::vec::Vec;
+use std::sync::{Mutex, PoisonError};
 
 use super::mapping::Mapping;
 use super::sys::FdGuard;
@@ -18,14 +26,49 @@ const HUGE_PAGE: usize = 2 << 20;
 /// reserve ranges (the MSI doorbell at 0xfee0_0000).
 const IOVA_BASE: u64 = 1 << 32;
 
+/// The container's IOVA space: a bump allocator that steps over reserved
+/// ranges.
+#[derive(Debug)]
+struct IovaSpace {
+    /// Lowest IOVA not handed out; everything from `IOVA_BASE` below it
+    /// may be in use.
+    next: u64,
+    /// Half-open ranges no region may overlap.
+    reserved: Vec<(u64, u64)>,
+}
+
+impl IovaSpace {
+    /// The first `align`-aligned IOVA at or above `next` where `size`
+    /// bytes and a gap page after them overlap no reserved range; `next`
+    /// moves past them.
+    fn take(&mut self, size: u64, align: u64) -> Option<u64> {
+        let mut iova = self.next.checked_next_multiple_of(align)?;
+        loop {
+            let end = iova.checked_add(size)?.checked_add(PAGE as u64)?;
+            match self
+                .reserved
+                .iter()
+                .find(|&&(start, stop)| start < end && iova < stop)
+            {
+                Some(&(_, stop)) => iova = stop.checked_next_multiple_of(align)?,
+                None => {
+                    self.next = end;
+                    return Some(iova);
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 struct DmaInner {
     sys: Arc<dyn VfioSys>,
     container: Arc<FdGuard>,
-    next: AtomicU64,
+    space: Mutex<IovaSpace>,
 }
 
-/// Allocates DMA regions in one VFIO container.
+/// Allocates DMA regions in one VFIO container; clones share the
+/// container's one IOVA allocator.
 #[derive(Clone, Debug)]
 pub struct VfioDma {
     inner: Arc<DmaInner>,
@@ -37,9 +80,29 @@ impl VfioDma {
             inner: Arc::new(DmaInner {
                 sys,
                 container,
-                next: AtomicU64::new(IOVA_BASE),
+                space: Mutex::new(IovaSpace {
+                    next: IOVA_BASE,
+                    reserved: Vec::new(),
+                }),
             }),
         }
+    }
+    /// Keeps IOVAs `start..end` out of every later region. False if a
+    /// region already handed out may lie there (the range is reserved
+    /// anyway): reserve before allocating.
+    pub fn reserve(&self, start: u64, end: u64) -> bool {
+        let mut space = self
+            .inner
+            .space
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        space.reserved.push((start, end));
+        end <= IOVA_BASE || start >= space.next
+    }
+    /// True if `region` was allocated here (so it is mapped in this
+    /// container's IOMMU space).
+    pub fn owns(&self, region: &VfioRegion) -> bool {
+        Arc::ptr_eq(&self.inner, &region.inner)
     }
 }
 
@@ -102,14 +165,13 @@ impl DmaAllocator for VfioDma {
         } else {
             PAGE as u64
         };
-        let mut iova = 0;
-        self.inner
-            .next
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |next| {
-                iova = next.checked_next_multiple_of(align)?;
-                iova.checked_add(size)?.checked_add(PAGE as u64)
-            })
-            .map_err(|_| DmaError::NoMemory)?;
+        let iova = self
+            .inner
+            .space
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take(size, align)
+            .ok_or(DmaError::NoMemory)?;
         let fd = self.inner.container.fd();
         self.inner
             .sys

@@ -2,25 +2,30 @@
 //! controller bound to `vfio-pci`, through the type1 container/group
 //! interface.
 //!
-//! [`open`] finds the device's IOMMU group, attaches it to a new container
-//! with the type1 IOMMU, takes the device fd, enables memory decoding and
-//! bus mastering in PCI config space (vfio-pci leaves bus mastering off),
-//! and maps BAR0. The result is an [`MmioBar`] (the `Registers`) and a
-//! [`VfioDma`] (the `DmaAllocator`) for a [`PcieTransport`].
+//! A [`VfioContainer`] is one IOMMU address space: [`VfioContainer::attach`]
+//! finds a controller's IOMMU group, attaches it to the container (with
+//! the type1 IOMMU), takes the device fd, enables memory decoding and bus
+//! mastering in PCI config space (vfio-pci leaves bus mastering off), and
+//! maps BAR0. The result is an [`MmioBar`] (the `Registers`); the
+//! container's [`VfioDma`] (the `DmaAllocator`) completes a
+//! [`PcieTransport`]. [`open`] is one controller in a container of its
+//! own; the legs of a volume are attached to one container and share its
+//! page-cache frames, mapped once ([`NvmeDevice::vfio_on`]).
 //!
 //! Unsafe code lives only in [`mapping`] (volatile access to mapped memory)
 //! and [`sys`] (the system calls); this file and the two adapters are safe
 //! and run against a test double of [`sys::VfioSys`].
 
+pub mod container;
 pub mod dma;
 pub mod mapping;
 pub mod mmio;
 pub mod sys;
 
-use alloc::format;
 use alloc::sync::Arc;
 use core::fmt;
 
+pub use container::{VfioContainer, VfioFrames};
 pub use dma::{VfioDma, VfioRegion};
 pub use mmio::MmioBar;
 pub use sys::FdGuard;
@@ -60,6 +65,14 @@ pub enum VfioError {
     NotViable,
     /// BAR0 is missing, too small or cannot be mmap'd.
     Bar0,
+    /// Frames from another container, which this controller cannot
+    /// reach.
+    OtherContainer,
+    /// The PCI resource list in sysfs is malformed.
+    BarAddresses,
+    /// A BAR's bus address lies inside DMA memory the container already
+    /// handed out.
+    DmaOverBar,
     /// The controller failed to come up.
     Driver(DriverError<DmaError>),
 }
@@ -78,6 +91,17 @@ impl fmt::Display for VfioError {
                 "IOMMU group not viable (bind all its devices to vfio-pci)"
             ),
             VfioError::Bar0 => write!(f, "BAR0 unusable"),
+            VfioError::BarAddresses => write!(f, "malformed PCI resource list in sysfs"),
+            VfioError::DmaOverBar => write!(
+                f,
+                "a BAR's bus address lies inside DMA memory already handed out (attach every \
+                 controller before allocating DMA memory)"
+            ),
+            VfioError::OtherContainer => write!(
+                f,
+                "page-cache frames from another VFIO container (open every controller of \
+                 a volume in one container)"
+            ),
             VfioError::Driver(e) => write!(f, "controller: {e}"),
         }
     }
@@ -105,13 +129,8 @@ fn valid_pci_address(a: &str) -> bool {
         })
 }
 
-/// PCI command register bits: memory space enable and bus master enable.
-const PCI_COMMAND: u64 = 4;
-const PCI_COMMAND_MEMORY_MASTER: u16 = 0x6;
-/// Smallest useful BAR0: registers plus the admin doorbells.
-const MIN_BAR0: u64 = 0x1008;
-
-/// Opens the controller at PCI address `pci` (e.g. `0000:00:04.0`).
+/// Opens the controller at PCI address `pci` (e.g. `0000:00:04.0`) in a
+/// container of its own.
 pub fn open(pci: &str) -> Result<(MmioBar, VfioDma), VfioError> {
     open_with(Arc::new(LinuxSys), pci)
 }
@@ -121,77 +140,9 @@ pub fn open_with(sys: Arc<dyn VfioSys>, pci: &str) -> Result<(MmioBar, VfioDma),
     if !valid_pci_address(pci) {
         return Err(VfioError::BadAddress);
     }
-    let link = sys
-        .readlink(&format!("/sys/bus/pci/devices/{pci}/iommu_group"))
-        .map_err(sys_err("readlink iommu_group"))?;
-    let group_id: u32 = link
-        .rsplit('/')
-        .next()
-        .and_then(|g| g.parse().ok())
-        .ok_or(VfioError::BadAddress)?;
-
-    let container = FdGuard::new(
-        &sys,
-        sys.open("/dev/vfio/vfio")
-            .map_err(sys_err("open container"))?,
-    );
-    let version = sys
-        .ioctl_value(container.fd(), sys::req::GET_API_VERSION, 0)
-        .map_err(sys_err("VFIO_GET_API_VERSION"))?;
-    if version != sys::API_VERSION {
-        return Err(VfioError::ApiVersion(version));
-    }
-    let type1 = sys
-        .ioctl_value(container.fd(), sys::req::CHECK_EXTENSION, sys::TYPE1_IOMMU)
-        .map_err(sys_err("VFIO_CHECK_EXTENSION"))?;
-    if type1 <= 0 {
-        return Err(VfioError::NoType1);
-    }
-
-    let group_path = format!("/dev/vfio/{group_id}");
-    let group = FdGuard::new(&sys, sys.open(&group_path).map_err(sys_err("open group"))?);
-    let status = sys
-        .group_status(group.fd())
-        .map_err(sys_err("VFIO_GROUP_GET_STATUS"))?;
-    if status.flags & sys::GROUP_VIABLE == 0 {
-        return Err(VfioError::NotViable);
-    }
-    sys.set_container(group.fd(), container.fd())
-        .map_err(sys_err("VFIO_GROUP_SET_CONTAINER"))?;
-    sys.ioctl_value(container.fd(), sys::req::SET_IOMMU, sys::TYPE1_IOMMU)
-        .map_err(sys_err("VFIO_SET_IOMMU"))?;
-    let device = FdGuard::new(
-        &sys,
-        sys.device_fd(group.fd(), pci)
-            .map_err(sys_err("VFIO_GROUP_GET_DEVICE_FD"))?,
-    );
-
-    let config = sys
-        .region_info(device.fd(), sys::CONFIG_REGION)
-        .map_err(sys_err("config region info"))?;
-    let mut cmd = [0u8; 2];
-    let at = config
-        .offset
-        .checked_add(PCI_COMMAND)
-        .ok_or(VfioError::Bar0)?;
-    sys.pread(device.fd(), &mut cmd, at)
-        .map_err(sys_err("read PCI command"))?;
-    let value = u16::from_le_bytes(cmd) | PCI_COMMAND_MEMORY_MASTER;
-    sys.pwrite(device.fd(), &value.to_le_bytes(), at)
-        .map_err(sys_err("write PCI command"))?;
-
-    let bar = sys
-        .region_info(device.fd(), sys::BAR0_REGION)
-        .map_err(sys_err("BAR0 region info"))?;
-    if bar.flags & sys::REGION_MMAP == 0 || bar.size < MIN_BAR0 {
-        return Err(VfioError::Bar0);
-    }
-    let len = usize::try_from(bar.size).map_err(|_| VfioError::Bar0)?;
-    let map = sys
-        .map_fd(device.fd(), bar.offset, len)
-        .map_err(sys_err("mmap BAR0"))?;
-    let dma = VfioDma::new(sys.clone(), container.clone());
-    Ok((MmioBar::new(map, device, group, container), dma))
+    let container = VfioContainer::open_with(sys)?;
+    let bar = container.attach(pci)?;
+    Ok((bar, container.dma()))
 }
 
 impl NvmeDevice<VfioTransport> {
@@ -206,6 +157,38 @@ impl NvmeDevice<VfioTransport> {
         let (bar, dma) = open(pci)?;
         let transport = PcieTransport::new(Arc::new(bar), dma);
         Ok(NvmeDevice::new(transport, clock, config, frames)?)
+    }
+
+    /// Brings up the controller at PCI address `pci` in `container`,
+    /// serving `frames`, which the container made
+    /// ([`VfioContainer::frames`]): the controllers of one container share
+    /// one page cache that way (the legs of a volume). Frames of another
+    /// container are refused: that controller could not reach them.
+    pub fn vfio_on(
+        container: &VfioContainer,
+        pci: &str,
+        config: DriverConfig,
+        frames: Arc<VfioFrames>,
+        clock: impl Clock + 'static,
+    ) -> Result<VfioDevice, VfioError> {
+        let bar = container.attach(pci)?;
+        Self::vfio_attached(container, bar, config, frames, clock)
+    }
+
+    /// As [`vfio_on`](Self::vfio_on), for a controller already attached
+    /// to `container` (its BAR from [`VfioContainer::attach`]).
+    pub fn vfio_attached(
+        container: &VfioContainer,
+        bar: MmioBar,
+        config: DriverConfig,
+        frames: Arc<VfioFrames>,
+        clock: impl Clock + 'static,
+    ) -> Result<VfioDevice, VfioError> {
+        if !container.holds(&frames) {
+            return Err(VfioError::OtherContainer);
+        }
+        let transport = PcieTransport::new(Arc::new(bar), container.dma());
+        Ok(NvmeDevice::with_arena(transport, clock, config, frames)?)
     }
 }
 

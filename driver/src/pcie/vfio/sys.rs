@@ -128,6 +128,8 @@ pub trait VfioSys: Send + Sync + core::fmt::Debug {
     unsafe fn close(&self, fd: Fd);
     /// `readlink(path)`.
     fn readlink(&self, path: &str) -> Result<String, Errno>;
+    /// The whole of a (sysfs) text file.
+    fn read_text(&self, path: &str) -> Result<String, Errno>;
     /// An ioctl whose argument is an integer (or absent).
     fn ioctl_value(&self, fd: Fd, request: u64, arg: u64) -> Result<i32, Errno>;
     /// `VFIO_GROUP_GET_STATUS`.
@@ -252,6 +254,9 @@ impl VfioSys for LinuxSys {
         let target =
             std::fs::read_link(path).map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?;
         Ok(target.to_string_lossy().into_owned())
+    }
+    fn read_text(&self, path: &str) -> Result<String, Errno> {
+        std::fs::read_to_string(path).map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))
     }
     fn ioctl_value(&self, fd: Fd, request: u64, arg: u64) -> Result<i32, Errno> {
         // SAFETY: the VFIO requests used with this call take an integer

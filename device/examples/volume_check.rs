@@ -1,0 +1,132 @@
+//! Writes and reads back a file on any device a spec names, through the
+//! one open ([`pollfs_device::open_fs`]): run by `vm/vfio-volume-test.sh`
+//! inside the test VM on `stripe:(vfio:A,vfio:B)` and
+//! `mirror:(vfio:A,vfio:B)` (or by hand on any device it may write). The
+//! filesystem is made with `pollfs mkfs` and checked with `pollfs fsck`.
+//!
+//! - `volume_check write SPEC N`: mounts the filesystem, appends 64 KiB
+//!   chunks to one file, `sync_data` after each, and prints `SYNCED n`
+//!   once chunk n is durable; stops after N chunks and unmounts (closing
+//!   a mirror clean), or with N = 0 writes up to 256 chunks and waits to
+//!   be killed. A mirror's events go to stderr as they happen, and a leg
+//!   that fails prints `LEG i FAILED` to stdout. Any error in a write or
+//!   a sync ends it with status 1.
+//! - `volume_check verify SPEC N`: mounts the filesystem, checks that
+//!   chunks 0..=N are all there, byte for byte, and the engine's
+//!   invariants; unmounts; prints `VOLUME-VERIFY-OK`.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use pollfs_core::volume::MirrorEvent;
+use pollfs_device::{open_fs_with, Access, DeviceSpec, OpenError, OpenOptions};
+
+const CHUNK: usize = 64 << 10;
+/// A writer told to run until killed stops growing its file here (16 MiB).
+const MAX_CHUNKS: u64 = 256;
+/// Frames for the filesystem (a mirror adds its own).
+const FRAMES: u32 = 1024;
+
+fn report(e: &MirrorEvent) {
+    if !matches!(e, MirrorEvent::HeadersWritten { .. }) {
+        eprintln!("volume_check: mirror: {e}");
+    }
+    if let MirrorEvent::LegFailed { leg, .. } = e {
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "LEG {leg} FAILED");
+        let _ = out.flush();
+    }
+}
+
+fn mount(spec: &str) -> Result<pollfs_core::Fs<pollfs_device::AnyDevice>, String> {
+    let spec: DeviceSpec = spec.parse().map_err(|e| format!("{e}"))?;
+    let options = OpenOptions {
+        on_mirror_event: Some(report),
+        ..OpenOptions::new(Access::Write, FRAMES)
+    };
+    open_fs_with(&spec, &options, pollfs_core::hosted::config(), |_| {
+        Ok::<(), OpenError>(())
+    })
+    .map_err(|e| format!("mount: {e}"))
+}
+
+fn byte(n: u64, i: usize) -> u8 {
+    // A hash of the chunk number and the byte's position.
+    let x = pollfs_core::rng::mix((n + 1_000_003) << 32 ^ (i as u64 / 8));
+    (x >> ((i % 8) * 8)) as u8
+}
+
+fn write(spec: &str, chunks: u64) -> Result<(), String> {
+    let fs = mount(spec)?;
+    let file = fs
+        .open_or_create("synced")
+        .map_err(|e| format!("create: {e}"))?;
+    let mut out = std::io::stdout();
+    let last = if chunks == 0 { MAX_CHUNKS } else { chunks };
+    for n in 0..last {
+        let chunk: Vec<u8> = (0..CHUNK).map(|i| byte(n, i)).collect();
+        file.write_all_at(&chunk, n * CHUNK as u64)
+            .map_err(|e| format!("write chunk {n}: {e}"))?;
+        file.sync_data()
+            .map_err(|e| format!("sync chunk {n}: {e}"))?;
+        let _ = writeln!(out, "SYNCED {n}");
+        let _ = out.flush();
+    }
+    if chunks == 0 {
+        // Wait to be killed, as a writer that filled its file would.
+        loop {
+            std::thread::park();
+        }
+    }
+    drop(file);
+    fs.unmount().map_err(|e| format!("unmount: {e}"))?;
+    println!("VOLUME-WRITE-OK {chunks} chunks synced");
+    Ok(())
+}
+
+fn verify(spec: &str, last: u64) -> Result<(), String> {
+    let fs = mount(spec)?;
+    let file = fs.open("synced").map_err(|e| format!("open: {e}"))?;
+    let len = file.len();
+    if len < (last + 1) * CHUNK as u64 {
+        return Err(format!(
+            "the file holds {len} bytes; chunks 0..={last} ({} bytes) were synced",
+            (last + 1) * CHUNK as u64
+        ));
+    }
+    let mut buf = vec![0u8; CHUNK];
+    for n in 0..=last {
+        file.read_exact_at(&mut buf, n * CHUNK as u64)
+            .map_err(|e| format!("read chunk {n}: {e}"))?;
+        if let Some(i) = (0..CHUNK).find(|&i| buf[i] != byte(n, i)) {
+            return Err(format!("chunk {n} differs at byte {i}"));
+        }
+    }
+    fs.check_invariants()
+        .map_err(|e| format!("invariants: {e:?}"))?;
+    drop(file);
+    fs.unmount().map_err(|e| format!("unmount: {e}"))?;
+    println!(
+        "VOLUME-VERIFY-OK {} synced chunks intact, file {len} bytes",
+        last + 1
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let arg = |i: usize| args.get(i).map(String::as_str).unwrap_or("");
+    let n = arg(2).parse::<u64>();
+    let result = match (arg(0), n) {
+        ("write", Ok(n)) => write(arg(1), n),
+        ("verify", Ok(n)) => verify(arg(1), n),
+        _ => Err("usage: volume_check write|verify SPEC N".into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("volume_check: FAILED: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
