@@ -64,6 +64,8 @@ pub enum OpenErrorKind {
     Fs(pollfs_core::Error),
     /// VFIO on a system without it.
     NoVfio,
+    /// The mirror's control socket could not be served.
+    Control(crate::control::server::ServeError),
 }
 
 /// Mixes of legs that cannot share one frame arena.
@@ -161,6 +163,7 @@ impl fmt::Display for OpenError {
             OpenErrorKind::Volume(e) => write!(f, "{e}"),
             OpenErrorKind::Fs(e) => write!(f, "{e}"),
             OpenErrorKind::NoVfio => write!(f, "VFIO needs Linux"),
+            OpenErrorKind::Control(e) => write!(f, "{e}"),
         }
     }
 }
