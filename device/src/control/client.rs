@@ -61,15 +61,23 @@ impl Client {
     pub fn connect(legs: &[Leaf]) -> Result<Client, ClientError> {
         let uuid = super::mirror_uuid(legs).ok_or(ClientError::NotServed)?;
         for path in super::socket_paths(uuid, legs) {
-            match UnixStream::connect(&path) {
-                Ok(s) => return Client::over(s, path),
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                    return Err(ClientError::Denied(path));
-                }
-                Err(_) => {}
+            match Client::at(&path) {
+                Err(ClientError::NotServed) => {}
+                found => return found,
             }
         }
         Err(ClientError::NotServed)
+    }
+
+    /// Connects to the server at `path`.
+    pub fn at(path: &Path) -> Result<Client, ClientError> {
+        match UnixStream::connect(path) {
+            Ok(s) => Client::over(s, path.to_path_buf()),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                Err(ClientError::Denied(path.to_path_buf()))
+            }
+            Err(_) => Err(ClientError::NotServed),
+        }
     }
 
     fn over(stream: UnixStream, path: PathBuf) -> Result<Client, ClientError> {

@@ -6,13 +6,14 @@
 //! the mirror's own short locks (`poll_control` only tries them).
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::hosted::monotonic_clock;
@@ -197,13 +198,11 @@ struct Serving {
 impl Serving {
     fn run(&self, listener: &UnixListener, stop: &AtomicBool) {
         while !stop.load(Ordering::SeqCst) {
-            let busy = self.mirror.poll_control(monotonic_clock());
-            let wait = if busy { BUSY_WAIT } else { IDLE_WAIT };
-            match sys::wait_connection(listener, wait) {
+            match self.wait(listener) {
                 Ok(true) => {}
                 Ok(false) => continue,
-                // Nothing to tell and no one to tell it to: the mount goes
-                // on without live administration, and says so on close.
+                // Nothing to tell and no one to tell it to: the volume
+                // goes on without live administration.
                 Err(_) => return,
             }
             if let Ok((stream, _)) = listener.accept() {
@@ -213,26 +212,46 @@ impl Serving {
         }
     }
 
-    /// Answers requests on `stream` until the client closes it.
+    /// Drives the mirror's control section once, then waits for `socket`
+    /// to be readable, briefly if the mirror has work: true if it is.
+    fn wait(&self, socket: &impl AsRawFd) -> std::io::Result<bool> {
+        let busy = self.mirror.poll_control(monotonic_clock());
+        sys::wait_readable(socket, if busy { BUSY_WAIT } else { IDLE_WAIT })
+    }
+
+    /// Answers requests on `stream` until the client closes it, or sends
+    /// nothing for [`CLIENT_PATIENCE`]. The mirror is driven while the
+    /// client thinks (a `rejoin --wait` asking how far the copy is).
     fn serve(&self, stream: UnixStream, stop: &AtomicBool) -> std::io::Result<()> {
         stream.set_read_timeout(Some(CLIENT_PATIENCE))?;
         stream.set_write_timeout(Some(CLIENT_PATIENCE))?;
         let mut writer = stream.try_clone()?;
         let uid = sys::peer_uid(&stream)?;
-        if uid != 0 && uid != self.owner {
-            let refusal = format!(
-                "uid {uid} may not administer this mirror: only root and uid {} (the process \
-                 serving it) may",
-                self.owner
-            );
-            return send(&mut writer, &failed(refusal));
-        }
+        let allowed = uid == 0 || uid == self.owner;
         let mut reader = BufReader::new(stream);
         let mut line = String::new();
+        let mut quiet_since = Instant::now();
         while !stop.load(Ordering::SeqCst) {
+            if reader.buffer().is_empty() && !self.wait(reader.get_ref())? {
+                if quiet_since.elapsed() > CLIENT_PATIENCE {
+                    return Ok(());
+                }
+                continue;
+            }
+            quiet_since = Instant::now();
             line.clear();
             if (&mut reader).take(MAX_LINE).read_line(&mut line)? == 0 {
                 return Ok(());
+            }
+            if !allowed {
+                // Told after its request is read, so the client's write
+                // does not meet a closed socket.
+                let refusal = format!(
+                    "uid {uid} may not administer this mirror: only root and uid {} (the \
+                     process serving it) may",
+                    self.owner
+                );
+                return send(&mut writer, &failed(refusal));
             }
             let reply = match serde_json::from_str::<Request>(&line) {
                 Ok(r) if r.version != VERSION => failed(format!(
@@ -284,4 +303,92 @@ fn send(w: &mut UnixStream, reply: &Reply) -> std::io::Result<()> {
     let mut line = serde_json::to_string(reply).map_err(std::io::Error::other)?;
     line.push('\n');
     w.write_all(line.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use pollfs_core::dev::ram::{RamDevice, RamFrames};
+    use pollfs_core::volume::OpenOptions;
+
+    use super::super::client::{Client, ClientError};
+    use super::super::LegWire;
+    use super::*;
+
+    fn idle() {}
+
+    fn mirror() -> Mirror<RamDevice> {
+        let arena = Arc::new(RamFrames::new(128));
+        let legs = (0..2)
+            .map(|_| RamDevice::with_arena(4 << 20, 4096, arena.clone()).unwrap())
+            .collect();
+        Mirror::create(legs, 9, OpenOptions::default(), monotonic_clock, idle).unwrap()
+    }
+
+    fn names() -> Vec<String> {
+        vec!["ram".into(), "ram".into()]
+    }
+
+    #[test]
+    fn a_live_socket_is_kept_a_stale_one_replaced_and_both_removed_at_the_end() {
+        let dir = std::env::temp_dir().join(format!("pollfs-control-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sock");
+        // Stale: made by a listener that is gone.
+        drop(UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let m = mirror();
+        let server =
+            ControlServer::start(Arc::new(m.clone()), names(), std::slice::from_ref(&path))
+                .unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "owner only");
+        let second =
+            ControlServer::start(Arc::new(m.clone()), names(), std::slice::from_ref(&path));
+        assert!(matches!(second, Err(ServeError::Live(_))), "{second:?}");
+
+        let mut c = Client::at(&path).unwrap();
+        let s = c.call(Op::Status).unwrap();
+        assert_eq!(s.uuid, 9);
+        assert!(s.legs.iter().all(|l| l.state == LegWire::InSync));
+        let s = c.call(Op::Fail { leg: 1 }).unwrap();
+        assert_eq!(s.legs[1].state, LegWire::Failed);
+        let refused = c.call(Op::Fail { leg: 0 });
+        assert!(
+            matches!(&refused, Err(ClientError::Refused(why)) if why.contains("no leg")),
+            "{refused:?}"
+        );
+        c.call(Op::Rejoin { leg: 1 }).unwrap();
+        // The server drives the copy with nobody else polling the mirror.
+        let start = std::time::Instant::now();
+        while c.call(Op::Status).unwrap().legs[1].state != LegWire::InSync {
+            assert!(start.elapsed() < Duration::from_secs(30), "the resync ends");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(c);
+        drop(server);
+        assert!(!path.exists(), "removed at close");
+        assert!(matches!(Client::at(&path), Err(ClientError::NotServed)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_request_of_another_version_or_no_request_is_answered_with_why() {
+        let dir = std::env::temp_dir().join(format!("pollfs-control-v-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sock");
+        let server =
+            ControlServer::start(Arc::new(mirror()), names(), std::slice::from_ref(&path)).unwrap();
+        let mut s = UnixStream::connect(&path).unwrap();
+        s.write_all(b"{\"version\":99,\"op\":\"status\"}\nnonsense\n")
+            .unwrap();
+        let mut lines = BufReader::new(s).lines();
+        let reply: Reply = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert!(reply.error.unwrap().contains("version 99"));
+        let reply: Reply = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        assert!(reply.error.unwrap().contains("not a request"));
+        drop(server);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 /// The effective uid of this process.
@@ -41,22 +41,22 @@ pub(crate) fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
     Ok(cred.uid)
 }
 
-/// Waits up to `timeout` for a connection on `listener`: true if one is
-/// waiting to be accepted.
+/// Waits up to `timeout` for `socket` to be readable (a connection to
+/// accept on a listener, bytes or the end on a stream): true if it is.
 #[allow(unsafe_code)]
-pub(crate) fn wait_connection(listener: &UnixListener, timeout: Duration) -> io::Result<bool> {
+pub(crate) fn wait_readable(socket: &impl AsRawFd, timeout: Duration) -> io::Result<bool> {
     let mut fd = libc::pollfd {
-        fd: listener.as_raw_fd(),
+        fd: socket.as_raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
     let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
     // SAFETY: one live `pollfd` for the duration of the call; its
-    // descriptor is kept open by `listener`.
+    // descriptor is kept open by `socket`.
     let rc = unsafe { libc::poll(&mut fd, 1, ms) };
     match rc {
         0 => Ok(false),
-        n if n > 0 => Ok(fd.revents & libc::POLLIN != 0),
+        n if n > 0 => Ok(fd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0),
         _ => {
             let e = io::Error::last_os_error();
             if e.kind() == io::ErrorKind::Interrupted {
