@@ -324,3 +324,61 @@ fn a_failed_leg_is_replaced_by_a_new_file_and_what_must_not_be_is_refused() {
     let (ok, out, err) = f.pollfs(&["mirror", "status", &replaced]);
     assert!(ok && out.matches(": in sync").count() == 2, "{out}{err}");
 }
+
+#[test]
+fn a_bench_that_asks_serves_its_mirror_too() {
+    let s = Scratch::new("bench-control");
+    let run = s.path("run");
+    let (a, b) = (s.path("a"), s.path("b"));
+    let dev = format!("mirror:(file:{},file:{})", a.display(), b.display());
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+        .env("POLLFS_CONTROL_DIR", &run)
+        .args(["bench", "--control", "--device", &dev, "--rw", "randwrite"])
+        .args(["--size", "4m", "--runtime", "6", "--fsync", "8"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let admin = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+            .env("POLLFS_CONTROL_DIR", &run)
+            .arg("mirror")
+            .args(args)
+            .arg(&dev)
+            .output()
+            .unwrap();
+        text(out)
+    };
+    wait_for("the bench's socket", || {
+        assert!(bench.try_wait().unwrap().is_none(), "the bench ended early");
+        let (ok, out, _) = admin(&["status"]);
+        ok && out.contains("(open, live)")
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+        .env("POLLFS_CONTROL_DIR", &run)
+        .args(["mirror", "fail", &dev, "1"])
+        .output()
+        .unwrap();
+    let (ok, out, err) = text(out);
+    assert!(
+        ok && out.contains("(open, live)") && out.contains(": failed"),
+        "{out}{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+        .env("POLLFS_CONTROL_DIR", &run)
+        .args(["mirror", "rejoin", "--wait", &dev, "1"])
+        .output()
+        .unwrap();
+    let (ok, out, err) = text(out);
+    assert!(ok && out.matches(": in sync").count() == 2, "{out}{err}");
+    let end = bench.wait_with_output().unwrap();
+    assert!(
+        end.status.success(),
+        "{}",
+        String::from_utf8_lossy(&end.stderr)
+    );
+    assert!(
+        std::fs::read_dir(&run).unwrap().next().is_none(),
+        "socket removed"
+    );
+}
