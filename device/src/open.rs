@@ -10,7 +10,10 @@
 //! - [`Access::Format`] refuses, before anything is written, a leg too
 //!   small for a filesystem and one that holds anything (a signature, any
 //!   non-zero byte; [`crate::signature`]) unless forced; a mirror is made
-//!   anew.
+//!   anew. [`OpenOptions::replace`] looks at the new leg of a mirror the
+//!   same way.
+//! - A mirror opened with [`OpenOptions::control`] serves its control
+//!   socket ([`crate::control`]) for as long as the device is open.
 //! - The legs of a volume share one frame arena: the DMA memory of the
 //!   emulated controllers (all `emu` legs are controllers on one emulated
 //!   memory), the DMA memory of the one `vfio` leg, the plain frames every
@@ -394,8 +397,8 @@ impl Opening<'_> {
         FileDevice::open_with_arena(path, len, arena.clone()).map_err(io)
     }
 
-    /// Before a format: a leg too small, or one that holds anything
-    /// (unless forced), is refused.
+    /// Before a format, and for the new device of a replace: a leg too
+    /// small, or one that holds anything (unless forced), is refused.
     fn check<D: BlockDevice>(&self, leaf: &Leaf, leg: &D) -> Result<(), OpenError> {
         let replacing = self
             .options
