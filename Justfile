@@ -176,6 +176,12 @@ vm-mirror-test:
 vm-vfio-volume-test:
     bash vm/vfio-volume-test.sh
 
+# A mounted mirror administered through its control socket in the VM: a
+# leg failed and rejoined (`pollfs mirror`) under a syncing writer; every
+# synced chunk read back from each leg alone.
+vm-mirror-live-test:
+    nice -n 10 bash vm/mirror-live-test.sh
+
 # `pollfs perf` over NVMe/TCP against fio on the guest kernel's nvme-tcp
 # initiator (io_uring, psync), same nvmet target, one VM run.
 vm-tcp-perf:

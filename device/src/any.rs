@@ -26,6 +26,7 @@ use pollfs_driver::tcp::net::TcpDevice;
 use pollfs_driver::tcp::TcpFrames;
 use pollfs_driver::{EmuFrames, EmulatedDevice, NvmeDevice, Transport};
 
+use crate::control::server::ControlServer;
 use crate::error::{OpenError, OpenErrorKind};
 use crate::file::Created;
 use crate::lock::DeviceLock;
@@ -384,8 +385,9 @@ pub(crate) struct Held {
 /// locks, and closes a writable mirror cleanly when dropped.
 #[derive(Debug)]
 pub struct AnyDevice {
-    // Dropped in this order: the device, then the mirror's close, then
-    // the locks.
+    // Dropped in this order: the control server (which holds the mirror),
+    // the device, then the mirror's close, then the locks.
+    pub(crate) control: Option<ControlServer>,
     pub(crate) inner: Inner,
     pub(crate) frames: AnyFrames,
     pub(crate) what: String,
@@ -405,6 +407,7 @@ impl AnyDevice {
     ) -> AnyDevice {
         let count = each_inner!(&inner, s => s.frame_count());
         AnyDevice {
+            control: None,
             inner,
             frames: AnyFrames { arena, count },
             what,
@@ -417,6 +420,12 @@ impl AnyDevice {
     /// The device's name, as its spec gives it.
     pub fn name(&self) -> &str {
         &self.what
+    }
+
+    /// Where the mirror's control socket is, if one is served
+    /// ([`OpenOptions::control`](crate::OpenOptions::control)).
+    pub fn control_socket(&self) -> Option<&std::path::Path> {
+        self.control.as_ref().map(ControlServer::path)
     }
 
     /// I/O queues the controller granted, for a single NVMe device.
@@ -450,6 +459,7 @@ impl AnyDevice {
     /// succeeds.
     pub fn run<J: DeviceJob>(self, job: J) -> Result<J::Output, J::Error> {
         let AnyDevice {
+            control,
             inner,
             what,
             closer,
@@ -457,6 +467,7 @@ impl AnyDevice {
             ..
         } = self;
         let out = each_inner!(inner, s => s.run(job, &what));
+        drop(control);
         let closed = closer.close();
         let out = out?;
         closed.map_err(|e| OpenError::new(&what, OpenErrorKind::Volume(e)))?;

@@ -66,6 +66,8 @@ pub enum OpenErrorKind {
     NoVfio,
     /// One controller named as two legs of a volume.
     NamedTwice,
+    /// The mirror's control socket could not be served.
+    Control(crate::control::server::ServeError),
 }
 
 /// Mixes of legs that cannot share one frame arena.
@@ -160,6 +162,7 @@ impl fmt::Display for OpenError {
                 f,
                 "is named twice in one volume; each leg must be a different controller"
             ),
+            OpenErrorKind::Control(e) => write!(f, "{e}"),
         }
     }
 }

@@ -11,15 +11,19 @@
 //! - [`any`]: [`AnyDevice`], the one concrete device type, and
 //!   [`DeviceJob`] to run code at the device's own type.
 //! - [`error`]: [`OpenError`], one kind per mistake.
+//! - [`control`]: live administration of an open mirror over a Unix
+//!   socket (the protocol, the server, the client).
 //! - [`file`] (what is at a `file:` path), [`lock`] (one pollfs process
 //!   per device file), [`signature`] (what a device holds) and [`units`]
 //!   (sizes and times as fio writes them) serve the rules above and the
 //!   command line.
 //!
-//! `lock` holds the only unsafe code here (`flock(2)`).
+//! `lock` (`flock(2)`) and `control::sys` (`SO_PEERCRED`, `poll(2)`) hold
+//! the only unsafe code here.
 #![deny(unsafe_code)]
 
 pub mod any;
+pub mod control;
 pub mod error;
 pub mod file;
 pub mod lock;

@@ -10,7 +10,10 @@
 //! - [`Access::Format`] refuses, before anything is written, a leg too
 //!   small for a filesystem and one that holds anything (a signature, any
 //!   non-zero byte; [`crate::signature`]) unless forced; a mirror is made
-//!   anew.
+//!   anew. [`OpenOptions::replace`] looks at the new leg of a mirror the
+//!   same way.
+//! - A mirror opened with [`OpenOptions::control`] serves its control
+//!   socket ([`crate::control`]) for as long as the device is open.
 //! - The legs of a volume share one frame arena: the DMA memory of the
 //!   emulated controllers (all `emu` legs are controllers on one emulated
 //!   memory), the DMA memory of one VFIO container that every `vfio` leg's
@@ -39,10 +42,11 @@ use pollfs_driver::tcp::TcpFrames;
 use pollfs_driver::{DriverConfig, EmuFrames, NvmeDevice};
 
 use crate::any::{AnyDevice, Arena, Closer, Held, Inner, Leg, NvmeLeg, Shape};
+use crate::control::server::ControlServer;
 use crate::error::{Arenas, OpenError, OpenErrorKind};
 use crate::signature::{self, Found};
 use crate::spec::{DeviceSpec, Leaf};
-use crate::{file, lock};
+use crate::{control, file, lock};
 
 /// What the device is opened for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +96,17 @@ pub struct OpenOptions {
     /// Told once, with the leg and the wait, when a `file:` leg is found
     /// in use and `lock_wait` is not zero.
     pub on_lock_wait: Option<fn(&str, Duration)>,
+    /// Serve a mirror's control socket while the device is open, so that
+    /// `pollfs mirror` can administer it from another process
+    /// ([`crate::control`]). Other devices have none.
+    pub control: bool,
+    /// Open a mirror with this leg a new device in place of a failed one
+    /// (`Mirror::replace`, with [`Access::Write`]): the new device is
+    /// looked at first, as a format looks at a device, and refused if it
+    /// holds anything, unless `force_replace`.
+    pub replace: Option<usize>,
+    /// Overwrite what the new device of `replace` holds.
+    pub force_replace: bool,
 }
 
 /// Size of `emu` and `ram` devices and of new files when none is given.
@@ -113,6 +128,9 @@ impl OpenOptions {
             on_overwrite: None,
             lock_wait: Duration::ZERO,
             on_lock_wait: None,
+            control: false,
+            replace: None,
+            force_replace: false,
         }
     }
 
@@ -416,11 +434,17 @@ impl Opening<'_> {
         FileDevice::open_with_arena(path, len, arena.clone()).map_err(io)
     }
 
-    /// Before a format: a leg too small, or one that holds anything
-    /// (unless forced), is refused.
+    /// Before a format, and for the new device of a replace: a leg too
+    /// small, or one that holds anything (unless forced), is refused.
     fn check<D: BlockDevice>(&self, leaf: &Leaf, leg: &D) -> Result<(), OpenError> {
-        let Access::Format { force } = self.options.access else {
-            return Ok(());
+        let replacing = self
+            .options
+            .replace
+            .and_then(|l| self.spec.legs().get(l).cloned());
+        let force = match self.options.access {
+            Access::Format { force } => force,
+            _ if replacing.as_ref() == Some(leaf) => self.options.force_replace,
+            _ => return Ok(()),
         };
         let pages = leg.geometry().capacity_pages();
         let min = Layout::min_blocks();
@@ -465,6 +489,7 @@ impl Opening<'_> {
         let volume_error = |e| OpenError::new(spec, OpenErrorKind::Volume(e));
         let mut io_queues = None;
         let mut closer = Closer::none();
+        let mut control = None;
         let shape = match spec {
             DeviceSpec::One(_) => {
                 let leg = legs
@@ -486,15 +511,18 @@ impl Opening<'_> {
                     on_event: options.on_mirror_event,
                 };
                 let idle = std::thread::yield_now;
-                let mirror = match options.access {
-                    Access::Format { .. } => Mirror::create(
+                let mirror = match (options.access, options.replace) {
+                    (Access::Format { .. }, _) => Mirror::create(
                         legs,
                         options.mirror_uuid.unwrap_or_else(new_uuid),
                         mirror_options,
                         monotonic_clock,
                         idle,
                     ),
-                    Access::Read | Access::Write => {
+                    (Access::Write, Some(leg)) => {
+                        Mirror::replace(legs, leg, mirror_options, monotonic_clock, idle)
+                    }
+                    (Access::Read | Access::Write, _) => {
                         Mirror::open(legs, mirror_options, monotonic_clock, idle)
                     }
                 }
@@ -502,18 +530,35 @@ impl Opening<'_> {
                 if writable {
                     closer = Closer::mirror(&mirror);
                 }
+                if options.control {
+                    control = Some(serve(spec, &mirror)?);
+                }
                 Shape::Mirror(mirror)
             }
         };
-        Ok(AnyDevice::new(
+        let mut dev = AnyDevice::new(
             inner(shape),
             arena,
             spec.to_string(),
             io_queues,
             closer,
             self.held,
-        ))
+        );
+        dev.control = control;
+        Ok(dev)
     }
+}
+
+/// Starts the control server of `mirror`.
+fn serve<L: BlockDevice>(spec: &DeviceSpec, mirror: &Mirror<L>) -> Result<ControlServer, OpenError>
+where
+    Mirror<L>: Send + Sync + 'static,
+{
+    let legs = spec.legs();
+    let names = legs.iter().map(ToString::to_string).collect();
+    let paths = control::socket_paths(mirror.uuid(), legs);
+    ControlServer::start(Arc::new(mirror.clone()), names, &paths)
+        .map_err(|e| OpenError::new(spec, OpenErrorKind::Control(e)))
 }
 
 /// I/O queues of a single controller.

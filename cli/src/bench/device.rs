@@ -40,6 +40,8 @@ pub struct Target {
     /// Set once the device was found empty (or `--force` given): later runs
     /// find the filesystem the bench itself wrote.
     checked: Cell<bool>,
+    /// Serve a mirror's control socket (`--control`).
+    pub control: bool,
 }
 
 impl Target {
@@ -49,6 +51,7 @@ impl Target {
             device,
             force,
             checked: Cell::new(checked),
+            control: false,
         }
     }
 
@@ -80,6 +83,7 @@ impl Target {
             create: true,
             grow: true,
             mirror_uuid: Some(0x5eed_0001),
+            control: self.control,
             ..crate::device::options(
                 Access::Format {
                     force: self.force || checked,

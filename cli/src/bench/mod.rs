@@ -92,6 +92,11 @@ pub struct Fixed {
     /// Write over a file or vfio device that holds data or a filesystem.
     #[arg(long)]
     force: bool,
+    /// Serve a mirror's control socket while the bench runs on it, so
+    /// `pollfs mirror status|fail|rejoin` administer it from another
+    /// process.
+    #[arg(long)]
+    control: bool,
 }
 
 const AFTER_HELP: &str = "Every job option is also a job-file key (`--rw randread` is \
@@ -343,7 +348,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         DeviceSpec::One(Leaf::File(_)) => true,
         other => other.in_memory(),
     };
-    let target = Target::new(device, args.fixed.force, checked);
+    let mut target = Target::new(device, args.fixed.force, checked);
+    target.control = args.fixed.control;
     let progress = Progress::new();
     let mut samples: Vec<Vec<sample::Sample>> = plan.jobs.iter().map(|_| Vec::new()).collect();
     let mut first = 0;

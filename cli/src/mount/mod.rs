@@ -284,6 +284,8 @@ fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
         size: plan.memory_bytes,
         lock_wait: plan.wait_device,
         on_lock_wait: Some(say_waiting),
+        // `pollfs mirror` administers a mounted mirror through it.
+        control: true,
         ..crate::device::options(Access::Write, plan.frames())
     };
     let mut closer = None;

@@ -6,6 +6,7 @@
 //! - `queue`: [`MirrorQueue`], the hot path.
 //! - `view`: how a resync waits for writes it cannot see.
 //! - `control`: header writes and resync.
+//! - `replace`: a new device in place of a failed leg.
 //! - `open` (this file): putting a mirror together, closing it, and its
 //!   administration (status, rejoin, fail).
 //!
@@ -17,6 +18,7 @@ mod control;
 mod io;
 mod members;
 mod queue;
+mod replace;
 mod state;
 mod view;
 
@@ -180,6 +182,26 @@ fn shape<D: BlockDevice>(legs: &[D]) -> Result<Shape, VolumeError> {
     })
 }
 
+/// The legs' block size is the mirror's, and every leg holds its data.
+fn check_fits(shape: &Shape, assembly: &Assembly) -> Result<(), VolumeError> {
+    let bpp = u64::from(PAGE_SIZE as u32 / shape.block_size);
+    if assembly.block_size != shape.block_size {
+        return Err(VolumeError::Foreign {
+            leg: 0,
+            field: "block size",
+        });
+    }
+    for (leg, &pages) in shape.leg_pages.iter().enumerate() {
+        if pages - header::PAGES < assembly.data_blocks / bpp {
+            return Err(VolumeError::Foreign {
+                leg,
+                field: "leg size",
+            });
+        }
+    }
+    Ok(())
+}
+
 fn control_fanout<D: BlockDevice>(legs: &[D]) -> Fanout<D::Queue> {
     Fanout::new(legs.iter().map(|l| l.open_queue().ok()).collect())
 }
@@ -279,21 +301,7 @@ impl<D: BlockDevice> Mirror<D> {
         let mut fanout = control_fanout(&legs);
         let headers = read_headers(&legs, &shape, &mut fanout, clock, idle);
         let assembly = assemble(&headers, options.prefer)?;
-        let bpp = u64::from(PAGE_SIZE as u32 / shape.block_size);
-        if assembly.block_size != shape.block_size {
-            return Err(VolumeError::Foreign {
-                leg: 0,
-                field: "block size",
-            });
-        }
-        for (leg, &pages) in shape.leg_pages.iter().enumerate() {
-            if pages - header::PAGES < assembly.data_blocks / bpp {
-                return Err(VolumeError::Foreign {
-                    leg,
-                    field: "leg size",
-                });
-            }
-        }
+        check_fits(&shape, &assembly)?;
         Mirror::start(legs, shape, fanout, assembly, options, clock, idle)
     }
 

@@ -1,0 +1,384 @@
+//! `pollfs mirror` against a mirror another process has open: a mount
+//! serves its control socket, and status, fail and rejoin go through it;
+//! the socket refuses other users, a stale one is replaced, and with the
+//! mount gone the same commands act on the headers. `replace` puts a new
+//! device in place of a failed leg (offline) and refuses what it must.
+//! The mount tests need root and /dev/fuse, and say they were skipped
+//! (and pass) without them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{pollfs, Scratch};
+
+fn can_mount() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ok = root && Path::new("/dev/fuse").exists();
+    if !ok {
+        eprintln!("skipped: mounting needs root and /dev/fuse");
+    }
+    ok
+}
+
+fn is_mounted(dir: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = dir.to_str().unwrap();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(dir) && l.contains(" - fuse.pollfs "))
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out: {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A mirror of two file legs, with its own control directory.
+struct Fixture {
+    s: Scratch,
+    legs: [PathBuf; 2],
+    dev: String,
+    run: PathBuf,
+}
+
+impl Fixture {
+    fn new(name: &str) -> Fixture {
+        let s = Scratch::new(name);
+        let legs = [s.path("a"), s.path("b")];
+        let dev = format!(
+            "mirror:(file:{},file:{})",
+            legs[0].display(),
+            legs[1].display()
+        );
+        let run = s.path("run");
+        let (ok, _, err) = pollfs(&["mkfs", "--size", "16m", &dev]);
+        assert!(ok, "{err}");
+        Fixture { s, legs, dev, run }
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_pollfs"));
+        c.env("POLLFS_CONTROL_DIR", &self.run);
+        c
+    }
+
+    /// `pollfs ARGS` with this fixture's control directory.
+    fn pollfs(&self, args: &[&str]) -> (bool, String, String) {
+        let out = self.command().args(args).output().unwrap();
+        text(out)
+    }
+
+    /// `pollfs mount --foreground DEV MNT`, once mounted.
+    fn mount(&self) -> Mount {
+        let dir = self.s.path("mnt");
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = dir.canonicalize().unwrap();
+        let child = self
+            .command()
+            .args(["mount", "--foreground", "--cache", "8m", &self.dev])
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut m = Mount { child, dir };
+        wait_for("the mount", || {
+            assert!(m.child.try_wait().unwrap().is_none(), "mount failed");
+            is_mounted(&m.dir)
+        });
+        m
+    }
+
+    /// The only socket in the control directory.
+    fn socket(&self) -> PathBuf {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&self.run)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(found.len(), 1, "{found:?}");
+        found.remove(0)
+    }
+}
+
+fn text(out: Output) -> (bool, String, String) {
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The part of a leg file the mirror's data lives in.
+fn data(path: &Path) -> Vec<u8> {
+    let mut v = std::fs::read(path).unwrap();
+    v.truncate(v.len() - 2 * 4096);
+    v
+}
+
+struct Mount {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Mount {
+    /// Unmounts and waits for the mount to exit cleanly.
+    fn stop(mut self) {
+        let c = std::ffi::CString::new(self.dir.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
+        let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "the mount exited with {status}");
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if self.child.try_wait().unwrap().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        let c = std::ffi::CString::new(self.dir.to_str().unwrap()).unwrap();
+        // SAFETY: as in `stop`.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+#[test]
+fn a_mounted_mirror_is_administered_through_its_socket() {
+    if !can_mount() {
+        return;
+    }
+    let f = Fixture::new("live");
+    // A socket left by a process that is gone: replaced, not an obstacle.
+    std::fs::create_dir_all(&f.run).unwrap();
+    let (ok, out, err) = f.pollfs(&["mirror", "status", &f.dev]);
+    assert!(
+        ok && !out.contains("(open, live)"),
+        "offline while not mounted: {out}{err}"
+    );
+    let uuid = out.split("mirror ").nth(1).unwrap()[..16].to_string();
+    let stale = f.run.join(format!("{uuid}.sock"));
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+
+    let m = f.mount();
+    let sock = f.socket();
+    assert_eq!(sock, stale);
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "owner only");
+    let (ok, out, err) = f.pollfs(&["mirror", "status", &f.dev]);
+    assert!(ok, "{err}");
+    assert!(out.contains("(open, live)"), "{out}");
+    assert_eq!(out.matches(": in sync").count(), 2, "{out}");
+
+    let (ok, out, err) = f.pollfs(&["mirror", "fail", &f.dev, "1"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("leg 1") && out.contains(": failed"), "{out}");
+    let (ok, _, err) = f.pollfs(&["mirror", "fail", &f.dev, "0"]);
+    assert!(!ok && err.contains("no leg"), "the last leg stays: {err}");
+    // Written while leg 1 is out: only leg 0 has it.
+    let payload: Vec<u8> = (0..4 << 20)
+        .map(|i: u32| (i * 7 + i / 4096) as u8)
+        .collect();
+    std::fs::write(m.dir.join("while-out"), &payload).unwrap();
+    std::fs::File::open(m.dir.join("while-out"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
+    let (ok, _, err) = f.pollfs(&["mirror", "replace", &f.dev, "1", "file:/nonexistent"]);
+    assert!(!ok && err.contains("is open in another process"), "{err}");
+
+    let (ok, out, err) = f.pollfs(&["mirror", "rejoin", &f.dev, "1"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("leg 1") && (out.contains("resyncing") || out.contains("stale")),
+        "the rejoin returns at once, the copy under way: {out}"
+    );
+    let (ok, out, err) = f.pollfs(&["mirror", "rejoin", "--wait", &f.dev, "1"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.matches(": in sync").count(), 2, "{out}");
+    assert_eq!(std::fs::read(m.dir.join("while-out")).unwrap(), payload);
+
+    m.stop();
+    assert!(!sock.exists(), "the socket is removed at the unmount");
+    let (ok, out, err) = f.pollfs(&["mirror", "status", &f.dev]);
+    assert!(
+        ok && out.contains("clean") && !out.contains("(open, live)"),
+        "{out}{err}"
+    );
+    assert_eq!(out.matches(": in sync").count(), 2, "{out}");
+    assert!(data(&f.legs[0]) == data(&f.legs[1]), "the legs agree");
+    let (ok, out, err) = f.pollfs(&["fsck", &format!("file:{}", f.legs[1].display())]);
+    assert!(ok && out.contains(" 0 problems"), "leg 1 alone: {out}{err}");
+}
+
+#[test]
+fn another_user_is_refused_by_the_socket_and_by_the_server() {
+    if !can_mount() {
+        return;
+    }
+    let f = Fixture::new("peer");
+    for p in [&f.legs[0], &f.legs[1]] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let m = f.mount();
+    let sock = f.socket();
+    let as_nobody = |args: &[&str]| {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_pollfs"))
+            .args(args)
+            .env("POLLFS_CONTROL_DIR", &f.run)
+            .output()
+            .unwrap();
+        text(out)
+    };
+    let (ok, _, err) = as_nobody(&["mirror", "fail", &f.dev, "1"]);
+    assert!(!ok && err.contains("permission denied"), "{err}");
+    // With the socket opened to all, the server's own check refuses.
+    std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (ok, _, err) = as_nobody(&["mirror", "fail", &f.dev, "1"]);
+    assert!(!ok && err.contains("uid 65534 may not administer"), "{err}");
+    let (ok, out, err) = f.pollfs(&["mirror", "status", &f.dev]);
+    assert!(
+        ok && out.matches(": in sync").count() == 2,
+        "nothing changed: {out}{err}"
+    );
+    m.stop();
+}
+
+#[test]
+fn a_failed_leg_is_replaced_by_a_new_file_and_what_must_not_be_is_refused() {
+    let f = Fixture::new("replace");
+    let c = f.s.path("c");
+    let (ok, _, err) = f.pollfs(&[
+        "mirror",
+        "replace",
+        &f.dev,
+        "1",
+        &format!("file:{}", c.display()),
+    ]);
+    assert!(!ok && err.contains("leg 1 is in sync"), "{err}");
+    assert!(err.contains("pollfs mirror fail"), "{err}");
+    let (ok, _, err) = f.pollfs(&["mirror", "fail", &f.dev, "1"]);
+    assert!(ok, "{err}");
+    let a = format!("file:{}", f.legs[0].display());
+    let (ok, _, err) = f.pollfs(&["mirror", "replace", &f.dev, "1", &a]);
+    assert!(
+        !ok && err.contains("is leg 0 of this mirror already"),
+        "{err}"
+    );
+    let other = f.s.path("other");
+    let (ok, _, err) = pollfs(&[
+        "mkfs",
+        "--size",
+        "16m",
+        &format!("file:{}", other.display()),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = f.pollfs(&[
+        "mirror",
+        "replace",
+        &f.dev,
+        "1",
+        &format!("file:{}", other.display()),
+    ]);
+    assert!(
+        !ok && err.contains("holds a pollfs filesystem") && err.contains("another volume"),
+        "{err}"
+    );
+
+    let (ok, out, err) = f.pollfs(&[
+        "mirror",
+        "replace",
+        &f.dev,
+        "1",
+        &format!("file:{}", c.display()),
+    ]);
+    assert!(ok, "{err}");
+    assert!(err.contains("leg 1 is resynced"), "{err}");
+    assert!(
+        out.contains(&format!("leg 1 file:{}: in sync", c.display())),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::metadata(&c).unwrap().len(),
+        16 << 20,
+        "made at a leg's size"
+    );
+    assert!(data(&f.legs[0]) == data(&c), "the new leg holds the mirror");
+    let replaced = format!("mirror:(file:{},file:{})", f.legs[0].display(), c.display());
+    let (ok, out, err) = f.pollfs(&["fsck", &replaced]);
+    assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+    // The old leg is no longer part of the mirror's story: it is stale.
+    let (ok, out, err) = f.pollfs(&["mirror", "status", &replaced]);
+    assert!(ok && out.matches(": in sync").count() == 2, "{out}{err}");
+}
+
+#[test]
+fn a_bench_that_asks_serves_its_mirror_too() {
+    let s = Scratch::new("bench-control");
+    let run = s.path("run");
+    let (a, b) = (s.path("a"), s.path("b"));
+    let dev = format!("mirror:(file:{},file:{})", a.display(), b.display());
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+        .env("POLLFS_CONTROL_DIR", &run)
+        .args(["bench", "--control", "--device", &dev, "--rw", "randwrite"])
+        .args(["--size", "4m", "--runtime", "6", "--fsync", "8"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let admin = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+            .env("POLLFS_CONTROL_DIR", &run)
+            .arg("mirror")
+            .args(args)
+            .arg(&dev)
+            .output()
+            .unwrap();
+        text(out)
+    };
+    wait_for("the bench's socket", || {
+        assert!(bench.try_wait().unwrap().is_none(), "the bench ended early");
+        let (ok, out, _) = admin(&["status"]);
+        ok && out.contains("(open, live)")
+    });
+    let out = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+        .env("POLLFS_CONTROL_DIR", &run)
+        .args(["mirror", "fail", &dev, "1"])
+        .output()
+        .unwrap();
+    let (ok, out, err) = text(out);
+    assert!(
+        ok && out.contains("(open, live)") && out.contains(": failed"),
+        "{out}{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_pollfs"))
+        .env("POLLFS_CONTROL_DIR", &run)
+        .args(["mirror", "rejoin", "--wait", &dev, "1"])
+        .output()
+        .unwrap();
+    let (ok, out, err) = text(out);
+    assert!(ok && out.matches(": in sync").count() == 2, "{out}{err}");
+    let end = bench.wait_with_output().unwrap();
+    assert!(
+        end.status.success(),
+        "{}",
+        String::from_utf8_lossy(&end.stderr)
+    );
+    assert!(
+        std::fs::read_dir(&run).unwrap().next().is_none(),
+        "socket removed"
+    );
+}
