@@ -64,6 +64,7 @@ mod by_spec {
             OpenErrorKind::NothingThere => libc::ENODEV,
             OpenErrorKind::Fs(e) => e.errno().unwrap_or(libc::EIO),
             OpenErrorKind::NoVfio => libc::ENODEV,
+            OpenErrorKind::NamedTwice => libc::EINVAL,
             _ => libc::EIO,
         }
     }
