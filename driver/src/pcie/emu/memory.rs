@@ -80,23 +80,35 @@ impl DmaBytes {
         }
         Some((self.pages.get(offset / PAGE_BYTES)?, at))
     }
-    /// Copies bytes out.
+    /// Copies bytes out. A span within one page (a queue entry, a frame)
+    /// is copied inline, so a fixed-size entry's copy is a few moves; a
+    /// span across pages takes the page walk out of line.
     #[inline]
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         if let Some((page, at)) = self.one_page(offset, dst.len()) {
             dst.copy_from_slice(&page.read()[at..at + dst.len()]);
             return Ok(());
         }
+        self.read_pages(offset, dst)
+    }
+    #[inline(never)]
+    fn read_pages(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.each(offset, dst.len(), |page, src, out| {
             dst[out].copy_from_slice(&page.read()[src])
         })
     }
-    /// Copies bytes in.
+    /// Copies bytes in; as [`read`](Self::read), a span within one page
+    /// inline.
+    #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         if let Some((page, at)) = self.one_page(offset, src.len()) {
             page.write()[at..at + src.len()].copy_from_slice(src);
             return Ok(());
         }
+        self.write_pages(offset, src)
+    }
+    #[inline(never)]
+    fn write_pages(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.each(offset, src.len(), |page, dst, input| {
             page.write()[dst].copy_from_slice(&src[input])
         })
@@ -206,6 +218,7 @@ impl DmaRegion for EmuRegion {
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.mem.read(offset, dst)
     }
+    #[inline]
     fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.mem.write(offset, src)
     }
