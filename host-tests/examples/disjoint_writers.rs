@@ -5,12 +5,12 @@
 //! `disjoint_writers [writes]` makes `writes` cached 4 KiB overwrites,
 //! half on each of two threads, each at random pages of its own half of
 //! the file, through the `#[inline(never)]` function `one_write`. Run it
-//! under
-//! `valgrind --tool=callgrind --collect-bus=yes --toggle-collect='disjoint_writers::one_write*'`
-//! (`bash vm/shared-lines.sh`): callgrind's `Ge` counts the atomic
-//! read-modify-write instructions per write, each one a line the writing
-//! core must own exclusively, and the per-function profile says whose
-//! they are.
+//! (release build) under
+//! `valgrind --tool=callgrind --collect-bus=yes --collect-atstart=no --toggle-collect='disjoint_writers::one_write*'`
+//! and read the profile with `callgrind_annotate --sort=Ge`: callgrind's
+//! `Ge` counts the atomic read-modify-write instructions per write, each
+//! one a line the writing core must own exclusively, and the per-function
+//! profile says whose they are.
 //!
 //! Callgrind cannot see plain stores to a line both threads write (a
 //! lock's request list, say): the extent lock's unit tests hold that its
