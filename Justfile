@@ -148,8 +148,9 @@ vm-perf:
     bash vm/bench.sh
 
 # The driver's instructions per 4 KiB I/O (submit + reap) under callgrind:
-# `just io-cost` on the emulated controller, `just io-cost tcp` over
-# NVMe/TCP to the test target on loopback.
+# `just io-cost` on the emulated controller, `just io-cost emu-split` there
+# with completions read as on VFIO memory, `just io-cost tcp` over NVMe/TCP
+# to the test target on loopback.
 io-cost MODE="emu" IOS="100000" QD="32":
     bash vm/io-cost.sh {{IOS}} {{QD}} {{MODE}}
 

@@ -8,13 +8,16 @@
 #   inside its register handlers (where the device executes the commands),
 #   so the count is the driver's own work, including its accesses to the
 #   queue memory.
+# - emu-split: the same over emulated memory that does not claim page
+#   atomicity, so each completion's status dword is read before the rest
+#   of the entry: the read path the driver takes on VFIO memory.
 # - tcp: over NVMe/TCP on loopback to the test target running in another
 #   process (driver/examples/tcp_target). Polls that find nothing while
 #   the data is on its way are the caller waiting, not work per I/O: their
 #   average cost is measured on an idle queue (driver_idle_poll) and taken
 #   out. System calls count their user-space part only.
 #
-# Needs valgrind. Usage: bash vm/io-cost.sh [ios] [queue-depth] [emu|tcp]
+# Needs valgrind. Usage: bash vm/io-cost.sh [ios] [queue-depth] [emu|emu-split|tcp]
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 ios="${1:-100000}"
@@ -30,12 +33,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-if [ "$mode" = emu ]; then
+if [ "$mode" = emu ] || [ "$mode" = emu-split ]; then
+    split=""
+    if [ "$mode" = emu-split ]; then split=split; fi
     cargo build --release -q --manifest-path "$repo/Cargo.toml" -p pollfs-driver --example io_cost
     valgrind --tool=callgrind --callgrind-out-file="$out" --collect-atstart=no \
         --toggle-collect='io_cost::driver_submit*' --toggle-collect='io_cost::driver_poll*' \
         --toggle-collect='*EmuController as pollfs_driver::pcie::hal::Registers>::*' \
-        "$target/release/examples/io_cost" "$ios" "$qd" 2> "$out.log"
+        "$target/release/examples/io_cost" "$ios" "$qd" ${split:+"$split"} 2> "$out.log"
     total="$(sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$out.log")"
     [ -n "$total" ] || { echo "io-cost: no callgrind total" >&2; exit 1; }
     echo "driver instructions: $total for $ios I/Os at queue depth $qd"
@@ -43,7 +48,7 @@ if [ "$mode" = emu ]; then
     exit 0
 fi
 
-[ "$mode" = tcp ] || { echo "io-cost: mode is emu or tcp" >&2; exit 1; }
+[ "$mode" = tcp ] || { echo "io-cost: mode is emu, emu-split or tcp" >&2; exit 1; }
 command -v callgrind_annotate >/dev/null || { echo "io-cost: needs callgrind_annotate (valgrind)" >&2; exit 1; }
 cargo build --release -q --manifest-path "$repo/Cargo.toml" -p pollfs-driver \
     --example io_cost --example tcp_target

@@ -19,14 +19,21 @@
 //!   System calls count only their user-space part (callgrind cannot see
 //!   the kernel).
 //!
-//! Usage: `io_cost [ios] [queue-depth] [tcp URL]` (defaults 200000, 32).
+//! - `split`: on the emulated controller over memory that does not claim
+//!   page atomicity (`EmuMemory::with_split_reads`), so the driver reads
+//!   each completion's status dword before the entry, as on VFIO memory.
+//!
+//! Usage: `io_cost [ios] [queue-depth] [tcp URL | split]` (defaults
+//! 200000, 32).
 
 use std::process::ExitCode;
 
 use pollfs_core::dev::{BlockDevice, Command, Completion, DeviceQueue, Tag};
 use pollfs_core::units::{FrameId, Lba, Nanos};
 use pollfs_driver::emu::StdClock;
-use pollfs_driver::{DriverConfig, EmuConfig, NvmeDevice, Transport};
+use pollfs_driver::{
+    DriverConfig, EmuConfig, EmuController, EmuMemory, NvmeDevice, PcieTransport, Transport,
+};
 
 /// Idle polls made before the run, to price one.
 const CALIBRATION: u64 = 20_000;
@@ -131,7 +138,8 @@ fn main() -> ExitCode {
         io_entries: 1024,
         ..DriverConfig::default()
     };
-    if args.next().as_deref() == Some("tcp") {
+    let mode = args.next();
+    if mode.as_deref() == Some("tcp") {
         let url = args.next().unwrap_or_default();
         return match NvmeDevice::tcp(&url, config, qd) {
             Ok(dev) => run(&dev, ios, qd, true),
@@ -146,8 +154,15 @@ fn main() -> ExitCode {
         block_size: 4096,
         ..EmuConfig::default()
     };
-    match NvmeDevice::emulated_with(emu, config, qd, StdClock::new()) {
-        Ok((dev, _ctrl)) => run(&dev, ios, qd, false),
+    let memory = if mode.as_deref() == Some("split") {
+        EmuMemory::with_split_reads()
+    } else {
+        EmuMemory::new()
+    };
+    let ctrl = EmuController::new(emu, memory.clone());
+    let transport = PcieTransport::new(ctrl, memory);
+    match NvmeDevice::new(transport, StdClock::new(), config, qd) {
+        Ok(dev) => run(&dev, ios, qd, false),
         Err(e) => {
             eprintln!("bring-up: {e}");
             ExitCode::FAILURE

@@ -506,3 +506,27 @@ fn controllers_on_one_dma_memory_share_a_page_cache_arena() {
     assert_eq!(on_a, want);
     assert_eq!(on_b, want);
 }
+
+#[test]
+fn data_round_trips_over_memory_read_as_vfio_memory_is() {
+    use pollfs_driver::emu::StdClock;
+    use pollfs_driver::{EmuController, EmuMemory};
+    // Regions that do not claim page atomicity: every completion is read
+    // status dword first, then the entry, as on a real controller.
+    let memory = EmuMemory::with_split_reads();
+    let emu = EmuConfig {
+        bytes: 8 << 20,
+        block_size: 4096,
+        ..EmuConfig::default()
+    };
+    let ctrl = EmuController::new(emu, memory.clone());
+    let transport = PcieTransport::new(ctrl.clone(), memory);
+    let dev = NvmeDevice::new(transport, StdClock::new(), DriverConfig::default(), 64).unwrap();
+    let mut q = dev.open_queue().unwrap();
+    for (seed, (lba, n)) in [(0u64, 1u32), (9, 2), (100, 5), (2000, 32)]
+        .into_iter()
+        .enumerate()
+    {
+        write_read_check(&dev, &ctrl, &mut q, lba, n, seed as u64);
+    }
+}

@@ -50,15 +50,14 @@ impl<T: Default> Default for Requests<T> {
 impl<T: Default> Requests<T> {
     /// Takes a free slot, as it was left (the caller resets what it
     /// uses), and returns its tag.
-    #[inline]
+    // Always inlined: a queue's submit takes one slot per request, and the
+    // compiler otherwise keeps this out of line for its generic callers.
+    #[inline(always)]
     pub fn take(&mut self) -> (u32, &mut T) {
         self.live += 1;
         let tag = match self.free.pop() {
             Some(tag) => tag,
-            None => {
-                self.slots.push((State::Free, T::default()));
-                (self.slots.len() - 1) as u32
-            }
+            None => self.grow(),
         };
         // `tag` came from the free list or was just pushed.
         let slot = match self.slots.get_mut(tag as usize) {
@@ -67,6 +66,13 @@ impl<T: Default> Requests<T> {
         };
         slot.0 = State::Live;
         (tag, &mut slot.1)
+    }
+    /// A new slot, while the table grows to the queue's working depth
+    /// (out of line: the steady state reuses freed slots).
+    #[inline(never)]
+    fn grow(&mut self) -> u32 {
+        self.slots.push((State::Free, T::default()));
+        (self.slots.len() - 1) as u32
     }
 }
 

@@ -42,25 +42,94 @@ impl Request {
     }
 }
 
+/// Requests in arrival order: the oldest inline, the others on the heap.
+///
+/// A lock whose ranges do not overlap in time (an extent stripe, which
+/// usually has one writer at a time) then keeps its whole state inside
+/// itself, never in a heap buffer: the allocator puts such buffers side
+/// by side, so two stripes' request lists would share a cache line, and
+/// two writers on disjoint ranges would write it in turn.
+#[derive(Debug, Default)]
+struct Queue {
+    /// The oldest request; `None` only when `rest` is empty too.
+    first: Option<Request>,
+    rest: Vec<Request>,
+}
+
+impl Queue {
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+    fn push(&mut self, r: Request) {
+        if self.first.is_none() {
+            self.first = Some(r);
+        } else {
+            self.rest.push(r);
+        }
+    }
+    fn get(&self, i: usize) -> Option<&Request> {
+        match i.checked_sub(1) {
+            None => self.first.as_ref(),
+            Some(j) => self.rest.get(j),
+        }
+    }
+    fn get_mut(&mut self, i: usize) -> Option<&mut Request> {
+        match i.checked_sub(1) {
+            None => self.first.as_mut(),
+            Some(j) => self.rest.get_mut(j),
+        }
+    }
+    fn iter(&self) -> impl Iterator<Item = &Request> {
+        self.first.iter().chain(self.rest.iter())
+    }
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Request> {
+        self.first.iter_mut().chain(self.rest.iter_mut())
+    }
+    /// Removes request `id`, keeping the order; false if it is not here.
+    fn remove(&mut self, id: u64) -> bool {
+        if self.first.as_ref().is_some_and(|r| r.id == id) {
+            self.first = if self.rest.is_empty() {
+                None
+            } else {
+                Some(self.rest.remove(0))
+            };
+            return true;
+        }
+        match self.rest.iter().position(|r| r.id == id) {
+            Some(i) => {
+                self.rest.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     next_id: u64,
     /// Granted and waiting requests, in arrival order.
-    requests: Vec<Request>,
+    requests: Queue,
 }
 
 impl State {
     /// Grants every waiting request that no earlier request blocks.
     fn grant(&mut self) {
         for i in 0..self.requests.len() {
-            if self.requests[i].granted {
+            let Some(r) = self.requests.get(i) else {
+                continue;
+            };
+            if r.granted {
                 continue;
             }
-            let blocked = self.requests[..i]
-                .iter()
-                .any(|e| e.conflicts(&self.requests[i]));
-            if !blocked {
-                let r = &mut self.requests[i];
+            let blocked = self.requests.iter().take(i).any(|e| e.conflicts(r));
+            if blocked {
+                continue;
+            }
+            if let Some(r) = self.requests.get_mut(i) {
                 r.granted = true;
                 if let Some(w) = r.waker.take() {
                     w.wake();
@@ -69,8 +138,7 @@ impl State {
         }
     }
     fn remove(&mut self, id: u64) {
-        if let Some(i) = self.requests.iter().position(|r| r.id == id) {
-            self.requests.remove(i);
+        if self.requests.remove(id) {
             self.grant();
         }
     }
@@ -146,7 +214,8 @@ impl RangeLock {
         let granted = {
             let st = self.state.lock();
             let id = acquire.guard.as_ref().map(|g| g.id);
-            st.requests.iter().any(|r| Some(r.id) == id && r.granted)
+            let granted = st.requests.iter().any(|r| Some(r.id) == id && r.granted);
+            granted
         };
         if granted {
             acquire.guard.take()
@@ -227,14 +296,15 @@ impl<'a> Future for Acquire<'a> {
         // take the lock again to look (the usual, uncontended case).
         let granted = !self.must_wait || {
             let mut st = guard.lock.state.lock();
-            match st.requests.iter_mut().find(|r| r.id == guard.id) {
+            let granted = match st.requests.iter_mut().find(|r| r.id == guard.id) {
                 Some(r) if r.granted => true,
                 Some(r) => {
                     r.waker = Some(cx.waker().clone());
                     false
                 }
                 None => false,
-            }
+            };
+            granted
         };
         match (granted, self.guard.take()) {
             (true, Some(g)) => Poll::Ready(g),
@@ -306,6 +376,41 @@ mod tests {
         let mut third = l.lock(ByteRange::new(5, 6), Mode::Shared, &h3);
         drop(second);
         drop(first);
+        assert!(poll_once(&mut third).is_ready());
+    }
+
+    #[test]
+    fn one_holder_at_a_time_keeps_the_lock_off_the_heap() {
+        let l = RangeLock::new(Level::Extent);
+        let h = Held::new();
+        for i in 0..4 {
+            let g = l.try_lock(ByteRange::new(i * 10, i * 10 + 10), Mode::Exclusive, &h);
+            assert!(g.is_some());
+            assert_eq!(l.state.lock().requests.rest.capacity(), 0);
+        }
+    }
+
+    #[test]
+    fn the_oldest_request_leaving_promotes_the_next_in_order() {
+        let l = RangeLock::new(Level::Extent);
+        let (h1, h2, h3) = (Held::new(), Held::new(), Held::new());
+        let first = l
+            .try_lock(ByteRange::new(0, 10), Mode::Exclusive, &h1)
+            .unwrap();
+        let mut second = l.lock(ByteRange::new(0, 10), Mode::Exclusive, &h2);
+        let mut third = l.lock(ByteRange::new(5, 15), Mode::Exclusive, &h3);
+        assert!(poll_once(&mut second).is_pending());
+        assert!(poll_once(&mut third).is_pending());
+        drop(first);
+        let second = match poll_once(&mut second) {
+            Poll::Ready(g) => g,
+            Poll::Pending => panic!("the next request was not granted"),
+        };
+        assert!(
+            poll_once(&mut third).is_pending(),
+            "the third still waits behind the second"
+        );
+        drop(second);
         assert!(poll_once(&mut third).is_ready());
     }
 

@@ -15,9 +15,17 @@ use crate::units::ByteRange;
 const STRIPES: usize = 16;
 const CHUNK: u64 = 64 * 1024;
 
+/// One stripe on its own pair of cache lines (128 bytes: the adjacent-line
+/// prefetcher pulls lines in pairs). The whole lock fits inside, its
+/// request list included while the stripe has one request at a time, so
+/// writers in different stripes never write one line.
 #[derive(Debug)]
 #[repr(align(128))]
 struct Padded(RangeLock);
+
+// (Under loom the mutex is loom's, of another size.)
+#[cfg(not(loom))]
+const _: () = assert!(core::mem::size_of::<Padded>() == 128);
 
 /// A striped byte-range lock.
 #[derive(Debug)]

@@ -43,6 +43,7 @@ impl<T: Transport> NvmeQueue<T> {
 
     /// Allocates an id and hands the command and its data to the
     /// transport.
+    #[inline]
     pub(super) fn issue(
         &mut self,
         tag: u32,
@@ -68,6 +69,7 @@ impl<T: Transport> NvmeQueue<T> {
         Ok(())
     }
 
+    #[inline]
     pub(super) fn new_request(&mut self, rest: Option<Unissued>) -> u32 {
         let (tag, r) = self.requests.take();
         *r = Request {
@@ -169,10 +171,17 @@ impl<T: Transport> NvmeQueue<T> {
 
     /// One NVMe command finished: release its id and account it to its
     /// request.
+    #[inline]
     pub(super) fn finish(&mut self, cid: u16, result: Result<(), DevError>) {
-        if !self.cids.release(cid) {
-            return;
+        if self.cids.release(cid) {
+            self.account(cid, result);
         }
+    }
+
+    /// Accounts released command id `cid`'s result to its request, and
+    /// hands the request back if that was its last piece.
+    #[inline]
+    fn account(&mut self, cid: u16, result: Result<(), DevError>) {
         let tag = self.slots.get(usize::from(cid)).map_or(u32::MAX, |s| s.tag);
         if result.is_ok() {
             self.ctrl.note_success();
@@ -182,12 +191,12 @@ impl<T: Transport> NvmeQueue<T> {
                 if result.is_err() {
                     r.rest = None;
                 }
-                r.merge.piece_done(result) && r.rest.is_none()
+                (r.merge.piece_done(result) && r.rest.is_none()).then(|| r.merge.result())
             }
-            None => false,
+            None => None,
         };
-        if finished {
-            self.complete(tag);
+        if let Some(result) = finished {
+            self.requests.finish(tag, result);
         }
     }
 
@@ -206,17 +215,23 @@ impl<T: Transport> NvmeQueue<T> {
         true
     }
 
+    #[inline]
     pub(super) fn on_completion(
         &mut self,
         e: CompletionEntry,
     ) -> Result<(), ProtocolError<T::Error>> {
         let cid = e.cid();
+        if e.plain_success() {
+            // The usual case: releasing the id is the check that it was
+            // in flight.
+            if !self.cids.release(cid) {
+                return Err(ProtocolError::UnknownCid(cid));
+            }
+            self.account(cid, Ok(()));
+            return Ok(());
+        }
         if !self.cids.is_busy(cid) {
             return Err(ProtocolError::UnknownCid(cid));
-        }
-        if e.plain_success() {
-            self.finish(cid, Ok(()));
-            return Ok(());
         }
         let status = e.status();
         let slot = self
@@ -234,6 +249,7 @@ impl<T: Transport> NvmeQueue<T> {
 
     /// Takes what completed from the transport and accounts it; an error
     /// means the controller broke the queue protocol.
+    #[inline]
     pub(super) fn reap(&mut self, now: Nanos) -> Result<(), ProtocolError<T::Error>> {
         self.reaped.clear();
         let limit = usize::from(self.qp.entries());

@@ -84,6 +84,7 @@ pub const SQE_SIZE: usize = 64;
 
 impl SubmissionEntry {
     /// An entry with `opcode` and namespace `nsid`, everything else zero.
+    #[inline]
     pub fn new(opcode: u8, nsid: u32) -> SubmissionEntry {
         let mut e = SubmissionEntry::default();
         e.dw[0] = u32::from(opcode);
@@ -99,6 +100,7 @@ impl SubmissionEntry {
         (self.dw[0] >> 16) as u16
     }
     /// Sets the command identifier.
+    #[inline]
     pub fn set_cid(&mut self, cid: u16) {
         self.dw[0] = (self.dw[0] & 0xffff) | (u32::from(cid) << 16);
     }
@@ -115,6 +117,7 @@ impl SubmissionEntry {
         u64::from(self.dw[8]) | (u64::from(self.dw[9]) << 32)
     }
     /// Sets both PRP entries; PSDT stays 0 (PRPs, not SGLs).
+    #[inline]
     pub fn set_prps(&mut self, prp1: u64, prp2: u64) {
         self.dw[6] = prp1 as u32;
         self.dw[7] = (prp1 >> 32) as u32;
@@ -130,6 +133,7 @@ impl SubmissionEntry {
         u64::from(self.dw[10]) | (u64::from(self.dw[11]) << 32)
     }
     /// Little-endian wire bytes.
+    #[inline]
     pub fn to_bytes(&self) -> [u8; SQE_SIZE] {
         let mut out = [0u8; SQE_SIZE];
         for (chunk, dw) in out.chunks_exact_mut(4).zip(self.dw.iter()) {
@@ -226,6 +230,7 @@ impl SubmissionEntry {
 
     // ---- NVM commands ----
 
+    #[inline]
     fn rw(opcode: u8, nsid: u32, slba: u64, blocks: u32) -> SubmissionEntry {
         let mut e = SubmissionEntry::new(opcode, nsid);
         e.dw[10] = slba as u32;
@@ -234,10 +239,12 @@ impl SubmissionEntry {
         e
     }
     /// Read (chapter 6) of `blocks` (1..=65536) logical blocks; PRPs set later.
+    #[inline]
     pub fn read(nsid: u32, slba: u64, blocks: u32) -> SubmissionEntry {
         SubmissionEntry::rw(io_opcode::READ, nsid, slba, blocks)
     }
     /// Write (chapter 6); `fua` makes the data durable before completion.
+    #[inline]
     pub fn write(nsid: u32, slba: u64, blocks: u32, fua: bool) -> SubmissionEntry {
         let mut e = SubmissionEntry::rw(io_opcode::WRITE, nsid, slba, blocks);
         if fua {
