@@ -31,6 +31,10 @@ use serde::Serialize;
 
 pub use crate::access_flags::AccessFlags;
 pub use crate::bsd_file_flags::BsdFileFlags;
+pub use crate::ext::Dispatched;
+pub use crate::ext::Dispatcher;
+pub use crate::ext::ReplySink;
+pub use crate::ext::RequestCount;
 use crate::forget_one::ForgetOne;
 pub use crate::ll::Errno;
 pub use crate::ll::Generation;
@@ -84,6 +88,7 @@ mod access_flags;
 mod bsd_file_flags;
 mod channel;
 mod dev_fuse;
+mod ext;
 /// Experimental APIs
 #[cfg(feature = "experimental")]
 pub mod experimental;

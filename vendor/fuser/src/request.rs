@@ -34,6 +34,8 @@ use crate::session::SessionEventLoop;
 pub(crate) struct RequestWithSender<'a> {
     /// Channel sender for sending the reply
     ch: ChannelSender,
+    /// pollfs extension: where the reply goes instead, if set
+    sink: Option<std::sync::Arc<dyn crate::ReplySink>>,
     /// Parsed request
     pub(crate) request: ll::AnyRequest<'a>,
 }
@@ -49,7 +51,30 @@ impl<'a> RequestWithSender<'a> {
             }
         };
 
-        Some(Self { ch, request })
+        Some(Self {
+            ch,
+            sink: None,
+            request,
+        })
+    }
+
+    /// pollfs extension: a request whose reply goes to `sink`.
+    pub(crate) fn with_sink(
+        ch: ChannelSender,
+        sink: std::sync::Arc<dyn crate::ReplySink>,
+        data: &'a [u8],
+    ) -> Option<RequestWithSender<'a>> {
+        let mut request = Self::new(ch, data)?;
+        request.sink = Some(sink);
+        Some(request)
+    }
+
+    /// Where this request's reply goes.
+    fn sender(&self) -> ReplySender {
+        match &self.sink {
+            None => ReplySender::Channel(self.ch.clone()),
+            Some(sink) => ReplySender::Sink(sink.clone(), self.ch.clone()),
+        }
     }
 
     /// Dispatch request to the given filesystem.
@@ -304,7 +329,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectory::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        self.sender(),
                         x.size() as usize,
                     ),
                 );
@@ -479,7 +504,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectoryPlus::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        self.sender(),
                         x.size() as usize,
                     ),
                 );
@@ -552,7 +577,7 @@ impl<'a> RequestWithSender<'a> {
     /// Create a reply object for this request that can be passed to the filesystem
     /// implementation and makes sure that a request is replied exactly once
     pub(crate) fn reply<T: Reply>(&self) -> T {
-        Reply::new(self.request.unique(), ReplySender::Channel(self.ch.clone()))
+        Reply::new(self.request.unique(), self.sender())
     }
 
     /// Returns a Request reference for this request

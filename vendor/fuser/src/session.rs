@@ -33,6 +33,8 @@ use crate::Request;
 use crate::channel::Channel;
 use crate::channel::ChannelSender;
 use crate::dev_fuse::DevFuse;
+use crate::ext::Dispatcher;
+use crate::ext::RequestCount;
 use crate::ll;
 use crate::ll::Operation;
 use crate::ll::ResponseErrno;
@@ -244,6 +246,20 @@ impl<FS: Filesystem> Session<FS> {
     /// # Errors
     /// Returns any final error when the session comes to an end.
     pub fn run(self) -> io::Result<()> {
+        self.run_with(|_| Ok(Vec::new()))
+    }
+
+    /// pollfs extension: runs the session as [`Session::run`] does and,
+    /// beside its `/dev/fuse` threads, the threads `spawn` starts: each is
+    /// handed a [`Dispatcher`] to serve requests that reach the server
+    /// another way (FUSE over io_uring). Returns once every thread has
+    /// ended; the filesystem's `destroy` runs after the last one.
+    /// # Errors
+    /// Returns `spawn`'s error, or the first error a thread ended with.
+    pub fn run_with<F>(self, spawn: F) -> io::Result<()>
+    where
+        F: FnOnce(Dispatcher<FS>) -> io::Result<Vec<JoinHandle<io::Result<()>>>>,
+    {
         let Session {
             filesystem,
             ch,
@@ -286,9 +302,16 @@ impl<FS: Filesystem> Session<FS> {
                 channels.push(ch.clone());
             }
         }
+        let received = RequestCount::default();
+        let mut threads = spawn(Dispatcher::new(SessionEventLoop {
+            thread_name: "dispatch".to_string(),
+            filesystem: filesystem.clone(),
+            ch: ch.clone(),
+            allowed,
+            session_owner,
+            received: received.clone(),
+        }))?;
         channels.push(ch);
-
-        let mut threads = Vec::with_capacity(n_threads);
 
         for (i, ch) in channels.into_iter().enumerate() {
             let thread_name = format!("fuser-{i}");
@@ -298,6 +321,7 @@ impl<FS: Filesystem> Session<FS> {
                 ch,
                 allowed,
                 session_owner,
+                received: received.clone(),
             };
             threads.push(
                 thread::Builder::new()
@@ -518,6 +542,8 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) filesystem: Arc<FilesystemHolder<FS>>,
     pub(crate) allowed: SessionACL,
     pub(crate) session_owner: Uid,
+    /// pollfs extension: requests read from `/dev/fuse` after `FUSE_INIT`.
+    pub(crate) received: RequestCount,
 }
 
 impl<FS: Filesystem> SessionEventLoop<FS> {
@@ -529,7 +555,11 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
         loop {
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
-            match self.ch.receive_retrying(buf) {
+            let received = self.ch.receive_retrying(buf);
+            if received.is_ok() {
+                self.received.add();
+            }
+            match received {
                 Ok(size) => match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
                     // Dispatch request
                     Some(req) => {
