@@ -130,6 +130,7 @@ check "holes: fsck is clean" fsck_clean holes
 
 source "$HERE/tree.sh"
 source "$HERE/posix.sh"
+source "$HERE/uring.sh"
 
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

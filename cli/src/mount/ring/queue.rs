@@ -220,7 +220,11 @@ impl<FS: Filesystem> Queue<FS> {
             }
             match ring.submit_and_wait(1) {
                 Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                // Interrupted, or short of memory for the moment: the
+                // commands are still queued; wait again.
+                Err(e)
+                    if [libc::EINTR, libc::EAGAIN, libc::EBUSY]
+                        .contains(&e.raw_os_error().unwrap_or(0)) => {}
                 Err(e) => return Err(e),
             }
             done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
