@@ -282,3 +282,46 @@ impl<FS: Filesystem> Queue<FS> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(unique: u64) -> Vec<u8> {
+        let mut r = layout::error_reply(unique, 0).to_vec();
+        r.extend_from_slice(b"data");
+        r
+    }
+
+    #[test]
+    fn a_reply_is_gathered_once_for_the_request_awaited() {
+        let sink = Sink::default();
+        sink.expect(7);
+        let r = reply(7);
+        sink.send(&[IoSlice::new(&r[..16]), IoSlice::new(&r[16..])])
+            .unwrap();
+        let (slot, replied) = sink.take();
+        assert!(replied);
+        assert_eq!(slot.reply, r);
+        drop(slot);
+        // After the entry was answered, a late reply is refused.
+        assert!(sink.send(&[IoSlice::new(&r)]).is_err());
+    }
+
+    #[test]
+    fn a_reply_for_another_request_or_none_is_not_taken() {
+        let sink = Sink::default();
+        sink.expect(8);
+        assert!(sink.send(&[IoSlice::new(&reply(7))]).is_err());
+        assert!(sink.send(&[IoSlice::new(b"short")]).is_err());
+        let (slot, replied) = sink.take();
+        assert!(!replied);
+        assert!(slot.reply.is_empty());
+    }
+
+    #[test]
+    fn only_a_dead_connection_ends_an_entry_quietly() {
+        assert!(ending(-libc::ENOTCONN) && ending(-libc::ECANCELED));
+        assert!(!ending(-libc::EINVAL) && !ending(-libc::ENOENT));
+    }
+}
