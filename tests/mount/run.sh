@@ -105,6 +105,12 @@ for w in 1 2 3; do
     writers[$w]=$!
 done
 sleep 4
+# On a loaded machine a writer may take longer to start: the kill comes
+# once each has made something durable (or after a minute).
+for _ in $(seq 600); do
+    [ -s "$WORK/writer1.log" ] && [ -s "$WORK/writer2.log" ] && [ -s "$WORK/writer3.log" ] && break
+    sleep 0.1
+done
 crash crash
 for w in 1 2 3; do
     check "crash: writer $w stopped only because the mount went away" wait "${writers[$w]}"
