@@ -8,7 +8,8 @@
 //! legs of a volume), by way of `device`, which reports on stderr. `host`
 //! says what the machine can give; `units` (from `pollfs_device`) parses
 //! every size and time. `sys` holds the system calls the standard library
-//! lacks; it and `bench::uring` (buffers handed to an io_uring) are the
+//! lacks; it, `bench::uring` (buffers handed to an io_uring) and
+//! `mount::ring::entry` (FUSE ring entries shared with the kernel) are the
 //! only unsafe code here. Errors are `anyhow` errors with the device or
 //! option they concern; the device crate's typed errors travel inside
 //! them, for tests to match.

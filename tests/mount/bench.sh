@@ -11,8 +11,10 @@
 # stress-ng's metadata stressors (dentry, dir, rename, utime, chmod; 4
 # workers, 4,000 operations each). Each figure is the median of REPS
 # runs; ratios are pollfs over ext4 and over tmpfs, oriented so that
-# above 1.0 means pollfs is faster. The mount serves requests read from
-# /dev/fuse (FUSE over io_uring is not served yet).
+# above 1.0 means pollfs is faster. Each cache mode runs with requests
+# read from /dev/fuse (`--uring off`) and, where the kernel has FUSE over
+# io_uring (its enable_uring is turned on here), over the ring
+# (`--uring on`); URINGS="off" or "on" runs one of them.
 # Needs root, /dev/fuse, losetup, mkfs.ext4, fio, jq, sqlite3, git,
 # stress-ng, python3.
 # Usage: tests/mount/bench.sh [POLLFS_BINARY]   (`just mount-bench`)
@@ -24,6 +26,13 @@ REPS=${REPS:-1}
 SIZE=${SIZE:-128m}
 THREADS=${THREADS:-4}
 MODES=${MODES:-kernel direct}
+if [ -z "${URINGS:-}" ]; then
+    URINGS=off
+    if echo Y 2>/dev/null >/sys/module/fuse/parameters/enable_uring; then URINGS="off on"; fi
+fi
+# The pollfs columns: each cache mode, with each way of serving requests.
+COLS=""
+for mode in $MODES; do for u in $URINGS; do COLS+=" $mode-$u"; done; done
 
 SHM=$(mktemp -d /dev/shm/pollfs-bench.XXXXXX)
 LOOP=""
@@ -156,35 +165,36 @@ mount -t tmpfs -o size=3g tmpfs "$SHM/tmpfs"
 run_rows ext4 "$SHM/ext4"
 run_rows tmpfs "$SHM/tmpfs"
 
-uring=off
-if [ "$(cat /sys/module/fuse/parameters/enable_uring 2>/dev/null)" = Y ]; then uring=on; fi
-for mode in $MODES; do
+for col in $COLS; do
+    mode=${col%-*}
     CACHE_MODE=$mode
-    "$POLLFS" mkfs "file:$SHM/$mode.img" --size 2g >/dev/null
-    MNT="$WORK/$mode.mnt"
+    "$POLLFS" mkfs "file:$SHM/$col.img" --size 2g >/dev/null
+    MNT="$WORK/$col.mnt"
     mkdir -p "$MNT"
-    "$POLLFS" mount --foreground --cache-mode "$mode" --threads "$THREADS" --cache 1g \
-        "file:$SHM/$mode.img" "$MNT" 2>"$WORK/$mode.log" &
-    SERVER[$mode]=$!
+    "$POLLFS" mount --foreground --cache-mode "$mode" --uring "${col##*-}" --threads "$THREADS" \
+        --cache 1g "file:$SHM/$col.img" "$MNT" 2>"$WORK/$col.log" &
+    SERVER[$col]=$!
     for _ in $(seq 600); do mountpoint -q "$MNT" && break; sleep 0.05; done
     mountpoint -q "$MNT"
-    run_rows "$mode" "$MNT"
-    kill -TERM "${SERVER[$mode]}"
-    wait "${SERVER[$mode]}"
-    unset "SERVER[$mode]"
-    rm -f "$SHM/$mode.img"
+    run_rows "$col" "$MNT"
+    kill -TERM "${SERVER[$col]}"
+    wait "${SERVER[$col]}"
+    unset "SERVER[$col]"
+    grep -h "served .* requests" "$WORK/$col.log" | sed "s/^/$col: /" >&2
+    rm -f "$SHM/$col.img"
 done
 
-echo "pollfs mount --threads $THREADS --cache 1g file:/dev/shm/...; ext4 on a loop device over /dev/shm;" \
-    "tmpfs; fio psync, --size=$SIZE a job, --runtime=$RUNTIME; median of $REPS; $(nproc) CPUs;" \
-    "$(uname -r); FUSE over io_uring: not served (enable_uring $uring)"
+echo "pollfs mount --threads $THREADS --cache 1g file:/dev/shm/... (column MODE-off: --uring off," \
+    "requests read from /dev/fuse; MODE-on: --uring on, FUSE over io_uring, a queue per CPU);" \
+    "ext4 on a loop device over /dev/shm; tmpfs; fio psync, --size=$SIZE a job, --runtime=$RUNTIME;" \
+    "median of $REPS; $(nproc) CPUs; $(uname -r)"
 echo
 head="| workload | unit"
 line="| --- | ---"
-for mode in $MODES; do head+=" | pollfs $mode"; line+=" | ---:"; done
+for col in $COLS; do head+=" | pollfs $col"; line+=" | ---:"; done
 head+=" | ext4 | tmpfs"
 line+=" | ---: | ---:"
-for mode in $MODES; do head+=" | $mode / ext4 | $mode / tmpfs"; line+=" | ---: | ---:"; done
+for col in $COLS; do head+=" | $col / ext4 | $col / tmpfs"; line+=" | ---: | ---:"; done
 # shown N: a figure to 3 significant digits, whole numbers from 100 up.
 shown() { awk -v v="$1" 'BEGIN { if (v >= 100) printf "%.0f", v; else printf "%.3g", v }'; }
 echo "$head |"
@@ -192,9 +202,9 @@ echo "$line |"
 for row in "${ROWS[@]}"; do
     IFS='|' read -r key label unit better _ <<<"$row"
     out="| $label | $unit"
-    for fs in $MODES ext4 tmpfs; do out+=" | $(shown "${R[$fs/$key]}")"; done
-    for mode in $MODES; do
-        out+=$(awk -v p="${R[$mode/$key]}" -v e="${R[ext4/$key]}" -v t="${R[tmpfs/$key]}" \
+    for fs in $COLS ext4 tmpfs; do out+=" | $(shown "${R[$fs/$key]}")"; done
+    for col in $COLS; do
+        out+=$(awk -v p="${R[$col/$key]}" -v e="${R[ext4/$key]}" -v t="${R[tmpfs/$key]}" \
             -v b="$better" 'BEGIN {
             if (b == "hi") printf " | %.2f | %.2f", p / e, p / t
             else printf " | %.2f | %.2f", e / p, t / p }')

@@ -7,6 +7,9 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 WORK=$(mktemp -d /tmp/pollfs-mount.XXXXXX)
 # The cache mode every mount here runs in (`pollfs mount --cache-mode`).
 CACHE_MODE=${CACHE_MODE:-kernel}
+# Whether requests come over io_uring (`pollfs mount --uring`): with `on`
+# a mount that would not use the ring fails.
+URING=${URING:-auto}
 declare -A SERVER
 PASSED=0
 FAILED=0
@@ -59,8 +62,8 @@ fresh() {
 start() {
     local name=$1
     shift
-    "$POLLFS" mount --foreground --cache-mode "$CACHE_MODE" "$@" "file:$(img "$name")" "$(mnt "$name")" \
-        2>>"$WORK/$name.log" &
+    "$POLLFS" mount --foreground --cache-mode "$CACHE_MODE" --uring "$URING" "$@" \
+        "file:$(img "$name")" "$(mnt "$name")" 2>>"$WORK/$name.log" &
     SERVER[$name]=$!
     local i
     for i in $(seq 600); do
@@ -116,8 +119,8 @@ bench_mount() {
     TMPFS="$SHM/tmpfs"
     mkdir -p "$MNT" "$TMPFS"
     "$POLLFS" mkfs "file:$IMG" --size 2g >/dev/null
-    "$POLLFS" mount --foreground --cache-mode "$CACHE_MODE" --threads "$THREADS" --cache 1g "file:$IMG" "$MNT" \
-        2>"$WORK/bench.log" &
+    "$POLLFS" mount --foreground --cache-mode "$CACHE_MODE" --uring "$URING" --threads "$THREADS" \
+        --cache 1g "file:$IMG" "$MNT" 2>"$WORK/bench.log" &
     SERVER[bench]=$!
     for _ in $(seq 600); do mountpoint -q "$MNT" && break; sleep 0.05; done
     mountpoint -q "$MNT"

@@ -28,7 +28,8 @@ if [ ! -e "$HELPER" ]; then
     ln -sfn "$POLLFS" "$HELPER" && own_helper=1
 fi
 H=$(mnt helper)
-printf '%s %s fuse.pollfs allow_other,nofail,x-test,cache_mode=%s 0 0\n' "file:$(img helper)" "$H" "$CACHE_MODE" \
+printf '%s %s fuse.pollfs allow_other,nofail,x-test,cache_mode=%s,uring=%s 0 0\n' "file:$(img helper)" "$H" \
+    "$CACHE_MODE" "$URING" \
     >"$WORK/fstab"
 check "helper: mount DIR with the fstab line" mount -T "$WORK/fstab" "$H"
 check "helper: the type is fuse.pollfs, with allow_other" \
@@ -41,7 +42,7 @@ sum=$(sha256sum <"$H/unsynced")
 check "pollfs umount: returns after the server's checkpoint" "$POLLFS" umount "$H"
 # The server has exited and let go of the device: fsck can lock it now.
 check "pollfs umount: fsck at once is clean (nothing left to do)" fsck_clean helper
-check "helper: mount -t fuse.pollfs -o ro" mount -t fuse.pollfs -o "ro,cache_mode=$CACHE_MODE" "file:$(img helper)" "$H"
+check "helper: mount -t fuse.pollfs -o ro" mount -t fuse.pollfs -o "ro,cache_mode=$CACHE_MODE,uring=$URING" "file:$(img helper)" "$H"
 check "helper: the unsynced file is whole after the remount" \
     bash -c "[ \"\$(sha256sum <'$H/unsynced')\" = '$sum' ]"
 check "helper: ro refuses a write" bash -c "! touch '$H/x' 2>/dev/null"
@@ -49,7 +50,7 @@ check "helper: ro refuses a write" bash -c "! touch '$H/x' 2>/dev/null"
 # waits for it.
 umount "$H"
 check "a mount right after a plain umount waits for the server and works" \
-    "$POLLFS" mount --cache-mode "$CACHE_MODE" "file:$(img helper)" "$H"
+    "$POLLFS" mount --cache-mode "$CACHE_MODE" --uring "$URING" "file:$(img helper)" "$H"
 check "the other user's file is there" bash -c "[ \"\$(cat '$H/shared/f')\" = theirs ]"
 check "pollfs umount again" "$POLLFS" umount "$H"
 check "helper: fsck is clean" fsck_clean helper

@@ -22,8 +22,9 @@ def main():
     journal = os.path.join(d, f"journal-{ident}")
     n = 0
     jlen = 0
-    jfd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    jfd = -1
     try:
+        jfd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         while True:
             if rng.random() < 0.5:
                 name = f"w{ident}-{n}"
@@ -51,13 +52,14 @@ def main():
                 with open(os.path.join(d, f"noise-{ident}-{rng.randrange(8)}"), "wb") as f:
                     f.write(rng.randbytes(rng.randrange(1, 64 << 10)))
     except OSError as e:
-        # The server was killed: requests in flight were aborted, later
-        # ones find no connection. In kernel cache mode a write-back the
+        # The server was killed: requests in flight were aborted
+        # (ECANCELED for one the kernel had put in the dead server's
+        # io_uring), later ones find no connection. In kernel cache mode a write-back the
         # abort cut short is reported by the next fsync or close as EIO:
         # that too is the kill if the mount answers nothing any more. Any
         # other error is a failure.
-        if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED) and not (
-            e.errno == errno.EIO and gone(jfd)
+        if e.errno not in (errno.ENOTCONN, errno.ECONNABORTED, errno.ECANCELED) and not (
+            e.errno == errno.EIO and jfd >= 0 and gone(jfd)
         ):
             print(f"writer {ident}: {e}")
             sys.exit(1)

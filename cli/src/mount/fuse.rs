@@ -1,7 +1,8 @@
 //! The `fuser::Filesystem` face of [`Server`]: unpacks each request,
 //! calls the server, sends the reply. Requests arrive on several threads
 //! at once (fuser's multi-threaded session, one `/dev/fuse` descriptor per
-//! thread); each thread runs its engine calls in its own lent session.
+//! thread, or one thread per io_uring queue: [`super::ring`]); each thread
+//! runs its engine calls in its own lent session.
 //!
 //! The cache mode ([`CacheMode`]) decides how files are opened and what
 //! the kernel is asked for at init: in kernel mode the kernel's page
@@ -25,6 +26,7 @@ use pollfs_core::dev::BlockDevice;
 
 use super::attr::{self, Caller, FuseIno, KERNEL_TTL, TTL};
 use super::options::CacheMode;
+use super::ring;
 use super::server::{Server, SetAttr};
 use super::xattrs::Sized;
 
@@ -48,7 +50,7 @@ const KERNEL_OPENDIR: FopenFlags = FopenFlags::FOPEN_CACHE_DIR.union(FopenFlags:
 const GENERATION: Generation = Generation(0);
 
 /// The largest read or write one request carries.
-const MAX_IO: u32 = 1 << 20;
+pub(super) const MAX_IO: u32 = 1 << 20;
 
 /// A pollfs filesystem served over FUSE.
 #[derive(Debug)]
@@ -60,6 +62,8 @@ pub struct PollFs<D: BlockDevice> {
     /// Tells the kernel to drop what it holds of an inode; set once the
     /// session exists.
     notifier: Arc<OnceLock<Notifier>>,
+    /// Whether to ask for FUSE over io_uring at init, and the answer.
+    ring: Arc<ring::Init>,
 }
 
 impl<D: BlockDevice> PollFs<D> {
@@ -75,7 +79,15 @@ impl<D: BlockDevice> PollFs<D> {
             mode,
             ttl,
             notifier,
+            ring: Arc::new(ring::Init::new(false)),
         }
+    }
+
+    /// Asks for FUSE over io_uring at init, and records the answer in
+    /// `ring`.
+    pub fn with_ring(mut self, ring: Arc<ring::Init>) -> PollFs<D> {
+        self.ring = ring;
+        self
     }
 
     /// How a file with permission bits `perm` is opened. In kernel mode
@@ -160,7 +172,17 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
             // from 6.6); older kernels refuse it (ENODEV).
             CacheMode::Direct => InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
         };
+        if self.ring.wanted() {
+            wanted |= InitFlags::FUSE_OVER_IO_URING;
+        }
         let _ = config.add_capabilities(wanted & config.capabilities());
+        if self.ring.wanted()
+            && config
+                .capabilities()
+                .contains(InitFlags::FUSE_OVER_IO_URING)
+        {
+            self.ring.grant();
+        }
         // 1 MiB a request (256 pages, the kernel's default max_pages
         // limit), and as much readahead as the kernel offers.
         let _ = config.set_max_write(MAX_IO);

@@ -9,6 +9,8 @@
 //!   inodes and open files; directories and their entries; extended
 //!   attributes.
 //! - [`fuse`]: the `fuser::Filesystem` glue.
+//! - [`ring`]: FUSE over io_uring, a queue per CPU, each served by its own
+//!   thread; `/dev/fuse` where the kernel does not offer it.
 //! - [`options`]: `-o`, mount(8)'s options; [`helper`]: `pollfs` called
 //!   as mount(8)'s `fuse.pollfs` helper.
 //! - [`umount`]: `pollfs umount`, which returns once the server has
@@ -25,6 +27,7 @@ mod handles;
 pub mod helper;
 mod names;
 mod options;
+mod ring;
 mod server;
 pub mod umount;
 mod xattrs;
@@ -63,8 +66,10 @@ pub struct Args {
     /// pollfs's page cache, e.g. `256m` (k/m/g suffixes, powers of 1024).
     #[arg(long, default_value = "256m")]
     cache: String,
-    /// Threads serving the kernel's requests (each has its own device
-    /// queue).
+    /// Threads reading the kernel's requests from /dev/fuse (each has its
+    /// own device queue). With io_uring, one thread per CPU serves the
+    /// ring's queues instead, and one reads /dev/fuse (forgets and
+    /// interrupts come only that way).
     #[arg(long, default_value_t = 4)]
     threads: usize,
     /// Where file data is cached: `kernel` (the kernel's page cache
@@ -74,6 +79,14 @@ pub struct Args {
     /// "Cache modes", says what each costs.
     #[arg(long, value_enum, default_value = "kernel")]
     cache_mode: options::CacheMode,
+    /// Requests over io_uring (FUSE_OVER_IO_URING, Linux 6.14 and later,
+    /// switched on by root with `echo Y >
+    /// /sys/module/fuse/parameters/enable_uring`): `auto` uses the ring
+    /// where the kernel offers it and /dev/fuse elsewhere, `on` fails the
+    /// mount without it, `off` reads /dev/fuse only. The mount says on
+    /// stderr which one serves it.
+    #[arg(long, value_enum, default_value = "auto")]
+    uring: options::Uring,
     /// Stay in the foreground and report there. Without it, `pollfs mount`
     /// returns once the filesystem is mounted, and serves it from a
     /// background process that exits when the filesystem is unmounted.
@@ -87,7 +100,8 @@ pub struct Args {
     /// modes, owners and groups, `default_permissions` being always on),
     /// `noatime` (the default: access times are not recorded on reads),
     /// `nosuid` (the default) or `suid`, `noexec`, `sync`, `dirsync`,
-    /// `cache=SIZE`, `threads=N`, `cache_mode=kernel|direct`; fstab's `defaults`, `noauto`, `nofail`,
+    /// `cache=SIZE`, `threads=N`, `cache_mode=kernel|direct`,
+    /// `uring=auto|on|off`; fstab's `defaults`, `noauto`, `nofail`,
     /// `_netdev` and `x-*` are ignored.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
@@ -112,6 +126,9 @@ struct Plan {
     cache_pages: u32,
     threads: usize,
     cache_mode: options::CacheMode,
+    /// What `--uring` asked for, and the ring's plan if it is to be tried.
+    uring: options::Uring,
+    ring: Option<ring::Plan>,
     options: options::Options,
     wait_device: Duration,
 }
@@ -149,6 +166,7 @@ impl Plan {
         if !mountpoint.is_dir() {
             return Err(format!("{shown}: not a directory"));
         }
+        let uring = options.uring.unwrap_or(args.uring);
         Ok(Plan {
             device: args.device.clone(),
             memory_bytes,
@@ -157,6 +175,8 @@ impl Plan {
             cache_pages,
             threads,
             cache_mode: options.cache_mode.unwrap_or(args.cache_mode),
+            uring,
+            ring: ring::Plan::new(uring)?,
             options,
             wait_device: Duration::from_secs(args.wait_device),
         })
@@ -172,6 +192,30 @@ impl Plan {
     fn frames(&self) -> u32 {
         self.cache_pages + META_FRAMES
     }
+
+    /// Threads reading /dev/fuse: one beside the ring's queues (for
+    /// forgets and interrupts), else `--threads`.
+    fn dev_fuse_threads(&self) -> usize {
+        if self.ring.is_some() {
+            1
+        } else {
+            self.threads
+        }
+    }
+
+    /// Threads that call the engine, each with its own device queue.
+    fn serving_threads(&self) -> usize {
+        self.dev_fuse_threads() + self.ring.map_or(0, |r| usize::from(r.queues))
+    }
+}
+
+/// Which way requests reach the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// The io_uring queues.
+    Ring(u16),
+    /// Threads reading /dev/fuse.
+    DevFuse(usize),
 }
 
 /// Mounts, serves until unmounted, and returns once the engine has
@@ -211,14 +255,19 @@ enum Ready {
 const READY: &[u8] = b"ready";
 
 impl Ready {
-    fn done(&mut self, plan: &Plan) {
+    fn done(&mut self, plan: &Plan, via: Via) {
         match std::mem::replace(self, Ready::Told) {
             Ready::Foreground => eprintln!(
-                "pollfs: {} mounted on {} ({} threads reading /dev/fuse, {} cache, \
-                 cache mode {})",
+                "pollfs: {} mounted on {} ({}, {} cache, cache mode {})",
                 plan.device_text,
                 plan.mountpoint.display(),
-                plan.threads,
+                match via {
+                    Via::Ring(queues) => format!(
+                        "requests over io_uring: {queues} queues, a thread each; \
+                         /dev/fuse for forgets"
+                    ),
+                    Via::DevFuse(threads) => format!("{threads} threads reading /dev/fuse"),
+                },
                 show_bytes(u64::from(plan.cache_pages) * PAGE),
                 match plan.cache_mode {
                     options::CacheMode::Kernel => "kernel",
@@ -317,12 +366,18 @@ fn say_waiting(what: &str, patience: Duration) {
 /// request.
 fn enough_queues(plan: &Plan, dev: &AnyDevice) -> Result<(), String> {
     let what = &plan.device_text;
-    let needed = plan.threads + 1;
+    let needed = plan.serving_threads() + 1;
+    let threads = match plan.ring {
+        Some(r) => format!(
+            "io_uring's {} queues and a /dev/fuse thread (--uring off for fewer)",
+            r.queues
+        ),
+        None => format!("--threads {}", plan.threads),
+    };
     if let Some(queues) = dev.io_queues() {
         if needed > usize::from(queues) {
             return Err(format!(
-                "{what}: --threads {} needs {needed} I/O queues and the controller has {queues}",
-                plan.threads,
+                "{what}: {threads} need {needed} I/O queues and the controller has {queues}"
             ));
         }
         return Ok(());
@@ -330,12 +385,7 @@ fn enough_queues(plan: &Plan, dev: &AnyDevice) -> Result<(), String> {
     let queues = (0..needed)
         .map(|_| dev.open_queue())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| {
-            format!(
-                "{what}: --threads {} needs {needed} I/O queues on every leg: {e}",
-                plan.threads
-            )
-        })?;
+        .map_err(|e| format!("{what}: {threads} need {needed} I/O queues on every leg: {e}"))?;
     drop(queues);
     Ok(())
 }
@@ -347,11 +397,13 @@ fn serve_fs(
     signals: EndSignals,
 ) -> Result<(), String> {
     let notifier = Arc::new(OnceLock::new());
+    let ring_init = Arc::new(ring::Init::new(plan.ring.is_some()));
     let filesystem = fuse::PollFs::new(
         server::Server::new(fs.clone()),
         plan.cache_mode,
         notifier.clone(),
-    );
+    )
+    .with_ring(ring_init.clone());
     let mut cfg = fuser::Config::default();
     // The source shown in /proc/mounts; mount(2) options are
     // comma-separated, so a device name with a comma or a space is not
@@ -366,7 +418,7 @@ fn serve_fs(
     if plan.options.allow_other {
         cfg.acl = SessionACL::All;
     }
-    cfg.n_threads = Some(plan.threads);
+    cfg.n_threads = Some(plan.dev_fuse_threads());
     cfg.clone_fd = true;
     let session = fuser::Session::new(filesystem, &plan.mountpoint, &cfg)
         .map_err(|e| format!("cannot mount on {}: {e}", plan.mountpoint.display()))?;
@@ -376,19 +428,59 @@ fn serve_fs(
     let registration = umount::Registration::new(&plan.mountpoint)
         .map_err(|e| eprintln!("pollfs: `pollfs umount` will not wait for this mount: {e}"))
         .ok();
-    ready.done(plan);
     let mountpoint = plan.mountpoint.clone();
     std::thread::Builder::new()
         .name("pollfs-signals".into())
         .spawn(move || unmount_on_signal(&signals, &mountpoint))
         .map_err(|e| format!("cannot start the signal thread: {e}"))?;
-    let served = match session.run() {
+    let mut counts = None;
+    let mut refused = None;
+    let served = session.run_with(|dispatcher| {
+        // The ring's queues register before the caller hears that the
+        // mount is there, so that its requests take the ring.
+        let capacity = ring_capacity();
+        let started = ring::start(&dispatcher, plan.ring, &ring_init, capacity);
+        counts = Some(started.counts);
+        let via = match (started.in_use, plan.ring) {
+            (Ok(()), Some(r)) => Via::Ring(r.queues),
+            (Err(why), _) if plan.uring == options::Uring::On => {
+                refused = Some(format!(
+                    "--uring on: FUSE over io_uring is not in use: {why}"
+                ));
+                // Nothing has used the mount yet: take it away, and the
+                // threads end.
+                if let Err(e) = sys::unmount(&plan.mountpoint, false) {
+                    eprintln!("pollfs: cannot unmount {}: {e}", plan.mountpoint.display());
+                }
+                Via::DevFuse(plan.dev_fuse_threads())
+            }
+            (Err(why), Some(_)) => {
+                eprintln!(
+                    "pollfs: FUSE over io_uring is not in use ({why}); one thread reads /dev/fuse"
+                );
+                Via::DevFuse(plan.dev_fuse_threads())
+            }
+            (_, None) => Via::DevFuse(plan.dev_fuse_threads()),
+        };
+        if refused.is_none() {
+            ready.done(plan, via);
+        }
+        Ok(started.threads)
+    });
+    let served = match served {
         // A serving thread whose read of /dev/fuse raced the unmount's
         // abort of the connection gets ECONNABORTED instead of ENODEV:
         // the session ended either way.
         Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(()),
         other => other,
     };
+    if let Some(counts) = counts {
+        let (ring, dev_fuse, eio) = counts.get();
+        eprintln!(
+            "pollfs: served {ring} requests over io_uring ({eio} answered EIO as malformed) \
+             and {dev_fuse} over /dev/fuse"
+        );
+    }
     // Every handle is closed now; sync everything and checkpoint, so the
     // next mount replays nothing.
     let unmounted = fs
@@ -396,11 +488,19 @@ fn serve_fs(
         .map_err(|e| format!("{}: unmount: {e}", plan.device_text));
     let outcome = served
         .map_err(|e| format!("serving {}: {e}", plan.mountpoint.display()))
-        .and(unmounted);
+        .and(unmounted)
+        .and(refused.map_or(Ok(()), Err));
     if let Some(r) = registration {
         r.finish(&outcome);
     }
     outcome
+}
+
+/// The payload buffer of a ring entry: the kernel's `max_payload_sz`,
+/// the largest of FUSE_MIN_READ_BUFFER (8 KiB), max_write and max_pages
+/// pages, which init sets from [`fuse::MAX_IO`].
+fn ring_capacity() -> usize {
+    (fuse::MAX_IO as usize).max(8192)
 }
 
 /// Waits for SIGINT, SIGTERM or SIGHUP and unmounts: at once if nothing

@@ -3,9 +3,9 @@
 //!
 //! Kernel flags (`ro`, `nosuid`, ...) go to mount(2); `allow_other` lets
 //! every user in (the kernel checks each request against the inode's mode,
-//! owner and group: `default_permissions` is always on); `cache=` and
-//! `threads=` and `cache_mode=` set what `--cache`, `--threads` and
-//! `--cache-mode` set; the options that
+//! owner and group: `default_permissions` is always on); `cache=`,
+//! `threads=`, `cache_mode=` and `uring=` set what `--cache`, `--threads`,
+//! `--cache-mode` and `--uring` set; the options that
 //! only mount(8), systemd or fstab read are accepted and ignored. A later
 //! option overrides an earlier one, as with mount(8).
 
@@ -35,6 +35,30 @@ impl CacheMode {
     }
 }
 
+/// Whether requests come over io_uring (docs/design.md, "FUSE over
+/// io_uring").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Uring {
+    /// The ring where the kernel offers it, else `/dev/fuse`.
+    Auto,
+    /// The ring, or the mount fails.
+    On,
+    /// `/dev/fuse` only.
+    Off,
+}
+
+impl Uring {
+    /// The choice `--uring` or `-o uring=` names.
+    pub fn parse(s: &str) -> Option<Uring> {
+        match s {
+            "auto" => Some(Uring::Auto),
+            "on" => Some(Uring::On),
+            "off" => Some(Uring::Off),
+            _ => None,
+        }
+    }
+}
+
 /// What the options ask for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Options {
@@ -58,6 +82,8 @@ pub struct Options {
     pub threads: Option<usize>,
     /// `cache_mode=kernel|direct`, overriding `--cache-mode`.
     pub cache_mode: Option<CacheMode>,
+    /// `uring=auto|on|off`, overriding `--uring`.
+    pub uring: Option<Uring>,
 }
 
 impl Default for Options {
@@ -72,6 +98,7 @@ impl Default for Options {
             cache: None,
             threads: None,
             cache_mode: None,
+            uring: None,
         }
     }
 }
@@ -133,11 +160,14 @@ impl Options {
                     } else if let Some(v) = opt.strip_prefix("cache_mode=") {
                         o.cache_mode =
                             Some(CacheMode::parse(v).ok_or_else(|| bad("kernel or direct"))?);
+                    } else if let Some(v) = opt.strip_prefix("uring=") {
+                        o.uring = Some(Uring::parse(v).ok_or_else(|| bad("auto, on or off"))?);
                     } else {
                         return Err(bad(
                             "unknown option (known: ro, rw, allow_other, noatime, nosuid, suid, \
                              noexec, exec, nodev, sync, async, dirsync, default_permissions, \
-                             cache=SIZE, threads=N, cache_mode=kernel|direct)",
+                             cache=SIZE, threads=N, cache_mode=kernel|direct, \
+                             uring=auto|on|off)",
                         ));
                     }
                 }
@@ -189,10 +219,11 @@ mod tests {
     fn options_read_in_order_and_the_later_one_wins() {
         let o = Options::parse(&[
             "ro,allow_other,cache_mode=kernel",
-            "rw,noexec,cache=64m,threads=2,cache_mode=direct",
+            "rw,noexec,cache=64m,threads=2,cache_mode=direct,uring=on,uring=off",
         ])
         .unwrap();
         assert!(!o.read_only && o.allow_other && !o.exec);
+        assert_eq!(o.uring, Some(Uring::Off));
         assert_eq!(o.cache_mode, Some(CacheMode::Direct));
         assert_eq!(o.cache.as_deref(), Some("64m"));
         assert_eq!(o.threads, Some(2));
@@ -215,6 +246,9 @@ mod tests {
         assert!(Options::parse(&["cache_mode=both"])
             .unwrap_err()
             .contains("kernel or direct"));
+        assert!(Options::parse(&["uring=yes"])
+            .unwrap_err()
+            .contains("auto, on or off"));
         assert!(Options::parse(&["allow_root"])
             .unwrap_err()
             .contains("allow_other"));
