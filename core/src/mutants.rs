@@ -1,7 +1,8 @@
-//! Planted bugs, for proving that the race tests have teeth (feature
-//! `mutants`, never in a release build). Each switch re-introduces a bug
-//! that kernel filesystems have shipped; a test turns one on and checks that
-//! the race harness catches it.
+//! Planted bugs, for proving that the race and crash tests have teeth
+//! (feature `mutants`, never in a release build). Each switch re-introduces
+//! a bug that kernel filesystems have shipped; a test turns one on and
+//! checks that the race harness (or, for a durability bug, the crash
+//! harness) catches it.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -23,6 +24,11 @@ pub enum Mutant {
     /// waits for it while keeping its own, and two syncs can wait for each
     /// other forever.
     SyncHoldsWriteback = 16,
+    /// The background write-home retires a logged page (stages its home
+    /// record) once its write completes, without FUA or a flush: a crash
+    /// can keep the home record and lose the write, and with it the synced
+    /// bytes (found by the crash tests, not the race harness).
+    HomeBeforeDurable = 32,
 }
 
 static ACTIVE: AtomicU32 = AtomicU32::new(0);

@@ -5,6 +5,7 @@
 //! 512-byte boundary.
 
 pub mod files;
+pub mod run;
 
 use std::sync::{Arc, Mutex};
 
