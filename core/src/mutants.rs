@@ -1,7 +1,7 @@
-//! Planted bugs, for proving that the race tests have teeth (feature
-//! `mutants`, never in a release build). Each switch re-introduces a bug
-//! that kernel filesystems have shipped; a test turns one on and checks that
-//! the race harness catches it.
+//! Planted bugs, for proving that the race and crash tests have teeth
+//! (feature `mutants`, never in a release build). Each switch re-introduces
+//! a bug that kernel filesystems or md have shipped or could; a test turns
+//! one on and checks that a harness catches it.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -23,6 +23,13 @@ pub enum Mutant {
     /// waits for it while keeping its own, and two syncs can wait for each
     /// other forever.
     SyncHoldsWriteback = 16,
+    /// A mirror write goes to the legs without marking its regions in the
+    /// write-intent bitmap, so a leg that misses it is not copied there
+    /// when it returns.
+    BitmapSkipsMark = 32,
+    /// A mirror clears bitmap regions without flushing the legs first, so
+    /// a crash can leave a region clean that the legs hold differently.
+    BitmapClearsBeforeFlush = 64,
 }
 
 static ACTIVE: AtomicU32 = AtomicU32::new(0);
