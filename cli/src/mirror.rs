@@ -120,6 +120,19 @@ pub fn render(what: &str, s: &MirrorStatus, block_size: u32, legs: &[Leaf]) -> S
         s.generation,
         if s.dirty { "not closed cleanly" } else { "clean" },
     );
+    out.push_str(&format!(
+        "write-intent bitmap: {} of {} regions of {} dirty (a returning leg is copied there only)\n",
+        s.dirty_regions,
+        s.regions,
+        show_bytes(s.region_bytes),
+    ));
+    if s.resync_copied > 0 {
+        out.push_str(&format!(
+            "resync copied {} of the mirror's {}\n",
+            show_bytes(s.resync_copied * u64::from(block_size)),
+            show_bytes(bytes),
+        ));
+    }
     for (i, ((state, errors), leaf)) in s.legs.iter().zip(legs).enumerate() {
         let note = match state {
             LegState::Stale if s.dirty => " (copied from a leg in sync at the next writable open)",
