@@ -188,6 +188,10 @@ fn control_fanout<D: BlockDevice>(legs: &[D]) -> Fanout<D::Queue> {
     Fanout::new(legs.iter().map(|l| l.open_queue().ok()).collect())
 }
 
+/// What a leg's two header copies hold: its newest intact header, or
+/// the version of a newer format if a copy was written by one.
+type Found = Result<Header, Option<u32>>;
+
 /// Reads both header copies of every leg through the frames from `first`
 /// on; returns each leg's newest intact header.
 fn read_headers<D: BlockDevice>(
@@ -196,7 +200,7 @@ fn read_headers<D: BlockDevice>(
     fanout: &mut Fanout<D::Queue>,
     clock: fn() -> Nanos,
     idle: fn(),
-) -> Vec<Option<Header>> {
+) -> Vec<Found> {
     let bpp = u64::from(PAGE_SIZE as u32 / shape.block_size);
     let first = shape.reserved.start + legs.len() as u32;
     let frames: Vec<FrameId> = (first..first + 2 * legs.len() as u32)
@@ -219,13 +223,22 @@ fn read_headers<D: BlockDevice>(
     let mut block = [0u8; PAGE_SIZE];
     (0..legs.len())
         .map(|leg| {
+            let mut newer = None;
             (0..2)
                 .filter(|c| results[2 * leg + c].is_ok())
                 .filter_map(|c| {
                     arena.read(frames[2 * leg + c], 0, &mut block).ok()?;
-                    Header::decode(&block).ok()
+                    match Header::decode(&block) {
+                        Ok(h) => Some(h),
+                        Err(header::HeaderError::Version(v)) => {
+                            newer = Some(v);
+                            None
+                        }
+                        Err(_) => None,
+                    }
                 })
                 .max_by_key(|h| h.generation)
+                .ok_or(newer)
         })
         .collect()
 }
@@ -283,7 +296,15 @@ impl<D: BlockDevice> Mirror<D> {
     ) -> Result<Mirror<D>, VolumeError> {
         let shape = shape(&legs)?;
         let mut fanout = control_fanout(&legs);
-        let headers = read_headers(&legs, &shape, &mut fanout, clock, idle);
+        let found = read_headers(&legs, &shape, &mut fanout, clock, idle);
+        let newer = found.iter().enumerate().find_map(|(leg, f)| match f {
+            Err(Some(version)) => Some((leg, *version)),
+            _ => None,
+        });
+        if let Some((leg, version)) = newer {
+            return Err(VolumeError::NewerFormat { leg, version });
+        }
+        let headers: Vec<Option<Header>> = found.into_iter().map(Result::ok).collect();
         let assembly = assemble(&headers, options.prefer)?;
         let bpp = u64::from(PAGE_SIZE as u32 / shape.block_size);
         if assembly.block_size != shape.block_size {
@@ -311,7 +332,8 @@ impl<D: BlockDevice> Mirror<D> {
     ) -> Result<Vec<Option<Header>>, VolumeError> {
         let shape = shape(legs)?;
         let mut fanout = control_fanout(legs);
-        Ok(read_headers(legs, &shape, &mut fanout, clock, idle))
+        let found = read_headers(legs, &shape, &mut fanout, clock, idle);
+        Ok(found.into_iter().map(Result::ok).collect())
     }
 
     fn start(

@@ -485,3 +485,28 @@ fn a_leg_out_at_a_restart_is_still_copied_only_where_it_was_written() {
     assert_eq!(m.status().resync_copied, 256 * 8, "one region of 256 pages");
     assert_legs_equal(&rams, &m);
 }
+
+#[test]
+fn a_header_of_a_newer_format_is_refused_by_name() {
+    let (legs, plans, rams) = legs(4096);
+    let m = Mirror::create(legs, 13, OpenOptions::default(), clock, idle).unwrap();
+    m.close(clock, idle).unwrap();
+    // Both of leg 1's copies rewritten as format 3.
+    let pages = LEG_BYTES / PAGE_SIZE as u64;
+    for page in pages - HEADER_PAGES..pages {
+        let mut b = [0u8; PAGE_SIZE];
+        rams[1].read_raw(page * PAGE_SIZE as u64, &mut b);
+        b[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let crc = crate::persist::format::crc32c(&[&b[..56], &b[60..]]);
+        b[56..60].copy_from_slice(&crc.to_le_bytes());
+        rams[1].write_raw(page * PAGE_SIZE as u64, &b);
+    }
+    let e = Mirror::open(
+        legs_again(&rams, &plans),
+        OpenOptions::default(),
+        clock,
+        idle,
+    )
+    .err();
+    assert_eq!(e, Some(VolumeError::NewerFormat { leg: 1, version: 3 }));
+}
