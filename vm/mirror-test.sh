@@ -8,10 +8,12 @@
 # are named with a 5 s reconnect window) and go on syncing; it is then killed with SIGKILL. With the port back, `pollfs
 # mirror status` (another process, from the headers) shows leg 1 failed;
 # every synced chunk is read back from leg 0; `pollfs mirror rejoin` copies
-# leg 1 back; the two backing files are byte-equal over the mirror's data
+# leg 1 back, only in the regions its write-intent bitmap marked (the
+# copy size is printed, COPY-SIZE); the two backing files are byte-equal over the mirror's data
 # (everything but the last two pages, the per-leg headers, which must
 # agree on everything but the leg's own position); leg 0 is then dropped
-# and every synced chunk read back from leg 1 alone; leg 0 rejoins, the
+# and every synced chunk read back from leg 1 alone; leg 0 rejoins (copied
+# only where that read's mount and unmount wrote, printed), the
 # legs are compared again, and `pollfs fsck` passes.
 #
 # Exit status 0 only when every step passed. Usage: bash vm/mirror-test.sh
@@ -107,10 +109,17 @@ grep -q '^leg 0 .*: in sync$' /tmp/status || fail "leg 0 not in sync"
 step "every synced chunk, read from leg 0"
 /bin/mirror_check verify "$U0" "$U1" "$last" || fail "synced data after the kill"
 
+grep -q 'bitmap: [1-9][0-9]* of 64 regions' /tmp/status || fail "no region marked while leg 1 was out"
+
 step "rejoin leg 1 (waits for the resync)"
 t0=$(cut -d' ' -f1 /proc/uptime)
-/bin/pollfs mirror rejoin "$M" 1 || fail "rejoin 1"
+/bin/pollfs mirror rejoin "$M" 1 > /tmp/rejoin || fail "rejoin 1"
 echo "rejoin took $t0 .. $(cut -d' ' -f1 /proc/uptime) s of uptime"
+cat /tmp/rejoin
+copied="$(sed -n 's/^resync copied \(.*\) of the mirror.*/\1/p' /tmp/rejoin)"
+[ -n "$copied" ] || fail "the rejoin reports no copy"
+[ "$copied" != "64.0 MiB" ] || fail "leg 1 was copied whole"
+echo "COPY-SIZE: leg 1 away for $((last + 1 - at)) synced chunks of 64 KiB: $copied copied of 64 MiB ($(grep 'bitmap:' /tmp/status))"
 status
 [ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a leg out of sync after the rejoin"
 grep -q 'clean$' /tmp/status || fail "the mirror is not clean after the rejoin"
@@ -122,8 +131,12 @@ status
 grep -q '^leg 0 .*: failed' /tmp/status || fail "leg 0 not recorded failed"
 /bin/mirror_check verify "$U0" "$U1" "$last" || fail "synced data on leg 1"
 
-step "rejoin leg 0"
-/bin/pollfs mirror rejoin "$M" 0 || fail "rejoin 0"
+step "rejoin leg 0 (away while the check above mounted the filesystem)"
+/bin/pollfs mirror rejoin "$M" 0 > /tmp/rejoin || fail "rejoin 0"
+cat /tmp/rejoin
+copied="$(sed -n 's/^resync copied \(.*\) of the mirror.*/\1/p' /tmp/rejoin)"
+[ "$copied" != "64.0 MiB" ] || fail "leg 0 was copied whole"
+echo "COPY-SIZE: leg 0 away during one mount and unmount: ${copied:-nothing} copied of 64 MiB"
 status
 [ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a leg out of sync after the second rejoin"
 legs_equal "after the second resync"

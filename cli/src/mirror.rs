@@ -328,6 +328,19 @@ pub fn render(what: &str, s: &Status) -> String {
         s.generation,
         if s.dirty { "open or not closed cleanly" } else { "clean" },
     );
+    out.push_str(&format!(
+        "write-intent bitmap: {} of {} regions of {} dirty (a returning leg is copied there only)\n",
+        s.dirty_regions,
+        s.regions,
+        show_bytes(s.region_bytes),
+    ));
+    if s.resync_copied > 0 {
+        out.push_str(&format!(
+            "resync copied {} of the mirror's {}\n",
+            show_bytes(s.resync_copied * u64::from(block_size)),
+            show_bytes(bytes),
+        ));
+    }
     for (i, leg) in s.legs.iter().enumerate() {
         let state = match leg.state {
             LegWire::InSync => "in sync".to_string(),

@@ -1,8 +1,7 @@
 //! Planted bugs, for proving that the race and crash tests have teeth
 //! (feature `mutants`, never in a release build). Each switch re-introduces
-//! a bug that kernel filesystems have shipped; a test turns one on and
-//! checks that the race harness (or, for a durability bug, the crash
-//! harness) catches it.
+//! a bug that kernel filesystems or md have shipped or could; a test turns
+//! one on and checks that a harness catches it.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -29,6 +28,13 @@ pub enum Mutant {
     /// can keep the home record and lose the write, and with it the synced
     /// bytes (found by the crash tests, not the race harness).
     HomeBeforeDurable = 32,
+    /// A mirror write goes to the legs without marking its regions in the
+    /// write-intent bitmap, so a leg that misses it is not copied there
+    /// when it returns.
+    BitmapSkipsMark = 64,
+    /// A mirror clears bitmap regions without flushing the legs first, so
+    /// a crash can leave a region clean that the legs hold differently.
+    BitmapClearsBeforeFlush = 128,
 }
 
 static ACTIVE: AtomicU32 = AtomicU32::new(0);

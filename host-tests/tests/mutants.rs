@@ -6,6 +6,7 @@
 
 use pollfs_core::mutants::{self, Mutant};
 use pollfs_host_tests::crash::{files, run};
+use pollfs_host_tests::crash::bitmap;
 use pollfs_host_tests::sched::{self, Options};
 
 /// Seeds tried per mutant before giving up.
@@ -99,6 +100,22 @@ fn every_mutant_is_found() {
                 .count();
             mutants::set(m, false);
             println!("{m:?}: {hits} of {n} seeds fail");
+        }
+    }
+}
+
+/// The mirror's bitmap bugs, found by its crash test
+/// (`tests/crash_bitmap.rs` passes the same workload with none planted).
+/// They touch only the mirror, which the race harness above never uses.
+#[test]
+fn bitmap_mutants_are_found_by_the_crash_test() {
+    for m in [Mutant::BitmapSkipsMark, Mutant::BitmapClearsBeforeFlush] {
+        mutants::set(m, true);
+        let found = bitmap::run(&bitmap::workload()).and_then(|run| bitmap::check(&run, 1));
+        mutants::set(m, false);
+        match found {
+            Err(report) => println!("{m:?}: {report}"),
+            Ok(n) => panic!("{m:?} not found in {n} crash states"),
         }
     }
 }

@@ -82,6 +82,14 @@ pub enum VolumeError {
         /// The leg, by position.
         leg: usize,
     },
+    /// A leg's header was written by a newer format of pollfs than this
+    /// one reads.
+    NewerFormat {
+        /// The leg, by position.
+        leg: usize,
+        /// The header's format version.
+        version: u32,
+    },
     /// A leg's header belongs to another mirror, or names another position
     /// or shape than the others.
     Foreign {
@@ -128,6 +136,12 @@ impl fmt::Display for VolumeError {
             ),
             VolumeError::Leg { leg, error } => write!(f, "leg {leg}: {error}"),
             VolumeError::NotAMirror { leg } => write!(f, "leg {leg} holds no mirror header"),
+            VolumeError::NewerFormat { leg, version } => write!(
+                f,
+                "leg {leg}'s mirror header is format {version}, newer than this pollfs reads \
+                 (up to {}): open the mirror with a newer pollfs",
+                header::VERSION
+            ),
             VolumeError::Foreign { leg, field } => write!(
                 f,
                 "leg {leg} belongs to another mirror or position ({field} differs)"

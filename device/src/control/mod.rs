@@ -108,6 +108,18 @@ pub struct Status {
     pub broken: bool,
     /// Each leg, by position.
     pub legs: Vec<LegStatus>,
+    /// The write-intent bitmap: bytes per region.
+    #[serde(default)]
+    pub region_bytes: u64,
+    /// Regions in the mirror.
+    #[serde(default)]
+    pub regions: u32,
+    /// Regions marked (a returning leg is copied there only).
+    #[serde(default)]
+    pub dirty_regions: u32,
+    /// Blocks resyncs have written to legs since the mirror was opened.
+    #[serde(default)]
+    pub resync_copied: u64,
 }
 
 /// One leg's state.
@@ -171,6 +183,10 @@ impl Status {
             dirty: s.dirty,
             broken: s.broken,
             legs,
+            region_bytes: s.region_bytes,
+            regions: s.regions,
+            dirty_regions: s.dirty_regions,
+            resync_copied: s.resync_copied,
         }
     }
 

@@ -4,6 +4,7 @@
 //! in another order, a subset applied, or the write in flight torn at a
 //! 512-byte boundary.
 
+pub mod bitmap;
 pub mod files;
 pub mod run;
 

@@ -16,10 +16,18 @@
 //!   from, but reading both would mix two states, so one leg in sync is
 //!   chosen as the source (the caller's preference, or the first) and the
 //!   others become stale, to be copied from it before they serve reads.
+//!
+//! And for the write-intent bitmap (`bitmap.rs`): the mirror's bitmap is
+//! the union of every leg's (a crash can leave one leg's header a
+//! generation ahead of another's; a region set in either may differ), and
+//! a leg not in sync is *covered* (copied only in the bitmap's regions)
+//! if its own header carries a bitmap, says the leg was in sync, and is of
+//! a generation the newest bitmap records (`since`). Otherwise (a version
+//! 1 mirror, a leg that was mid-copy or never in sync) it is copied whole.
 
 use alloc::vec::Vec;
 
-use super::super::header::{Header, Recorded};
+use super::super::header::{Bitmap, Header, Recorded};
 use super::super::{VolumeError, MAX_LEGS};
 use super::LegState;
 
@@ -38,6 +46,12 @@ pub struct Assembly {
     pub table: [Recorded; MAX_LEGS],
     /// The newest header says the mirror was not closed cleanly.
     pub dirty: bool,
+    /// The union of the legs' bitmaps, with the newest header's region
+    /// size and `since` (`None`: the newest header has no bitmap).
+    pub bitmap: Option<Bitmap>,
+    /// Bit per leg not in sync whose resync may copy only the bitmap's
+    /// regions.
+    pub covered: u32,
 }
 
 /// Assembles a mirror from each leg's newest intact header (`None`: none
@@ -118,6 +132,25 @@ pub fn assemble(
             }
         }
     }
+    let bitmap = newest.bitmap.map(|mut union| {
+        for other in found.iter().filter_map(|h| h.bitmap) {
+            if other.shift == union.shift {
+                for (u, o) in union.bits.iter_mut().zip(other.bits) {
+                    *u |= o;
+                }
+            }
+        }
+        union
+    });
+    let covered = (0..legs)
+        .filter(|&leg| table[leg] != Recorded::InSync)
+        .filter(|&leg| {
+            let own = &found[leg];
+            matches!((bitmap, own.bitmap), (Some(b), Some(o)) if o.shift == b.shift
+                && own.generation >= b.since
+                && own.table[leg] == Recorded::InSync)
+        })
+        .fold(0u32, |m, leg| m | 1 << leg);
     Ok(Assembly {
         uuid: newest.uuid,
         generation: newest.generation,
@@ -125,6 +158,8 @@ pub fn assemble(
         block_size: newest.block_size,
         table,
         dirty: newest.dirty,
+        bitmap,
+        covered,
     })
 }
 
@@ -145,6 +180,7 @@ mod tests {
             index,
             dirty,
             table,
+            bitmap: Some(Bitmap::empty(8, 0)),
         })
     }
 
@@ -242,5 +278,48 @@ mod tests {
         assert_eq!(assemble(&[], None), Err(VolumeError::NoLegs));
         let h = [good, header(1, 3, false, &[InSync, InSync])];
         assert_eq!(assemble(&h, Some(2)), Err(VolumeError::NoSuchLeg));
+    }
+
+    #[test]
+    fn the_bitmap_is_the_union_and_only_legs_that_left_in_sync_are_covered() {
+        let with_bits = |h: Option<Header>, byte: u8, since: u64| {
+            h.map(|mut h| {
+                let mut b = Bitmap::empty(8, since);
+                b.bits[0] = byte;
+                h.bitmap = Some(b);
+                h
+            })
+        };
+        // A crash: leg 0's header a generation ahead (region 0 cleared
+        // there), leg 1's still has it. The union keeps it.
+        let h = [
+            with_bits(header(0, 6, true, &[InSync, InSync]), 0b10, 1),
+            with_bits(header(1, 5, true, &[InSync, InSync]), 0b11, 1),
+        ];
+        let a = assemble(&h, None).unwrap();
+        assert_eq!(a.bitmap.map(|b| b.bits[0]), Some(0b11));
+        assert_eq!(a.covered, 0b10, "leg 1 left in sync at generation 5");
+        // Left before the bitmap's records begin: copied whole.
+        let h = [
+            with_bits(header(0, 6, true, &[InSync, Failed]), 0, 6),
+            with_bits(header(1, 5, true, &[InSync, InSync]), 0, 1),
+        ];
+        assert_eq!(assemble(&h, None).unwrap().covered, 0);
+        // Its own header says it was being copied: copied whole.
+        let h = [
+            with_bits(header(0, 6, true, &[InSync, Stale]), 0, 1),
+            with_bits(header(1, 6, true, &[InSync, Stale]), 0, 1),
+        ];
+        assert_eq!(assemble(&h, None).unwrap().covered, 0);
+        // A version 1 mirror has no bitmap: every return is a whole copy.
+        let mut old = [
+            header(0, 6, true, &[InSync, InSync]),
+            header(1, 6, true, &[InSync, InSync]),
+        ];
+        for h in old.iter_mut().flatten() {
+            h.bitmap = None;
+        }
+        let a = assemble(&old, None).unwrap();
+        assert_eq!((a.bitmap, a.covered), (None, 0));
     }
 }

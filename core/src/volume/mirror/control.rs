@@ -1,25 +1,38 @@
-//! The mirror's control section: writing headers when membership changes,
-//! and resyncing stale legs. It owns a queue on every leg and the frames
-//! the mirror keeps, and is advanced by [`Control::step`] from whichever
-//! queue polls while it has work (or from `Mirror::poll_control`); a step
-//! never waits, it moves each job as far as the completions allow.
+//! The mirror's control section: writing headers when membership or the
+//! write-intent bitmap changes, clearing the bitmap, and resyncing stale
+//! legs. It owns a queue on every leg and the frames the mirror keeps, and
+//! is advanced by [`Control::step`] from whichever queue polls while it has
+//! work (or from `Mirror::poll_control`); a step never waits, it moves each
+//! job as far as the completions allow.
 //!
 //! **Header writes.** When the membership generation is newer than the
-//! one on the legs, the current table is written (FUA) to every leg that
-//! is not failed. A leg that fails the write is dropped like a leg that
-//! fails a data write; if no leg in sync took it, the mirror is broken.
+//! one on the legs, or writes wait for bitmap marks, the current table and
+//! bitmap are written (FUA) to every leg that is not failed, in a new
+//! generation; one header carries every mark made since the last. A leg
+//! that fails the write is dropped like a leg that fails a data write; if
+//! no leg in sync took it, the mirror is broken.
+//!
+//! **Clearing** (lazy, once per clearing period, only while every leg is in
+//! sync): take the marked regions no write touched for a whole period and
+//! none has under way (`Bitmap::begin_clear`, after which writes to them
+//! wait), flush every leg, then unmark those still idle and write a header
+//! without them. A leg that leaves or fails the flush cancels the pass.
 //!
 //! **Resync** copies one stale leg (the target) from a leg in sync, in
 //! windows of [`WINDOW_FRAMES`] pages, from the start: announce the window
 //! (writes that overlap it park), bump the view and wait until no write
 //! routed before is still on the legs (`view`), read the window from the
 //! source, write it to the target, move the cursor past it (writes below
-//! the cursor go to the target too). At the end the target is flushed,
-//! marked in sync, and serves reads. A resync is not resumed after a
-//! restart: the leg is still stale in its header and is copied again from
-//! the start. A per-region dirty bitmap (md's write-intent bitmap) would
-//! copy only what changed, at the price of a header write before the first
-//! write to each clean region; `docs/design.md` argues the choice.
+//! the cursor go to the target too). A covered target (one that left in
+//! sync; `Members::covered`) is copied only in marked regions: a run of
+//! clean regions is announced as one window and, once the wait is over
+//! (its marks are then final: a write marks before it is routed, and no
+//! mark is cleared while a leg is out of sync), passed over without I/O.
+//! At the end the target is flushed, marked in sync, and serves reads. A
+//! resync is not resumed after a restart: the leg is still stale in its
+//! header and is copied again from the start (of its marked regions, if
+//! its own header still says it left in sync). `docs/design.md` argues the
+//! bitmap's rules.
 
 use alloc::vec::Vec;
 use core::ops::Range;
@@ -30,21 +43,56 @@ use super::super::header::{Header, Recorded};
 use super::members::MirrorEvent;
 use super::state::MirrorState;
 use crate::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena};
-use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
+use crate::units::{FrameId, Lba, Nanos};
 
 /// Pages copied per resync window.
 pub const WINDOW_FRAMES: u32 = 32;
 
 const HEADER_OP: u32 = 0;
 const RESYNC_OP: u32 = 1;
+const CLEAR_OP: u32 = 2;
 
-#[derive(Debug)]
-struct HeaderJob {
-    generation: u64,
+/// Commands out to the legs for one job, and how they went.
+#[derive(Debug, Default)]
+struct Pieces {
     outstanding: u32,
     ok: u32,
     failed: u32,
     error: Option<DevError>,
+}
+
+impl Pieces {
+    /// A piece sent to `leg` finished.
+    fn done(&mut self, leg: usize, r: Result<(), DevError>) {
+        self.outstanding = self.outstanding.saturating_sub(1);
+        match r {
+            Ok(()) => self.ok |= 1 << leg,
+            Err(e) => self.refused(leg, e),
+        }
+    }
+    /// `leg` failed a piece (or would not take it).
+    fn refused(&mut self, leg: usize, e: DevError) {
+        self.failed |= 1 << leg;
+        self.error.get_or_insert(e);
+    }
+}
+
+#[derive(Debug)]
+struct HeaderJob {
+    generation: u64,
+    /// The bitmap it carries.
+    bits: Vec<u64>,
+    pieces: Pieces,
+}
+
+/// A clearing pass waiting for its flush.
+#[derive(Debug)]
+struct Clearing {
+    /// The regions it takes (words of the bitmap).
+    regions: Vec<u64>,
+    /// The membership generation when the flush was sent.
+    sent: u64,
+    pieces: Pieces,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +110,10 @@ enum Phase {
 struct Resync {
     target: usize,
     source: usize,
+    /// Copy only the bitmap's marked regions.
+    only_marked: bool,
+    /// The window is a run of clean regions, passed over if still clean.
+    skip: bool,
     /// Sources that failed a read of this window.
     tried: u32,
     phase: Phase,
@@ -77,6 +129,9 @@ pub(crate) struct Control<Q> {
     /// Frames kept for headers (one per leg), then the resync window.
     frames: Range<u32>,
     header: Option<HeaderJob>,
+    /// A header must be written for a clearing pass that finished.
+    rewrite: bool,
+    clearing: Option<Clearing>,
     resync: Option<Resync>,
     reaped: Vec<(u32, usize, Result<(), DevError>)>,
 }
@@ -87,6 +142,8 @@ impl<Q: DeviceQueue> Control<Q> {
             fanout,
             frames,
             header: None,
+            rewrite: false,
+            clearing: None,
             resync: None,
             reaped: Vec::new(),
         }
@@ -108,53 +165,62 @@ impl<Q: DeviceQueue> Control<Q> {
         self.fanout
             .poll(now, 64, &mut |op, leg, r| reaped.push((op, leg, r)));
         for (op, leg, r) in core::mem::take(&mut self.reaped) {
-            let job = match op {
-                HEADER_OP => self
-                    .header
-                    .as_mut()
-                    .map(|h| (&mut h.outstanding, &mut h.error)),
-                _ => self
-                    .resync
-                    .as_mut()
-                    .map(|r| (&mut r.outstanding, &mut r.error)),
-            };
-            if let Some((outstanding, error)) = job {
-                *outstanding = outstanding.saturating_sub(1);
-                if let Err(e) = r {
-                    error.get_or_insert(e);
+            match op {
+                HEADER_OP => {
+                    if let Some(h) = self.header.as_mut() {
+                        h.pieces.done(leg, r);
+                    }
                 }
-            }
-            if let (HEADER_OP, Some(h)) = (op, self.header.as_mut()) {
-                match r {
-                    Ok(()) => h.ok |= 1 << leg,
-                    Err(_) => h.failed |= 1 << leg,
+                CLEAR_OP => {
+                    if let Some(c) = self.clearing.as_mut() {
+                        c.pieces.done(leg, r);
+                    }
+                }
+                _ => {
+                    if let Some(rs) = self.resync.as_mut() {
+                        rs.outstanding = rs.outstanding.saturating_sub(1);
+                        if let Err(e) = r {
+                            rs.error.get_or_insert(e);
+                        }
+                    }
                 }
             }
         }
         self.headers(shared);
+        self.clear(now, shared);
         self.resync(shared);
         let busy = self.header.is_some()
             || self.resync.is_some()
+            || self.clearing.is_some()
+            || self.rewrite
+            || shared.bitmap.pending(self.clearing_regions())
             || !shared.is_durable(shared.needed_generation())
             || !shared.members.lock().pending.is_empty();
         shared.wanted.store(busy, Release);
     }
 
     /// Finishes the header job under way, or starts one if the legs are
-    /// behind.
+    /// behind or marks wait.
     fn headers<D: BlockDevice<Queue = Q>>(&mut self, shared: &MirrorState<D>) {
         if let Some(h) = &self.header {
-            if h.outstanding > 0 {
+            if h.pieces.outstanding > 0 {
                 return;
             }
-            let (generation, ok, failed) = (h.generation, h.ok, h.failed);
-            let error = h.error.unwrap_or(DevError::Media);
-            self.header = None;
+            let (generation, ok, failed) = (h.generation, h.pieces.ok, h.pieces.failed);
+            let error = h.pieces.error.unwrap_or(DevError::Media);
+            let Some(job) = self.header.take() else {
+                return;
+            };
             let survived = ok & shared.members.lock().in_sync() != 0;
             if failed != 0 {
                 shared.legs_failed(ok, failed, error, generation);
             }
             if survived {
+                // Marks of regions being cleared stay off until the pass
+                // decides (`Bitmap::finish_clear`).
+                shared
+                    .bitmap
+                    .made_durable(&job.bits, self.clearing_regions());
                 shared.durable.fetch_max(generation, SeqCst);
                 shared
                     .members
@@ -164,21 +230,27 @@ impl<Q: DeviceQueue> Control<Q> {
                 shared.members.lock().event(MirrorEvent::Broken);
             }
         }
-        if shared.broken.load(SeqCst) || shared.is_durable(shared.needed_generation()) {
+        let marks = self.rewrite || shared.bitmap.pending(self.clearing_regions());
+        if shared.broken.load(SeqCst) || !marks && shared.is_durable(shared.needed_generation()) {
             return;
         }
-        let m = shared.members.lock();
-        let mut job = HeaderJob {
-            generation: m.generation,
-            outstanding: 0,
-            ok: 0,
-            failed: 0,
-            error: None,
-        };
+        let mut m = shared.members.lock();
+        if m.generation <= shared.durable.load(SeqCst) {
+            // Only the bitmap changed: a generation of its own, so the
+            // header goes to the other copy (a torn write leaves this one).
+            m.generation += 1;
+        }
+        self.rewrite = false;
+        let bits = shared.bitmap.snapshot();
         let mut writes = Vec::new();
         for leg in (0..m.legs).filter(|&l| m.table[l] != Recorded::Failed) {
-            writes.push((leg, super::header_of(shared, &m, leg)));
+            writes.push((leg, super::header_of(shared, &m, leg, &bits)));
         }
+        let mut job = HeaderJob {
+            generation: m.generation,
+            bits,
+            pieces: Pieces::default(),
+        };
         drop(m);
         for (leg, h) in writes {
             let frame = FrameId(self.frames.start + leg as u32);
@@ -193,14 +265,79 @@ impl<Q: DeviceQueue> Control<Q> {
                 self.fanout.send(leg, HEADER_OP, &cmd)
             });
             match sent {
-                Ok(()) => job.outstanding += 1,
-                Err(e) => {
-                    job.failed |= 1 << leg;
-                    job.error.get_or_insert(e);
-                }
+                Ok(()) => job.pieces.outstanding += 1,
+                Err(e) => job.pieces.refused(leg, e),
             }
         }
         self.header = Some(job);
+    }
+
+    /// The regions of the clearing pass under way (none: empty).
+    fn clearing_regions(&self) -> &[u64] {
+        self.clearing.as_ref().map_or(&[][..], |c| &c.regions)
+    }
+
+    /// Moves the clearing pass on: finishes one whose flush is done (once
+    /// no header write is under way), or starts one when it is due.
+    fn clear<D: BlockDevice<Queue = Q>>(&mut self, now: Nanos, shared: &MirrorState<D>) {
+        if let Some(c) = &self.clearing {
+            if c.pieces.outstanding > 0 || self.header.is_some() {
+                return;
+            }
+            let Some(c) = self.clearing.take() else {
+                return;
+            };
+            if c.pieces.failed != 0 {
+                let error = c.pieces.error.unwrap_or(DevError::Media);
+                shared.legs_failed(c.pieces.ok, c.pieces.failed, error, c.sent);
+            }
+            // After the flush: a leg that left since may lack a write
+            // to a region of the pass (`Bitmap::finish_clear` checks that
+            // none is under way; a leg failing one leaves before the write
+            // stops counting, so this check sees it).
+            if c.pieces.failed == 0 && shared.all_in_sync() {
+                shared.bitmap.finish_clear(&c.regions);
+                self.rewrite = true;
+            } else {
+                shared.bitmap.cancel_clear(&c.regions);
+            }
+            return;
+        }
+        if now.0 < shared.clear_at.load(SeqCst) {
+            return;
+        }
+        let delay = shared.clear_delay.load(SeqCst);
+        shared.clear_at.store(now.0.saturating_add(delay), SeqCst);
+        let quiet = shared.writable
+            && !shared.closed.load(SeqCst)
+            && !shared.broken.load(SeqCst)
+            && shared.all_in_sync();
+        if !quiet {
+            return;
+        }
+        let regions = shared.bitmap.begin_clear();
+        if regions.iter().all(|&w| w == 0) {
+            return;
+        }
+        #[cfg(feature = "mutants")]
+        if crate::mutants::active(crate::mutants::Mutant::BitmapClearsBeforeFlush) {
+            shared.bitmap.finish_clear(&regions);
+            self.rewrite = true;
+            return;
+        }
+        let mut c = Clearing {
+            regions,
+            sent: shared.needed_generation(),
+            pieces: Pieces::default(),
+        };
+        for leg in 0..shared.legs.len() {
+            shared.ensure_queue(&mut self.fanout, leg);
+            match self.fanout.send(leg, CLEAR_OP, &Command::Flush) {
+                Ok(()) => c.pieces.outstanding += 1,
+                Err(e) => c.pieces.refused(leg, e),
+            }
+        }
+        self.clearing = Some(c);
     }
 
     /// Advances the resync, starting one if a stale leg waits.
@@ -247,6 +384,7 @@ impl<Q: DeviceQueue> Control<Q> {
             return;
         }
         let source = in_sync.trailing_zeros() as usize;
+        let only_marked = m.covered & 1 << target != 0;
         shared.ensure_queue(&mut self.fanout, target);
         shared.cursor.store(0, SeqCst);
         shared.window_end.store(0, SeqCst);
@@ -258,6 +396,8 @@ impl<Q: DeviceQueue> Control<Q> {
         self.resync = Some(Resync {
             target,
             source,
+            only_marked,
+            skip: false,
             tried: 0,
             phase: Phase::Next,
             window: 0..0,
@@ -290,6 +430,7 @@ impl<Q: DeviceQueue> Control<Q> {
         let mut m = shared.members.lock();
         m.generation += 1;
         m.table[r.target] = Recorded::InSync;
+        m.covered &= !(1 << r.target);
         m.event(MirrorEvent::ResyncFinished { leg: r.target });
         // In sync before the target stops being the target: a write
         // routed in between takes the target either way.
@@ -333,8 +474,14 @@ fn advance<D: BlockDevice>(
                     send(shared, fanout, r, target, &Command::Flush);
                     continue;
                 }
-                let end = (at + window_pages * bpp).min(shared.geometry.capacity);
+                let whole = (at + window_pages * bpp).min(shared.geometry.capacity);
+                let (end, skip) = if r.only_marked {
+                    plan(shared, at, whole)
+                } else {
+                    (whole, false)
+                };
                 r.window = at..end;
+                r.skip = skip;
                 shared.window_end.store(end, SeqCst);
                 let v = shared.view.fetch_add(1, SeqCst) + 1;
                 r.phase = Phase::Grace(v);
@@ -342,6 +489,20 @@ fn advance<D: BlockDevice>(
             Phase::Grace(v) => {
                 if !shared.views_at_least(v) {
                     return Outcome::Wait;
+                }
+                if r.skip {
+                    // No write routed before the window is on the legs and
+                    // writes into it park: its marks are final. Pass over
+                    // the clean regions up to the first marked one.
+                    let bits = &shared.bitmap;
+                    let size = bits.region_blocks();
+                    let span = bits.span(r.window.start, r.window.end - r.window.start);
+                    if let Some(first) = span.clone().find(|&g| bits.is_marked(g)) {
+                        r.window.end = (u64::from(first) * size).max(r.window.start);
+                    }
+                    shared.cursor.store(r.window.end, SeqCst);
+                    r.phase = Phase::Next;
+                    continue;
                 }
                 // The source must be in sync now: a leg dropped since the
                 // last window may lack writes to this one.
@@ -376,6 +537,8 @@ fn advance<D: BlockDevice>(
             },
             Phase::Write => match r.error.take() {
                 None => {
+                    let blocks = r.window.end - r.window.start;
+                    shared.copied.fetch_add(blocks, SeqCst);
                     shared.cursor.store(r.window.end, SeqCst);
                     r.tried = 0;
                     r.phase = Phase::Next;
@@ -388,6 +551,25 @@ fn advance<D: BlockDevice>(
             },
         }
     }
+}
+
+/// The next window of a resync that copies only marked regions, from
+/// `at` (no further than `whole`, a full window, when copying): the rest
+/// of `at`'s region if it is marked, or the run of clean regions from
+/// `at` (to be passed over once its marks are final).
+fn plan<D: BlockDevice>(shared: &MirrorState<D>, at: u64, whole: u64) -> (u64, bool) {
+    let bits = &shared.bitmap;
+    let size = bits.region_blocks();
+    let capacity = shared.geometry.capacity;
+    let first = (at / size) as u32;
+    if bits.is_marked(first) {
+        let region_end = (u64::from(first) + 1) * size;
+        return (whole.min(region_end), false);
+    }
+    let run_end = (first..bits.regions)
+        .find(|&g| bits.is_marked(g))
+        .map_or(capacity, |g| u64::from(g) * size);
+    (run_end.min(capacity), true)
 }
 
 /// Sends `cmd` to `leg` as a piece of the resync.
@@ -448,7 +630,6 @@ pub(crate) fn stage_header<D: BlockDevice>(
         .first()
         .ok_or(DevError::InvalidRequest)?
         .frames();
-    arena.fill(frame, 0, PAGE_SIZE, 0)?;
     arena.write(frame, 0, &h.encode())?;
     let pages = *shared.leg_pages.get(leg).ok_or(DevError::InvalidRequest)?;
     Ok(Lba(

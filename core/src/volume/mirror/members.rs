@@ -160,6 +160,13 @@ pub(crate) struct Members {
     pub joined_at: [u64; MAX_LEGS],
     /// Stale legs waiting for a resync, in order.
     pub pending: VecDeque<usize>,
+    /// The first generation the write-intent bitmap records.
+    pub since: u64,
+    /// Bit per leg not in sync: it lacks nothing outside the bitmap's
+    /// regions, so its resync copies only those. Set when a leg in sync
+    /// leaves, or at open from the leg's own header; a leg not set is
+    /// copied whole.
+    pub covered: u32,
     pub errors: [LegErrors; MAX_LEGS],
     pub events: VecDeque<MirrorEvent>,
     pub on_event: Option<fn(&MirrorEvent)>,
@@ -180,6 +187,8 @@ impl Members {
             failed_at: [0; MAX_LEGS],
             joined_at: [0; MAX_LEGS],
             pending: (0..legs).filter(|&i| table[i] == Recorded::Stale).collect(),
+            since: 0,
+            covered: 0,
             errors: [LegErrors::default(); MAX_LEGS],
             events: VecDeque::new(),
             on_event,
@@ -208,9 +217,17 @@ impl Members {
             e.last = Some(error);
         }
     }
+    /// `leg` is about to stop taking writes: if it was in sync it lacks,
+    /// from now on, only writes the bitmap records.
+    pub fn leave(&mut self, leg: usize) {
+        if self.table[leg] == Recorded::InSync {
+            self.covered |= 1 << leg;
+        }
+    }
     /// Marks `leg` failed in a new generation (the caller has checked it
     /// may fail).
     pub fn fail(&mut self, leg: usize, error: DevError) {
+        self.leave(leg);
         self.generation += 1;
         self.table[leg] = Recorded::Failed;
         self.failed_at[leg] = self.generation;
@@ -236,4 +253,13 @@ pub struct MirrorStatus {
     pub broken: bool,
     /// Per leg, by position: its state and its errors.
     pub legs: alloc::vec::Vec<(LegState, LegErrors)>,
+    /// The write-intent bitmap: bytes per region.
+    pub region_bytes: u64,
+    /// Regions in the mirror.
+    pub regions: u32,
+    /// Regions marked: written lately, or while a leg was out; a leg that
+    /// returns is copied there only.
+    pub dirty_regions: u32,
+    /// Blocks resyncs have written to legs since the mirror was opened.
+    pub resync_copied: u64,
 }

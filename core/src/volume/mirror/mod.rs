@@ -5,7 +5,9 @@
 //! - `state`: what every queue shares (`MirrorState`); routing of writes.
 //! - `queue`: [`MirrorQueue`], the hot path.
 //! - `view`: how a resync waits for writes it cannot see.
-//! - `control`: header writes and resync.
+//! - `bitmap`: the write-intent bitmap (regions that may differ between
+//!   legs, so a returning leg is copied only there).
+//! - `control`: header writes, the bitmap's clearing passes, and resync.
 //! - `replace`: a new device in place of a failed leg.
 //! - `open` (this file): putting a mirror together, closing it, and its
 //!   administration (status, rejoin, fail).
@@ -14,6 +16,7 @@
 //! one to watch and administer the mirror while a filesystem owns another.
 
 mod assemble;
+mod bitmap;
 mod control;
 mod io;
 mod members;
@@ -41,6 +44,7 @@ use super::{check_legs, VolumeError, MAX_LEGS};
 use crate::dev::{BlockDevice, Command, DevError, FrameArena, Geometry};
 use crate::sync::Mutex;
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
+use bitmap::Bitmap;
 use control::Control;
 use members::Members;
 use state::MirrorState;
@@ -206,6 +210,10 @@ fn control_fanout<D: BlockDevice>(legs: &[D]) -> Fanout<D::Queue> {
     Fanout::new(legs.iter().map(|l| l.open_queue().ok()).collect())
 }
 
+/// What a leg's two header copies hold: its newest intact header, or
+/// the version of a newer format if a copy was written by one.
+type Found = Result<Header, Option<u32>>;
+
 /// Reads both header copies of every leg through the frames from `first`
 /// on; returns each leg's newest intact header.
 fn read_headers<D: BlockDevice>(
@@ -214,7 +222,7 @@ fn read_headers<D: BlockDevice>(
     fanout: &mut Fanout<D::Queue>,
     clock: fn() -> Nanos,
     idle: fn(),
-) -> Vec<Option<Header>> {
+) -> Vec<Found> {
     let bpp = u64::from(PAGE_SIZE as u32 / shape.block_size);
     let first = shape.reserved.start + legs.len() as u32;
     let frames: Vec<FrameId> = (first..first + 2 * legs.len() as u32)
@@ -234,16 +242,25 @@ fn read_headers<D: BlockDevice>(
     }
     let results = io::run_all(fanout, &cmds, clock, idle);
     let arena = legs[0].frames();
-    let mut block = [0u8; header::LEN];
+    let mut block = [0u8; PAGE_SIZE];
     (0..legs.len())
         .map(|leg| {
+            let mut newer = None;
             (0..2)
                 .filter(|c| results[2 * leg + c].is_ok())
                 .filter_map(|c| {
                     arena.read(frames[2 * leg + c], 0, &mut block).ok()?;
-                    Header::decode(&block).ok()
+                    match Header::decode(&block) {
+                        Ok(h) => Some(h),
+                        Err(header::HeaderError::Version(v)) => {
+                            newer = Some(v);
+                            None
+                        }
+                        Err(_) => None,
+                    }
                 })
                 .max_by_key(|h| h.generation)
+                .ok_or(newer)
         })
         .collect()
 }
@@ -270,6 +287,8 @@ impl<D: BlockDevice> Mirror<D> {
             block_size: shape.block_size,
             table: [Recorded::InSync; MAX_LEGS],
             dirty: false,
+            bitmap: None,
+            covered: 0,
         };
         let fanout = control_fanout(&legs);
         Mirror::start(
@@ -299,7 +318,15 @@ impl<D: BlockDevice> Mirror<D> {
     ) -> Result<Mirror<D>, VolumeError> {
         let shape = shape(&legs)?;
         let mut fanout = control_fanout(&legs);
-        let headers = read_headers(&legs, &shape, &mut fanout, clock, idle);
+        let found = read_headers(&legs, &shape, &mut fanout, clock, idle);
+        let newer = found.iter().enumerate().find_map(|(leg, f)| match f {
+            Err(Some(version)) => Some((leg, *version)),
+            _ => None,
+        });
+        if let Some((leg, version)) = newer {
+            return Err(VolumeError::NewerFormat { leg, version });
+        }
+        let headers: Vec<Option<Header>> = found.into_iter().map(Result::ok).collect();
         let assembly = assemble(&headers, options.prefer)?;
         check_fits(&shape, &assembly)?;
         Mirror::start(legs, shape, fanout, assembly, options, clock, idle)
@@ -313,7 +340,8 @@ impl<D: BlockDevice> Mirror<D> {
     ) -> Result<Vec<Option<Header>>, VolumeError> {
         let shape = shape(legs)?;
         let mut fanout = control_fanout(legs);
-        Ok(read_headers(legs, &shape, &mut fanout, clock, idle))
+        let found = read_headers(legs, &shape, &mut fanout, clock, idle);
+        Ok(found.into_iter().map(Result::ok).collect())
     }
 
     fn start(
@@ -328,6 +356,10 @@ impl<D: BlockDevice> Mirror<D> {
         let n = legs.len();
         let mut members = Members::new(n, a.generation, a.table, options.on_event);
         members.dirty = a.dirty;
+        members.covered = a.covered;
+        // Without a bitmap on the legs (a new mirror, a version 1 one),
+        // the bitmap records from the generation this open writes.
+        members.since = a.bitmap.map_or(a.generation + 1, |b| b.since);
         let depth = legs.iter().map(|l| l.geometry().queue_depth).min();
         let max_transfer = legs.iter().map(|l| l.geometry().max_transfer).min();
         let geometry = Geometry {
@@ -340,6 +372,14 @@ impl<D: BlockDevice> Mirror<D> {
             fua: true,
         };
         let count = shape.reserved.start;
+        let bpp = geometry.blocks_per_page();
+        let shift = a
+            .bitmap
+            .map_or_else(|| header::region_shift(a.data_blocks / bpp), |b| b.shift);
+        let bitmap = Bitmap::new(shift, a.data_blocks, bpp);
+        if let Some(b) = &a.bitmap {
+            bitmap.load(b);
+        }
         let shared = Arc::new(MirrorState {
             legs,
             uuid: a.uuid,
@@ -354,6 +394,10 @@ impl<D: BlockDevice> Mirror<D> {
             view: AtomicU64::new(0),
             generation: AtomicU64::new(a.generation),
             durable: AtomicU64::new(a.generation),
+            bitmap,
+            clear_delay: AtomicU64::new(CLEAR_DELAY.0),
+            clear_at: AtomicU64::new(0),
+            copied: AtomicU64::new(0),
             wanted: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             broken: AtomicBool::new(false),
@@ -394,7 +438,11 @@ impl<D: BlockDevice> Mirror<D> {
             let legs: Vec<usize> = (0..m.legs)
                 .filter(|&l| m.table[l] != Recorded::Failed)
                 .collect();
-            let headers: Vec<Header> = legs.iter().map(|&l| header_of(shared, &m, l)).collect();
+            let bits = shared.bitmap.snapshot();
+            let headers: Vec<Header> = legs
+                .iter()
+                .map(|&l| header_of(shared, &m, l, &bits))
+                .collect();
             drop(m);
             let frames: Vec<FrameId> = legs
                 .iter()
@@ -431,6 +479,7 @@ impl<D: BlockDevice> Mirror<D> {
             }
             let Some((leg, e)) = error else {
                 shared.durable.fetch_max(generation, SeqCst);
+                shared.bitmap.made_durable(&bits, &[]);
                 return Ok(());
             };
             if !shared.legs_failed(ok, failed, e, generation) {
@@ -440,8 +489,14 @@ impl<D: BlockDevice> Mirror<D> {
     }
 }
 
-/// The header `shared`'s membership `m` gives leg `leg`.
-fn header_of<D: BlockDevice>(shared: &MirrorState<D>, m: &Members, leg: usize) -> Header {
+/// The header `shared`'s membership `m` and bitmap snapshot `bits` give
+/// leg `leg`.
+fn header_of<D: BlockDevice>(
+    shared: &MirrorState<D>,
+    m: &Members,
+    leg: usize,
+    bits: &[u64],
+) -> Header {
     Header {
         block_size: shared.geometry.block_size,
         uuid: shared.uuid,
@@ -451,6 +506,11 @@ fn header_of<D: BlockDevice>(shared: &MirrorState<D>, m: &Members, leg: usize) -
         index: leg as u8,
         dirty: m.dirty,
         table: m.table,
+        bitmap: Some(header::Bitmap {
+            shift: shared.bitmap.shift,
+            since: m.since,
+            bits: Bitmap::bits(bits),
+        }),
     }
 }
 
@@ -491,7 +551,19 @@ impl<D: BlockDevice> Mirror<D> {
             dirty: m.dirty,
             broken: s.broken.load(SeqCst),
             legs,
+            region_bytes: s.bitmap.region_blocks() * u64::from(s.geometry.block_size),
+            regions: s.bitmap.regions,
+            dirty_regions: s.bitmap.count(),
+            resync_copied: s.copied.load(SeqCst),
         }
+    }
+
+    /// Sets how long a region of the write-intent bitmap must go without
+    /// a write before it is cleared ([`CLEAR_DELAY`] by default; a region
+    /// is cleared between one and two such periods after its last write).
+    pub fn set_clear_delay(&self, delay: Nanos) {
+        self.shared.clear_delay.store(delay.0, SeqCst);
+        self.shared.clear_at.store(0, SeqCst);
     }
 
     /// The events since the last call (the most recent 64 are kept).
@@ -511,10 +583,26 @@ impl<D: BlockDevice> Mirror<D> {
 
     /// Takes a failed (or stale) leg back: it takes writes to what has
     /// been copied and is copied from the legs in sync as the mirror is
-    /// polled; it serves reads once copied and flushed.
+    /// polled; it serves reads once copied and flushed. A leg that left
+    /// in sync is copied only in the regions the write-intent bitmap has
+    /// marked since; any other is copied whole.
     pub fn rejoin(&self, leg: usize) -> Result<(), VolumeError> {
         self.check_leg(leg)?;
+        self.join(leg, false)
+    }
+
+    /// Takes a leg back to be copied whole, whatever the bitmap says: for
+    /// a new device in the leg's position.
+    pub fn rejoin_whole(&self, leg: usize) -> Result<(), VolumeError> {
+        self.check_leg(leg)?;
+        self.join(leg, true)
+    }
+
+    fn join(&self, leg: usize, whole: bool) -> Result<(), VolumeError> {
         let mut m = self.shared.members.lock();
+        if whole && m.table[leg] != Recorded::InSync {
+            m.covered &= !(1 << leg);
+        }
         match m.table[leg] {
             Recorded::InSync => Err(VolumeError::LegState {
                 leg,
@@ -549,6 +637,7 @@ impl<D: BlockDevice> Mirror<D> {
         if s.target.load(SeqCst) == leg as u32 + 1 {
             s.stop_resync();
         }
+        m.leave(leg);
         m.generation += 1;
         m.table[leg] = Recorded::Failed;
         m.failed_at[leg] = m.generation;
@@ -623,6 +712,10 @@ impl<D: BlockDevice> Mirror<D> {
                 return Err(VolumeError::Leg { leg, error: e });
             }
         }
+        if s.all_in_sync() {
+            // Every leg holds every write, flushed: nothing may differ.
+            s.bitmap.clear_all();
+        }
         self.change(|m| {
             m.dirty = false;
             m.pending.clear();
@@ -630,6 +723,10 @@ impl<D: BlockDevice> Mirror<D> {
         self.write_headers(clock, idle)
     }
 }
+
+/// How long a region of the write-intent bitmap goes without a write
+/// before it is cleared, by default (md's bitmap daemon sleeps 5 s).
+pub const CLEAR_DELAY: Nanos = Nanos(5_000_000_000);
 
 /// Pages a mirror keeps at the end of each leg for its headers.
 pub const HEADER_PAGES: u64 = header::PAGES;

@@ -3,7 +3,10 @@
 //! - Reads go to one leg in sync, round robin per queue; a leg that fails
 //!   one is counted and the read goes to the next leg in sync not yet
 //!   tried.
-//! - Writes, trims and write-zeroes are routed (`MirrorState::route`): to the
+//! - Writes, trims and write-zeroes first enter their regions of the
+//!   write-intent bitmap (`bitmap`); a write to a region whose mark is not
+//!   on the legs yet waits (`marking`) until the control section has
+//!   written it. Then they are routed (`MirrorState::route`): to the
 //!   legs in sync, plus the leg being resynced if the range is below its
 //!   cursor; a write overlapping the window being copied parks and is
 //!   routed again on a later poll. Each is registered under the view it
@@ -44,6 +47,8 @@ struct Op {
     view: Option<u64>,
     /// Generation that must be on the legs before it completes.
     hold: u64,
+    /// Counted in its bitmap regions until it completes.
+    entered: bool,
     /// The membership generation when it was routed.
     sent: u64,
 }
@@ -63,6 +68,7 @@ impl Default for Op {
             tried: 0,
             view: None,
             hold: 0,
+            entered: false,
             sent: 0,
         }
     }
@@ -98,6 +104,8 @@ pub struct MirrorQueue<D: BlockDevice> {
     shared: Arc<MirrorState<D>>,
     fanout: Fanout<D::Queue>,
     ops: Requests<Op>,
+    /// Writes waiting for their bitmap marks to reach the legs.
+    marking: Vec<u32>,
     /// Writes waiting for the resync window to move past them.
     parked: Vec<u32>,
     /// Finished on the legs, waiting for a generation to be on the legs.
@@ -125,6 +133,7 @@ impl<D: BlockDevice> MirrorQueue<D> {
             fanout: Fanout::new(queues),
             shared,
             ops: Requests::default(),
+            marking: Vec::new(),
             parked: Vec::new(),
             held: Vec::new(),
             reaped: Vec::new(),
@@ -134,7 +143,27 @@ impl<D: BlockDevice> MirrorQueue<D> {
     }
 
     fn finish(&mut self, id: u32, result: Result<(), DevError>) {
+        if let Some(op) = self.ops.get_mut(id) {
+            if core::mem::take(&mut op.entered) {
+                self.shared.bitmap.leave(op.lba.0, op.blocks);
+            }
+        }
         self.ops.finish(id, result);
+    }
+
+    /// Enters a write's bitmap regions, then routes it or keeps it until
+    /// its marks are on the legs.
+    fn enter(&mut self, id: u32) {
+        let Some(op) = self.ops.get_mut(id) else {
+            return;
+        };
+        op.entered = true;
+        if self.shared.bitmap.enter(op.lba.0, op.blocks) {
+            self.route(id)
+        } else {
+            self.shared.wanted.store(true, SeqCst);
+            self.marking.push(id);
+        }
     }
 
     /// Sends `cmd` of operation `id` to every leg in `legs` (just routed).
@@ -284,6 +313,23 @@ impl<D: BlockDevice> MirrorQueue<D> {
     /// Routes parked writes again, and completes held ones whose
     /// generation reached the legs.
     fn retry_waiting(&mut self) {
+        if !self.marking.is_empty() {
+            let broken = self.shared.broken.load(SeqCst);
+            for id in core::mem::take(&mut self.marking) {
+                let span = self.ops.get_mut(id).map(|op| (op.lba.0, op.blocks));
+                let Some((lba, blocks)) = span else {
+                    continue;
+                };
+                if broken {
+                    self.finish(id, Err(DevError::ControllerFailed));
+                } else if self.shared.bitmap.ready(lba, blocks) {
+                    self.route(id);
+                } else {
+                    self.shared.wanted.store(true, SeqCst);
+                    self.marking.push(id);
+                }
+            }
+        }
         if !self.parked.is_empty() {
             for id in core::mem::take(&mut self.parked) {
                 self.route(id);
@@ -331,14 +377,14 @@ impl<D: BlockDevice> DeviceQueue for MirrorQueue<D> {
             op.fua = *fua;
         }
         (op.outstanding, op.ok, op.failed, op.tried) = (0, 0, 0, 0);
-        (op.error, op.view, op.hold) = (None, None, 0);
+        (op.error, op.view, op.hold, op.entered) = (None, None, 0, false);
         match cmd {
             Command::Read { .. } => self.send_read(id),
             Command::Flush => {
                 let legs = self.shared.flush_legs();
                 self.send_to(id, legs)
             }
-            _ => self.route(id),
+            _ => self.enter(id),
         }
         Ok(Tag(id))
     }

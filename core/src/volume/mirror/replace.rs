@@ -8,7 +8,8 @@
 //! new device carried the oldest header of the leg it replaces: a header
 //! of generation 0 is older than any change of membership, so the leg is
 //! never taken for in sync (the rule of `assemble`). The leg is then
-//! rejoined and copied as any returning leg is.
+//! rejoined and copied whole: the write-intent bitmap says where the old
+//! leg may differ, and a new device differs everywhere.
 //!
 //! Refused: a leg in sync (fail it first: replacing it would lose the copy
 //! it holds), and a device that carries a header of this mirror at another
@@ -49,8 +50,11 @@ impl<D: BlockDevice> Mirror<D> {
             index: leg as u8,
             ..newest
         });
-        let assembly = assemble(&headers, options.prefer)?;
+        let mut assembly = assemble(&headers, options.prefer)?;
         super::check_fits(&shape, &assembly)?;
+        // A new device holds none of the mirror: it is copied whole,
+        // whatever the write-intent bitmap says of the leg it replaces.
+        assembly.covered &= !(1 << leg);
         let rejoin = assembly.table[leg] == Recorded::Failed;
         let options = OpenOptions {
             writable: true,
@@ -58,7 +62,7 @@ impl<D: BlockDevice> Mirror<D> {
         };
         let mirror = Mirror::start(legs, shape, fanout, assembly, options, clock, idle)?;
         if rejoin {
-            mirror.rejoin(leg)?;
+            mirror.rejoin_whole(leg)?;
         }
         Ok(mirror)
     }

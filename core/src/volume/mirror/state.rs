@@ -1,7 +1,8 @@
 //! The state every queue of a mirror shares.
 //!
 //! Routing reads atomics only: which legs are in sync, which leg is being
-//! resynced and how far, the view counter (`view`), and the generations.
+//! resynced and how far, the view counter (`view`), the generations, and
+//! the write-intent bitmap (`bitmap`).
 //! The rest sits behind two spin locks, both off the hot path: `members`
 //! (leg states, events) and `control` (header writes and the resync, see
 //! `control`). Lock order: `control`, then `members`, then `slots`.
@@ -14,6 +15,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use super::super::fanout::Fanout;
 use super::super::header::Recorded;
+use super::bitmap::Bitmap;
 use super::control::Control;
 use super::members::Members;
 use super::view::ViewSlot;
@@ -53,10 +55,19 @@ pub(crate) struct MirrorState<D: BlockDevice> {
     pub window_end: AtomicU64,
     /// Bumped after every change of routing the resync makes (`view`).
     pub view: AtomicU64,
-    /// `members.generation`, for the hot path.
+    /// `members.generation` as of the last change of membership, for the
+    /// hot path (a header written only for the bitmap does not move it).
     pub generation: AtomicU64,
     /// The generation on every leg that takes writes.
     pub durable: AtomicU64,
+    /// The write-intent bitmap.
+    pub bitmap: Bitmap,
+    /// How long a region must go unwritten before it is cleared (ns).
+    pub clear_delay: AtomicU64,
+    /// When the next clearing pass is due (ns of the caller's clock).
+    pub clear_at: AtomicU64,
+    /// Blocks written to legs by resyncs since the mirror was opened.
+    pub copied: AtomicU64,
     /// The control section has work.
     pub wanted: AtomicBool,
     pub closed: AtomicBool,
@@ -194,9 +205,16 @@ impl<D: BlockDevice> MirrorState<D> {
         }
     }
 
-    /// Runs the control section if it has work and nobody else is in it.
+    /// True if every leg is in sync and none is being resynced.
+    pub fn all_in_sync(&self) -> bool {
+        let all = (1u32 << self.legs.len()) - 1;
+        self.in_sync.load(SeqCst) == all && self.target.load(SeqCst) == 0
+    }
+
+    /// Runs the control section if it has work (or a clearing pass is
+    /// due) and nobody else is in it.
     pub fn try_control(&self, now: Nanos) {
-        if !self.wanted.load(Relaxed) {
+        if !self.wanted.load(Relaxed) && now.0 < self.clear_at.load(Relaxed) {
             return;
         }
         if let Some(mut c) = self.control.try_lock() {

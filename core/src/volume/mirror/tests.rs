@@ -22,9 +22,14 @@ fn idle() {}
 
 /// Two legs over one arena, each with its fault plan.
 fn legs(block_size: u32) -> (Vec<Leg>, Vec<FaultPlan>, Vec<RamDevice>) {
+    legs_of(LEG_BYTES, block_size)
+}
+
+/// Two legs of `bytes` each.
+fn legs_of(bytes: u64, block_size: u32) -> (Vec<Leg>, Vec<FaultPlan>, Vec<RamDevice>) {
     let arena = Arc::new(RamFrames::new(FRAMES));
     let rams: Vec<RamDevice> = (0..2)
-        .map(|_| RamDevice::with_arena(LEG_BYTES, block_size, arena.clone()).unwrap())
+        .map(|_| RamDevice::with_arena(bytes, block_size, arena.clone()).unwrap())
         .collect();
     let plans = vec![FaultPlan::new(), FaultPlan::new()];
     let legs = rams
@@ -183,6 +188,9 @@ fn a_write_both_legs_fail_fails_and_drops_no_leg() {
     let (legs, plans, _) = legs(512);
     let m = Mirror::create(legs, 7, OpenOptions::default(), clock, idle).unwrap();
     let mut q = m.open_queue().unwrap();
+    // Marked in the bitmap first: the next write to the region is the
+    // only write sent.
+    write(&mut q, &m, 3, 0x33).unwrap();
     plans[0].fail(CommandKind::Write, 1, DevError::Media);
     plans[1].fail(CommandKind::Write, 1, DevError::Media);
     assert_eq!(write(&mut q, &m, 4, 0x44), Err(DevError::Media));
@@ -295,10 +303,13 @@ fn a_clean_close_needs_no_resync_and_a_crash_resyncs_from_one_leg() {
     assert_eq!(states(&m), [LegState::InSync, LegState::InSync]);
     assert!(!m.poll_control(Nanos(0)), "nothing to copy");
     // Open and never closed: a crash. The legs differ in a write that was
-    // under way (leg 1 has it, leg 0 not).
+    // under way (leg 1 has it, leg 0 not); its region was marked first.
+    let mut q = m.open_queue().unwrap();
+    write(&mut q, &m, 1, 3).unwrap();
+    drop(q);
     drop(m);
     rams[1].write_raw(4096, &[7u8; 4096]);
-    for (prefer, want) in [(None, 0u8), (Some(1), 7u8)] {
+    for (prefer, want) in [(None, 3u8), (Some(1), 7u8)] {
         let options = OpenOptions {
             prefer,
             ..OpenOptions::default()
@@ -385,4 +396,117 @@ fn legs_a_mirror_cannot_use_are_refused() {
     let (blank, _, _) = legs(512);
     let e = Mirror::open(blank, OpenOptions::default(), clock, idle).err();
     assert_eq!(e, Some(VolumeError::NotAMirror { leg: 0 }));
+}
+
+/// Polls the control section `n` times (clearing passes take a few).
+fn poll_n(m: &Mirror<Leg>, n: usize) {
+    for _ in 0..n {
+        m.poll_control(Nanos(0));
+    }
+}
+
+#[test]
+fn a_leg_back_from_a_short_absence_is_copied_only_where_it_was_written() {
+    // 8 MiB legs: 8 regions of 1 MiB (256 pages).
+    let (legs, plans, rams) = legs_of(8 << 20, 4096);
+    let m = Mirror::create(legs, 11, OpenOptions::default(), clock, idle).unwrap();
+    let st = m.status();
+    assert_eq!((st.regions, st.region_bytes), (8, 1 << 20));
+    let mut q = m.open_queue().unwrap();
+    write(&mut q, &m, 0, 1).unwrap();
+    write(&mut q, &m, 3 * 256, 2).unwrap();
+    assert_eq!(m.status().dirty_regions, 2, "marked before the writes");
+    let h = Mirror::inspect(&legs_again(&rams, &plans), clock, idle).unwrap();
+    for h in h.iter().flatten() {
+        assert_eq!(h.bitmap.map(|b| b.bits[0]), Some(0b1001), "on both legs");
+    }
+    // Idle for a clearing period, flushed, written off. (The clock here
+    // stands still: with the default period no pass would come.)
+    m.set_clear_delay(Nanos(0));
+    run(&mut q, Command::Flush).unwrap();
+    poll_n(&m, 10);
+    assert_eq!(m.status().dirty_regions, 0);
+    let h = Mirror::inspect(&legs_again(&rams, &plans), clock, idle).unwrap();
+    assert!(h.iter().flatten().all(|h| h.bitmap.unwrap().count() == 0));
+    // Leg 1 leaves; what is written meanwhile stays marked.
+    m.fail_leg(1).unwrap();
+    write(&mut q, &m, 5 * 256 + 7, 3).unwrap();
+    write(&mut q, &m, 6 * 256, 4).unwrap();
+    run(&mut q, Command::Flush).unwrap();
+    poll_n(&m, 10);
+    assert_eq!(
+        m.status().dirty_regions,
+        2,
+        "not cleared while a leg is out"
+    );
+    m.rejoin(1).unwrap();
+    m.settle(clock, idle).unwrap();
+    assert_eq!(states(&m), [LegState::InSync, LegState::InSync]);
+    assert_eq!(
+        m.status().resync_copied,
+        2 * 256,
+        "two regions of 256 blocks"
+    );
+    assert_legs_equal(&rams, &m);
+    poll_n(&m, 10);
+    assert_eq!(m.status().dirty_regions, 0, "cleared once the leg is back");
+    // A new device in leg 1's position is copied whole.
+    m.fail_leg(1).unwrap();
+    write(&mut q, &m, 2, 5).unwrap();
+    m.rejoin_whole(1).unwrap();
+    m.settle(clock, idle).unwrap();
+    let whole = m.geometry().capacity;
+    assert_eq!(m.status().resync_copied, 2 * 256 + whole);
+    assert_legs_equal(&rams, &m);
+}
+
+#[test]
+fn a_leg_out_at_a_restart_is_still_copied_only_where_it_was_written() {
+    let (legs, plans, rams) = legs_of(8 << 20, 512);
+    let m = Mirror::create(legs, 12, OpenOptions::default(), clock, idle).unwrap();
+    let mut q = m.open_queue().unwrap();
+    plans[1].fail_after(0);
+    write(&mut q, &m, 4 * 256, 9).unwrap();
+    assert_eq!(states(&m), [LegState::InSync, LegState::Failed]);
+    drop(q);
+    // A crash: the mirror is not closed.
+    drop(m);
+    plans[1].heal();
+    let m = Mirror::open(
+        legs_again(&rams, &plans),
+        OpenOptions::default(),
+        clock,
+        idle,
+    )
+    .unwrap();
+    assert_eq!(m.status().dirty_regions, 1);
+    m.rejoin(1).unwrap();
+    m.settle(clock, idle).unwrap();
+    assert_eq!(m.status().resync_copied, 256 * 8, "one region of 256 pages");
+    assert_legs_equal(&rams, &m);
+}
+
+#[test]
+fn a_header_of_a_newer_format_is_refused_by_name() {
+    let (legs, plans, rams) = legs(4096);
+    let m = Mirror::create(legs, 13, OpenOptions::default(), clock, idle).unwrap();
+    m.close(clock, idle).unwrap();
+    // Both of leg 1's copies rewritten as format 3.
+    let pages = LEG_BYTES / PAGE_SIZE as u64;
+    for page in pages - HEADER_PAGES..pages {
+        let mut b = [0u8; PAGE_SIZE];
+        rams[1].read_raw(page * PAGE_SIZE as u64, &mut b);
+        b[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let crc = crate::persist::format::crc32c(&[&b[..56], &b[60..]]);
+        b[56..60].copy_from_slice(&crc.to_le_bytes());
+        rams[1].write_raw(page * PAGE_SIZE as u64, &b);
+    }
+    let e = Mirror::open(
+        legs_again(&rams, &plans),
+        OpenOptions::default(),
+        clock,
+        idle,
+    )
+    .err();
+    assert_eq!(e, Some(VolumeError::NewerFormat { leg: 1, version: 3 }));
 }
