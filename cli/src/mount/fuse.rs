@@ -38,11 +38,6 @@ const DIRECT_OPEN: FopenFlags =
 /// valid across opens (nothing but this mount writes the filesystem).
 const KERNEL_OPEN: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE;
 
-/// How directories are opened in kernel mode: the kernel keeps a
-/// listing in its cache and drops it when the directory changes through
-/// the mount.
-const KERNEL_OPENDIR: FopenFlags = FopenFlags::FOPEN_CACHE_DIR.union(FopenFlags::FOPEN_KEEP_CACHE);
-
 /// Inode numbers are never reused (pollfs hands them out in order and
 /// records the next one), so one generation serves.
 const GENERATION: Generation = Generation(0);
@@ -461,15 +456,19 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.server.opendir(FuseIno::from(ino)) {
-            Ok(fh) => reply.opened(
-                FileHandle(fh),
-                match self.mode {
-                    CacheMode::Kernel => KERNEL_OPENDIR,
-                    CacheMode::Direct => FopenFlags::empty(),
-                },
-            ),
-            Err(e) => reply.error(e),
+        match self.mode {
+            // Kernel mode wants a directory opened with FOPEN_KEEP_CACHE and
+            // FOPEN_CACHE_DIR (the kernel keeps a listing in its cache and
+            // drops it when the directory changes through the mount), which
+            // is what the kernel takes for a server without opendir; and a
+            // listing needs no handle. So ENOSYS, once: the kernel then
+            // sends no OPENDIR or RELEASEDIR again (two requests less per
+            // directory opened: `find`, `git status`).
+            CacheMode::Kernel => reply.error(Errno::ENOSYS),
+            CacheMode::Direct => match self.server.opendir(FuseIno::from(ino)) {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            },
         }
     }
 
