@@ -7,7 +7,8 @@
 # then invalidate=0 with 1, 2 and 4 jobs) and writes, 1 MiB sequential
 # reads and writes, 4 KiB writes with an fsync after each (psync, queue
 # depth 1), a 1-byte pread, 200 sqlite3 commits (WAL, synchronous=FULL),
-# `tar x` of libc's .crate then `find` and `git status` on the tree, and
+# SQLite's speedtest1 with the unix VFS (WAL; the system library's
+# default, synchronous=FULL; built by capi/scripts/sqlite.sh), `tar x` of libc's .crate then `find` and `git status` on the tree, and
 # stress-ng's metadata stressors (dentry, dir, rename, utime, chmod; 4
 # workers, 4,000 operations each). Each figure is the median of REPS
 # runs; ratios are pollfs over ext4 and over tmpfs, oriented so that
@@ -15,9 +16,11 @@
 # read from /dev/fuse (`--uring off`) and, where the kernel has FUSE over
 # io_uring (its enable_uring is turned on here), over the ring
 # (`--uring on`); URINGS="off" or "on" runs one of them.
-# Needs root, /dev/fuse, losetup, mkfs.ext4, fio, jq, sqlite3, git,
-# stress-ng, python3.
+# Needs root, /dev/fuse, losetup, mkfs.ext4, fio, jq, sqlite3 and
+# libsqlite3-dev, git, stress-ng, python3.
 # Usage: tests/mount/bench.sh [POLLFS_BINARY]   (`just mount-bench`)
+# Environment: REPS, RUNTIME (fio seconds), SIZE (fio file), THREADS,
+# MODES ("kernel direct"), ONLY (row keys, e.g. "tx st"), SPEEDTEST.
 set -euo pipefail
 POLLFS=${1:-target/release/pollfs}
 source "$(dirname "$0")/lib.sh"
@@ -33,6 +36,8 @@ fi
 # The pollfs columns: each cache mode, with each way of serving requests.
 COLS=""
 for mode in $MODES; do for u in $URINGS; do COLS+=" $mode-$u"; done; done
+# Row keys to run (e.g. ONLY="tx st"); every row if empty.
+ONLY=${ONLY:-}
 
 SHM=$(mktemp -d /dev/shm/pollfs-bench.XXXXXX)
 LOOP=""
@@ -46,6 +51,11 @@ finish() {
     rm -rf "$SHM"
 }
 trap finish EXIT
+
+SPEEDTEST=${SPEEDTEST:-$HERE/../../target/release/speedtest1}
+if [ ! -x "$SPEEDTEST" ]; then
+    "$HERE/../../capi/scripts/sqlite.sh" >/dev/null
+fi
 
 crate=$(crate_tarball libc)
 [ -n "$crate" ] || { echo "no libc .crate in cargo's cache: build the workspace first" >&2; exit 1; }
@@ -96,6 +106,13 @@ sqlite_commits() { # DIR: 200 commits, WAL, synchronous=FULL
     seconds sqlite3 "$db" <<<"$sql"
 }
 
+# DIR: speedtest1's own total (seconds), WAL, on the unix VFS.
+speedtest() {
+    rm -f "$1"/speedtest.db*
+    "$SPEEDTEST" --journal wal --size 25 "$1/speedtest.db" | awk '/TOTAL\./ { sub("s$", "", $NF); print $NF }'
+    rm -f "$1"/speedtest.db*
+}
+
 tree_x() { rm -rf "$1/tree"; mkdir "$1/tree"; seconds tar xf "$SHM/crate.tar" -C "$1/tree"; }
 tree_find() { seconds find "$1/tree" -printf '%s %m %p\n'; }
 tree_git_status() {
@@ -131,6 +148,7 @@ ROWS=(
     "fs|fio 4 KiB random write, fsync after each|IOPS|hi|fio_rate DIR randwrite 4k 1 --fsync=1"
     "pr|1-byte pread (python loop)|us|lo|pread_us DIR"
     "sq|200 sqlite3 commits, WAL, synchronous=FULL|s|lo|sqlite_commits DIR"
+    "sp|SQLite speedtest1 --size 25, WAL, synchronous=FULL|s|lo|speedtest DIR"
     "tx|tar x of $(basename "$crate")|s|lo|tree_x DIR"
     "fd|find on the tree|s|lo|tree_find DIR"
     "gs|git status on the tree|s|lo|tree_git_status DIR"
@@ -138,6 +156,8 @@ ROWS=(
 )
 
 declare -A R
+# picked KEY: whether row KEY runs.
+picked() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }
 # run_rows NAME DIR: every row on DIR, medians into R[NAME/key].
 run_rows() {
     local name=$1 dir=$2 row key cmd
@@ -146,6 +166,7 @@ run_rows() {
         --create_only=1 >/dev/null
     for row in "${ROWS[@]}"; do
         IFS='|' read -r key _ _ _ cmd <<<"$row"
+        picked "$key" || continue
         : >"$WORK/r"
         for _ in $(seq "$REPS"); do
             ${cmd//DIR/$dir} >>"$WORK/r"
@@ -201,6 +222,7 @@ echo "$head |"
 echo "$line |"
 for row in "${ROWS[@]}"; do
     IFS='|' read -r key label unit better _ <<<"$row"
+    picked "$key" || continue
     out="| $label | $unit"
     for fs in $COLS ext4 tmpfs; do out+=" | $(shown "${R[$fs/$key]}")"; done
     for col in $COLS; do

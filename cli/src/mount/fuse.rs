@@ -27,7 +27,7 @@ use pollfs_core::dev::BlockDevice;
 use super::attr::{self, Caller, FuseIno, KERNEL_TTL, TTL};
 use super::options::CacheMode;
 use super::ring;
-use super::server::{Server, SetAttr};
+use super::server::{Privs, Server, SetAttr};
 use super::xattrs::Sized;
 
 /// How files are opened in direct mode: every read and write goes to
@@ -39,11 +39,6 @@ const DIRECT_OPEN: FopenFlags =
 /// How files are opened in kernel mode: the pages the kernel holds stay
 /// valid across opens (nothing but this mount writes the filesystem).
 const KERNEL_OPEN: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE;
-
-/// How directories are opened in kernel mode: the kernel keeps a
-/// listing in its cache and drops it when the directory changes through
-/// the mount.
-const KERNEL_OPENDIR: FopenFlags = FopenFlags::FOPEN_CACHE_DIR.union(FopenFlags::FOPEN_KEEP_CACHE);
 
 /// Inode numbers are never reused (pollfs hands them out in order and
 /// records the next one), so one generation serves.
@@ -121,19 +116,33 @@ fn caller(req: &Request, umask: u32) -> Caller {
     }
 }
 
-/// The supplementary groups of process `pid` (the kernel sends only a
-/// request's fs uid and gid), from /proc; none if it has gone.
-fn groups_of(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix("Groups:")).map(|g| {
-                g.split_whitespace()
-                    .filter_map(|n| n.parse().ok())
-                    .collect()
-            })
+/// CAP_FSETID's bit in a capability set.
+const CAP_FSETID: u64 = 1 << 4;
+
+/// What the caller of `req` may keep of a file's set-id bits: its groups
+/// (the kernel sends only a request's fs uid and gid) and whether it has
+/// CAP_FSETID, from /proc; if the process has gone, its fs group only, and
+/// CAP_FSETID if it is root.
+fn privs_of(req: &Request) -> Privs {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", req.pid())).ok();
+    let field = |name: &str| {
+        status
+            .as_deref()
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix(name)))
+    };
+    let mut groups: Vec<u32> = field("Groups:")
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    groups.push(req.gid());
+    let fsetid = match field("CapEff:").map(|c| u64::from_str_radix(c.trim(), 16)) {
+        Some(Ok(caps)) => caps & CAP_FSETID != 0,
+        _ => req.uid() == 0,
+    };
+    Privs { fsetid, groups }
 }
 
 fn sized(reply: ReplyXattr, r: Result<Sized, Errno>) {
@@ -156,9 +165,15 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         // readdirplus answers a listing's lookups with it (`ls -l`, `find`);
         // AUTO lets the kernel use it only when lookups follow a listing.
         // Lookups and creates in one directory run in parallel.
+        // FUSE_HANDLE_KILLPRIV_V2: the server takes set-id bits away on
+        // write, truncate and chown (`Server::setattr`, `Server::write`),
+        // and the kernel marks the superblock SB_NOSEC, so once a file is
+        // seen to have no set-id bits and no security.capability it stops
+        // asking for that attribute (a GETXATTR) before every write(2).
         let mut wanted = InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_DO_READDIRPLUS
-            | InitFlags::FUSE_READDIRPLUS_AUTO;
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         // POSIX ACLs: the kernel checks them (default_permissions is
         // always on) and leaves the umask to the server, which applies it
         // only where no default ACL does (see `acl`).
@@ -213,7 +228,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -240,7 +255,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
             atime,
             mtime,
         };
-        match self.server.setattr(ino.into(), fh.map(|f| f.0), set) {
+        match self
+            .server
+            .setattr(ino.into(), fh.map(|f| f.0), set, || privs_of(req))
+        {
             Ok(attr) => reply.attr(&self.ttl, &attr),
             Err(e) => reply.error(e),
         }
@@ -407,13 +425,11 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        // With direct I/O the kernel leaves taking away set-user-id and
-        // set-group-id on a write to the server, and flags the writes that
-        // must (in kernel mode it takes them away itself, with a setattr,
-        // before the write reaches its cache). (Truncate and chown it does itself, with a setattr of the
-        // mode, as FUSE_HANDLE_KILLPRIV is not asked for.)
+        // The kernel leaves taking away set-user-id and set-group-id on a
+        // write to the server (FUSE_HANDLE_KILLPRIV_V2), and flags the
+        // writes that must: those by a writer without CAP_FSETID.
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
-        let in_group = |gid| gid == req.gid() || groups_of(req.pid()).contains(&gid);
+        let in_group = |gid| privs_of(req).keeps_sgid(gid);
         match self.server.write(fh.0, offset, data, kill, in_group) {
             Ok((n, privs_taken)) => {
                 if privs_taken {
@@ -470,15 +486,19 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.server.opendir(FuseIno::from(ino)) {
-            Ok(fh) => reply.opened(
-                FileHandle(fh),
-                match self.mode {
-                    CacheMode::Kernel => KERNEL_OPENDIR,
-                    CacheMode::Direct => FopenFlags::empty(),
-                },
-            ),
-            Err(e) => reply.error(e),
+        match self.mode {
+            // Kernel mode wants a directory opened with FOPEN_KEEP_CACHE and
+            // FOPEN_CACHE_DIR (the kernel keeps a listing in its cache and
+            // drops it when the directory changes through the mount), which
+            // is what the kernel takes for a server without opendir; and a
+            // listing needs no handle. So ENOSYS, once: the kernel then
+            // sends no OPENDIR or RELEASEDIR again (two requests less per
+            // directory opened: `find`, `git status`).
+            CacheMode::Kernel => reply.error(Errno::ENOSYS),
+            CacheMode::Direct => match self.server.opendir(FuseIno::from(ino)) {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(e),
+            },
         }
     }
 

@@ -24,10 +24,12 @@ pub fn errno(e: pollfs_core::Error) -> Errno {
 
 pub(super) type Res<T> = Result<T, Errno>;
 
-/// The permission bits a write by a process without CAP_FSETID leaves,
-/// if it changes them: Linux (`setattr_should_drop_suidgid`) takes
-/// set-user-id away, and set-group-id when the group may execute or the
-/// writer is not in the file's group (`in_group`, asked only then).
+/// The permission bits a write or truncate by a process without
+/// CAP_FSETID, or a chown, leaves, if it changes them: Linux
+/// (`setattr_should_drop_suidgid`, `chown_common`) takes set-user-id
+/// away, and set-group-id when the group may execute or the caller is
+/// neither in the file's group nor has CAP_FSETID (`in_group`, asked only
+/// then).
 pub fn without_privs(perm: u16, in_group: impl FnOnce() -> bool) -> Option<u16> {
     const SUID: u16 = 0o4000;
     const SGID: u16 = 0o2000;
@@ -54,6 +56,45 @@ pub struct SetAttr {
     pub atime: Option<TimeOrNow>,
     /// utimensat: the new modification time.
     pub mtime: Option<TimeOrNow>,
+}
+
+impl SetAttr {
+    /// Whether this change takes set-user-id and set-group-id away from a
+    /// non-directory, for a caller with CAP_FSETID (`fsetid`) or without.
+    /// With FUSE_HANDLE_KILLPRIV_V2 the kernel leaves that to the server
+    /// and flags such a setattr FATTR_KILL_SUIDGID, which fuser does not
+    /// pass on, so the flagged ones are told by what they carry (the
+    /// kernel drops the mode from each): a chown (owner or group given),
+    /// a truncate by a caller without CAP_FSETID, and a setattr with
+    /// nothing in it (chown(2) with neither owner nor group, or the kernel
+    /// taking the bits away before a write or fallocate by a caller
+    /// without CAP_FSETID). An explicit mode is a chmod, which keeps what
+    /// it sets.
+    fn takes_privs(&self, fsetid: bool) -> bool {
+        if self.mode.is_some() {
+            return false;
+        }
+        let chown = self.uid.is_some() || self.gid.is_some();
+        let empty = self.size.is_none() && self.atime.is_none() && self.mtime.is_none();
+        chown || empty || (self.size.is_some() && !fsetid)
+    }
+}
+
+/// What the caller of a change that can take set-id bits away may keep.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Privs {
+    /// It has CAP_FSETID.
+    pub fsetid: bool,
+    /// Its groups: the file-system group and the supplementary ones.
+    pub groups: Vec<u32>,
+}
+
+impl Privs {
+    /// Whether it keeps a file's set-group-id bit where the group may not
+    /// execute (Linux's `in_group_or_capable`) for a file of group `gid`.
+    pub fn keeps_sgid(&self, gid: u32) -> bool {
+        self.fsetid || self.groups.contains(&gid)
+    }
 }
 
 /// What `statfs` reports, in 4 KiB blocks and inodes.
@@ -109,8 +150,17 @@ impl<D: BlockDevice> Server<D> {
     /// `setattr`: the size through the file, then mode,
     /// owner and times through `Fs::set_attr`. The kernel has already
     /// checked that the caller may (`default_permissions`), and sends no
-    /// ctime: every change sets it to now.
-    pub fn setattr(&self, ino: FuseIno, fh: Option<u64>, set: SetAttr) -> Res<FileAttr> {
+    /// ctime: every change sets it to now. A chown, truncate or empty
+    /// change of a set-id file takes the bits away as Linux does
+    /// ([`without_privs`]; see `SetAttr::takes_privs`); `who` is the
+    /// caller, asked only then.
+    pub fn setattr(
+        &self,
+        ino: FuseIno,
+        fh: Option<u64>,
+        set: SetAttr,
+        who: impl FnOnce() -> Privs,
+    ) -> Res<FileAttr> {
         let ino = ino.engine();
         if let Some(size) = set.size {
             let f = match fh.and_then(|fh| self.files.get(fh)) {
@@ -123,8 +173,18 @@ impl<D: BlockDevice> Server<D> {
             TimeOrNow::SpecificTime(t) => attr::nanos(t),
             TimeOrNow::Now => attr::nanos(SystemTime::now()),
         };
+        let mut perm = set.mode.map(|m| (m & 0o7777) as u16);
+        if perm.is_none() {
+            let m = self.fs.attr(ino).map_err(errno)?;
+            if m.kind != Kind::Dir && m.perm & 0o6000 != 0 {
+                let who = who();
+                if set.takes_privs(who.fsetid) {
+                    perm = without_privs(m.perm, || who.keeps_sgid(m.gid));
+                }
+            }
+        }
         let change = pollfs_core::SetAttr {
-            perm: set.mode.map(|m| (m & 0o7777) as u16),
+            perm,
             uid: set.uid,
             gid: set.gid,
             atime: set.atime.map(when),

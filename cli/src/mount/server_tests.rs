@@ -189,7 +189,7 @@ fn a_set_group_id_directory_gives_its_group_and_the_bit_to_new_directories() {
         gid: Some(50),
         ..SetAttr::default()
     };
-    s.setattr(d, None, chgrp).unwrap();
+    s.setattr(d, None, chgrp, Privs::default).unwrap();
     let f = touch(&s, d, "f");
     assert_eq!((f.uid, f.gid, f.perm), (1000, 50, 0o644));
     let sub = s.getattr(mkdir(&s, d, "sub"), None).unwrap();
@@ -365,6 +365,65 @@ fn a_write_without_cap_fsetid_takes_suid_and_executable_sgid_away() {
 }
 
 #[test]
+fn chown_truncate_and_an_empty_setattr_take_set_id_bits_as_linux_does() {
+    let s = server();
+    let (attr, fh) = s.create(ROOT, name("t"), 0o644, 0, ME).unwrap();
+    let i = ino(&attr);
+    s.release(fh);
+    let root = || Privs {
+        fsetid: true,
+        groups: vec![0],
+    };
+    // Not in the file's group (100).
+    let user = || Privs {
+        fsetid: false,
+        groups: vec![5],
+    };
+    let chmod = |m| SetAttr {
+        mode: Some(m),
+        ..SetAttr::default()
+    };
+    let perm = |set, who: fn() -> Privs| s.setattr(i, None, set, who).unwrap().perm;
+    let chown = SetAttr {
+        uid: Some(7),
+        ..SetAttr::default()
+    };
+    let truncate = SetAttr {
+        size: Some(1),
+        ..SetAttr::default()
+    };
+    // A chown takes set-user-id away even from root, and set-group-id
+    // only where the group may execute (root is "in every group").
+    assert_eq!(
+        perm(chmod(0o6755), root),
+        0o6755,
+        "a chmod keeps what it sets"
+    );
+    assert_eq!(perm(chown, root), 0o755);
+    assert_eq!(perm(chmod(0o2745), root), 0o2745);
+    assert_eq!(perm(chown, root), 0o2745);
+    // chown(2) with neither owner nor group, or the kernel before a write
+    // by a user without CAP_FSETID: an empty setattr.
+    assert_eq!(perm(chmod(0o6755), root), 0o6755);
+    assert_eq!(perm(SetAttr::default(), root), 0o755);
+    // A truncate: by root nothing, by another user what a write takes
+    // (set-group-id without group execute too, outside the group).
+    assert_eq!(perm(chmod(0o6745), root), 0o6745);
+    assert_eq!(perm(truncate, root), 0o6745);
+    assert_eq!(perm(truncate, user), 0o745);
+    // Times alone take nothing; a directory keeps its bits.
+    assert_eq!(perm(chmod(0o4755), root), 0o4755);
+    let times = SetAttr {
+        mtime: Some(TimeOrNow::Now),
+        ..SetAttr::default()
+    };
+    assert_eq!(perm(times, user), 0o4755);
+    let d = mkdir(&s, ROOT, "d");
+    s.setattr(d, None, chmod(0o3775), root).unwrap();
+    assert_eq!(s.setattr(d, None, chown, user).unwrap().perm, 0o3775);
+}
+
+#[test]
 fn setattr_changes_size_mode_owner_and_times() {
     let s = server();
     let (attr, fh) = s.create(ROOT, name("t"), 0o644, 0, ME).unwrap();
@@ -374,8 +433,16 @@ fn setattr_changes_size_mode_owner_and_times() {
         size: Some(n),
         ..SetAttr::default()
     };
-    assert_eq!(s.setattr(i, Some(fh), size(100)).unwrap().size, 100);
-    assert_eq!(s.setattr(i, None, size(5000)).unwrap().size, 5000);
+    assert_eq!(
+        s.setattr(i, Some(fh), size(100), Privs::default)
+            .unwrap()
+            .size,
+        100
+    );
+    assert_eq!(
+        s.setattr(i, None, size(5000), Privs::default).unwrap().size,
+        5000
+    );
     assert_eq!(s.read(fh, 0, 5000).unwrap()[99..101], [1, 0]);
     let before = s.getattr(i, None).unwrap().ctime;
     let change = SetAttr {
@@ -384,7 +451,7 @@ fn setattr_changes_size_mode_owner_and_times() {
         gid: Some(8),
         ..SetAttr::default()
     };
-    let a = s.setattr(i, None, change).unwrap();
+    let a = s.setattr(i, None, change, Privs::default).unwrap();
     assert_eq!((a.perm, a.uid, a.gid), (0o4750, 7, 8));
     assert!(a.ctime >= before);
     let then = SystemTime::UNIX_EPOCH + Duration::new(1_000_000_000, 5);
@@ -394,11 +461,14 @@ fn setattr_changes_size_mode_owner_and_times() {
         ..SetAttr::default()
     };
     let start = SystemTime::now();
-    let a = s.setattr(i, None, times).unwrap();
+    let a = s.setattr(i, None, times, Privs::default).unwrap();
     assert_eq!(a.atime, then, "to the nanosecond");
     assert!(a.mtime >= start && a.mtime <= SystemTime::now());
     assert_eq!(s.lookup(ROOT, name("t")).unwrap().atime, then);
-    assert_eq!(s.setattr(ROOT, None, size(0)), Err(Errno::EISDIR));
+    assert_eq!(
+        s.setattr(ROOT, None, size(0), Privs::default),
+        Err(Errno::EISDIR)
+    );
     // A write flagged to kill privileges takes set-user-id away; one not
     // flagged (the writer has CAP_FSETID) leaves it.
     assert_eq!(s.write(fh, 0, b"x", false, |_| true).unwrap(), (1, false));
