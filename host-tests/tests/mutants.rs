@@ -5,8 +5,8 @@
 //! at a time.
 
 use pollfs_core::mutants::{self, Mutant};
-use pollfs_host_tests::crash::{files, run};
 use pollfs_host_tests::crash::bitmap;
+use pollfs_host_tests::crash::{files, run};
 use pollfs_host_tests::sched::{self, Options};
 
 /// Seeds tried per mutant before giving up.

@@ -773,7 +773,7 @@ fn an_access_acl_sets_the_bits_and_chmod_sets_the_acl() {
         mode: Some(0o604),
         ..Default::default()
     };
-    assert_eq!(s.setattr(f, None, set).unwrap().perm, 0o604);
+    assert_eq!(s.setattr(f, None, set, Privs::default).unwrap().perm, 0o604);
     let chmodded = acl_value(&[
         (1, 6, NONE),
         (2, 7, 1001),

@@ -214,6 +214,22 @@ fn control_fanout<D: BlockDevice>(legs: &[D]) -> Fanout<D::Queue> {
 /// the version of a newer format if a copy was written by one.
 type Found = Result<Header, Option<u32>>;
 
+/// Each leg's header as `read_headers` found it (`None`: no header of a
+/// mirror), or the refusal when a leg carries a header of a newer format
+/// than this build reads.
+fn known_headers(
+    found: Vec<Result<Header, Option<u32>>>,
+) -> Result<Vec<Option<Header>>, VolumeError> {
+    let newer = found.iter().enumerate().find_map(|(leg, f)| match f {
+        Err(Some(version)) => Some((leg, *version)),
+        _ => None,
+    });
+    if let Some((leg, version)) = newer {
+        return Err(VolumeError::NewerFormat { leg, version });
+    }
+    Ok(found.into_iter().map(Result::ok).collect())
+}
+
 /// Reads both header copies of every leg through the frames from `first`
 /// on; returns each leg's newest intact header.
 fn read_headers<D: BlockDevice>(
@@ -318,15 +334,7 @@ impl<D: BlockDevice> Mirror<D> {
     ) -> Result<Mirror<D>, VolumeError> {
         let shape = shape(&legs)?;
         let mut fanout = control_fanout(&legs);
-        let found = read_headers(&legs, &shape, &mut fanout, clock, idle);
-        let newer = found.iter().enumerate().find_map(|(leg, f)| match f {
-            Err(Some(version)) => Some((leg, *version)),
-            _ => None,
-        });
-        if let Some((leg, version)) = newer {
-            return Err(VolumeError::NewerFormat { leg, version });
-        }
-        let headers: Vec<Option<Header>> = found.into_iter().map(Result::ok).collect();
+        let headers = known_headers(read_headers(&legs, &shape, &mut fanout, clock, idle))?;
         let assembly = assemble(&headers, options.prefer)?;
         check_fits(&shape, &assembly)?;
         Mirror::start(legs, shape, fanout, assembly, options, clock, idle)

@@ -21,7 +21,9 @@ use alloc::vec::Vec;
 
 use super::super::header::{Header, Recorded};
 use super::super::VolumeError;
-use super::{assemble, control_fanout, read_headers, shape, LegState, Mirror, OpenOptions};
+use super::{
+    assemble, control_fanout, known_headers, read_headers, shape, LegState, Mirror, OpenOptions,
+};
 use crate::dev::BlockDevice;
 use crate::units::Nanos;
 
@@ -42,7 +44,7 @@ impl<D: BlockDevice> Mirror<D> {
         }
         let shape = shape(&legs)?;
         let mut fanout = control_fanout(&legs);
-        let mut headers = read_headers(&legs, &shape, &mut fanout, clock, idle);
+        let mut headers = known_headers(read_headers(&legs, &shape, &mut fanout, clock, idle))?;
         let newest = newest_other(&headers, leg)?;
         check_newcomer(headers[leg].as_ref(), &newest, leg)?;
         headers[leg] = Some(Header {
