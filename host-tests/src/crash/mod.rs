@@ -6,7 +6,6 @@
 
 pub mod bitmap;
 pub mod files;
-pub mod run;
 
 use std::sync::{Arc, Mutex};
 
