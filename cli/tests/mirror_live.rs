@@ -12,37 +12,12 @@ mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{pollfs, Scratch};
+use common::{can_mount, is_mounted, pollfs, wait_for, Scratch};
 
-fn can_mount() -> bool {
-    // SAFETY: geteuid cannot fail and touches no memory.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ok = root && Path::new("/dev/fuse").exists();
-    if !ok {
-        eprintln!("skipped: mounting needs root and /dev/fuse");
-    }
-    ok
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let dir = dir.to_str().unwrap();
-    info.lines()
-        .any(|l| l.split(' ').nth(4) == Some(dir) && l.contains(" - fuse.pollfs "))
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+/// How long a mount or a bench's socket may take to appear.
+const WAIT: Duration = Duration::from_secs(60);
 
 /// A mirror of two file legs, with its own control directory.
 struct Fixture {
@@ -92,7 +67,7 @@ impl Fixture {
             .spawn()
             .unwrap();
         let mut m = Mount { child, dir };
-        wait_for("the mount", || {
+        wait_for("the mount", WAIT, || {
             assert!(m.child.try_wait().unwrap().is_none(), "mount failed");
             is_mounted(&m.dir)
         });
@@ -349,7 +324,7 @@ fn a_bench_that_asks_serves_its_mirror_too() {
             .unwrap();
         text(out)
     };
-    wait_for("the bench's socket", || {
+    wait_for("the bench's socket", WAIT, || {
         assert!(bench.try_wait().unwrap().is_none(), "the bench ended early");
         let (ok, out, _) = admin(&["status"]);
         ok && out.contains("(open, live)")

@@ -16,41 +16,16 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{pollfs, spec, Scratch};
+use common::{can_mount, is_mounted, pollfs, spec, wait_for, Scratch};
 
-fn can_mount() -> bool {
-    // SAFETY: geteuid cannot fail and touches no memory.
-    let root = unsafe { libc::geteuid() } == 0;
-    let ok = root && Path::new("/dev/fuse").exists();
-    if !ok {
-        eprintln!("skipped: mounting needs root and /dev/fuse");
-    }
-    ok
-}
+/// How long a mount, an unmount or a server's end may take.
+const WAIT: Duration = Duration::from_secs(30);
 
 /// The cache mode every mount here runs in.
 fn cache_mode() -> String {
     std::env::var("CACHE_MODE").unwrap_or_else(|_| "kernel".into())
-}
-
-fn is_mounted(dir: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let dir = dir.to_str().unwrap();
-    info.lines()
-        .any(|l| l.split(' ').nth(4) == Some(dir) && l.contains(" - fuse.pollfs "))
-}
-
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "timed out: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn lazy_unmount(dir: &Path) {
@@ -108,7 +83,7 @@ impl Fixture {
             child,
             dir: self.dir.clone(),
         };
-        wait_for("the mount", || {
+        wait_for("the mount", WAIT, || {
             assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
             is_mounted(&self.dir)
         });
@@ -173,7 +148,7 @@ fn serve(device: &str, dir: &Path) -> Server {
         child,
         dir: dir.to_path_buf(),
     };
-    wait_for(device, || {
+    wait_for(device, WAIT, || {
         assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
         is_mounted(dir)
     });
@@ -454,7 +429,7 @@ fn in_the_background_mount_returns_once_mounted_and_umount_ends_it() {
     let c = c_path(&fx.dir);
     // Another test thread's child may hold a copy of a descriptor on the
     // mount for a moment (between its fork and its exec): EBUSY then.
-    wait_for("umount", || {
+    wait_for("umount", WAIT, || {
         // SAFETY: the path is NUL-terminated and outlives the call.
         let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
         let e = std::io::Error::last_os_error();
@@ -466,7 +441,7 @@ fn in_the_background_mount_returns_once_mounted_and_umount_ends_it() {
     });
     // The server exits once it has checkpointed, and lets go of the
     // device then: fsck can lock it.
-    wait_for("the server to finish", || {
+    wait_for("the server to finish", WAIT, || {
         pollfs(&["fsck", &spec(&fx.image)]).0
     });
     let server = fx.mount();
@@ -518,7 +493,7 @@ fn a_signal_while_a_file_is_open_detaches_and_the_server_ends_at_its_close() {
     std::fs::write(&p, b"still here").unwrap();
     let f = File::open(&p).unwrap();
     signal(&server.child, libc::SIGINT);
-    wait_for("the detach", || !is_mounted(&fx.dir));
+    wait_for("the detach", WAIT, || !is_mounted(&fx.dir));
     // Detached: the open file keeps working, the server keeps serving it.
     let mut back = [0u8; 10];
     f.read_exact_at(&mut back, 0).unwrap();
@@ -526,7 +501,7 @@ fn a_signal_while_a_file_is_open_detaches_and_the_server_ends_at_its_close() {
     assert!(server.child.try_wait().unwrap().is_none());
     drop(f);
     let mut status = None;
-    wait_for("the server to end", || {
+    wait_for("the server to end", WAIT, || {
         status = server.child.try_wait().unwrap();
         status.is_some()
     });
@@ -789,7 +764,7 @@ fn pollfs_umount_returns_once_durable_and_a_mount_right_after_works() {
 
 fn sys_umount(dir: &Path) {
     let c = c_path(dir);
-    wait_for("umount", || {
+    wait_for("umount", WAIT, || {
         // SAFETY: the path is NUL-terminated and outlives the call.
         let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
         let e = std::io::Error::last_os_error();

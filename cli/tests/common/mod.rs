@@ -1,10 +1,12 @@
-//! Helpers shared by the command tests: run the built `pollfs`, and a
-//! scratch directory that is removed however the test ends.
+//! Helpers shared by the command tests: run the built `pollfs`, a
+//! scratch directory that is removed however the test ends, and what the
+//! mount tests ask of the system (may we mount, is it mounted, wait).
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// Runs `pollfs ARGS`: (succeeded, stdout, stderr).
 pub fn pollfs(args: &[&str]) -> (bool, String, String) {
@@ -64,4 +66,34 @@ pub fn image(path: &Path, len: usize, patches: &[(usize, &[u8])]) {
         data[*offset..offset + bytes.len()].copy_from_slice(bytes);
     }
     std::fs::write(path, data).unwrap();
+}
+
+/// Whether mounts can be made here (root and /dev/fuse); says so when not,
+/// and the mount tests then pass without mounting.
+pub fn can_mount() -> bool {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ok = root && Path::new("/dev/fuse").exists();
+    if !ok {
+        eprintln!("skipped: mounting needs root and /dev/fuse");
+    }
+    ok
+}
+
+/// Whether a pollfs mount sits on `dir`.
+pub fn is_mounted(dir: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = dir.to_str().unwrap();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(dir) && l.contains(" - fuse.pollfs "))
+}
+
+/// Polls `done` until it holds; fails the test, naming `what`, after
+/// `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
