@@ -335,7 +335,7 @@ impl<S: Stream> TcpQpair<S> {
             );
             // Only if no PDU is half sent: a TermReq must start on a PDU
             // boundary.
-            if self.tx.cur.is_none() {
+            if self.tx.at_boundary() {
                 let _ = stream.send(&[out.get(..n).unwrap_or(&[])]);
             }
         }
@@ -437,12 +437,7 @@ impl<S: Stream> TcpQpair<S> {
                 self.tx.queue.push_back(TxItem::Capsule(cid));
             }
         }
-        if ready {
-            // Send at once: the socket copies the capsule and returns.
-            if let Err(e) = self.flush() {
-                self.fail(e);
-            }
-        }
+        // The capsule leaves with the next poll's batch.
     }
 
     /// The queue's id for wire command id `wire`, if that command is in

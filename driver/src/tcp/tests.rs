@@ -101,6 +101,9 @@ impl Rig {
         };
         sqe.set_cid(cid);
         self.qp.submit(&sqe, Payload::Frames(f)).unwrap();
+        // The capsule leaves with the next poll.
+        assert!(self.wire.take_sent().is_empty());
+        self.qp.service(0).unwrap();
         let sent = self.wire.take_sent();
         let ch = CommonHeader::parse(prefix(&sent).unwrap()).unwrap();
         assert_eq!(ch.pdu_type, PduType::CapsuleCmd);
@@ -327,6 +330,7 @@ fn small_writes_go_in_the_capsule_with_their_digest() {
     let mut sqe = SubmissionEntry::write(1, 0, 8, false);
     sqe.set_cid(4);
     r.qp.submit(&sqe, Payload::Frames(&[FrameId(7)])).unwrap();
+    r.qp.service(0).unwrap();
     let sent = r.wire.take_sent();
     let ch = CommonHeader::parse(prefix(&sent).unwrap()).unwrap();
     assert_eq!(ch.plen as usize, 72 + 4096 + 4);
@@ -503,6 +507,7 @@ fn after_a_reset_and_a_reconnect_a_command_is_sent_again_with_a_new_generation()
     r.poll().unwrap();
     r.wire.take_sent();
     r.qp.resubmit(2).unwrap();
+    r.qp.service(0).unwrap();
     let sent = r.wire.take_sent();
     let cmd = parse_capsule_cmd(prefix(&sent).unwrap());
     assert_eq!(cmd.cid() & 0xfff, 2);
