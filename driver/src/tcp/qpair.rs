@@ -455,11 +455,13 @@ impl<S: Stream> TcpQpair<S> {
         cqe.dw3 = (cqe.dw3 & !0xffff) | u32::from(cid);
         // Queued PDUs of a finished command are never sent.
         let mut dropped = 0u16;
-        self.tx.queue.retain(|item| {
-            let mine = item.cid() == Some(cid);
-            dropped += u16::from(mine);
-            !mine
-        });
+        if !self.tx.queue.is_empty() {
+            self.tx.queue.retain(|item| {
+                let mine = item.cid() == Some(cid);
+                dropped += u16::from(mine);
+                !mine
+            });
+        }
         let own = cid == self.own_cid();
         let Some(c) = self.cmds.get_mut(usize::from(cid)) else {
             return;

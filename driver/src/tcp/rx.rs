@@ -1,9 +1,13 @@
-//! The receive side of a [`TcpQpair`]: PDUs from the controller are read
-//! in exact pieces (common header, rest of the header region, data,
-//! digest), each checked before the next is read, so data lands straight
-//! in the frame or buffer it belongs to and nothing is read past the PDU
-//! except the next PDU's common header (read ahead with the tail of the
-//! current PDU, saving a system call per PDU).
+//! The receive side of a [`TcpQpair`]: PDUs from the controller pass
+//! through a small buffer that holds header regions (and data digests)
+//! only; data goes straight from the socket into the frame or buffer it
+//! belongs to. Each receive asks for what the current step needs plus
+//! the smallest header region the next PDU can have (24 bytes, 28 with
+//! header digests), never more, so data never lands in the buffer and a
+//! PDU with its data and the next PDU's header take one system call.
+//! A receive that fills less than it asked for means the socket had
+//! nothing more: the rest waits for the next poll, sparing a system call
+//! that would find nothing.
 //!
 //! Checks, in order: the common header (type, HLEN, flags, PDO, PLEN
 //! against what was negotiated, [`CommonHeader::check`]); the header
@@ -11,19 +15,35 @@
 //! against the command they name: in flight, direction, in order, inside
 //! its buffer, one R2T at a time; a response capsule against this queue
 //! and the command's data); the data digest. Anything else is a fatal
-//! [`TcpError`]; a data digest mismatch fails only its command.
+//! [`TcpError`]; a data digest mismatch fails only its command. Nothing
+//! is parsed from bytes that have not arrived.
 
 use super::digest::{Running, DIGEST_LEN};
 use super::error::TcpError;
 use super::pdu::{
     parse_capsule_resp, prefix, CommonHeader, DataHeader, Extent, Framing, IcResp, PduType, R2t,
-    TermReq, CH_LEN, MAX_HEADER_REGION,
+    TermReq, CAPSULE_RESP_HLEN, CH_LEN, DATA_HLEN, MAX_HEADER_REGION, R2T_HLEN, TERM_HLEN,
 };
 use super::qpair::{Dir, Phase, Source, TcpQpair};
 use super::stream::{LinkError, Stream};
 use super::tx::TxItem;
 use crate::spec::completion::CompletionEntry;
 use crate::spec::status::{generic, Status, StatusType};
+
+/// The header length of every PDU a controller may send once connected
+/// (CapsuleResp, C2HData, R2T, C2HTermReq): the least a header region
+/// holds, so reading this far ahead never reads data.
+const READY_HLEN: usize = 24;
+const _: () = assert!(
+    CAPSULE_RESP_HLEN == READY_HLEN
+        && DATA_HLEN == READY_HLEN
+        && R2T_HLEN == READY_HLEN
+        && TERM_HLEN == READY_HLEN
+);
+
+/// The receive buffer: the largest header region, then a data digest and
+/// the next PDU's smallest header region read with it.
+const RX_BUF: usize = MAX_HEADER_REGION + 1 + 2 * DIGEST_LEN + READY_HLEN;
 
 /// Where the receiver is within the current PDU.
 #[derive(Debug, Default)]
@@ -43,36 +63,30 @@ enum Stage {
         digest: Option<Running>,
     },
     /// Reading the data digest of a C2HData PDU.
-    Digest {
-        cid: u16,
-        flags: u8,
-        expect: u32,
-        have: usize,
-    },
+    Digest { cid: u16, flags: u8, expect: u32 },
 }
 
 /// Receive state.
 #[derive(Debug)]
 pub(super) struct Rx {
     stage: Stage,
-    /// The header region of the current PDU.
-    hdr: [u8; MAX_HEADER_REGION + 1],
-    have: usize,
-    /// The next PDU's common header, read with the end of this one.
-    ahead: [u8; CH_LEN],
-    ahead_len: usize,
-    digest: [u8; DIGEST_LEN],
+    /// Bytes received and not yet used: `buf[start..end]`, beginning with
+    /// the current PDU's header region (or data digest).
+    buf: [u8; RX_BUF],
+    start: usize,
+    end: usize,
+    /// The last receive of this poll filled less than it asked for.
+    dry: bool,
 }
 
 impl Default for Rx {
     fn default() -> Self {
         Rx {
             stage: Stage::Common,
-            hdr: [0; MAX_HEADER_REGION + 1],
-            have: 0,
-            ahead: [0; CH_LEN],
-            ahead_len: 0,
-            digest: [0; DIGEST_LEN],
+            buf: [0; RX_BUF],
+            start: 0,
+            end: 0,
+            dry: false,
         }
     }
 }
@@ -80,17 +94,30 @@ impl Default for Rx {
 impl Rx {
     /// The header being processed, for an H2CTermReq.
     pub fn culprit(&self) -> &[u8] {
-        self.hdr.get(..self.have.min(128)).unwrap_or(&[])
+        let len = match self.stage {
+            Stage::Header(_, ext) => ext.header,
+            _ => CH_LEN,
+        };
+        let end = self.end.min(self.start + len.min(128));
+        self.buf.get(self.start..end).unwrap_or(&[])
     }
-    /// Starts the next PDU with whatever was read ahead.
-    fn next_pdu(&mut self) {
+    /// The received bytes not yet used.
+    fn held(&self) -> usize {
+        self.end - self.start
+    }
+    /// The current PDU, whose header region is the first `n` held
+    /// bytes, is done.
+    fn next_pdu(&mut self, n: usize) {
         self.stage = Stage::Common;
-        let n = self.ahead_len.min(CH_LEN);
-        if let (Some(d), Some(s)) = (self.hdr.get_mut(..n), self.ahead.get(..n)) {
-            d.copy_from_slice(s);
+        self.consume(n);
+    }
+    /// Marks the first `n` held bytes used.
+    fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
         }
-        self.have = n;
-        self.ahead_len = 0;
     }
 }
 
@@ -108,6 +135,7 @@ impl<S: Stream> TcpQpair<S> {
     /// Processes arriving PDUs until the socket has nothing more or `max`
     /// completions are ready.
     pub(super) fn receive(&mut self, max: usize) -> Result<(), TcpError> {
+        self.rx.dry = false;
         while self.ready.len() < max {
             let progressed = match self.rx.stage {
                 Stage::Common => self.read_common()?,
@@ -122,44 +150,54 @@ impl<S: Stream> TcpQpair<S> {
         Ok(())
     }
 
-    /// Receives into `main`, and into the read-ahead buffer too when
-    /// `main` ends the PDU. Returns the bytes that went into `main`.
-    fn recv_into(
-        stream: &mut S,
-        main: &mut [u8],
-        ahead: Option<(&mut [u8; CH_LEN], &mut usize)>,
-    ) -> Result<usize, TcpError> {
-        let want = main.len();
-        let n = match ahead {
-            Some((buf, len)) if *len < CH_LEN => {
-                let tail = buf.get_mut(*len..).unwrap_or(&mut []);
-                let n = stream.recv(&mut [main, tail])?;
-                *len += n.saturating_sub(want);
-                n
-            }
-            _ => stream.recv(&mut [main])?,
-        };
-        Ok(n.min(want))
+    /// How far past what it needs a receive at a PDU boundary may read:
+    /// the next PDU's smallest header region.
+    fn read_ahead(&self) -> usize {
+        match self.phase {
+            Phase::Ready => READY_HLEN + if self.rx_framing.hdgst { DIGEST_LEN } else { 0 },
+            _ => CH_LEN,
+        }
+    }
+
+    /// Receives into the buffer until it holds `need` bytes, asking for
+    /// `ahead` more. `Ok(false)` when they have not all arrived.
+    fn fill_rx(&mut self, need: usize, ahead: usize) -> Result<bool, TcpError> {
+        let rx = &mut self.rx;
+        if rx.held() >= need {
+            return Ok(true);
+        }
+        if rx.dry {
+            return Ok(false);
+        }
+        if rx.start + need + ahead > RX_BUF {
+            rx.buf.copy_within(rx.start..rx.end, 0);
+            rx.end -= rx.start;
+            rx.start = 0;
+        }
+        let to = (rx.start + need + ahead).min(RX_BUF);
+        let stream = self
+            .stream
+            .as_mut()
+            .ok_or(TcpError::Link(LinkError::Closed))?;
+        let dst = rx.buf.get_mut(rx.end..to).unwrap_or(&mut []);
+        let asked = dst.len();
+        let n = stream.recv(&mut [dst])?.min(asked);
+        rx.dry = n < asked;
+        rx.end += n;
+        Ok(rx.held() >= need)
     }
 
     fn read_common(&mut self) -> Result<bool, TcpError> {
-        if self.rx.have < CH_LEN {
-            let have = self.rx.have;
-            let stream = self
-                .stream
-                .as_mut()
-                .ok_or(TcpError::Link(LinkError::Closed))?;
-            let dst = self.rx.hdr.get_mut(have..CH_LEN).unwrap_or(&mut []);
-            let n = Self::recv_into(stream, dst, None)?;
-            if n == 0 {
-                return Ok(false);
-            }
-            self.rx.have += n;
-            if self.rx.have < CH_LEN {
-                return Ok(true);
-            }
+        if !self.fill_rx(CH_LEN, self.read_ahead() - CH_LEN)? {
+            return Ok(false);
         }
-        let ch_bytes = prefix::<CH_LEN>(&self.rx.hdr).ok_or(TcpError::Link(LinkError::Other))?;
+        let at = self.rx.start;
+        let ch_bytes = self
+            .rx
+            .buf
+            .get(at..)
+            .and_then(prefix::<CH_LEN>)
+            .ok_or(TcpError::Link(LinkError::Other))?;
         let ch = CommonHeader::parse(ch_bytes)?;
         let t = ch.pdu_type;
         let allowed = match self.phase {
@@ -187,29 +225,11 @@ impl<S: Stream> TcpQpair<S> {
     }
 
     fn read_header(&mut self, ch: CommonHeader, ext: Extent) -> Result<bool, TcpError> {
-        if self.rx.have < ext.header {
-            let have = self.rx.have;
-            let Rx {
-                hdr,
-                ahead,
-                ahead_len,
-                ..
-            } = &mut self.rx;
-            let stream = self
-                .stream
-                .as_mut()
-                .ok_or(TcpError::Link(LinkError::Closed))?;
-            let dst = hdr.get_mut(have..ext.header).unwrap_or(&mut []);
-            // A PDU without data ends with its header region.
-            let ahead = (ext.data == 0).then_some((ahead, ahead_len));
-            let n = Self::recv_into(stream, dst, ahead)?;
-            if n == 0 {
-                return Ok(false);
-            }
-            self.rx.have += n;
-            if self.rx.have < ext.header {
-                return Ok(true);
-            }
+        // A PDU without data ends with its header region: read the next
+        // one's header with it.
+        let ahead = if ext.data == 0 { self.read_ahead() } else { 0 };
+        if !self.fill_rx(ext.header, ahead)? {
+            return Ok(false);
         }
         self.stats.pdus_in += 1;
         self.on_header(ch, ext)?;
@@ -220,7 +240,8 @@ impl<S: Stream> TcpQpair<S> {
     /// it.
     fn on_header(&mut self, ch: CommonHeader, ext: Extent) -> Result<(), TcpError> {
         let t = ch.pdu_type;
-        let region = self.rx.hdr.get(..ext.header).unwrap_or(&[]);
+        let at = self.rx.start;
+        let region = self.rx.buf.get(at..at + ext.header).unwrap_or(&[]);
         let digested = !matches!(t, PduType::IcResp | PduType::C2hTermReq);
         if digested && self.rx_framing.hdgst {
             super::pdu::check_header_digest(t, region)?;
@@ -254,7 +275,7 @@ impl<S: Stream> TcpQpair<S> {
                         self.tx.queue.push_back(TxItem::Capsule(cid));
                     }
                 }
-                self.rx.next_pdu();
+                self.rx.next_pdu(ext.header);
             }
             PduType::C2hTermReq => {
                 let term = TermReq::parse(prefix(region).ok_or(bad_len)?);
@@ -263,16 +284,18 @@ impl<S: Stream> TcpQpair<S> {
             PduType::CapsuleResp => {
                 let cqe = parse_capsule_resp(prefix(region).ok_or(bad_len)?);
                 self.on_response(cqe)?;
-                self.rx.next_pdu();
+                self.rx.next_pdu(ext.header);
             }
             PduType::R2t => {
                 let r2t = R2t::parse(prefix(region).ok_or(bad_len)?)?;
                 self.on_r2t(r2t)?;
-                self.rx.next_pdu();
+                self.rx.next_pdu(ext.header);
             }
             PduType::C2hData => {
                 let h = DataHeader::parse(prefix(region).ok_or(bad_len)?, t, ext.data)?;
                 self.on_c2h(ch.flags, h)?;
+                self.rx.consume(ext.header);
+                return Ok(());
             }
             _ => {
                 return Err(TcpError::HeaderField {
@@ -329,7 +352,11 @@ impl<S: Stream> TcpQpair<S> {
             } => (*cid, *at, *left, *flags, digest.take()),
             _ => return Ok(false),
         };
-        let n = self.recv_data(cid, at, left, digest.as_mut())?;
+        let n = if self.rx.dry {
+            0
+        } else {
+            self.recv_data(cid, at, left, digest.as_mut())?
+        };
         let left = left - n;
         if left > 0 || n == 0 {
             self.rx.stage = Stage::Data {
@@ -347,7 +374,6 @@ impl<S: Stream> TcpQpair<S> {
                     cid,
                     flags,
                     expect: d.finish(),
-                    have: 0,
                 };
             }
             None => self.end_c2h(cid, flags, true)?,
@@ -357,7 +383,9 @@ impl<S: Stream> TcpQpair<S> {
 
     /// Receives up to `left` bytes of command `cid`'s data at byte `at` of
     /// its buffer, straight into the frame or buffer, adding them to
-    /// `digest`. Returns the count (0: nothing has arrived).
+    /// `digest`; with the last of them, the data digest and the next
+    /// PDU's header into the receive buffer. Returns the count (0:
+    /// nothing has arrived).
     fn recv_data(
         &mut self,
         cid: u16,
@@ -366,7 +394,7 @@ impl<S: Stream> TcpQpair<S> {
         digest: Option<&mut Running>,
     ) -> Result<u32, TcpError> {
         let page = pollfs_core::units::PAGE_SIZE;
-        let ends_pdu = !self.rx_framing.ddgst;
+        let tail_len = self.rx_framing.data_digest_len() + self.read_ahead();
         let TcpQpair {
             stream,
             rx,
@@ -376,18 +404,32 @@ impl<S: Stream> TcpQpair<S> {
             max_frames,
             ..
         } = self;
-        let Rx {
-            ahead, ahead_len, ..
-        } = rx;
+        if rx.held() > 0 {
+            // The buffer never reads past a header region into data.
+            return Err(TcpError::Link(LinkError::Other));
+        }
         let stream = stream.as_mut().ok_or(TcpError::Link(LinkError::Closed))?;
         let cmd = cmds
             .get_mut(usize::from(cid))
             .ok_or(TcpError::UnknownCid { cid })?;
         let mut digest = digest;
-        let mut take = |dst: &mut [u8], ahead| -> Result<usize, TcpError> {
-            let n = Self::recv_into(stream, dst, ahead)?;
-            if let (Some(d), Some(got)) = (digest.as_deref_mut(), dst.get(..n)) {
-                d.update(got);
+        let (buf, end, dry) = (&mut rx.buf, &mut rx.end, &mut rx.dry);
+        // Receives into `dst`, and into the buffer's tail when `dst` ends
+        // the data. Returns the bytes that went into `dst`.
+        let mut take = |dst: &mut [u8], last: bool| -> Result<usize, TcpError> {
+            let want = dst.len();
+            let tail = if last {
+                buf.get_mut(..tail_len).unwrap_or(&mut [])
+            } else {
+                &mut []
+            };
+            let asked = want + tail.len();
+            let got = stream.recv(&mut [&mut *dst, tail])?.min(asked);
+            *dry = got < asked;
+            *end = got.saturating_sub(want);
+            let n = got.min(want);
+            if let (Some(d), Some(bytes)) = (digest.as_deref_mut(), dst.get(..n)) {
+                d.update(bytes);
             }
             Ok(n)
         };
@@ -397,7 +439,7 @@ impl<S: Stream> TcpQpair<S> {
                     .buf
                     .get_mut(at as usize..(at + left) as usize)
                     .ok_or(TcpError::OutOfRange { cid })?;
-                take(dst, ends_pdu.then_some((ahead, ahead_len)))?
+                take(dst, true)?
             }
             Source::Frames(_) => {
                 let within = at as usize % page;
@@ -407,9 +449,9 @@ impl<S: Stream> TcpQpair<S> {
                     .ok_or(TcpError::OutOfRange { cid })?;
                 let chunk = (page - within).min(left as usize);
                 let frames = frames.as_ref().ok_or(TcpError::OutOfRange { cid })?;
-                let ahead = (ends_pdu && chunk == left as usize).then_some((ahead, ahead_len));
+                let last = chunk == left as usize;
                 frames
-                    .with_mut(frame, within, chunk, |dst| take(dst, ahead))
+                    .with_mut(frame, within, chunk, |dst| take(dst, last))
                     .map_err(|_| TcpError::OutOfRange { cid })??
             }
             Source::None => {
@@ -423,42 +465,21 @@ impl<S: Stream> TcpQpair<S> {
     }
 
     fn read_digest(&mut self) -> Result<bool, TcpError> {
-        let Stage::Digest {
-            cid,
-            flags,
-            expect,
-            have,
-        } = self.rx.stage
-        else {
+        let Stage::Digest { cid, flags, expect } = self.rx.stage else {
             return Ok(false);
         };
-        let Rx {
-            digest,
-            ahead,
-            ahead_len,
-            ..
-        } = &mut self.rx;
-        let stream = self
-            .stream
-            .as_mut()
-            .ok_or(TcpError::Link(LinkError::Closed))?;
-        let dst = digest.get_mut(have..).unwrap_or(&mut []);
-        let n = Self::recv_into(stream, dst, Some((ahead, ahead_len)))?;
-        if n == 0 {
+        if !self.fill_rx(DIGEST_LEN, self.read_ahead())? {
             return Ok(false);
         }
-        let have = have + n;
-        if have < DIGEST_LEN {
-            self.rx.stage = Stage::Digest {
-                cid,
-                flags,
-                expect,
-                have,
-            };
-            return Ok(true);
-        }
-        let ok = u32::from_le_bytes(self.rx.digest) == expect;
-        self.end_c2h(cid, flags, ok)?;
+        let at = self.rx.start;
+        let got = self
+            .rx
+            .buf
+            .get(at..)
+            .and_then(prefix::<DIGEST_LEN>)
+            .map_or(0, |d| u32::from_le_bytes(*d));
+        self.rx.consume(DIGEST_LEN);
+        self.end_c2h(cid, flags, got == expect)?;
         Ok(true)
     }
 
@@ -466,7 +487,7 @@ impl<S: Stream> TcpQpair<S> {
     /// not).
     fn end_c2h(&mut self, cid: u16, flags: u8, digest_ok: bool) -> Result<(), TcpError> {
         use super::pdu::flags::{LAST_PDU, SUCCESS};
-        self.rx.next_pdu();
+        self.rx.stage = Stage::Common;
         if !digest_ok {
             self.stats.data_digest_errors += 1;
         }

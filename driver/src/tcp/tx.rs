@@ -121,7 +121,16 @@ impl Tx {
 
 impl<S: Stream> TcpQpair<S> {
     /// Sends queued PDUs until the socket takes no more.
+    #[inline]
     pub(super) fn flush(&mut self) -> Result<(), TcpError> {
+        if self.tx.count == 0 && self.tx.queue.is_empty() {
+            return Ok(());
+        }
+        self.send_queued()
+    }
+
+    #[inline(never)]
+    fn send_queued(&mut self) -> Result<(), TcpError> {
         loop {
             if self.stream.is_none() {
                 return Ok(());
