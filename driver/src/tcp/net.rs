@@ -43,6 +43,17 @@ pub struct NetStream(TcpStream);
 
 impl Stream for NetStream {
     fn send(&mut self, bufs: &[&[u8]]) -> Result<usize, LinkError> {
+        if let [one] = bufs {
+            // A batch of capsules: one buffer, no gathering.
+            loop {
+                return match self.0.write(one) {
+                    Ok(k) => Ok(k),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(0),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => Err(link_error(&e)),
+                };
+            }
+        }
         let mut io = [IoSlice::new(&[]); IOV];
         let n = bufs.len().min(IOV);
         for (slot, b) in io.iter_mut().zip(bufs) {

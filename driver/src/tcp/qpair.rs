@@ -33,6 +33,7 @@ use crate::qpair::ProtocolError;
 use crate::spec::command::SubmissionEntry;
 use crate::spec::completion::CompletionEntry;
 use crate::spec::sgl::SglDescriptor;
+use crate::spec::status::Status;
 use crate::transport::{Payload, Qpair, QpairError, SMALL_PAYLOAD};
 
 /// Where a connection is in its life.
@@ -171,6 +172,9 @@ pub struct TcpQpair<S: Stream> {
     pub(super) ready: VecDeque<CompletionEntry>,
     /// The completion of the queue's own command (Connect).
     pub(super) internal: Option<CompletionEntry>,
+    /// The completion a C2HData PDU with the SUCCESS flag stands for
+    /// (command id 0; [`complete`](Self::complete) sets it).
+    pub(super) success: CompletionEntry,
     pub(super) stats: TcpStats,
     pub(super) last_error: Option<TcpError>,
 }
@@ -225,6 +229,7 @@ impl<S: Stream> TcpQpair<S> {
             rx: Rx::default(),
             ready: VecDeque::with_capacity(ids),
             internal: None,
+            success: CompletionEntry::new(0, 0, qid, 0, false, Status::SUCCESS),
             stats: TcpStats::default(),
             last_error: None,
         }
@@ -434,10 +439,10 @@ impl<S: Stream> TcpQpair<S> {
             c.sqe.set_cid(wire_cid(cid, c.gen));
             if ready {
                 c.tx_busy = 1;
-                self.tx.queue.push_back(TxItem::Capsule(cid));
+                // The capsule leaves with the next poll's batch.
+                self.queue_capsule(cid);
             }
         }
-        // The capsule leaves with the next poll's batch.
     }
 
     /// The queue's id for wire command id `wire`, if that command is in

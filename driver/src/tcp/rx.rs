@@ -21,8 +21,9 @@
 use super::digest::{Running, DIGEST_LEN};
 use super::error::TcpError;
 use super::pdu::{
-    parse_capsule_resp, prefix, CommonHeader, DataHeader, Extent, Framing, IcResp, PduType, R2t,
-    TermReq, CAPSULE_RESP_HLEN, CH_LEN, DATA_HLEN, MAX_HEADER_REGION, R2T_HLEN, TERM_HLEN,
+    parse_capsule_resp, plain_capsule_header, prefix, CommonHeader, DataHeader, Extent, Framing,
+    IcResp, PduType, R2t, TermReq, CAPSULE_RESP_HLEN, CH_LEN, DATA_HLEN, MAX_HEADER_REGION,
+    R2T_HLEN, TERM_HLEN,
 };
 use super::qpair::{Dir, Phase, Source, TcpQpair};
 use super::stream::{LinkError, Stream};
@@ -264,6 +265,7 @@ impl<S: Stream> TcpQpair<S> {
                     pda: resp.cpda,
                 };
                 self.maxh2cdata = resp.maxh2cdata;
+                self.tx.plain_capsule = plain_capsule_header(&self.tx_framing);
                 self.phase = Phase::Ready;
                 // Commands submitted while connecting go out now.
                 for cid in 0..self.cmds.len() as u16 {
@@ -506,12 +508,11 @@ impl<S: Stream> TcpQpair<S> {
             }
             // 3.3.2.1: the host synthesizes a completion with the Command
             // Specific and Status fields cleared.
-            let status = if c.bad_digest {
-                transient()
+            let cqe = if c.bad_digest {
+                CompletionEntry::new(0, 0, qid, cid, false, transient())
             } else {
-                Status::SUCCESS
+                self.success
             };
-            let cqe = CompletionEntry::new(0, 0, qid, cid, false, status);
             self.complete(cid, cqe);
         }
         Ok(())

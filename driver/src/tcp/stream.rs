@@ -88,6 +88,7 @@ struct MemoryInner {
     max_recv: usize,
     max_send: usize,
     eof: bool,
+    recvs: usize,
 }
 
 impl MemoryStream {
@@ -118,6 +119,10 @@ impl MemoryStream {
     pub fn pending(&self) -> usize {
         self.inner.lock().incoming.len()
     }
+    /// Calls to `recv` so far.
+    pub fn recv_calls(&self) -> usize {
+        self.inner.lock().recvs
+    }
 }
 
 impl Stream for MemoryStream {
@@ -142,6 +147,7 @@ impl Stream for MemoryStream {
     }
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError> {
         let mut i = self.inner.lock();
+        i.recvs += 1;
         if i.incoming.is_empty() {
             return if i.eof { Err(LinkError::Closed) } else { Ok(0) };
         }

@@ -11,8 +11,8 @@ use pollfs_core::units::{FrameId, Nanos};
 
 use super::digest::crc32c;
 use super::pdu::{
-    encode_capsule_resp, flags, parse_capsule_cmd, prefix, CommonHeader, DataHeader, Framing,
-    IcReq, IcResp, PduType, R2t, TermReq, TERM_MAX_PLEN, TX_HEADER_MAX,
+    encode_capsule_cmd, encode_capsule_resp, flags, parse_capsule_cmd, prefix, CommonHeader,
+    DataHeader, Framing, IcReq, IcResp, PduType, R2t, TermReq, TERM_MAX_PLEN, TX_HEADER_MAX,
 };
 use super::stream::MemoryStream;
 use super::{TcpError, TcpFrames, TcpQpair};
@@ -176,6 +176,49 @@ fn a_read_lands_in_the_frames_and_the_success_flag_completes_it() {
         assert_eq!(b, page(1));
         r.frames.read(FrameId(2), 0, &mut b).unwrap();
         assert_eq!(b, page(2));
+    }
+}
+
+#[test]
+fn each_data_pdu_comes_in_with_the_next_header_in_one_receive() {
+    let mut r = rig();
+    let a = r.submit(1, false, &[FrameId(1)]);
+    let b = r.submit(2, false, &[FrameId(2)]);
+    r.c2h(a, 0, &page(1), flags::LAST_PDU | flags::SUCCESS);
+    r.c2h(b, 0, &page(2), flags::LAST_PDU | flags::SUCCESS);
+    let before = r.wire.recv_calls();
+    let mut out = Vec::new();
+    r.qp.poll(Nanos(0), usize::MAX, &mut out).unwrap();
+    assert_eq!(out.len(), 2);
+    // The first header; the first data with the second header; the
+    // second data, short of the header it asked for too: the socket has
+    // nothing more and the poll stops receiving.
+    assert_eq!(r.wire.recv_calls() - before, 3);
+    let mut buf = vec![0u8; 4096];
+    r.frames.read(FrameId(2), 0, &mut buf).unwrap();
+    assert_eq!(buf, page(2));
+}
+
+#[test]
+fn a_capsule_from_the_connections_cached_header_is_what_the_encoder_builds() {
+    for framing in [
+        NONE,
+        Framing {
+            hdgst: true,
+            ddgst: true,
+            pda: 0,
+        },
+    ] {
+        let mut r = rig_with(framing, 0);
+        let mut sqe = SubmissionEntry::read(1, 9, 8);
+        sqe.set_cid(3);
+        r.qp.submit(&sqe, Payload::Frames(&[FrameId(4)])).unwrap();
+        r.qp.service(0).unwrap();
+        let sent = r.wire.take_sent();
+        let cmd = parse_capsule_cmd(prefix(&sent).unwrap());
+        let mut want = [0u8; TX_HEADER_MAX];
+        let n = encode_capsule_cmd(&cmd, 0, &framing, &mut want);
+        assert_eq!(&sent[..], &want[..n]);
     }
 }
 

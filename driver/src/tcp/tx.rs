@@ -15,9 +15,13 @@ use alloc::vec;
 
 use pollfs_core::units::PAGE_SIZE;
 
+use crate::spec::command::SQE_SIZE;
+
 use super::digest::{Running, DIGEST_LEN};
 use super::error::TcpError;
-use super::pdu::{encode_capsule_cmd, flags, DataHeader, PduType, TX_HEADER_MAX};
+use super::pdu::{
+    encode_capsule_cmd, flags, DataHeader, PduType, CAPSULE_CMD_HLEN, CH_LEN, TX_HEADER_MAX,
+};
 use super::qpair::{Source, TcpQpair};
 use super::stream::{LinkError, Stream};
 
@@ -88,6 +92,9 @@ pub(super) struct Tx {
     data: Option<Data>,
     /// Bytes of the batch sent so far.
     done: usize,
+    /// The common header of a capsule without data on this connection,
+    /// when it carries no header digest (the same for every command).
+    pub plain_capsule: Option<[u8; CH_LEN]>,
 }
 
 impl Default for Tx {
@@ -101,6 +108,7 @@ impl Default for Tx {
             reported: 0,
             data: None,
             done: 0,
+            plain_capsule: None,
         }
     }
 }
@@ -160,54 +168,76 @@ impl<S: Stream> TcpQpair<S> {
         }
     }
 
-    /// Builds queued PDUs into the empty batch, up to the first that
-    /// carries data.
+    /// Builds queued PDUs into the batch, up to the first that carries
+    /// data.
     fn fill(&mut self) {
-        while self.tx.count < BATCH_PDUS {
-            let Some(&item) = self.tx.queue.front() else {
+        while let Some(&item) = self.tx.queue.front() {
+            if !self.append(item) {
                 return;
-            };
-            let at = self.tx.len;
-            let Some(out) = self
-                .tx
-                .bytes
-                .get_mut(at..at + TX_HEADER_MAX)
-                .and_then(|s| <&mut [u8; TX_HEADER_MAX]>::try_from(s).ok())
-            else {
-                return;
-            };
+            }
             self.tx.queue.pop_front();
-            let (hdr_len, data) = build(
-                item,
-                out,
-                &self.icreq,
-                &self.tx_framing,
-                self.cmds.get(usize::from(item.cid().unwrap_or(u16::MAX))),
-            );
-            self.tx.len += hdr_len;
-            let mut end = self.tx.len;
-            if let Some(mut d) = data {
-                if self.tx_framing.ddgst {
-                    let mut run = Running::new();
-                    self.each_chunk(d.cid, d.off, d.len, |c| run.update(c));
-                    d.digest = run.finish().to_le_bytes();
-                    d.digest_len = DIGEST_LEN;
-                }
-                end += d.len as usize + d.digest_len;
-                self.tx.data = Some(d);
-            }
-            if let Some(b) = self.tx.built.get_mut(self.tx.count) {
-                *b = Built {
-                    end,
-                    cid: item.cid(),
-                    last_of_r2t: matches!(item, TxItem::H2c { last: true, .. }),
-                };
-            }
-            self.tx.count += 1;
-            if self.tx.data.is_some() {
-                return;
-            }
         }
+    }
+
+    /// Queues the command capsule of `cid`, built straight into the batch
+    /// when nothing is queued before it.
+    pub(super) fn queue_capsule(&mut self, cid: u16) {
+        let item = TxItem::Capsule(cid);
+        if !self.tx.queue.is_empty() || !self.append(item) {
+            self.tx.queue.push_back(item);
+        }
+    }
+
+    /// Builds `item` into the batch if the batch can take it (room, and no
+    /// PDU with data already ending it).
+    fn append(&mut self, item: TxItem) -> bool {
+        if self.tx.count >= BATCH_PDUS || self.tx.data.is_some() {
+            return false;
+        }
+        let at = self.tx.len;
+        let Some(out) = self
+            .tx
+            .bytes
+            .get_mut(at..at + TX_HEADER_MAX)
+            .and_then(|s| <&mut [u8; TX_HEADER_MAX]>::try_from(s).ok())
+        else {
+            return false;
+        };
+        let cmd = self.cmds.get(usize::from(item.cid().unwrap_or(u16::MAX)));
+        let (hdr_len, data) = match (item, cmd, self.tx.plain_capsule) {
+            // The usual capsule: no data, no header digest, its common
+            // header the same every time.
+            (TxItem::Capsule(_), Some(c), Some(ch)) if !c.in_capsule => {
+                let (head, rest) = out.split_at_mut(CH_LEN);
+                head.copy_from_slice(&ch);
+                if let Some(s) = rest.get_mut(..SQE_SIZE) {
+                    s.copy_from_slice(&c.sqe.to_bytes());
+                }
+                (CAPSULE_CMD_HLEN, None)
+            }
+            _ => build(item, out, &self.icreq, &self.tx_framing, cmd),
+        };
+        self.tx.len += hdr_len;
+        let mut end = self.tx.len;
+        if let Some(mut d) = data {
+            if self.tx_framing.ddgst {
+                let mut run = Running::new();
+                self.each_chunk(d.cid, d.off, d.len, |c| run.update(c));
+                d.digest = run.finish().to_le_bytes();
+                d.digest_len = DIGEST_LEN;
+            }
+            end += d.len as usize + d.digest_len;
+            self.tx.data = Some(d);
+        }
+        if let Some(b) = self.tx.built.get_mut(self.tx.count) {
+            *b = Built {
+                end,
+                cid: item.cid(),
+                last_of_r2t: matches!(item, TxItem::H2c { last: true, .. }),
+            };
+        }
+        self.tx.count += 1;
+        true
     }
 
     /// Runs `f` over bytes `[off, off + len)` of command `cid`'s data, in
@@ -243,9 +273,24 @@ impl<S: Stream> TcpQpair<S> {
         }
     }
 
-    /// One gathering send of the rest of the batch; returns the bytes the
-    /// socket took.
-    fn send_some(&mut self) -> Result<usize, TcpError> {
+    /// One send of the rest of the batch.
+    fn send_some(&mut self) -> Result<(), TcpError> {
+        if self.tx.data.is_some() {
+            return self.send_with_data();
+        }
+        let tx = &mut self.tx;
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        let head = tx.bytes.get(tx.done.min(tx.len)..tx.len).unwrap_or(&[]);
+        tx.done += stream.send(&[head])?;
+        Ok(())
+    }
+
+    /// One gathering send of the rest of a batch whose last PDU carries
+    /// data: headers, data, digest.
+    #[inline(never)]
+    fn send_with_data(&mut self) -> Result<(), TcpError> {
         let TcpQpair {
             stream,
             tx,
@@ -255,15 +300,10 @@ impl<S: Stream> TcpQpair<S> {
             max_frames,
             ..
         } = self;
-        let Some(stream) = stream.as_mut() else {
-            return Ok(0);
+        let (Some(stream), Some(d)) = (stream.as_mut(), tx.data) else {
+            return Ok(());
         };
         let head = tx.bytes.get(tx.done.min(tx.len)..tx.len).unwrap_or(&[]);
-        let Some(d) = tx.data else {
-            let n = stream.send(&[head])?;
-            tx.done += n;
-            return Ok(n);
-        };
         // Frames locked for this send, and the byte range of each.
         let mut locked: [Option<(spin::RwLockReadGuard<'_, _>, usize, usize)>; GATHER_FRAMES] =
             Default::default();
@@ -330,7 +370,7 @@ impl<S: Stream> TcpQpair<S> {
         let n = stream.send(parts.get(..k).unwrap_or(&[]))?;
         drop(locked);
         tx.done += n;
-        Ok(n)
+        Ok(())
     }
 }
 
