@@ -172,6 +172,11 @@ pub struct TcpQpair<S: Stream> {
     pub(super) ready: VecDeque<CompletionEntry>,
     /// The completion of the queue's own command (Connect).
     pub(super) internal: Option<CompletionEntry>,
+    /// Commands in flight.
+    pub(super) in_flight: u16,
+    /// The one command in flight, when there is one and the queue knows
+    /// which (it forgets when two become one).
+    pub(super) solo: Option<u16>,
     /// The completion a C2HData PDU with the SUCCESS flag stands for
     /// (command id 0; [`complete`](Self::complete) sets it).
     pub(super) success: CompletionEntry,
@@ -229,6 +234,8 @@ impl<S: Stream> TcpQpair<S> {
             rx: Rx::default(),
             ready: VecDeque::with_capacity(ids),
             internal: None,
+            in_flight: 0,
+            solo: None,
             success: CompletionEntry::new(0, 0, qid, 0, false, Status::SUCCESS),
             stats: TcpStats::default(),
             last_error: None,
@@ -359,6 +366,8 @@ impl<S: Stream> TcpQpair<S> {
         self.rx = Rx::default();
         self.ready.clear();
         self.internal = None;
+        self.in_flight = 0;
+        self.solo = None;
         self.rx_framing = Framing::default();
         self.tx_framing = Framing::default();
         for c in &mut self.cmds {
@@ -434,13 +443,24 @@ impl<S: Stream> TcpQpair<S> {
         let ready = self.phase == Phase::Ready;
         if let Some(c) = self.cmds.get_mut(usize::from(cid)) {
             c.restart();
+            if !c.live {
+                self.in_flight += 1;
+            }
+            self.solo = (self.in_flight == 1).then_some(cid);
             c.live = true;
             c.gen = (c.gen + 1) & 0xf;
             c.sqe.set_cid(wire_cid(cid, c.gen));
             if ready {
                 c.tx_busy = 1;
-                // The capsule leaves with the next poll's batch.
                 self.queue_capsule(cid);
+            }
+        }
+        // The first command of an idle queue leaves at once; commands
+        // submitted while others are in flight leave together with the
+        // next poll, in one send.
+        if ready && self.in_flight == 1 {
+            if let Err(e) = self.flush() {
+                self.fail(e);
             }
         }
     }
@@ -471,6 +491,10 @@ impl<S: Stream> TcpQpair<S> {
         let Some(c) = self.cmds.get_mut(usize::from(cid)) else {
             return;
         };
+        if c.live {
+            self.in_flight -= 1;
+            self.solo = None;
+        }
         c.live = false;
         c.tx_busy = c.tx_busy.saturating_sub(dropped);
         if c.tx_busy > 0 {

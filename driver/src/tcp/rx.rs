@@ -30,6 +30,7 @@ use super::stream::{LinkError, Stream};
 use super::tx::TxItem;
 use crate::spec::completion::CompletionEntry;
 use crate::spec::status::{generic, Status, StatusType};
+use pollfs_core::units::{FrameId, PAGE_SIZE};
 
 /// The header length of every PDU a controller may send once connected
 /// (CapsuleResp, C2HData, R2T, C2HTermReq): the least a header region
@@ -42,9 +43,27 @@ const _: () = assert!(
         && TERM_HLEN == READY_HLEN
 );
 
-/// The receive buffer: the largest header region, then a data digest and
-/// the next PDU's smallest header region read with it.
-const RX_BUF: usize = MAX_HEADER_REGION + 1 + 2 * DIGEST_LEN + READY_HLEN;
+/// The receive buffer: the largest header region, and what may be read
+/// with one: a data digest and the next PDU's smallest header region, or
+/// a page received ahead of its header that turned out not to be the
+/// data it was placed as ([`Ahead`]).
+const RX_BUF: usize = PAGE_SIZE + MAX_HEADER_REGION + 1 + 2 * (DIGEST_LEN + READY_HLEN);
+
+/// Bytes received ahead of their header: with one read in flight, a
+/// receive at a PDU boundary asks for a header region of `ra` bytes, then
+/// the read's first page straight into its frame (`k` bytes arrived
+/// there), then a digest and the next header into the buffer. Once the
+/// header is checked the bytes are either that read's data (a C2HData
+/// for it at offset 0, its data right after a header region of `ra`
+/// bytes) or they are moved back into the buffer in stream order, as if
+/// received there.
+#[derive(Clone, Copy, Debug)]
+struct Ahead {
+    cid: u16,
+    frame: FrameId,
+    ra: usize,
+    k: usize,
+}
 
 /// Where the receiver is within the current PDU.
 #[derive(Debug, Default)]
@@ -78,6 +97,8 @@ pub(super) struct Rx {
     end: usize,
     /// The last receive of this poll filled less than it asked for.
     dry: bool,
+    /// Bytes in a frame that follow the held header region.
+    ahead: Option<Ahead>,
 }
 
 impl Default for Rx {
@@ -88,6 +109,7 @@ impl Default for Rx {
             start: 0,
             end: 0,
             dry: false,
+            ahead: None,
         }
     }
 }
@@ -162,14 +184,20 @@ impl<S: Stream> TcpQpair<S> {
 
     /// Receives into the buffer until it holds `need` bytes, asking for
     /// `ahead` more. `Ok(false)` when they have not all arrived.
+    #[inline]
     fn fill_rx(&mut self, need: usize, ahead: usize) -> Result<bool, TcpError> {
-        let rx = &mut self.rx;
-        if rx.held() >= need {
+        if self.rx.held() >= need {
             return Ok(true);
         }
-        if rx.dry {
+        if self.rx.dry {
             return Ok(false);
         }
+        self.recv_rx(need, ahead)
+    }
+
+    #[inline(never)]
+    fn recv_rx(&mut self, need: usize, ahead: usize) -> Result<bool, TcpError> {
+        let rx = &mut self.rx;
         if rx.start + need + ahead > RX_BUF {
             rx.buf.copy_within(rx.start..rx.end, 0);
             rx.end -= rx.start;
@@ -189,6 +217,11 @@ impl<S: Stream> TcpQpair<S> {
     }
 
     fn read_common(&mut self) -> Result<bool, TcpError> {
+        if self.rx.held() == 0 && !self.rx.dry {
+            if let Some(cid) = self.solo.filter(|_| self.phase == Phase::Ready) {
+                self.recv_ahead(cid)?;
+            }
+        }
         if !self.fill_rx(CH_LEN, self.read_ahead() - CH_LEN)? {
             return Ok(false);
         }
@@ -226,6 +259,14 @@ impl<S: Stream> TcpQpair<S> {
     }
 
     fn read_header(&mut self, ch: CommonHeader, ext: Extent) -> Result<bool, TcpError> {
+        if let Some(a) = self.rx.ahead {
+            if ext.header != a.ra || ch.pdu_type != PduType::C2hData {
+                // Not data right after this header: the bytes placed
+                // ahead are the stream's next bytes.
+                self.rx.ahead = None;
+                self.unplace(a)?;
+            }
+        }
         // A PDU without data ends with its header region: read the next
         // one's header with it.
         let ahead = if ext.data == 0 { self.read_ahead() } else { 0 };
@@ -235,6 +276,115 @@ impl<S: Stream> TcpQpair<S> {
         self.stats.pdus_in += 1;
         self.on_header(ch, ext)?;
         Ok(true)
+    }
+
+    /// The one read in flight, if its data has not started: where its
+    /// first page goes.
+    fn solo_target(&self, cid: u16) -> Option<(FrameId, usize)> {
+        let c = self.cmds.get(usize::from(cid))?;
+        if !c.live || c.dir != Dir::In || c.moved != 0 || !matches!(c.src, Source::Frames(_)) {
+            return None;
+        }
+        let frame = *self.frame_ids.get(usize::from(cid) * self.max_frames)?;
+        Some((frame, (c.len as usize).min(PAGE_SIZE)))
+    }
+
+    /// At a PDU boundary with nothing held and one read in flight: one
+    /// receive for a header region, the read's first page into its frame,
+    /// and (for a one-page read) its digest and the next header.
+    fn recv_ahead(&mut self, cid: u16) -> Result<(), TcpError> {
+        let Some((frame, chunk)) = self.solo_target(cid) else {
+            return Ok(());
+        };
+        let ra = self.read_ahead();
+        let tail_len = if self
+            .cmds
+            .get(usize::from(cid))
+            .is_some_and(|c| c.len as usize == chunk)
+        {
+            self.rx_framing.data_digest_len() + ra
+        } else {
+            0
+        };
+        let TcpQpair {
+            stream, rx, frames, ..
+        } = self;
+        let stream = stream.as_mut().ok_or(TcpError::Link(LinkError::Closed))?;
+        let frames = frames.as_ref().ok_or(TcpError::OutOfRange { cid })?;
+        let (head, rest) = rx.buf.split_at_mut(ra);
+        let tail = rest.get_mut(..tail_len).unwrap_or(&mut []);
+        let asked = ra + chunk + tail.len();
+        let got = frames
+            .with_mut(frame, 0, chunk, |dst| stream.recv(&mut [head, dst, tail]))
+            .map_err(|_| TcpError::OutOfRange { cid })??
+            .min(asked);
+        rx.dry = got < asked;
+        rx.start = 0;
+        if got <= ra {
+            rx.end = got;
+            return Ok(());
+        }
+        let k = (got - ra).min(chunk);
+        rx.end = ra + (got - ra - k);
+        rx.ahead = Some(Ahead { cid, frame, ra, k });
+        Ok(())
+    }
+
+    /// Puts bytes placed ahead back into the buffer, after the header
+    /// region they followed, in stream order.
+    fn unplace(&mut self, a: Ahead) -> Result<(), TcpError> {
+        self.unplace_at(a, self.rx.start + a.ra)
+    }
+
+    /// Puts bytes placed ahead back into the buffer at `at`.
+    #[inline(never)]
+    fn unplace_at(&mut self, a: Ahead, at: usize) -> Result<(), TcpError> {
+        let TcpQpair { rx, frames, .. } = self;
+        let (end, k) = (rx.end, a.k);
+        if at > end || end + k > RX_BUF {
+            return Err(TcpError::Link(LinkError::Other));
+        }
+        rx.buf.copy_within(at..end, at + k);
+        let dst = rx.buf.get_mut(at..at + k).unwrap_or(&mut []);
+        frames
+            .as_ref()
+            .ok_or(TcpError::OutOfRange { cid: a.cid })?
+            .with(a.frame, 0, k, |b| dst.copy_from_slice(b))
+            .map_err(|_| TcpError::OutOfRange { cid: a.cid })?;
+        rx.end = end + k;
+        Ok(())
+    }
+
+    /// A C2HData header right before bytes placed ahead has been checked
+    /// and consumed: the bytes are the first `k` bytes of its data if it
+    /// is for the placed read, at offset 0, with that much data; otherwise
+    /// they go back into the buffer.
+    fn settle_ahead(&mut self, a: Ahead) -> Result<(), TcpError> {
+        let Stage::Data {
+            cid,
+            at: 0,
+            left,
+            flags,
+            ref mut digest,
+        } = self.rx.stage
+        else {
+            return self.unplace_at(a, self.rx.start);
+        };
+        if cid != a.cid || (left as usize) < a.k {
+            return self.unplace_at(a, self.rx.start);
+        }
+        let mut digest = digest.take();
+        if let Some(d) = digest.as_mut() {
+            let frames = self.frames.as_ref().ok_or(TcpError::OutOfRange { cid })?;
+            frames
+                .with(a.frame, 0, a.k, |b| d.update(b))
+                .map_err(|_| TcpError::OutOfRange { cid })?;
+        }
+        let k = a.k as u32;
+        if let Some(c) = self.cmds.get_mut(usize::from(cid)) {
+            c.moved += k;
+        }
+        self.data_moved(cid, k, left - k, flags, digest)
     }
 
     /// A complete header region has arrived: check its digest and act on
@@ -297,6 +447,9 @@ impl<S: Stream> TcpQpair<S> {
                 let h = DataHeader::parse(prefix(region).ok_or(bad_len)?, t, ext.data)?;
                 self.on_c2h(ch.flags, h)?;
                 self.rx.consume(ext.header);
+                if let Some(a) = self.rx.ahead.take() {
+                    self.settle_ahead(a)?;
+                }
                 return Ok(());
             }
             _ => {
@@ -354,21 +507,34 @@ impl<S: Stream> TcpQpair<S> {
             } => (*cid, *at, *left, *flags, digest.take()),
             _ => return Ok(false),
         };
-        let n = if self.rx.dry {
+        let n = if self.rx.dry && self.rx.held() == 0 {
             0
         } else {
             self.recv_data(cid, at, left, digest.as_mut())?
         };
-        let left = left - n;
-        if left > 0 || n == 0 {
+        self.data_moved(cid, at + n, left - n, flags, digest)?;
+        Ok(n > 0)
+    }
+
+    /// Data of the current C2HData PDU has arrived up to byte `at` of
+    /// command `cid`'s buffer, `left` bytes still to come.
+    fn data_moved(
+        &mut self,
+        cid: u16,
+        at: u32,
+        left: u32,
+        flags: u8,
+        digest: Option<Running>,
+    ) -> Result<(), TcpError> {
+        if left > 0 {
             self.rx.stage = Stage::Data {
                 cid,
-                at: at + n,
+                at,
                 left,
                 flags,
                 digest,
             };
-            return Ok(n > 0);
+            return Ok(());
         }
         match digest {
             Some(d) => {
@@ -377,10 +543,10 @@ impl<S: Stream> TcpQpair<S> {
                     flags,
                     expect: d.finish(),
                 };
+                Ok(())
             }
-            None => self.end_c2h(cid, flags, true)?,
+            None => self.end_c2h(cid, flags, true),
         }
-        Ok(true)
     }
 
     /// Receives up to `left` bytes of command `cid`'s data at byte `at` of
@@ -395,7 +561,7 @@ impl<S: Stream> TcpQpair<S> {
         left: u32,
         digest: Option<&mut Running>,
     ) -> Result<u32, TcpError> {
-        let page = pollfs_core::units::PAGE_SIZE;
+        let page = PAGE_SIZE;
         let tail_len = self.rx_framing.data_digest_len() + self.read_ahead();
         let TcpQpair {
             stream,
@@ -406,19 +572,32 @@ impl<S: Stream> TcpQpair<S> {
             max_frames,
             ..
         } = self;
-        if rx.held() > 0 {
-            // The buffer never reads past a header region into data.
-            return Err(TcpError::Link(LinkError::Other));
-        }
         let stream = stream.as_mut().ok_or(TcpError::Link(LinkError::Closed))?;
         let cmd = cmds
             .get_mut(usize::from(cid))
             .ok_or(TcpError::UnknownCid { cid })?;
         let mut digest = digest;
-        let (buf, end, dry) = (&mut rx.buf, &mut rx.end, &mut rx.dry);
+        let (buf, start, end, dry) = (&mut rx.buf, &mut rx.start, &mut rx.end, &mut rx.dry);
         // Receives into `dst`, and into the buffer's tail when `dst` ends
-        // the data. Returns the bytes that went into `dst`.
+        // the data; or, when the buffer holds bytes (data placed ahead
+        // and put back), copies them. Returns the bytes that went into
+        // `dst`.
         let mut take = |dst: &mut [u8], last: bool| -> Result<usize, TcpError> {
+            if *end > *start {
+                let n = (*end - *start).min(dst.len());
+                let src = buf.get(*start..*start + n).unwrap_or(&[]);
+                if let Some(d) = dst.get_mut(..src.len()) {
+                    d.copy_from_slice(src);
+                }
+                if let Some(d) = digest.as_deref_mut() {
+                    d.update(src);
+                }
+                *start += src.len();
+                if *start == *end {
+                    (*start, *end) = (0, 0);
+                }
+                return Ok(src.len());
+            }
             let want = dst.len();
             let tail = if last {
                 buf.get_mut(..tail_len).unwrap_or(&mut [])

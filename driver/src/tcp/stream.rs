@@ -48,8 +48,9 @@ pub trait Stream: Send + 'static {
     fn send(&mut self, bufs: &[&[u8]]) -> Result<usize, LinkError>;
     /// Receives into `bufs`, in order, what has arrived; `Ok(0)` when
     /// nothing has, [`LinkError::Closed`] at the end of the stream. The
-    /// queue passes at most two buffers, and an implementation may fill
-    /// only the first two.
+    /// queue passes at most three buffers, and an implementation may fill
+    /// only the first three. Filling less than all of them says nothing
+    /// more had arrived: the queue does not ask again in the same poll.
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError>;
 }
 

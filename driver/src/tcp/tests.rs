@@ -110,8 +110,7 @@ impl Rig {
         };
         sqe.set_cid(cid);
         self.qp.submit(&sqe, Payload::Frames(f)).unwrap();
-        // The capsule leaves with the next poll.
-        assert!(self.wire.take_sent().is_empty());
+        // At once on an idle queue, else with the next poll.
         self.qp.service(0).unwrap();
         let sent = self.wire.take_sent();
         let ch = CommonHeader::parse(prefix(&sent).unwrap()).unwrap();
@@ -197,6 +196,70 @@ fn each_data_pdu_comes_in_with_the_next_header_in_one_receive() {
     let mut buf = vec![0u8; 4096];
     r.frames.read(FrameId(2), 0, &mut buf).unwrap();
     assert_eq!(buf, page(2));
+}
+
+#[test]
+fn the_first_command_of_an_idle_queue_leaves_at_once_the_rest_with_the_poll() {
+    let mut r = rig();
+    let mut sqe = SubmissionEntry::read(1, 0, 8);
+    sqe.set_cid(1);
+    r.qp.submit(&sqe, Payload::Frames(&[FrameId(1)])).unwrap();
+    assert_eq!(r.wire.take_sent().len(), 72, "sent from submit");
+    for cid in [2, 3] {
+        sqe.set_cid(cid);
+        r.qp.submit(&sqe, Payload::Frames(&[FrameId(u32::from(cid))]))
+            .unwrap();
+    }
+    assert!(r.wire.take_sent().is_empty(), "waiting for the poll");
+    r.qp.service(0).unwrap();
+    let sent = r.wire.take_sent();
+    assert_eq!(sent.len(), 2 * 72, "both in one batch");
+    assert_eq!(
+        parse_capsule_cmd(prefix(&sent[72..]).unwrap()).cid() & 0xfff,
+        3
+    );
+}
+
+#[test]
+fn a_page_received_ahead_of_a_header_that_is_not_its_own_goes_back_in_order() {
+    for framing in [
+        NONE,
+        Framing {
+            hdgst: true,
+            ddgst: true,
+            pda: 0,
+        },
+    ] {
+        // Data in two PDUs of half a page: the first page's bytes that
+        // arrive with the first header hold the second PDU too.
+        let mut r = rig_with(framing, 0);
+        let w = r.submit(1, false, &[FrameId(3)]);
+        let p = page(7);
+        r.c2h(w, 0, &p[..2048], 0);
+        r.c2h(w, 2048, &p[2048..], flags::LAST_PDU | flags::SUCCESS);
+        let done = r.poll().unwrap();
+        assert_eq!(done.len(), 1);
+        assert!(done[0].plain_success());
+        let mut b = vec![0u8; 4096];
+        r.frames.read(FrameId(3), 0, &mut b).unwrap();
+        assert_eq!(b, p);
+
+        // A response first (an error), then a stale data PDU for the same
+        // read: the response completes it, the data PDU is refused.
+        let mut r = rig_with(framing, 0);
+        let w = r.submit(2, false, &[FrameId(4)]);
+        let err = Status::new(crate::spec::status::StatusType::Media, 0x81, true);
+        r.resp(1, w, err);
+        r.c2h(w, 0, &page(8), flags::LAST_PDU | flags::SUCCESS);
+        let mut out = Vec::new();
+        let e = r.qp.poll(Nanos(0), usize::MAX, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].status(), err);
+        assert!(matches!(
+            e,
+            Err(ProtocolError::Transport(TcpError::UnknownCid { .. }))
+        ));
+    }
 }
 
 #[test]
