@@ -15,7 +15,6 @@
 //! commands submitted meanwhile are kept and sent again after the
 //! reconnect, like everything else in flight.
 
-use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -169,7 +168,7 @@ pub struct TcpQpair<S: Stream> {
     pub(super) tx: Tx,
     pub(super) rx: Rx,
     /// Completions ready to be handed out.
-    pub(super) ready: VecDeque<CompletionEntry>,
+    pub(super) ready: Vec<CompletionEntry>,
     /// The completion of the queue's own command (Connect).
     pub(super) internal: Option<CompletionEntry>,
     /// Commands in flight.
@@ -232,7 +231,7 @@ impl<S: Stream> TcpQpair<S> {
             frame_ids: vec![FrameId(0); ids * max_frames],
             tx: Tx::default(),
             rx: Rx::default(),
-            ready: VecDeque::with_capacity(ids),
+            ready: Vec::with_capacity(ids),
             internal: None,
             in_flight: 0,
             solo: None,
@@ -331,6 +330,8 @@ impl<S: Stream> TcpQpair<S> {
     /// Closes the connection after a fatal error, telling the controller
     /// why when the error is the controller's (best effort: one
     /// non-blocking send).
+    #[cold]
+    #[inline(never)]
     pub(super) fn fail(&mut self, e: TcpError) {
         if let (Some((fes, mut fei)), Some(stream)) = (e.term_req(), self.stream.as_mut()) {
             let mut out = [0u8; super::pdu::TERM_MAX_PLEN];
@@ -359,6 +360,7 @@ impl<S: Stream> TcpQpair<S> {
 
     /// Drops the connection and every transfer in progress; commands keep
     /// their description so they can be sent again.
+    #[inline(never)]
     fn close(&mut self) {
         self.stream = None;
         self.phase = Phase::Closed;
@@ -502,7 +504,7 @@ impl<S: Stream> TcpQpair<S> {
         } else if own {
             self.internal = Some(cqe);
         } else {
-            self.ready.push_back(cqe);
+            self.ready.push(cqe);
         }
     }
 
@@ -521,7 +523,7 @@ impl<S: Stream> TcpQpair<S> {
                 if own {
                     self.internal = Some(cqe);
                 } else {
-                    self.ready.push_back(cqe);
+                    self.ready.push(cqe);
                 }
             }
         }
@@ -574,14 +576,8 @@ impl<S: Stream> Qpair for TcpQpair<S> {
         out: &mut Vec<CompletionEntry>,
     ) -> Result<usize, ProtocolError<TcpError>> {
         let result = self.service(max);
-        let mut n = 0;
-        while n < max {
-            let Some(e) = self.ready.pop_front() else {
-                break;
-            };
-            out.push(e);
-            n += 1;
-        }
+        let n = max.min(self.ready.len());
+        out.extend(self.ready.drain(..n));
         result.map(|()| n).map_err(ProtocolError::Transport)
     }
     fn read_inbound(&self, cid: u16, dst: &mut [u8]) -> Result<(), QpairError> {

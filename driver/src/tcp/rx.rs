@@ -255,7 +255,7 @@ impl<S: Stream> TcpQpair<S> {
         };
         let ext = ch.check(&framing, self.max_len())?;
         self.rx.stage = Stage::Header(ch, ext);
-        Ok(true)
+        self.read_header(ch, ext)
     }
 
     fn read_header(&mut self, ch: CommonHeader, ext: Extent) -> Result<bool, TcpError> {
@@ -314,10 +314,12 @@ impl<S: Stream> TcpQpair<S> {
         let (head, rest) = rx.buf.split_at_mut(ra);
         let tail = rest.get_mut(..tail_len).unwrap_or(&mut []);
         let asked = ra + chunk + tail.len();
-        let got = frames
-            .with_mut(frame, 0, chunk, |dst| stream.recv(&mut [head, dst, tail]))
-            .map_err(|_| TcpError::OutOfRange { cid })??
-            .min(asked);
+        let mut page = frames
+            .write_lock(frame)
+            .ok_or(TcpError::OutOfRange { cid })?;
+        let dst = page.get_mut(..chunk).ok_or(TcpError::OutOfRange { cid })?;
+        let got = stream.recv(&mut [head, dst, tail])?.min(asked);
+        drop(page);
         rx.dry = got < asked;
         rx.start = 0;
         if got <= ra {
@@ -337,6 +339,7 @@ impl<S: Stream> TcpQpair<S> {
     }
 
     /// Puts bytes placed ahead back into the buffer at `at`.
+    #[cold]
     #[inline(never)]
     fn unplace_at(&mut self, a: Ahead, at: usize) -> Result<(), TcpError> {
         let TcpQpair { rx, frames, .. } = self;
