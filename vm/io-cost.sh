@@ -13,9 +13,10 @@
 #   of the entry: the read path the driver takes on VFIO memory.
 # - tcp: over NVMe/TCP on loopback to the test target running in another
 #   process (driver/examples/tcp_target). Polls that find nothing while
-#   the data is on its way are the caller waiting, not work per I/O: their
-#   average cost is measured on an idle queue (driver_idle_poll) and taken
-#   out. System calls count their user-space part only.
+#   the data is on its way are the caller waiting, not work per I/O: the
+#   example waits (uncounted) before each poll so that few are idle, and
+#   their average cost is measured on an idle queue (driver_idle_poll) and
+#   taken out. System calls count their user-space part only.
 #
 # Needs valgrind. Usage: bash vm/io-cost.sh [ios] [queue-depth] [emu|emu-split|tcp]
 set -euo pipefail

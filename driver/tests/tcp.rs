@@ -299,6 +299,14 @@ fn fault_then_recover(
     .unwrap_or_else(|e| panic!("{fault:?}: read failed: {e:?}"));
     assert_eq!(t.pending_faults(), 0, "{fault:?} was applied");
     assert_eq!(contents(&dev, &dst), want, "{fault:?}: data");
+    // A fault after the command's completion (a duplicate response) may
+    // still be on its way: poll until the queue has recovered from it.
+    let clock = std_clock();
+    let until = Instant::now() + Duration::from_secs(10);
+    while q.stats().resyncs == 0 && Instant::now() < until {
+        q.poll(clock(), usize::MAX, &mut |_| {});
+        std::thread::yield_now();
+    }
     let seen = q.qpair().last_error();
     assert!(
         seen.is_some_and(expect),

@@ -93,6 +93,16 @@ impl TcpFrames {
     }
 }
 
+impl TcpFrames {
+    /// Frame `frame`, write-locked, for a receive that fills it in place.
+    pub(crate) fn write_lock(
+        &self,
+        frame: FrameId,
+    ) -> Option<spin::RwLockWriteGuard<'_, Box<[u8; PAGE_SIZE]>>> {
+        self.frames.get(frame.index()).map(|f| f.write())
+    }
+}
+
 impl FrameArena for TcpFrames {
     fn frame_count(&self) -> u32 {
         self.frames.len() as u32

@@ -43,6 +43,17 @@ pub struct NetStream(TcpStream);
 
 impl Stream for NetStream {
     fn send(&mut self, bufs: &[&[u8]]) -> Result<usize, LinkError> {
+        if let [one] = bufs {
+            // A batch of capsules: one buffer, no gathering.
+            loop {
+                return match self.0.write(one) {
+                    Ok(k) => Ok(k),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(0),
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(e) => Err(link_error(&e)),
+                };
+            }
+        }
         let mut io = [IoSlice::new(&[]); IOV];
         let n = bufs.len().min(IOV);
         for (slot, b) in io.iter_mut().zip(bufs) {
@@ -57,17 +68,22 @@ impl Stream for NetStream {
             };
         }
     }
-    /// Uses the first two buffers at most: the receive path never passes
-    /// more (the data it waits for, and the next PDU's common header).
+    /// Uses the first three buffers at most: the receive path never passes
+    /// more (a header region, data, and a digest with the next header).
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError> {
-        let wanted = bufs.iter().take(2).any(|b| !b.is_empty());
+        let wanted = bufs.iter().take(3).any(|b| !b.is_empty());
         loop {
             let got = match bufs {
                 [] => return Ok(0),
                 [one] => self.0.read(one),
-                [a, b, ..] => self
+                [a, b] => self
                     .0
                     .read_vectored(&mut [IoSliceMut::new(a), IoSliceMut::new(b)]),
+                [a, b, c, ..] => self.0.read_vectored(&mut [
+                    IoSliceMut::new(a),
+                    IoSliceMut::new(b),
+                    IoSliceMut::new(c),
+                ]),
             };
             return match got {
                 Ok(0) if wanted => Err(LinkError::Closed),

@@ -438,6 +438,7 @@ pub fn check_header_digest(t: PduType, region: &[u8]) -> Result<(), TcpError> {
 /// Writes the common header, then (with header digests) the digest after
 /// the header and zero padding up to `pdo`. `out` must hold the header
 /// region. Returns its length.
+#[inline]
 fn seal(out: &mut [u8], t: PduType, extra_flags: u8, framing: &Framing, data: usize) -> usize {
     let hlen = t.header_len();
     let digests_apply = !matches!(
@@ -650,6 +651,18 @@ pub fn encode_capsule_cmd(
 ) -> usize {
     put(out, offset_of!(CapsuleCmdLayout, sqe), &sqe.to_bytes());
     seal(out, PduType::CapsuleCmd, 0, framing, data)
+}
+
+/// The common header of every command capsule without data under
+/// `framing`, when it has no header digest (which would depend on the
+/// command): a connection builds it once.
+pub fn plain_capsule_header(framing: &Framing) -> Option<[u8; CH_LEN]> {
+    if framing.hdgst {
+        return None;
+    }
+    let mut out = [0u8; TX_HEADER_MAX];
+    encode_capsule_cmd(&SubmissionEntry::default(), 0, framing, &mut out);
+    prefix::<CH_LEN>(&out).copied()
 }
 
 /// Reads the SQE of a checked CapsuleCmd (the target's side).

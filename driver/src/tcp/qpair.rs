@@ -15,7 +15,6 @@
 //! commands submitted meanwhile are kept and sent again after the
 //! reconnect, like everything else in flight.
 
-use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
@@ -33,6 +32,7 @@ use crate::qpair::ProtocolError;
 use crate::spec::command::SubmissionEntry;
 use crate::spec::completion::CompletionEntry;
 use crate::spec::sgl::SglDescriptor;
+use crate::spec::status::Status;
 use crate::transport::{Payload, Qpair, QpairError, SMALL_PAYLOAD};
 
 /// Where a connection is in its life.
@@ -168,9 +168,17 @@ pub struct TcpQpair<S: Stream> {
     pub(super) tx: Tx,
     pub(super) rx: Rx,
     /// Completions ready to be handed out.
-    pub(super) ready: VecDeque<CompletionEntry>,
+    pub(super) ready: Vec<CompletionEntry>,
     /// The completion of the queue's own command (Connect).
     pub(super) internal: Option<CompletionEntry>,
+    /// Commands in flight.
+    pub(super) in_flight: u16,
+    /// The one command in flight, when there is one and the queue knows
+    /// which (it forgets when two become one).
+    pub(super) solo: Option<u16>,
+    /// The completion a C2HData PDU with the SUCCESS flag stands for
+    /// (command id 0; [`complete`](Self::complete) sets it).
+    pub(super) success: CompletionEntry,
     pub(super) stats: TcpStats,
     pub(super) last_error: Option<TcpError>,
 }
@@ -223,8 +231,11 @@ impl<S: Stream> TcpQpair<S> {
             frame_ids: vec![FrameId(0); ids * max_frames],
             tx: Tx::default(),
             rx: Rx::default(),
-            ready: VecDeque::with_capacity(ids),
+            ready: Vec::with_capacity(ids),
             internal: None,
+            in_flight: 0,
+            solo: None,
+            success: CompletionEntry::new(0, 0, qid, 0, false, Status::SUCCESS),
             stats: TcpStats::default(),
             last_error: None,
         }
@@ -319,6 +330,8 @@ impl<S: Stream> TcpQpair<S> {
     /// Closes the connection after a fatal error, telling the controller
     /// why when the error is the controller's (best effort: one
     /// non-blocking send).
+    #[cold]
+    #[inline(never)]
     pub(super) fn fail(&mut self, e: TcpError) {
         if let (Some((fes, mut fei)), Some(stream)) = (e.term_req(), self.stream.as_mut()) {
             let mut out = [0u8; super::pdu::TERM_MAX_PLEN];
@@ -335,7 +348,7 @@ impl<S: Stream> TcpQpair<S> {
             );
             // Only if no PDU is half sent: a TermReq must start on a PDU
             // boundary.
-            if self.tx.cur.is_none() {
+            if self.tx.at_boundary() {
                 let _ = stream.send(&[out.get(..n).unwrap_or(&[])]);
             }
         }
@@ -347,6 +360,7 @@ impl<S: Stream> TcpQpair<S> {
 
     /// Drops the connection and every transfer in progress; commands keep
     /// their description so they can be sent again.
+    #[inline(never)]
     fn close(&mut self) {
         self.stream = None;
         self.phase = Phase::Closed;
@@ -354,6 +368,8 @@ impl<S: Stream> TcpQpair<S> {
         self.rx = Rx::default();
         self.ready.clear();
         self.internal = None;
+        self.in_flight = 0;
+        self.solo = None;
         self.rx_framing = Framing::default();
         self.tx_framing = Framing::default();
         for c in &mut self.cmds {
@@ -429,16 +445,22 @@ impl<S: Stream> TcpQpair<S> {
         let ready = self.phase == Phase::Ready;
         if let Some(c) = self.cmds.get_mut(usize::from(cid)) {
             c.restart();
+            if !c.live {
+                self.in_flight += 1;
+            }
+            self.solo = (self.in_flight == 1).then_some(cid);
             c.live = true;
             c.gen = (c.gen + 1) & 0xf;
             c.sqe.set_cid(wire_cid(cid, c.gen));
             if ready {
                 c.tx_busy = 1;
-                self.tx.queue.push_back(TxItem::Capsule(cid));
+                self.queue_capsule(cid);
             }
         }
-        if ready {
-            // Send at once: the socket copies the capsule and returns.
+        // The first command of an idle queue leaves at once; commands
+        // submitted while others are in flight leave together with the
+        // next poll, in one send.
+        if ready && self.in_flight == 1 {
             if let Err(e) = self.flush() {
                 self.fail(e);
             }
@@ -460,15 +482,21 @@ impl<S: Stream> TcpQpair<S> {
         cqe.dw3 = (cqe.dw3 & !0xffff) | u32::from(cid);
         // Queued PDUs of a finished command are never sent.
         let mut dropped = 0u16;
-        self.tx.queue.retain(|item| {
-            let mine = item.cid() == Some(cid);
-            dropped += u16::from(mine);
-            !mine
-        });
+        if !self.tx.queue.is_empty() {
+            self.tx.queue.retain(|item| {
+                let mine = item.cid() == Some(cid);
+                dropped += u16::from(mine);
+                !mine
+            });
+        }
         let own = cid == self.own_cid();
         let Some(c) = self.cmds.get_mut(usize::from(cid)) else {
             return;
         };
+        if c.live {
+            self.in_flight -= 1;
+            self.solo = None;
+        }
         c.live = false;
         c.tx_busy = c.tx_busy.saturating_sub(dropped);
         if c.tx_busy > 0 {
@@ -476,7 +504,7 @@ impl<S: Stream> TcpQpair<S> {
         } else if own {
             self.internal = Some(cqe);
         } else {
-            self.ready.push_back(cqe);
+            self.ready.push(cqe);
         }
     }
 
@@ -495,7 +523,7 @@ impl<S: Stream> TcpQpair<S> {
                 if own {
                     self.internal = Some(cqe);
                 } else {
-                    self.ready.push_back(cqe);
+                    self.ready.push(cqe);
                 }
             }
         }
@@ -548,14 +576,8 @@ impl<S: Stream> Qpair for TcpQpair<S> {
         out: &mut Vec<CompletionEntry>,
     ) -> Result<usize, ProtocolError<TcpError>> {
         let result = self.service(max);
-        let mut n = 0;
-        while n < max {
-            let Some(e) = self.ready.pop_front() else {
-                break;
-            };
-            out.push(e);
-            n += 1;
-        }
+        let n = max.min(self.ready.len());
+        out.extend(self.ready.drain(..n));
         result.map(|()| n).map_err(ProtocolError::Transport)
     }
     fn read_inbound(&self, cid: u16, dst: &mut [u8]) -> Result<(), QpairError> {

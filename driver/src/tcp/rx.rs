@@ -1,9 +1,13 @@
-//! The receive side of a [`TcpQpair`]: PDUs from the controller are read
-//! in exact pieces (common header, rest of the header region, data,
-//! digest), each checked before the next is read, so data lands straight
-//! in the frame or buffer it belongs to and nothing is read past the PDU
-//! except the next PDU's common header (read ahead with the tail of the
-//! current PDU, saving a system call per PDU).
+//! The receive side of a [`TcpQpair`]: PDUs from the controller pass
+//! through a small buffer that holds header regions (and data digests)
+//! only; data goes straight from the socket into the frame or buffer it
+//! belongs to. Each receive asks for what the current step needs plus
+//! the smallest header region the next PDU can have (24 bytes, 28 with
+//! header digests), never more, so data never lands in the buffer and a
+//! PDU with its data and the next PDU's header take one system call.
+//! A receive that fills less than it asked for means the socket had
+//! nothing more: the rest waits for the next poll, sparing a system call
+//! that would find nothing.
 //!
 //! Checks, in order: the common header (type, HLEN, flags, PDO, PLEN
 //! against what was negotiated, [`CommonHeader::check`]); the header
@@ -11,19 +15,55 @@
 //! against the command they name: in flight, direction, in order, inside
 //! its buffer, one R2T at a time; a response capsule against this queue
 //! and the command's data); the data digest. Anything else is a fatal
-//! [`TcpError`]; a data digest mismatch fails only its command.
+//! [`TcpError`]; a data digest mismatch fails only its command. Nothing
+//! is parsed from bytes that have not arrived.
 
 use super::digest::{Running, DIGEST_LEN};
 use super::error::TcpError;
 use super::pdu::{
-    parse_capsule_resp, prefix, CommonHeader, DataHeader, Extent, Framing, IcResp, PduType, R2t,
-    TermReq, CH_LEN, MAX_HEADER_REGION,
+    parse_capsule_resp, plain_capsule_header, prefix, CommonHeader, DataHeader, Extent, Framing,
+    IcResp, PduType, R2t, TermReq, CAPSULE_RESP_HLEN, CH_LEN, DATA_HLEN, MAX_HEADER_REGION,
+    R2T_HLEN, TERM_HLEN,
 };
 use super::qpair::{Dir, Phase, Source, TcpQpair};
 use super::stream::{LinkError, Stream};
 use super::tx::TxItem;
 use crate::spec::completion::CompletionEntry;
 use crate::spec::status::{generic, Status, StatusType};
+use pollfs_core::units::{FrameId, PAGE_SIZE};
+
+/// The header length of every PDU a controller may send once connected
+/// (CapsuleResp, C2HData, R2T, C2HTermReq): the least a header region
+/// holds, so reading this far ahead never reads data.
+const READY_HLEN: usize = 24;
+const _: () = assert!(
+    CAPSULE_RESP_HLEN == READY_HLEN
+        && DATA_HLEN == READY_HLEN
+        && R2T_HLEN == READY_HLEN
+        && TERM_HLEN == READY_HLEN
+);
+
+/// The receive buffer: the largest header region, and what may be read
+/// with one: a data digest and the next PDU's smallest header region, or
+/// a page received ahead of its header that turned out not to be the
+/// data it was placed as ([`Ahead`]).
+const RX_BUF: usize = PAGE_SIZE + MAX_HEADER_REGION + 1 + 2 * (DIGEST_LEN + READY_HLEN);
+
+/// Bytes received ahead of their header: with one read in flight, a
+/// receive at a PDU boundary asks for a header region of `ra` bytes, then
+/// the read's first page straight into its frame (`k` bytes arrived
+/// there), then a digest and the next header into the buffer. Once the
+/// header is checked the bytes are either that read's data (a C2HData
+/// for it at offset 0, its data right after a header region of `ra`
+/// bytes) or they are moved back into the buffer in stream order, as if
+/// received there.
+#[derive(Clone, Copy, Debug)]
+struct Ahead {
+    cid: u16,
+    frame: FrameId,
+    ra: usize,
+    k: usize,
+}
 
 /// Where the receiver is within the current PDU.
 #[derive(Debug, Default)]
@@ -43,36 +83,33 @@ enum Stage {
         digest: Option<Running>,
     },
     /// Reading the data digest of a C2HData PDU.
-    Digest {
-        cid: u16,
-        flags: u8,
-        expect: u32,
-        have: usize,
-    },
+    Digest { cid: u16, flags: u8, expect: u32 },
 }
 
 /// Receive state.
 #[derive(Debug)]
 pub(super) struct Rx {
     stage: Stage,
-    /// The header region of the current PDU.
-    hdr: [u8; MAX_HEADER_REGION + 1],
-    have: usize,
-    /// The next PDU's common header, read with the end of this one.
-    ahead: [u8; CH_LEN],
-    ahead_len: usize,
-    digest: [u8; DIGEST_LEN],
+    /// Bytes received and not yet used: `buf[start..end]`, beginning with
+    /// the current PDU's header region (or data digest).
+    buf: [u8; RX_BUF],
+    start: usize,
+    end: usize,
+    /// The last receive of this poll filled less than it asked for.
+    dry: bool,
+    /// Bytes in a frame that follow the held header region.
+    ahead: Option<Ahead>,
 }
 
 impl Default for Rx {
     fn default() -> Self {
         Rx {
             stage: Stage::Common,
-            hdr: [0; MAX_HEADER_REGION + 1],
-            have: 0,
-            ahead: [0; CH_LEN],
-            ahead_len: 0,
-            digest: [0; DIGEST_LEN],
+            buf: [0; RX_BUF],
+            start: 0,
+            end: 0,
+            dry: false,
+            ahead: None,
         }
     }
 }
@@ -80,17 +117,30 @@ impl Default for Rx {
 impl Rx {
     /// The header being processed, for an H2CTermReq.
     pub fn culprit(&self) -> &[u8] {
-        self.hdr.get(..self.have.min(128)).unwrap_or(&[])
+        let len = match self.stage {
+            Stage::Header(_, ext) => ext.header,
+            _ => CH_LEN,
+        };
+        let end = self.end.min(self.start + len.min(128));
+        self.buf.get(self.start..end).unwrap_or(&[])
     }
-    /// Starts the next PDU with whatever was read ahead.
-    fn next_pdu(&mut self) {
+    /// The received bytes not yet used.
+    fn held(&self) -> usize {
+        self.end - self.start
+    }
+    /// The current PDU, whose header region is the first `n` held
+    /// bytes, is done.
+    fn next_pdu(&mut self, n: usize) {
         self.stage = Stage::Common;
-        let n = self.ahead_len.min(CH_LEN);
-        if let (Some(d), Some(s)) = (self.hdr.get_mut(..n), self.ahead.get(..n)) {
-            d.copy_from_slice(s);
+        self.consume(n);
+    }
+    /// Marks the first `n` held bytes used.
+    fn consume(&mut self, n: usize) {
+        self.start = (self.start + n).min(self.end);
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
         }
-        self.have = n;
-        self.ahead_len = 0;
     }
 }
 
@@ -108,6 +158,7 @@ impl<S: Stream> TcpQpair<S> {
     /// Processes arriving PDUs until the socket has nothing more or `max`
     /// completions are ready.
     pub(super) fn receive(&mut self, max: usize) -> Result<(), TcpError> {
+        self.rx.dry = false;
         while self.ready.len() < max {
             let progressed = match self.rx.stage {
                 Stage::Common => self.read_common()?,
@@ -122,44 +173,65 @@ impl<S: Stream> TcpQpair<S> {
         Ok(())
     }
 
-    /// Receives into `main`, and into the read-ahead buffer too when
-    /// `main` ends the PDU. Returns the bytes that went into `main`.
-    fn recv_into(
-        stream: &mut S,
-        main: &mut [u8],
-        ahead: Option<(&mut [u8; CH_LEN], &mut usize)>,
-    ) -> Result<usize, TcpError> {
-        let want = main.len();
-        let n = match ahead {
-            Some((buf, len)) if *len < CH_LEN => {
-                let tail = buf.get_mut(*len..).unwrap_or(&mut []);
-                let n = stream.recv(&mut [main, tail])?;
-                *len += n.saturating_sub(want);
-                n
-            }
-            _ => stream.recv(&mut [main])?,
-        };
-        Ok(n.min(want))
+    /// How far past what it needs a receive at a PDU boundary may read:
+    /// the next PDU's smallest header region.
+    fn read_ahead(&self) -> usize {
+        match self.phase {
+            Phase::Ready => READY_HLEN + if self.rx_framing.hdgst { DIGEST_LEN } else { 0 },
+            _ => CH_LEN,
+        }
+    }
+
+    /// Receives into the buffer until it holds `need` bytes, asking for
+    /// `ahead` more. `Ok(false)` when they have not all arrived.
+    #[inline]
+    fn fill_rx(&mut self, need: usize, ahead: usize) -> Result<bool, TcpError> {
+        if self.rx.held() >= need {
+            return Ok(true);
+        }
+        if self.rx.dry {
+            return Ok(false);
+        }
+        self.recv_rx(need, ahead)
+    }
+
+    #[inline(never)]
+    fn recv_rx(&mut self, need: usize, ahead: usize) -> Result<bool, TcpError> {
+        let rx = &mut self.rx;
+        if rx.start + need + ahead > RX_BUF {
+            rx.buf.copy_within(rx.start..rx.end, 0);
+            rx.end -= rx.start;
+            rx.start = 0;
+        }
+        let to = (rx.start + need + ahead).min(RX_BUF);
+        let stream = self
+            .stream
+            .as_mut()
+            .ok_or(TcpError::Link(LinkError::Closed))?;
+        let dst = rx.buf.get_mut(rx.end..to).unwrap_or(&mut []);
+        let asked = dst.len();
+        let n = stream.recv(&mut [dst])?.min(asked);
+        rx.dry = n < asked;
+        rx.end += n;
+        Ok(rx.held() >= need)
     }
 
     fn read_common(&mut self) -> Result<bool, TcpError> {
-        if self.rx.have < CH_LEN {
-            let have = self.rx.have;
-            let stream = self
-                .stream
-                .as_mut()
-                .ok_or(TcpError::Link(LinkError::Closed))?;
-            let dst = self.rx.hdr.get_mut(have..CH_LEN).unwrap_or(&mut []);
-            let n = Self::recv_into(stream, dst, None)?;
-            if n == 0 {
-                return Ok(false);
-            }
-            self.rx.have += n;
-            if self.rx.have < CH_LEN {
-                return Ok(true);
+        if self.rx.held() == 0 && !self.rx.dry {
+            if let Some(cid) = self.solo.filter(|_| self.phase == Phase::Ready) {
+                self.recv_ahead(cid)?;
             }
         }
-        let ch_bytes = prefix::<CH_LEN>(&self.rx.hdr).ok_or(TcpError::Link(LinkError::Other))?;
+        if !self.fill_rx(CH_LEN, self.read_ahead() - CH_LEN)? {
+            return Ok(false);
+        }
+        let at = self.rx.start;
+        let ch_bytes = self
+            .rx
+            .buf
+            .get(at..)
+            .and_then(prefix::<CH_LEN>)
+            .ok_or(TcpError::Link(LinkError::Other))?;
         let ch = CommonHeader::parse(ch_bytes)?;
         let t = ch.pdu_type;
         let allowed = match self.phase {
@@ -183,44 +255,147 @@ impl<S: Stream> TcpQpair<S> {
         };
         let ext = ch.check(&framing, self.max_len())?;
         self.rx.stage = Stage::Header(ch, ext);
-        Ok(true)
+        self.read_header(ch, ext)
     }
 
     fn read_header(&mut self, ch: CommonHeader, ext: Extent) -> Result<bool, TcpError> {
-        if self.rx.have < ext.header {
-            let have = self.rx.have;
-            let Rx {
-                hdr,
-                ahead,
-                ahead_len,
-                ..
-            } = &mut self.rx;
-            let stream = self
-                .stream
-                .as_mut()
-                .ok_or(TcpError::Link(LinkError::Closed))?;
-            let dst = hdr.get_mut(have..ext.header).unwrap_or(&mut []);
-            // A PDU without data ends with its header region.
-            let ahead = (ext.data == 0).then_some((ahead, ahead_len));
-            let n = Self::recv_into(stream, dst, ahead)?;
-            if n == 0 {
-                return Ok(false);
+        if let Some(a) = self.rx.ahead {
+            if ext.header != a.ra || ch.pdu_type != PduType::C2hData {
+                // Not data right after this header: the bytes placed
+                // ahead are the stream's next bytes.
+                self.rx.ahead = None;
+                self.unplace(a)?;
             }
-            self.rx.have += n;
-            if self.rx.have < ext.header {
-                return Ok(true);
-            }
+        }
+        // A PDU without data ends with its header region: read the next
+        // one's header with it.
+        let ahead = if ext.data == 0 { self.read_ahead() } else { 0 };
+        if !self.fill_rx(ext.header, ahead)? {
+            return Ok(false);
         }
         self.stats.pdus_in += 1;
         self.on_header(ch, ext)?;
         Ok(true)
     }
 
+    /// The one read in flight, if its data has not started: where its
+    /// first page goes.
+    fn solo_target(&self, cid: u16) -> Option<(FrameId, usize)> {
+        let c = self.cmds.get(usize::from(cid))?;
+        if !c.live || c.dir != Dir::In || c.moved != 0 || !matches!(c.src, Source::Frames(_)) {
+            return None;
+        }
+        let frame = *self.frame_ids.get(usize::from(cid) * self.max_frames)?;
+        Some((frame, (c.len as usize).min(PAGE_SIZE)))
+    }
+
+    /// At a PDU boundary with nothing held and one read in flight: one
+    /// receive for a header region, the read's first page into its frame,
+    /// and (for a one-page read) its digest and the next header.
+    fn recv_ahead(&mut self, cid: u16) -> Result<(), TcpError> {
+        let Some((frame, chunk)) = self.solo_target(cid) else {
+            return Ok(());
+        };
+        let ra = self.read_ahead();
+        let tail_len = if self
+            .cmds
+            .get(usize::from(cid))
+            .is_some_and(|c| c.len as usize == chunk)
+        {
+            self.rx_framing.data_digest_len() + ra
+        } else {
+            0
+        };
+        let TcpQpair {
+            stream, rx, frames, ..
+        } = self;
+        let stream = stream.as_mut().ok_or(TcpError::Link(LinkError::Closed))?;
+        let frames = frames.as_ref().ok_or(TcpError::OutOfRange { cid })?;
+        let (head, rest) = rx.buf.split_at_mut(ra);
+        let tail = rest.get_mut(..tail_len).unwrap_or(&mut []);
+        let asked = ra + chunk + tail.len();
+        let mut page = frames
+            .write_lock(frame)
+            .ok_or(TcpError::OutOfRange { cid })?;
+        let dst = page.get_mut(..chunk).ok_or(TcpError::OutOfRange { cid })?;
+        let got = stream.recv(&mut [head, dst, tail])?.min(asked);
+        drop(page);
+        rx.dry = got < asked;
+        rx.start = 0;
+        if got <= ra {
+            rx.end = got;
+            return Ok(());
+        }
+        let k = (got - ra).min(chunk);
+        rx.end = ra + (got - ra - k);
+        rx.ahead = Some(Ahead { cid, frame, ra, k });
+        Ok(())
+    }
+
+    /// Puts bytes placed ahead back into the buffer, after the header
+    /// region they followed, in stream order.
+    fn unplace(&mut self, a: Ahead) -> Result<(), TcpError> {
+        self.unplace_at(a, self.rx.start + a.ra)
+    }
+
+    /// Puts bytes placed ahead back into the buffer at `at`.
+    #[cold]
+    #[inline(never)]
+    fn unplace_at(&mut self, a: Ahead, at: usize) -> Result<(), TcpError> {
+        let TcpQpair { rx, frames, .. } = self;
+        let (end, k) = (rx.end, a.k);
+        if at > end || end + k > RX_BUF {
+            return Err(TcpError::Link(LinkError::Other));
+        }
+        rx.buf.copy_within(at..end, at + k);
+        let dst = rx.buf.get_mut(at..at + k).unwrap_or(&mut []);
+        frames
+            .as_ref()
+            .ok_or(TcpError::OutOfRange { cid: a.cid })?
+            .with(a.frame, 0, k, |b| dst.copy_from_slice(b))
+            .map_err(|_| TcpError::OutOfRange { cid: a.cid })?;
+        rx.end = end + k;
+        Ok(())
+    }
+
+    /// A C2HData header right before bytes placed ahead has been checked
+    /// and consumed: the bytes are the first `k` bytes of its data if it
+    /// is for the placed read, at offset 0, with that much data; otherwise
+    /// they go back into the buffer.
+    fn settle_ahead(&mut self, a: Ahead) -> Result<(), TcpError> {
+        let Stage::Data {
+            cid,
+            at: 0,
+            left,
+            flags,
+            ref mut digest,
+        } = self.rx.stage
+        else {
+            return self.unplace_at(a, self.rx.start);
+        };
+        if cid != a.cid || (left as usize) < a.k {
+            return self.unplace_at(a, self.rx.start);
+        }
+        let mut digest = digest.take();
+        if let Some(d) = digest.as_mut() {
+            let frames = self.frames.as_ref().ok_or(TcpError::OutOfRange { cid })?;
+            frames
+                .with(a.frame, 0, a.k, |b| d.update(b))
+                .map_err(|_| TcpError::OutOfRange { cid })?;
+        }
+        let k = a.k as u32;
+        if let Some(c) = self.cmds.get_mut(usize::from(cid)) {
+            c.moved += k;
+        }
+        self.data_moved(cid, k, left - k, flags, digest)
+    }
+
     /// A complete header region has arrived: check its digest and act on
     /// it.
     fn on_header(&mut self, ch: CommonHeader, ext: Extent) -> Result<(), TcpError> {
         let t = ch.pdu_type;
-        let region = self.rx.hdr.get(..ext.header).unwrap_or(&[]);
+        let at = self.rx.start;
+        let region = self.rx.buf.get(at..at + ext.header).unwrap_or(&[]);
         let digested = !matches!(t, PduType::IcResp | PduType::C2hTermReq);
         if digested && self.rx_framing.hdgst {
             super::pdu::check_header_digest(t, region)?;
@@ -243,6 +418,7 @@ impl<S: Stream> TcpQpair<S> {
                     pda: resp.cpda,
                 };
                 self.maxh2cdata = resp.maxh2cdata;
+                self.tx.plain_capsule = plain_capsule_header(&self.tx_framing);
                 self.phase = Phase::Ready;
                 // Commands submitted while connecting go out now.
                 for cid in 0..self.cmds.len() as u16 {
@@ -254,7 +430,7 @@ impl<S: Stream> TcpQpair<S> {
                         self.tx.queue.push_back(TxItem::Capsule(cid));
                     }
                 }
-                self.rx.next_pdu();
+                self.rx.next_pdu(ext.header);
             }
             PduType::C2hTermReq => {
                 let term = TermReq::parse(prefix(region).ok_or(bad_len)?);
@@ -263,16 +439,21 @@ impl<S: Stream> TcpQpair<S> {
             PduType::CapsuleResp => {
                 let cqe = parse_capsule_resp(prefix(region).ok_or(bad_len)?);
                 self.on_response(cqe)?;
-                self.rx.next_pdu();
+                self.rx.next_pdu(ext.header);
             }
             PduType::R2t => {
                 let r2t = R2t::parse(prefix(region).ok_or(bad_len)?)?;
                 self.on_r2t(r2t)?;
-                self.rx.next_pdu();
+                self.rx.next_pdu(ext.header);
             }
             PduType::C2hData => {
                 let h = DataHeader::parse(prefix(region).ok_or(bad_len)?, t, ext.data)?;
                 self.on_c2h(ch.flags, h)?;
+                self.rx.consume(ext.header);
+                if let Some(a) = self.rx.ahead.take() {
+                    self.settle_ahead(a)?;
+                }
+                return Ok(());
             }
             _ => {
                 return Err(TcpError::HeaderField {
@@ -329,17 +510,34 @@ impl<S: Stream> TcpQpair<S> {
             } => (*cid, *at, *left, *flags, digest.take()),
             _ => return Ok(false),
         };
-        let n = self.recv_data(cid, at, left, digest.as_mut())?;
-        let left = left - n;
-        if left > 0 || n == 0 {
+        let n = if self.rx.dry && self.rx.held() == 0 {
+            0
+        } else {
+            self.recv_data(cid, at, left, digest.as_mut())?
+        };
+        self.data_moved(cid, at + n, left - n, flags, digest)?;
+        Ok(n > 0)
+    }
+
+    /// Data of the current C2HData PDU has arrived up to byte `at` of
+    /// command `cid`'s buffer, `left` bytes still to come.
+    fn data_moved(
+        &mut self,
+        cid: u16,
+        at: u32,
+        left: u32,
+        flags: u8,
+        digest: Option<Running>,
+    ) -> Result<(), TcpError> {
+        if left > 0 {
             self.rx.stage = Stage::Data {
                 cid,
-                at: at + n,
+                at,
                 left,
                 flags,
                 digest,
             };
-            return Ok(n > 0);
+            return Ok(());
         }
         match digest {
             Some(d) => {
@@ -347,17 +545,18 @@ impl<S: Stream> TcpQpair<S> {
                     cid,
                     flags,
                     expect: d.finish(),
-                    have: 0,
                 };
+                Ok(())
             }
-            None => self.end_c2h(cid, flags, true)?,
+            None => self.end_c2h(cid, flags, true),
         }
-        Ok(true)
     }
 
     /// Receives up to `left` bytes of command `cid`'s data at byte `at` of
     /// its buffer, straight into the frame or buffer, adding them to
-    /// `digest`. Returns the count (0: nothing has arrived).
+    /// `digest`; with the last of them, the data digest and the next
+    /// PDU's header into the receive buffer. Returns the count (0:
+    /// nothing has arrived).
     fn recv_data(
         &mut self,
         cid: u16,
@@ -365,8 +564,8 @@ impl<S: Stream> TcpQpair<S> {
         left: u32,
         digest: Option<&mut Running>,
     ) -> Result<u32, TcpError> {
-        let page = pollfs_core::units::PAGE_SIZE;
-        let ends_pdu = !self.rx_framing.ddgst;
+        let page = PAGE_SIZE;
+        let tail_len = self.rx_framing.data_digest_len() + self.read_ahead();
         let TcpQpair {
             stream,
             rx,
@@ -376,18 +575,45 @@ impl<S: Stream> TcpQpair<S> {
             max_frames,
             ..
         } = self;
-        let Rx {
-            ahead, ahead_len, ..
-        } = rx;
         let stream = stream.as_mut().ok_or(TcpError::Link(LinkError::Closed))?;
         let cmd = cmds
             .get_mut(usize::from(cid))
             .ok_or(TcpError::UnknownCid { cid })?;
         let mut digest = digest;
-        let mut take = |dst: &mut [u8], ahead| -> Result<usize, TcpError> {
-            let n = Self::recv_into(stream, dst, ahead)?;
-            if let (Some(d), Some(got)) = (digest.as_deref_mut(), dst.get(..n)) {
-                d.update(got);
+        let (buf, start, end, dry) = (&mut rx.buf, &mut rx.start, &mut rx.end, &mut rx.dry);
+        // Receives into `dst`, and into the buffer's tail when `dst` ends
+        // the data; or, when the buffer holds bytes (data placed ahead
+        // and put back), copies them. Returns the bytes that went into
+        // `dst`.
+        let mut take = |dst: &mut [u8], last: bool| -> Result<usize, TcpError> {
+            if *end > *start {
+                let n = (*end - *start).min(dst.len());
+                let src = buf.get(*start..*start + n).unwrap_or(&[]);
+                if let Some(d) = dst.get_mut(..src.len()) {
+                    d.copy_from_slice(src);
+                }
+                if let Some(d) = digest.as_deref_mut() {
+                    d.update(src);
+                }
+                *start += src.len();
+                if *start == *end {
+                    (*start, *end) = (0, 0);
+                }
+                return Ok(src.len());
+            }
+            let want = dst.len();
+            let tail = if last {
+                buf.get_mut(..tail_len).unwrap_or(&mut [])
+            } else {
+                &mut []
+            };
+            let asked = want + tail.len();
+            let got = stream.recv(&mut [&mut *dst, tail])?.min(asked);
+            *dry = got < asked;
+            *end = got.saturating_sub(want);
+            let n = got.min(want);
+            if let (Some(d), Some(bytes)) = (digest.as_deref_mut(), dst.get(..n)) {
+                d.update(bytes);
             }
             Ok(n)
         };
@@ -397,7 +623,7 @@ impl<S: Stream> TcpQpair<S> {
                     .buf
                     .get_mut(at as usize..(at + left) as usize)
                     .ok_or(TcpError::OutOfRange { cid })?;
-                take(dst, ends_pdu.then_some((ahead, ahead_len)))?
+                take(dst, true)?
             }
             Source::Frames(_) => {
                 let within = at as usize % page;
@@ -407,9 +633,9 @@ impl<S: Stream> TcpQpair<S> {
                     .ok_or(TcpError::OutOfRange { cid })?;
                 let chunk = (page - within).min(left as usize);
                 let frames = frames.as_ref().ok_or(TcpError::OutOfRange { cid })?;
-                let ahead = (ends_pdu && chunk == left as usize).then_some((ahead, ahead_len));
+                let last = chunk == left as usize;
                 frames
-                    .with_mut(frame, within, chunk, |dst| take(dst, ahead))
+                    .with_mut(frame, within, chunk, |dst| take(dst, last))
                     .map_err(|_| TcpError::OutOfRange { cid })??
             }
             Source::None => {
@@ -423,42 +649,21 @@ impl<S: Stream> TcpQpair<S> {
     }
 
     fn read_digest(&mut self) -> Result<bool, TcpError> {
-        let Stage::Digest {
-            cid,
-            flags,
-            expect,
-            have,
-        } = self.rx.stage
-        else {
+        let Stage::Digest { cid, flags, expect } = self.rx.stage else {
             return Ok(false);
         };
-        let Rx {
-            digest,
-            ahead,
-            ahead_len,
-            ..
-        } = &mut self.rx;
-        let stream = self
-            .stream
-            .as_mut()
-            .ok_or(TcpError::Link(LinkError::Closed))?;
-        let dst = digest.get_mut(have..).unwrap_or(&mut []);
-        let n = Self::recv_into(stream, dst, Some((ahead, ahead_len)))?;
-        if n == 0 {
+        if !self.fill_rx(DIGEST_LEN, self.read_ahead())? {
             return Ok(false);
         }
-        let have = have + n;
-        if have < DIGEST_LEN {
-            self.rx.stage = Stage::Digest {
-                cid,
-                flags,
-                expect,
-                have,
-            };
-            return Ok(true);
-        }
-        let ok = u32::from_le_bytes(self.rx.digest) == expect;
-        self.end_c2h(cid, flags, ok)?;
+        let at = self.rx.start;
+        let got = self
+            .rx
+            .buf
+            .get(at..)
+            .and_then(prefix::<DIGEST_LEN>)
+            .map_or(0, |d| u32::from_le_bytes(*d));
+        self.rx.consume(DIGEST_LEN);
+        self.end_c2h(cid, flags, got == expect)?;
         Ok(true)
     }
 
@@ -466,7 +671,7 @@ impl<S: Stream> TcpQpair<S> {
     /// not).
     fn end_c2h(&mut self, cid: u16, flags: u8, digest_ok: bool) -> Result<(), TcpError> {
         use super::pdu::flags::{LAST_PDU, SUCCESS};
-        self.rx.next_pdu();
+        self.rx.stage = Stage::Common;
         if !digest_ok {
             self.stats.data_digest_errors += 1;
         }
@@ -485,12 +690,11 @@ impl<S: Stream> TcpQpair<S> {
             }
             // 3.3.2.1: the host synthesizes a completion with the Command
             // Specific and Status fields cleared.
-            let status = if c.bad_digest {
-                transient()
+            let cqe = if c.bad_digest {
+                CompletionEntry::new(0, 0, qid, cid, false, transient())
             } else {
-                Status::SUCCESS
+                self.success
             };
-            let cqe = CompletionEntry::new(0, 0, qid, cid, false, status);
             self.complete(cid, cqe);
         }
         Ok(())

@@ -48,8 +48,9 @@ pub trait Stream: Send + 'static {
     fn send(&mut self, bufs: &[&[u8]]) -> Result<usize, LinkError>;
     /// Receives into `bufs`, in order, what has arrived; `Ok(0)` when
     /// nothing has, [`LinkError::Closed`] at the end of the stream. The
-    /// queue passes at most two buffers, and an implementation may fill
-    /// only the first two.
+    /// queue passes at most three buffers, and an implementation may fill
+    /// only the first three. Filling less than all of them says nothing
+    /// more had arrived: the queue does not ask again in the same poll.
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError>;
 }
 
@@ -88,6 +89,7 @@ struct MemoryInner {
     max_recv: usize,
     max_send: usize,
     eof: bool,
+    recvs: usize,
 }
 
 impl MemoryStream {
@@ -118,6 +120,10 @@ impl MemoryStream {
     pub fn pending(&self) -> usize {
         self.inner.lock().incoming.len()
     }
+    /// Calls to `recv` so far.
+    pub fn recv_calls(&self) -> usize {
+        self.inner.lock().recvs
+    }
 }
 
 impl Stream for MemoryStream {
@@ -142,6 +148,7 @@ impl Stream for MemoryStream {
     }
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError> {
         let mut i = self.inner.lock();
+        i.recvs += 1;
         if i.incoming.is_empty() {
             return if i.eof { Err(LinkError::Closed) } else { Ok(0) };
         }
