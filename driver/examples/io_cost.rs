@@ -19,9 +19,10 @@
 //!   System calls count only their user-space part (callgrind cannot see
 //!   the kernel).
 //!
-//! - `split`: on the emulated controller over memory that does not claim
-//!   page atomicity (`EmuMemory::with_split_reads`), so the driver reads
-//!   each completion's status dword before the entry, as on VFIO memory.
+//! - `split`: on the emulated controller over memory kept as atomic words
+//!   and accessed by VFIO memory's own code (`EmuMemory::with_split_reads`),
+//!   so the driver reads each completion's status dword before the entry,
+//!   as on VFIO memory.
 //!
 //! Usage: `io_cost [ios] [queue-depth] [tcp URL | split]` (defaults
 //! 200000, 32).

@@ -132,9 +132,15 @@ impl DmaRegion for VfioRegion {
     fn iova(&self) -> Iova {
         Iova(self.iova)
     }
+    #[inline]
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.map.read(offset, dst)
     }
+    #[inline]
+    fn read_u32(&self, offset: usize) -> Result<u32, DmaError> {
+        self.map.read_u32(offset)
+    }
+    #[inline]
     fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.map.write(offset, src)
     }
