@@ -5,8 +5,8 @@
 //! doorbell, and pops CQEs whose phase tag says they are new. Every popped
 //! entry is checked against what this queue can legitimately see (its SQ
 //! id, an SQ head inside the in-flight window) before anyone acts on it;
-//! command ids are checked above the transport, by
-//! [`CidPool`](crate::qpair::CidPool).
+//! command ids are checked above the transport (an I/O queue's one table
+//! of ids and requests, the admin queue's [`CidPool`](crate::qpair::CidPool)).
 
 use core::sync::atomic::{fence, Ordering};
 
