@@ -4,6 +4,7 @@
 use pollfs_core::dev::DevError;
 use pollfs_core::units::Nanos;
 
+use super::table::HandBack;
 use super::{NvmeQueue, Unissued, MAX_ZERO_BLOCKS};
 use crate::qpair::ProtocolError;
 use crate::spec::command::{DsmRange, SubmissionEntry};
@@ -166,9 +167,22 @@ impl<T: Transport> NvmeQueue<T> {
     }
 
     /// Accounts a released command's result to its request `tag`, and
-    /// hands the request back if that was its last piece.
+    /// finishes the request if that was its last piece.
     #[inline]
     fn account(&mut self, tag: u16, result: Result<(), DevError>) {
+        let mut none = |_| {};
+        let mut out = HandBack {
+            done: &mut none,
+            room: 0,
+            handed: 0,
+        };
+        self.account_to(tag, result, &mut out);
+    }
+
+    /// As [`account`](Self::account), handing a finished request
+    /// straight to `out` when it can.
+    #[inline]
+    fn account_to(&mut self, tag: u16, result: Result<(), DevError>, out: &mut HandBack<'_>) {
         if result.is_ok() {
             self.ctrl.note_success();
         }
@@ -182,7 +196,7 @@ impl<T: Transport> NvmeQueue<T> {
             None => None,
         };
         if let Some(result) = finished {
-            self.table.finish(tag, result);
+            self.table.finish_to(tag, result, out);
         }
     }
 
@@ -205,6 +219,7 @@ impl<T: Transport> NvmeQueue<T> {
     pub(super) fn on_completion(
         &mut self,
         e: CompletionEntry,
+        out: &mut HandBack<'_>,
     ) -> Result<(), ProtocolError<T::Error>> {
         let cid = e.cid();
         if e.plain_success() {
@@ -214,7 +229,7 @@ impl<T: Transport> NvmeQueue<T> {
                 .table
                 .release(cid)
                 .ok_or(ProtocolError::UnknownCid(cid))?;
-            self.account(tag, Ok(()));
+            self.account_to(tag, Ok(()), out);
             return Ok(());
         }
         let Some(c) = self.table.command_mut(cid) else {
@@ -230,16 +245,21 @@ impl<T: Transport> NvmeQueue<T> {
         Ok(())
     }
 
-    /// Takes what completed from the transport and accounts it; an error
-    /// means the controller broke the queue protocol.
+    /// Takes what completed from the transport and accounts it, handing
+    /// finished requests to `out` as far as it has room; an error means
+    /// the controller broke the queue protocol.
     #[inline]
-    pub(super) fn reap(&mut self, now: Nanos) -> Result<(), ProtocolError<T::Error>> {
+    pub(super) fn reap(
+        &mut self,
+        now: Nanos,
+        out: &mut HandBack<'_>,
+    ) -> Result<(), ProtocolError<T::Error>> {
         self.reaped.clear();
         let limit = usize::from(self.qp.entries());
         let polled = self.qp.poll(now, limit, &mut self.reaped);
         for i in 0..self.reaped.len() {
             let e = self.reaped[i];
-            self.on_completion(e)?;
+            self.on_completion(e, out)?;
         }
         polled.map(drop)
     }

@@ -40,7 +40,7 @@ use crate::error::DriverError;
 use crate::spec::command::SubmissionEntry;
 use crate::spec::completion::CompletionEntry;
 use crate::transport::{Payload, QpairSpec, Transport};
-use table::{Table, Unissued};
+use table::{HandBack, Table, Unissued};
 
 /// Counters, for tests and tools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -242,6 +242,14 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
     }
 
     fn poll(&mut self, now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
+        // Completions that finished before this poll go back first; one
+        // that finishes while nothing waits goes straight back.
+        let mut out = HandBack {
+            done,
+            room: max,
+            handed: 0,
+        };
+        self.table.hand_back(&mut out);
         self.ctrl.tick(now);
         if self.ctrl.is_dead() {
             self.fail_all(DevError::ControllerFailed);
@@ -249,7 +257,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             if self.generation != self.ctrl.generation() {
                 self.resync();
             }
-            if self.reap(now).is_err() {
+            if self.reap(now, &mut out).is_err() {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
@@ -259,12 +267,13 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             let resyncs = self.stats.resyncs;
             self.check_timeouts(now);
             // Commands resubmitted by a recovery may already have completed.
-            if self.stats.resyncs != resyncs && self.reap(now).is_err() {
+            if self.stats.resyncs != resyncs && self.reap(now, &mut out).is_err() {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
         }
-        self.table.hand_back(max, done)
+        self.table.hand_back(&mut out);
+        out.handed
     }
 
     fn in_flight(&self) -> usize {

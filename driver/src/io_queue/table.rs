@@ -49,6 +49,23 @@ pub(super) struct Entry {
     pub rest: Option<Unissued>,
 }
 
+/// Where a poll hands completions back: the caller's callback, with room
+/// for `room` more.
+pub(super) struct HandBack<'a> {
+    pub done: &'a mut dyn FnMut(Completion),
+    pub room: usize,
+    pub handed: usize,
+}
+
+impl HandBack<'_> {
+    #[inline]
+    fn give(&mut self, c: Completion) {
+        self.room -= 1;
+        self.handed += 1;
+        (self.done)(c);
+    }
+}
+
 /// Command ids and requests of one queue.
 #[derive(Debug)]
 pub(super) struct Table {
@@ -194,6 +211,34 @@ impl Table {
             }
         }
     }
+    /// Finishes request `tag` with `result` and hands its completion
+    /// straight to `out` if it has room and no earlier completion is
+    /// waiting (else it waits, as with [`finish`](Self::finish)).
+    #[inline]
+    pub fn finish_to(&mut self, tag: u16, result: Result<(), DevError>, out: &mut HandBack<'_>) {
+        let Some(e) = self.entries.get_mut(usize::from(tag)) else {
+            return;
+        };
+        if !e.open {
+            return;
+        }
+        e.open = false;
+        self.open -= 1;
+        let c = Completion {
+            tag: Tag(u32::from(tag)),
+            result,
+        };
+        if out.room == 0 || self.next != self.done.len() {
+            self.done.push(c);
+            return;
+        }
+        // A finished request has nothing in flight, so its lead id is
+        // idle.
+        if !e.busy {
+            self.ids.release(tag);
+        }
+        out.give(c);
+    }
     /// Ends request `tag` at once: it was never handed to the caller
     /// (`submit` refuses it), and nothing of it is in flight.
     pub fn withdraw(&mut self, tag: u16) {
@@ -205,12 +250,17 @@ impl Table {
             }
         }
     }
-    /// Hands up to `max` finished requests' completions to `done`, oldest
-    /// first, and frees their tags; returns how many.
+    /// Hands waiting completions to `out`, oldest first, as far as it has
+    /// room, and frees their tags.
     #[inline]
-    pub fn hand_back(&mut self, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
-        let mut n = 0;
-        while n < max {
+    pub fn hand_back(&mut self, out: &mut HandBack<'_>) {
+        if self.next == self.done.len() {
+            return;
+        }
+        self.hand_back_waiting(out);
+    }
+    fn hand_back_waiting(&mut self, out: &mut HandBack<'_>) {
+        while out.room > 0 {
             let Some(&c) = self.done.get(self.next) else {
                 break;
             };
@@ -221,8 +271,7 @@ impl Table {
             if !self.is_busy(tag) {
                 self.ids.release(tag);
             }
-            done(c);
-            n += 1;
+            out.give(c);
         }
         if self.next == self.done.len() {
             self.done.clear();
@@ -231,7 +280,6 @@ impl Table {
             self.done.drain(..self.next);
             self.next = 0;
         }
-        n
     }
     /// Requests whose tag is taken: open, or finished and not handed back.
     #[inline]
@@ -255,9 +303,43 @@ mod tests {
         t.finish(a, Ok(()));
         assert_eq!(t.available(), 1, "the tag is held until handed back");
         let mut seen = Vec::new();
-        assert_eq!(t.hand_back(4, &mut |c| seen.push(c)), 1);
+        let mut out = HandBack {
+            done: &mut |c| seen.push(c),
+            room: 4,
+            handed: 0,
+        };
+        t.hand_back(&mut out);
+        assert_eq!(out.handed, 1);
         assert_eq!(seen[0].tag, Tag(u32::from(a)));
         assert_eq!((t.available(), t.in_flight()), (2, 0));
+    }
+
+    #[test]
+    fn a_completion_goes_straight_back_only_behind_no_waiting_one() {
+        let mut t = Table::new(4);
+        let (a, b, c) = (
+            t.start(None).unwrap(),
+            t.start(None).unwrap(),
+            t.start(None).unwrap(),
+        );
+        let mut seen = Vec::new();
+        {
+            let mut out = HandBack {
+                done: &mut |c| seen.push(c.tag),
+                room: 2,
+                handed: 0,
+            };
+            t.finish_to(a, Ok(()), &mut out);
+            assert_eq!(out.handed, 1, "nothing waits: straight back");
+            t.finish(b, Err(DevError::Media));
+            t.finish_to(c, Ok(()), &mut out);
+            assert_eq!(out.handed, 1, "b waits, so c waits behind it");
+            t.hand_back(&mut out);
+            assert_eq!(out.handed, 2, "room for one more");
+        }
+        assert_eq!(t.in_flight(), 1);
+        assert_eq!(seen, [Tag(a.into()), Tag(b.into())]);
+        assert_eq!(t.available(), 3, "c's tag is held until it is handed back");
     }
 
     #[test]
