@@ -111,7 +111,7 @@ impl<D: DmaRegion> Ring<D> {
         }
         let off = usize::from(self.sq_tail) * SQE_SIZE;
         self.sq
-            .write(off, &sqe.to_bytes())
+            .write_u32s(off, &sqe.dw)
             .map_err(|_| QpairError::Broken)?;
         self.sq_tail = self.next(self.sq_tail);
         fence(Ordering::Release);

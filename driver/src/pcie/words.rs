@@ -134,6 +134,29 @@ impl<'a> WordView<'a> {
             _ => self.write_slow(offset, src),
         }
     }
+    /// Writes `src` as consecutive little-endian `u32`s: pairs of dwords
+    /// as whole words when `offset` is word aligned and the count even (a
+    /// queue entry), else through the byte path.
+    #[inline]
+    pub fn write_u32s(&self, offset: usize, src: &[u32]) -> Result<(), DmaError> {
+        let n = src.len().saturating_mul(4);
+        match self.aligned(offset, n) {
+            Some(words) if src.len() % 2 == 0 && offset + n <= self.len => {
+                for (w, pair) in words.iter().zip(src.chunks_exact(2)) {
+                    let v = u64::from(pair[0]) | (u64::from(pair[1]) << 32);
+                    w.store(v, Ordering::Release);
+                }
+                Ok(())
+            }
+            _ => {
+                self.check(offset, n)?;
+                for (i, &v) in src.iter().enumerate() {
+                    self.write_slow(offset + i * 4, &v.to_le_bytes())?;
+                }
+                Ok(())
+            }
+        }
+    }
     #[inline(never)]
     fn write_slow(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.check(offset, src.len())?;
@@ -219,6 +242,23 @@ mod tests {
             104,
             "clipped to the words"
         );
+    }
+
+    #[test]
+    fn dwords_land_as_their_little_endian_bytes() {
+        let words: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+        let m = WordView::new(&words, 30);
+        let dws = [0x0403_0201u32, 0x0807_0605, 0x0c0b_0a09, 0x100f_0e0d];
+        for off in [0, 4, 12] {
+            m.fill(0, 30, 0).unwrap();
+            m.write_u32s(16, &dws[2..]).unwrap();
+            m.write_u32s(off, &dws[..3]).unwrap();
+            let mut b = [0u8; 12];
+            m.read(off, &mut b).unwrap();
+            assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], "offset {off}");
+        }
+        assert_eq!(m.write_u32s(24, &dws[..2]), Err(DmaError::OutOfBounds));
+        assert_eq!(m.write_u32s(28, &dws[..1]), Err(DmaError::OutOfBounds));
     }
 
     #[test]

@@ -152,6 +152,24 @@ impl DmaBytes {
         }
         self.write_pages(offset, src)
     }
+    /// Writes little-endian `u32`s. Memory kept as words stores them
+    /// straight from the dwords, as VFIO memory does; page memory copies
+    /// their bytes in under the page lock, as [`write`](Self::write).
+    #[inline(always)]
+    pub fn write_u32s(&self, offset: usize, src: &[u32]) -> Result<(), DmaError> {
+        if let Some(view) = self.view() {
+            return view.write_u32s(offset, src);
+        }
+        if let Ok(dws) = <&[u32; 16]>::try_from(src) {
+            // A submission entry: one fixed-size copy.
+            return self.write(offset, dws.map(u32::to_le_bytes).as_flattened());
+        }
+        self.check(offset, src.len().saturating_mul(4))?;
+        for (i, &v) in src.iter().enumerate() {
+            self.write(offset + i * 4, &v.to_le_bytes())?;
+        }
+        Ok(())
+    }
     #[inline(never)]
     fn write_pages(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.each(offset, src.len(), |page, dst, input| {
@@ -292,6 +310,10 @@ impl DmaRegion for EmuRegion {
     fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.mem.write(offset, src)
     }
+    #[inline(always)]
+    fn write_u32s(&self, offset: usize, src: &[u32]) -> Result<(), DmaError> {
+        self.mem.write_u32s(offset, src)
+    }
     fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
         self.mem.fill(offset, len, byte)
     }
@@ -367,5 +389,21 @@ mod tests {
         assert_eq!(b, [0xee, 0]);
         assert!(r.read(3 * 4096 - 4, &mut [0u8; 8]).is_err());
         assert!(EmuMemory::new().alloc(1).unwrap().page_atomic());
+    }
+
+    #[test]
+    fn dwords_land_as_bytes_in_both_kinds_of_memory() {
+        for bus in [EmuMemory::new(), EmuMemory::with_split_reads()] {
+            let r = bus.alloc(2 * 4096).unwrap();
+            let dws = [0x0403_0201u32, 0x0807_0605];
+            // Within a page, and across the page boundary.
+            for off in [8, 4092] {
+                r.write_u32s(off, &dws).unwrap();
+                let mut b = [0u8; 8];
+                r.read(off, &mut b).unwrap();
+                assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8]);
+            }
+            assert!(r.write_u32s(2 * 4096 - 4, &dws).is_err());
+        }
     }
 }

@@ -144,6 +144,10 @@ impl DmaRegion for VfioRegion {
     fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.map.write(offset, src)
     }
+    #[inline]
+    fn write_u32s(&self, offset: usize, src: &[u32]) -> Result<(), DmaError> {
+        self.map.write_u32s(offset, src)
+    }
     fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
         self.map.fill(offset, len, byte)
     }

@@ -121,6 +121,11 @@ impl Mapping {
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.view().write(offset, src)
     }
+    /// Writes little-endian `u32`s.
+    #[inline]
+    pub fn write_u32s(&self, offset: usize, src: &[u32]) -> Result<(), DmaError> {
+        self.view().write_u32s(offset, src)
+    }
     /// Sets a run of bytes.
     pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
         self.view().fill(offset, len, byte)
