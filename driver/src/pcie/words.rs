@@ -25,9 +25,11 @@ impl<'a> WordView<'a> {
     /// A view of the first `len` bytes of `words` (clipped to their size).
     #[inline]
     pub fn new(words: &'a [AtomicU64], len: usize) -> WordView<'a> {
+        // A slice spans at most `isize::MAX` bytes, so its length in
+        // bytes cannot overflow.
         WordView {
             words,
-            len: len.min(words.len().saturating_mul(8)),
+            len: len.min(core::mem::size_of_val(words)),
         }
     }
     /// Length in bytes.
