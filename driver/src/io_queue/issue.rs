@@ -186,18 +186,7 @@ impl<T: Transport> NvmeQueue<T> {
         if result.is_ok() {
             self.ctrl.note_success();
         }
-        let finished = match self.table.request_mut(tag) {
-            Some(r) => {
-                if result.is_err() {
-                    r.rest = None;
-                }
-                (r.merge.piece_done(result) && r.rest.is_none()).then(|| r.merge.result())
-            }
-            None => None,
-        };
-        if let Some(result) = finished {
-            self.table.finish_to(tag, result, out);
-        }
+        self.table.account(tag, result, out);
     }
 
     pub(super) fn resubmit(&mut self, cid: u16) -> bool {
@@ -256,7 +245,21 @@ impl<T: Transport> NvmeQueue<T> {
     ) -> Result<(), ProtocolError<T::Error>> {
         self.reaped.clear();
         let limit = usize::from(self.qp.entries());
-        let polled = self.qp.poll(now, limit, &mut self.reaped);
+        // The usual completion, a plain success, is accounted as it is
+        // read (releasing its id is the check that it was in flight); from
+        // the first other one on, entries wait in `reaped` for the full
+        // path, which may resubmit through the queue pair.
+        let (table, ctrl) = (&mut self.table, &self.ctrl);
+        let polled = self.qp.poll_each(now, limit, &mut self.reaped, &mut |e| {
+            if !e.plain_success() {
+                return Ok(false);
+            }
+            let cid = e.cid();
+            let tag = table.release(cid).ok_or(ProtocolError::UnknownCid(cid))?;
+            ctrl.note_success();
+            table.account(tag, Ok(()), out);
+            Ok(true)
+        });
         for i in 0..self.reaped.len() {
             let e = self.reaped[i];
             self.on_completion(e, out)?;

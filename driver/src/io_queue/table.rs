@@ -239,6 +239,24 @@ impl Table {
         }
         out.give(c);
     }
+    /// Accounts a released command's `result` to its request `tag`, and
+    /// finishes the request (straight to `out` when it can) if that was
+    /// its last piece.
+    #[inline]
+    pub fn account(&mut self, tag: u16, result: Result<(), DevError>, out: &mut HandBack<'_>) {
+        let finished = match self.request_mut(tag) {
+            Some(r) => {
+                if result.is_err() {
+                    r.rest = None;
+                }
+                (r.merge.piece_done(result) && r.rest.is_none()).then(|| r.merge.result())
+            }
+            None => None,
+        };
+        if let Some(result) = finished {
+            self.finish_to(tag, result, out);
+        }
+    }
     /// Ends request `tag` at once: it was never handed to the caller
     /// (`submit` refuses it), and nothing of it is in flight.
     pub fn withdraw(&mut self, tag: u16) {

@@ -193,6 +193,11 @@ impl<D: DmaRegion> Ring<D> {
     pub fn ring_cq<R: Registers + ?Sized>(&self, regs: &R) {
         regs.write32(self.cq_doorbell, u32::from(self.cq_head));
     }
+    /// The CQ ring's memory, for tests that play the device.
+    #[cfg(test)]
+    pub(crate) fn cq(&self) -> &D {
+        &self.cq
+    }
     /// Current CQ phase the host expects (for tests).
     pub fn phase(&self) -> bool {
         self.phase
