@@ -32,7 +32,7 @@ const IOVA_BASE: u64 = 0x1_0000_0000;
 /// accessed, atomic words.
 #[derive(Debug)]
 pub struct DmaBytes {
-    pages: Box<[RwLock<Box<[u8]>>]>,
+    pages: Box<[RwLock<Box<[u8; PAGE_BYTES]>>]>,
     /// Non-empty (and `pages` empty) for memory kept as atomic words.
     words: Box<[AtomicU64]>,
     len: usize,
@@ -42,7 +42,7 @@ impl DmaBytes {
     /// `len` zeroed bytes.
     pub fn new(len: usize) -> DmaBytes {
         let pages = (0..len.div_ceil(PAGE_BYTES))
-            .map(|_| RwLock::new(vec![0u8; PAGE_BYTES].into_boxed_slice()))
+            .map(|_| RwLock::new(Box::new([0u8; PAGE_BYTES])))
             .collect();
         DmaBytes {
             pages,
@@ -83,7 +83,11 @@ impl DmaBytes {
         &self,
         offset: usize,
         n: usize,
-        mut f: impl FnMut(&RwLock<Box<[u8]>>, core::ops::Range<usize>, core::ops::Range<usize>),
+        mut f: impl FnMut(
+            &RwLock<Box<[u8; PAGE_BYTES]>>,
+            core::ops::Range<usize>,
+            core::ops::Range<usize>,
+        ),
     ) -> Result<(), DmaError> {
         self.check(offset, n)?;
         let mut done = 0;
@@ -101,7 +105,7 @@ impl DmaBytes {
     /// starts in it, if the span is checked and lies in one page (every
     /// page-cache frame copy): the copy then skips the page walk.
     #[inline(always)]
-    fn one_page(&self, offset: usize, n: usize) -> Option<(&RwLock<Box<[u8]>>, usize)> {
+    fn one_page(&self, offset: usize, n: usize) -> Option<(&RwLock<Box<[u8; PAGE_BYTES]>>, usize)> {
         let at = offset % PAGE_BYTES;
         if at + n > PAGE_BYTES || self.check(offset, n).is_err() {
             return None;
