@@ -2,15 +2,18 @@
 # The driver's CPU cost per 4 KiB I/O (submit plus reap), in instructions,
 # under callgrind: driver/examples/io_cost drives random 4 KiB reads at a
 # fixed queue depth. Collection is on only inside the example's
-# driver_submit/driver_poll wrappers.
+# driver_submit/driver_poll wrappers, and off again inside the caller's
+# completion callback (io_cost::run::{{closure}}: the caller's work, not
+# the driver's; the driver's call to it still counts).
 #
 # - emu (default): on the emulated controller, with collection off again
 #   inside its register handlers (where the device executes the commands),
 #   so the count is the driver's own work, including its accesses to the
 #   queue memory.
-# - emu-split: the same over emulated memory that does not claim page
-#   atomicity, so each completion's status dword is read before the rest
-#   of the entry: the read path the driver takes on VFIO memory.
+# - emu-split: the same over emulated memory kept as atomic words and
+#   accessed by VFIO memory's own code (pcie/words.rs), which claims no
+#   page atomicity, so each completion's status dword is read before the
+#   rest of the entry: the memory path the driver takes on VFIO.
 # - tcp: over NVMe/TCP on loopback to the test target running in another
 #   process (driver/examples/tcp_target). Polls that find nothing while
 #   the data is on its way are the caller waiting, not work per I/O: the
@@ -41,6 +44,7 @@ if [ "$mode" = emu ] || [ "$mode" = emu-split ]; then
     valgrind --tool=callgrind --callgrind-out-file="$out" --collect-atstart=no \
         --toggle-collect='io_cost::driver_submit*' --toggle-collect='io_cost::driver_poll*' \
         --toggle-collect='*EmuController as pollfs_driver::pcie::hal::Registers>::*' \
+        --toggle-collect='io_cost::run::{{closure}}' \
         "$target/release/examples/io_cost" "$ios" "$qd" ${split:+"$split"} 2> "$out.log"
     total="$(sed -n 's/.*Collected : *\([0-9]*\).*/\1/p' "$out.log")"
     [ -n "$total" ] || { echo "io-cost: no callgrind total" >&2; exit 1; }
@@ -61,6 +65,7 @@ url="$(head -n1 "$out.url")"
 valgrind --tool=callgrind --callgrind-out-file="$out" --collect-atstart=no \
     --toggle-collect='io_cost::driver_submit*' --toggle-collect='io_cost::driver_poll*' \
     --toggle-collect='io_cost::driver_idle_poll*' \
+    --toggle-collect='io_cost::run::{{closure}}' \
     "$target/release/examples/io_cost" "$ios" "$qd" tcp "$url" > "$out.stdout" 2> "$out.log"
 cat "$out.stdout"
 # Inclusive instructions of each wrapper.

@@ -20,9 +20,10 @@
 //!   the kernel). After an idle poll the program sleeps briefly (not
 //!   counted), so few polls are idle and their correction stays small.
 //!
-//! - `split`: on the emulated controller over memory that does not claim
-//!   page atomicity (`EmuMemory::with_split_reads`), so the driver reads
-//!   each completion's status dword before the entry, as on VFIO memory.
+//! - `split`: on the emulated controller over memory kept as atomic words
+//!   and accessed by VFIO memory's own code (`EmuMemory::with_split_reads`),
+//!   so the driver reads each completion's status dword before the entry,
+//!   as on VFIO memory.
 //!
 //! Usage: `io_cost [ios] [queue-depth] [tcp URL | split]` (defaults
 //! 200000, 32).

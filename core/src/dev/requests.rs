@@ -1,6 +1,7 @@
 //! The request table of a queue that splits each caller's request into
-//! pieces (the NVMe queue's commands, a volume's legs): the slots keyed by
-//! the tag handed to the caller, the merge of the pieces' results, and the
+//! pieces (a volume's legs): the slots keyed by the tag handed to the
+//! caller, the merge of the pieces' results ([`Merge`], which the NVMe
+//! queue uses too, in its own table keyed by command id), and the
 //! finished requests waiting for `poll` to hand them back.
 //!
 //! Slots are kept when freed, with whatever buffers they grew, so the hot

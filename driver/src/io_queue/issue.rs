@@ -1,11 +1,11 @@
 //! Issuing NVMe commands for engine requests and accounting their
 //! completions: piecewise trim/zero, retry on status.
 
-use pollfs_core::dev::requests::Merge;
 use pollfs_core::dev::DevError;
 use pollfs_core::units::Nanos;
 
-use super::{NvmeQueue, Request, Slot, Unissued, MAX_ZERO_BLOCKS};
+use super::table::HandBack;
+use super::{NvmeQueue, Unissued, MAX_ZERO_BLOCKS};
 use crate::qpair::ProtocolError;
 use crate::spec::command::{DsmRange, SubmissionEntry};
 use crate::spec::completion::CompletionEntry;
@@ -41,50 +41,38 @@ impl<T: Transport> NvmeQueue<T> {
         }
     }
 
-    /// Allocates an id and hands the command and its data to the
-    /// transport.
+    /// Takes an id for `tag`'s next command and hands the command and its
+    /// data to the transport.
     #[inline]
     pub(super) fn issue(
         &mut self,
-        tag: u32,
+        tag: u16,
         mut sqe: SubmissionEntry,
         payload: Payload<'_>,
     ) -> Result<(), DevError> {
-        let cid = self.cids.alloc().ok_or(DevError::QueueFull)?;
+        let cid = self.table.issue(tag).ok_or(DevError::QueueFull)?;
         sqe.set_cid(cid);
         if let Err(e) = self.qp.submit(&sqe, payload) {
-            self.cids.release(cid);
+            self.table.unissue(cid);
             return Err(refused(e));
         }
-        if let Some(slot) = self.slots.get_mut(usize::from(cid)) {
-            *slot = Slot {
-                tag,
-                ..Slot::default()
-            };
-        }
         self.stats.commands += 1;
-        if let Some(r) = self.requests.get_mut(tag) {
-            r.merge.sent();
-        }
         Ok(())
     }
 
+    /// Starts a request on a free command id, its tag.
     #[inline]
-    pub(super) fn new_request(&mut self, rest: Option<Unissued>) -> u32 {
-        let (tag, r) = self.requests.take();
-        *r = Request {
-            merge: Merge::default(),
-            rest,
-        };
+    pub(super) fn new_request(&mut self, rest: Option<Unissued>) -> Result<u16, DevError> {
+        let tag = self.table.start(rest).ok_or(DevError::QueueFull)?;
         if rest.is_some() {
             self.with_rest.push_back(tag);
         }
-        tag
+        Ok(tag)
     }
 
     /// Hands a request back if nothing of it is outstanding or unissued.
-    pub(super) fn maybe_complete(&mut self, tag: u32) {
-        let finished = match self.requests.get(tag) {
+    pub(super) fn maybe_complete(&mut self, tag: u16) {
+        let finished = match self.table.request(tag) {
             Some(r) => r.merge.outstanding() == 0 && r.rest.is_none(),
             None => false,
         };
@@ -94,21 +82,21 @@ impl<T: Transport> NvmeQueue<T> {
     }
 
     /// Hands a finished request back.
-    fn complete(&mut self, tag: u32) {
-        if let Some(r) = self.requests.get(tag) {
+    fn complete(&mut self, tag: u16) {
+        if let Some(r) = self.table.request(tag) {
             let result = r.merge.result();
-            self.requests.finish(tag, result);
+            self.table.finish(tag, result);
         }
     }
 
     /// Records an issue failure against a request; a request nothing of
     /// which reached the device is withdrawn so `submit` can report it.
-    pub(super) fn abandon(&mut self, tag: u32, e: DevError) -> Option<DevError> {
-        let r = self.requests.get_mut(tag)?;
+    pub(super) fn abandon(&mut self, tag: u16, e: DevError) -> Option<DevError> {
+        let r = self.table.request_mut(tag)?;
         r.rest = None;
         if r.merge.outstanding() == 0 {
             // Never handed to the engine: the tag is free at once.
-            self.requests.withdraw(tag);
+            self.table.withdraw(tag);
             return Some(e);
         }
         r.merge.fail(e);
@@ -117,11 +105,11 @@ impl<T: Transport> NvmeQueue<T> {
 
     /// Issues further pieces of trim/zero requests while ids are free.
     pub(super) fn pump(&mut self) {
-        while self.cids.available() > 0 {
-            let Some(&tag) = self.with_rest.front() else {
+        while let Some(&tag) = self.with_rest.front() {
+            if !self.table.can_issue(tag) {
                 return;
-            };
-            let rest = self.requests.get(tag).and_then(|r| r.rest);
+            }
+            let rest = self.table.request(tag).and_then(|r| r.rest);
             let Some(mut rest) = rest else {
                 self.with_rest.pop_front();
                 self.maybe_complete(tag);
@@ -154,13 +142,13 @@ impl<T: Transport> NvmeQueue<T> {
                 Ok(()) => {
                     rest.lba += n;
                     rest.blocks -= n;
-                    if let Some(r) = self.requests.get_mut(tag) {
+                    if let Some(r) = self.table.request_mut(tag) {
                         r.rest = (rest.blocks > 0).then_some(rest);
                     }
                 }
                 Err(DevError::QueueFull) => return,
                 Err(e) => {
-                    if let Some(r) = self.requests.get_mut(tag) {
+                    if let Some(r) = self.table.request_mut(tag) {
                         r.rest = None;
                         r.merge.fail(e);
                     }
@@ -173,40 +161,41 @@ impl<T: Transport> NvmeQueue<T> {
     /// request.
     #[inline]
     pub(super) fn finish(&mut self, cid: u16, result: Result<(), DevError>) {
-        if self.cids.release(cid) {
-            self.account(cid, result);
+        if let Some(tag) = self.table.release(cid) {
+            self.account(tag, result);
         }
     }
 
-    /// Accounts released command id `cid`'s result to its request, and
-    /// hands the request back if that was its last piece.
+    /// Accounts a released command's result to its request `tag`, and
+    /// finishes the request if that was its last piece.
     #[inline]
-    fn account(&mut self, cid: u16, result: Result<(), DevError>) {
-        let tag = self.slots.get(usize::from(cid)).map_or(u32::MAX, |s| s.tag);
+    fn account(&mut self, tag: u16, result: Result<(), DevError>) {
+        let mut none = |_| {};
+        let mut out = HandBack {
+            done: &mut none,
+            room: 0,
+            handed: 0,
+        };
+        self.account_to(tag, result, &mut out);
+    }
+
+    /// As [`account`](Self::account), handing a finished request
+    /// straight to `out` when it can.
+    #[inline]
+    fn account_to(&mut self, tag: u16, result: Result<(), DevError>, out: &mut HandBack<'_>) {
         if result.is_ok() {
             self.ctrl.note_success();
         }
-        let finished = match self.requests.get_mut(tag) {
-            Some(r) => {
-                if result.is_err() {
-                    r.rest = None;
-                }
-                (r.merge.piece_done(result) && r.rest.is_none()).then(|| r.merge.result())
-            }
-            None => None,
-        };
-        if let Some(result) = finished {
-            self.requests.finish(tag, result);
-        }
+        self.table.account(tag, result, out);
     }
 
     pub(super) fn resubmit(&mut self, cid: u16) -> bool {
-        let Some(slot) = self.slots.get_mut(usize::from(cid)) else {
+        let Some(c) = self.table.command_mut(cid) else {
             return false;
         };
-        slot.retries += 1;
-        slot.deadline = None;
-        slot.abort_by = None;
+        c.retries += 1;
+        c.deadline = None;
+        c.abort_by = None;
         if self.qp.resubmit(cid).is_err() {
             return false;
         }
@@ -219,44 +208,61 @@ impl<T: Transport> NvmeQueue<T> {
     pub(super) fn on_completion(
         &mut self,
         e: CompletionEntry,
+        out: &mut HandBack<'_>,
     ) -> Result<(), ProtocolError<T::Error>> {
         let cid = e.cid();
         if e.plain_success() {
             // The usual case: releasing the id is the check that it was
             // in flight.
-            if !self.cids.release(cid) {
-                return Err(ProtocolError::UnknownCid(cid));
-            }
-            self.account(cid, Ok(()));
+            let tag = self
+                .table
+                .release(cid)
+                .ok_or(ProtocolError::UnknownCid(cid))?;
+            self.account_to(tag, Ok(()), out);
             return Ok(());
         }
-        if !self.cids.is_busy(cid) {
+        let Some(c) = self.table.command_mut(cid) else {
             return Err(ProtocolError::UnknownCid(cid));
-        }
+        };
+        let (retries, timed_out) = (c.retries, c.timed_out);
         let status = e.status();
-        let slot = self
-            .slots
-            .get(usize::from(cid))
-            .copied()
-            .unwrap_or_default();
         let max = self.ctrl.config().max_retries;
-        if status.may_retry() && slot.retries < max && !slot.timed_out && self.resubmit(cid) {
+        if status.may_retry() && retries < max && !timed_out && self.resubmit(cid) {
             return Ok(());
         }
         self.finish(cid, status.to_result());
         Ok(())
     }
 
-    /// Takes what completed from the transport and accounts it; an error
-    /// means the controller broke the queue protocol.
+    /// Takes what completed from the transport and accounts it, handing
+    /// finished requests to `out` as far as it has room; an error means
+    /// the controller broke the queue protocol.
     #[inline]
-    pub(super) fn reap(&mut self, now: Nanos) -> Result<(), ProtocolError<T::Error>> {
+    pub(super) fn reap(
+        &mut self,
+        now: Nanos,
+        out: &mut HandBack<'_>,
+    ) -> Result<(), ProtocolError<T::Error>> {
         self.reaped.clear();
         let limit = usize::from(self.qp.entries());
-        let polled = self.qp.poll(now, limit, &mut self.reaped);
+        // The usual completion, a plain success, is accounted as it is
+        // read (releasing its id is the check that it was in flight); from
+        // the first other one on, entries wait in `reaped` for the full
+        // path, which may resubmit through the queue pair.
+        let (table, ctrl) = (&mut self.table, &self.ctrl);
+        let polled = self.qp.poll_each(now, limit, &mut self.reaped, &mut |e| {
+            if !e.plain_success() {
+                return Ok(false);
+            }
+            let cid = e.cid();
+            let tag = table.release(cid).ok_or(ProtocolError::UnknownCid(cid))?;
+            ctrl.note_success();
+            table.account(tag, Ok(()), out);
+            Ok(true)
+        });
         for i in 0..self.reaped.len() {
             let e = self.reaped[i];
-            self.on_completion(e)?;
+            self.on_completion(e, out)?;
         }
         polled.map(drop)
     }

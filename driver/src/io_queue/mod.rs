@@ -8,6 +8,11 @@
 //! piecewise as command ids free up, so they never need more ids than the
 //! queue has.
 //!
+//! Command ids, the commands in flight and the requests they serve are one
+//! table (`table.rs`): a request's tag is the id of its first command, so
+//! the usual one-command request is allocated, checked on completion and
+//! released in one entry.
+//!
 //! Time comes only from `poll(now, ..)`. Every `health_interval` a poll
 //! scans the commands in flight: it arms the deadlines of those submitted
 //! since the last scan, checks the armed ones, and reads CSTS; between
@@ -19,24 +24,23 @@
 
 mod issue;
 mod recovery;
+mod table;
 #[cfg(test)]
 mod tests;
 
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
-use alloc::vec;
 use alloc::vec::Vec;
 
-use pollfs_core::dev::requests::{Merge, Requests};
 use pollfs_core::dev::{Command, Completion, DevError, DeviceQueue, FrameArena, Geometry, Tag};
 use pollfs_core::units::Nanos;
 
 use crate::controller::{Controller, MPS};
 use crate::error::DriverError;
-use crate::qpair::CidPool;
 use crate::spec::command::SubmissionEntry;
 use crate::spec::completion::CompletionEntry;
 use crate::transport::{Payload, QpairSpec, Transport};
+use table::{HandBack, Table, Unissued};
 
 /// Counters, for tests and tools.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -53,34 +57,6 @@ pub struct QueueStats {
     pub resyncs: u64,
 }
 
-/// What the neutral layer tracks per command id (the transport keeps the
-/// command itself, to send it again).
-#[derive(Clone, Copy, Debug, Default)]
-struct Slot {
-    tag: u32,
-    deadline: Option<Nanos>,
-    abort_by: Option<Nanos>,
-    retries: u8,
-    timed_out: bool,
-}
-
-/// The part of a trim or zero request not yet issued: such a request is
-/// issued piecewise as command ids free up.
-#[derive(Clone, Copy, Debug)]
-struct Unissued {
-    zeroes: bool,
-    lba: u64,
-    blocks: u64,
-}
-
-/// One engine request: the merge of its NVMe commands, and what of it is
-/// still to be issued.
-#[derive(Debug, Default)]
-struct Request {
-    merge: Merge,
-    rest: Option<Unissued>,
-}
-
 /// Most blocks one Write Zeroes (16-bit NLB) can cover.
 const MAX_ZERO_BLOCKS: u64 = 1 << 16;
 
@@ -91,11 +67,11 @@ pub struct NvmeQueue<T: Transport> {
     arena: Arc<T::Frames>,
     geometry: Geometry,
     qp: T::Qpair,
-    cids: CidPool,
-    slots: Vec<Slot>,
+    /// Command ids, the commands in flight and the requests they serve
+    /// (the transport keeps the commands themselves, to send them again).
+    table: Table,
     chunk_frames: usize,
-    requests: Requests<Request>,
-    with_rest: VecDeque<u32>,
+    with_rest: VecDeque<u16>,
     /// Completions taken from the transport and not yet accounted.
     reaped: Vec<CompletionEntry>,
     generation: u64,
@@ -107,7 +83,7 @@ impl<T: Transport> core::fmt::Debug for NvmeQueue<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("NvmeQueue")
             .field("qid", &self.qid())
-            .field("in_flight", &self.cids.in_use())
+            .field("in_flight", &self.table.commands())
             .field("stats", &self.stats)
             .finish_non_exhaustive()
     }
@@ -154,10 +130,8 @@ impl<T: Transport> NvmeQueue<T> {
             arena,
             geometry,
             qp,
-            cids: CidPool::new(capacity),
-            slots: vec![Slot::default(); usize::from(capacity)],
+            table: Table::new(capacity),
             chunk_frames,
-            requests: Requests::default(),
             with_rest: VecDeque::new(),
             reaped: Vec::with_capacity(usize::from(entries)),
             generation,
@@ -185,7 +159,7 @@ impl<T: Transport> NvmeQueue<T> {
     }
     /// Command ids this queue has (its depth).
     pub fn depth(&self) -> usize {
-        self.cids.capacity()
+        self.table.capacity()
     }
 }
 
@@ -207,26 +181,24 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                 };
                 if frames.len() <= self.chunk_frames {
                     // One NVMe command: the usual case.
-                    if self.cids.available() == 0 {
-                        return Err(DevError::QueueFull);
-                    }
-                    let tag = self.new_request(None);
+                    let tag = self.new_request(None)?;
                     let blocks = (frames.len() as u64 * bpp) as u32;
                     if let Err(e) = self.issue(tag, sqe(lba.0, blocks), Payload::Frames(frames)) {
                         if let Some(e) = self.abandon(tag, e) {
                             return Err(e);
                         }
                     }
-                    return Ok(Tag(tag));
+                    return Ok(Tag(u32::from(tag)));
                 }
                 let pieces = frames.len().div_ceil(self.chunk_frames);
-                if pieces > self.cids.capacity() {
+                if pieces > self.table.capacity() {
                     return Err(DevError::InvalidRequest);
                 }
-                if pieces > self.cids.available() {
+                // The first piece goes out on the request's own id.
+                if pieces > self.table.available() {
                     return Err(DevError::QueueFull);
                 }
-                let tag = self.new_request(None);
+                let tag = self.new_request(None)?;
                 for (i, chunk) in frames.chunks(self.chunk_frames).enumerate() {
                     let slba = lba.0 + (i * self.chunk_frames) as u64 * bpp;
                     let blocks = (chunk.len() as u64 * bpp) as u32;
@@ -237,28 +209,22 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                         break;
                     }
                 }
-                Ok(Tag(tag))
+                Ok(Tag(u32::from(tag)))
             }
             Command::Flush => {
-                if self.cids.available() == 0 {
-                    return Err(DevError::QueueFull);
-                }
-                let tag = self.new_request(None);
+                let tag = self.new_request(None)?;
                 if let Err(e) = self.issue(tag, SubmissionEntry::flush(nsid), Payload::None) {
                     if let Some(e) = self.abandon(tag, e) {
                         return Err(e);
                     }
                 }
-                Ok(Tag(tag))
+                Ok(Tag(u32::from(tag)))
             }
             Command::Deallocate { lba, blocks } | Command::WriteZeroes { lba, blocks } => {
                 let ident = &self.ctrl.info().identify;
                 let zeroes = matches!(command, Command::WriteZeroes { .. });
                 if zeroes && !ident.supports_write_zeroes() {
                     return Err(DevError::InvalidRequest);
-                }
-                if self.cids.available() == 0 {
-                    return Err(DevError::QueueFull);
                 }
                 // Deallocate is advisory; a controller without DSM simply
                 // keeps the blocks.
@@ -267,15 +233,23 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                     lba: lba.0,
                     blocks,
                 });
-                let tag = self.new_request(rest);
+                let tag = self.new_request(rest)?;
                 self.pump();
                 self.maybe_complete(tag);
-                Ok(Tag(tag))
+                Ok(Tag(u32::from(tag)))
             }
         }
     }
 
     fn poll(&mut self, now: Nanos, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
+        // Completions that finished before this poll go back first; one
+        // that finishes while nothing waits goes straight back.
+        let mut out = HandBack {
+            done,
+            room: max,
+            handed: 0,
+        };
+        self.table.hand_back(&mut out);
         self.ctrl.tick(now);
         if self.ctrl.is_dead() {
             self.fail_all(DevError::ControllerFailed);
@@ -283,7 +257,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             if self.generation != self.ctrl.generation() {
                 self.resync();
             }
-            if self.reap(now).is_err() {
+            if self.reap(now, &mut out).is_err() {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
@@ -293,16 +267,17 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             let resyncs = self.stats.resyncs;
             self.check_timeouts(now);
             // Commands resubmitted by a recovery may already have completed.
-            if self.stats.resyncs != resyncs && self.reap(now).is_err() {
+            if self.stats.resyncs != resyncs && self.reap(now, &mut out).is_err() {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
         }
-        self.requests.hand_back(max, done)
+        self.table.hand_back(&mut out);
+        out.handed
     }
 
     fn in_flight(&self) -> usize {
-        self.requests.in_flight()
+        self.table.in_flight()
     }
 }
 

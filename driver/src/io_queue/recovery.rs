@@ -11,14 +11,14 @@ use crate::transport::{Qpair, Transport};
 
 impl<T: Transport> NvmeQueue<T> {
     pub(super) fn fail_all(&mut self, e: DevError) {
-        for cid in 0..self.cids.capacity() as u16 {
-            if self.cids.is_busy(cid) {
+        for cid in 0..self.table.capacity() as u16 {
+            if self.table.is_busy(cid) {
                 self.finish(cid, Err(e));
             }
         }
-        let tags: Vec<u32> = self.with_rest.drain(..).collect();
+        let tags: Vec<u16> = self.with_rest.drain(..).collect();
         for tag in tags {
-            if let Some(r) = self.requests.get_mut(tag) {
+            if let Some(r) = self.table.request_mut(tag) {
                 r.rest = None;
                 r.merge.fail(e);
             }
@@ -49,18 +49,14 @@ impl<T: Transport> NvmeQueue<T> {
         }
         self.stats.resyncs += 1;
         let max = self.ctrl.config().max_retries;
-        for cid in 0..self.cids.capacity() as u16 {
-            if !self.cids.is_busy(cid) {
+        for cid in 0..self.table.capacity() as u16 {
+            let Some(c) = self.table.command_mut(cid) else {
                 continue;
-            }
-            let slot = self
-                .slots
-                .get(usize::from(cid))
-                .copied()
-                .unwrap_or_default();
-            if slot.timed_out {
+            };
+            let (timed_out, retries) = (c.timed_out, c.retries);
+            if timed_out {
                 self.finish(cid, Err(DevError::Timeout));
-            } else if slot.retries >= max || !self.resubmit(cid) {
+            } else if retries >= max || !self.resubmit(cid) {
                 self.finish(cid, Err(DevError::ControllerFailed));
             }
         }
@@ -84,7 +80,7 @@ impl<T: Transport> NvmeQueue<T> {
     /// aborted between `command_timeout` and `command_timeout + 2 *
     /// health_interval` after the first poll that sees it in flight.
     pub(super) fn check_timeouts(&mut self, now: Nanos) {
-        if now < self.next_scan || self.cids.in_use() == 0 {
+        if now < self.next_scan || self.table.commands() == 0 {
             return;
         }
         self.scan(now);
@@ -97,11 +93,8 @@ impl<T: Transport> NvmeQueue<T> {
         let mut need_reset = self.ctrl.is_fatal();
         let mut aborting = false;
         let qid = self.qp.qid();
-        for cid in 0..self.cids.capacity() as u16 {
-            if !self.cids.is_busy(cid) {
-                continue;
-            }
-            let Some(s) = self.slots.get_mut(usize::from(cid)) else {
+        for cid in 0..self.table.capacity() as u16 {
+            let Some(s) = self.table.command_mut(cid) else {
                 continue;
             };
             match (s.deadline, s.abort_by) {

@@ -132,6 +132,17 @@ pub trait DmaRegion: Send + Sync {
     fn write_u32(&self, offset: usize, value: u32) -> Result<(), DmaError> {
         self.write(offset, &value.to_le_bytes())
     }
+    /// Writes `src` as consecutive little-endian `u32`s (a queue entry
+    /// kept as dwords), all or nothing. Implementations over real or
+    /// emulated DMA memory write straight from the dwords, with no byte
+    /// copy in between.
+    fn write_u32s(&self, offset: usize, src: &[u32]) -> Result<(), DmaError> {
+        check_span(offset, src.len().saturating_mul(4), self.len())?;
+        for (i, &v) in src.iter().enumerate() {
+            self.write_u32(offset + i * 4, v)?;
+        }
+        Ok(())
+    }
     /// Reads a little-endian `u64`.
     fn read_u64(&self, offset: usize) -> Result<u64, DmaError> {
         let mut b = [0u8; 8];

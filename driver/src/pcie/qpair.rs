@@ -292,6 +292,41 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Qpair for PcieQpair<R, A
         }
         result
     }
+    #[inline]
+    fn poll_each(
+        &mut self,
+        _now: Nanos,
+        max: usize,
+        out: &mut Vec<CompletionEntry>,
+        take: &mut impl FnMut(CompletionEntry) -> Result<bool, ProtocolError<DmaError>>,
+    ) -> Result<usize, ProtocolError<DmaError>> {
+        let mut n = 0;
+        let mut offering = true;
+        let result = loop {
+            if n >= max {
+                break Ok(n);
+            }
+            match self.ring.pop() {
+                Ok(Some(e)) => {
+                    n += 1;
+                    if offering {
+                        match take(e) {
+                            Ok(true) => continue,
+                            Ok(false) => offering = false,
+                            Err(err) => break Err(err),
+                        }
+                    }
+                    out.push(e);
+                }
+                Ok(None) => break Ok(n),
+                Err(e) => break Err(e),
+            }
+        };
+        if n > 0 {
+            self.ring.ring_cq(&*self.regs);
+        }
+        result
+    }
     fn read_inbound(&self, cid: u16, dst: &mut [u8]) -> Result<(), QpairError> {
         if dst.len() > SMALL_PAYLOAD {
             return Err(QpairError::BadPayload);
@@ -392,6 +427,46 @@ mod tests {
         );
         assert_eq!(qp.resubmit(3), Err(QpairError::BadCid), "never sent");
         assert!(qp.regs.writes.lock().is_empty());
+    }
+
+    #[test]
+    fn poll_each_takes_entries_until_one_is_declined_then_keeps_them_in_order() {
+        use crate::spec::completion::CQE_SIZE;
+        use crate::spec::status::{generic, Status, StatusType};
+        let mut qp = qpair(1);
+        for cid in 0..4 {
+            qp.submit(&read_cmd(cid), Payload::None).unwrap();
+        }
+        let error = Status::new(StatusType::Generic, generic::LBA_OUT_OF_RANGE, true);
+        for (slot, status) in [Status::SUCCESS, error, Status::SUCCESS, Status::SUCCESS]
+            .into_iter()
+            .enumerate()
+        {
+            let e = CompletionEntry::new(0, slot as u16 + 1, 1, slot as u16, true, status);
+            qp.ring.cq().write(slot * CQE_SIZE, &e.to_bytes()).unwrap();
+        }
+        let (mut taken, mut out) = (Vec::new(), Vec::new());
+        let n = qp
+            .poll_each(Nanos(0), 3, &mut out, &mut |e: CompletionEntry| {
+                if !e.plain_success() {
+                    return Ok(false);
+                }
+                taken.push(e.cid());
+                Ok(true)
+            })
+            .unwrap();
+        assert_eq!(n, 3, "at most `max` entries are read");
+        assert_eq!(taken, [0]);
+        assert_eq!(out.iter().map(|e| e.cid()).collect::<Vec<_>>(), [1, 2]);
+        let err = qp.poll_each(Nanos(0), 8, &mut out, &mut |e: CompletionEntry| {
+            Err(ProtocolError::UnknownCid(e.cid()))
+        });
+        assert_eq!(err, Err(ProtocolError::UnknownCid(3)));
+        assert_eq!(
+            qp.regs.writes.lock().last(),
+            Some(&(0x100c, 4)),
+            "every entry read is consumed"
+        );
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! doorbell, and pops CQEs whose phase tag says they are new. Every popped
 //! entry is checked against what this queue can legitimately see (its SQ
 //! id, an SQ head inside the in-flight window) before anyone acts on it;
-//! command ids are checked above the transport, by
-//! [`CidPool`](crate::qpair::CidPool).
+//! command ids are checked above the transport (an I/O queue's one table
+//! of ids and requests, the admin queue's [`CidPool`](crate::qpair::CidPool)).
 
 use core::sync::atomic::{fence, Ordering};
 
@@ -111,7 +111,7 @@ impl<D: DmaRegion> Ring<D> {
         }
         let off = usize::from(self.sq_tail) * SQE_SIZE;
         self.sq
-            .write(off, &sqe.to_bytes())
+            .write_u32s(off, &sqe.dw)
             .map_err(|_| QpairError::Broken)?;
         self.sq_tail = self.next(self.sq_tail);
         fence(Ordering::Release);
@@ -192,6 +192,11 @@ impl<D: DmaRegion> Ring<D> {
     #[inline]
     pub fn ring_cq<R: Registers + ?Sized>(&self, regs: &R) {
         regs.write32(self.cq_doorbell, u32::from(self.cq_head));
+    }
+    /// The CQ ring's memory, for tests that play the device.
+    #[cfg(test)]
+    pub(crate) fn cq(&self) -> &D {
+        &self.cq
     }
     /// Current CQ phase the host expects (for tests).
     pub fn phase(&self) -> bool {

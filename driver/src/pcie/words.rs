@@ -23,10 +23,13 @@ pub struct WordView<'a> {
 
 impl<'a> WordView<'a> {
     /// A view of the first `len` bytes of `words` (clipped to their size).
+    #[inline]
     pub fn new(words: &'a [AtomicU64], len: usize) -> WordView<'a> {
+        // A slice spans at most `isize::MAX` bytes, so its length in
+        // bytes cannot overflow.
         WordView {
             words,
-            len: len.min(words.len().saturating_mul(8)),
+            len: len.min(core::mem::size_of_val(words)),
         }
     }
     /// Length in bytes.
@@ -37,42 +40,54 @@ impl<'a> WordView<'a> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    #[inline]
     fn check(&self, offset: usize, n: usize) -> Result<(), DmaError> {
         crate::pcie::hal::check_span(offset, n, self.len)
     }
     /// The words covering `offset..offset + n` when both ends fall on word
     /// boundaries: queue entries and page-sized transfers always do, and
     /// then whole words move without per-byte bookkeeping (the hot path).
+    #[inline]
     fn aligned(&self, offset: usize, n: usize) -> Option<&'a [AtomicU64]> {
         if offset % 8 != 0 || n % 8 != 0 {
             return None;
         }
-        self.words.get(offset / 8..(offset + n) / 8)
+        self.words.get(offset / 8..offset.checked_add(n)? / 8)
     }
+    #[inline]
     fn word(&self, index: usize) -> Result<&'a AtomicU64, DmaError> {
         self.words.get(index).ok_or(DmaError::OutOfBounds)
     }
-    /// Copies bytes out.
+    /// Reads the little-endian `u32` at a 4-byte aligned `offset` with one
+    /// load (a completion's phase-tag dword, polled constantly).
+    #[inline]
+    pub fn read_u32(&self, offset: usize) -> Result<u32, DmaError> {
+        if offset % 4 != 0 {
+            let mut b = [0u8; 4];
+            self.read_slow(offset, &mut b)?;
+            return Ok(u32::from_le_bytes(b));
+        }
+        self.check(offset, 4)?;
+        let v = self.word(offset / 8)?.load(Ordering::Acquire) >> ((offset % 8) * 8);
+        Ok(v as u32)
+    }
+    /// Copies bytes out. Whole aligned words (queue entries, frames) are
+    /// loaded inline; anything else takes the byte path out of line.
+    #[inline]
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
-        self.check(offset, dst.len())?;
-        if dst.len() == 8 && offset % 8 == 0 {
-            let v = self.word(offset / 8)?.load(Ordering::Acquire);
-            dst.copy_from_slice(&v.to_le_bytes());
-            return Ok(());
-        }
-        if dst.len() == 4 && offset % 4 == 0 {
-            // One aligned dword (a completion's phase-tag word, polled
-            // constantly): a single load.
-            let v = self.word(offset / 8)?.load(Ordering::Acquire) >> ((offset % 8) * 8);
-            dst.copy_from_slice(&(v as u32).to_le_bytes());
-            return Ok(());
-        }
-        if let Some(words) = self.aligned(offset, dst.len()) {
-            for (w, d) in words.iter().zip(dst.chunks_exact_mut(8)) {
-                d.copy_from_slice(&w.load(Ordering::Acquire).to_le_bytes());
+        match self.aligned(offset, dst.len()) {
+            Some(words) if offset + dst.len() <= self.len => {
+                for (w, d) in words.iter().zip(dst.chunks_exact_mut(8)) {
+                    d.copy_from_slice(&w.load(Ordering::Acquire).to_le_bytes());
+                }
+                Ok(())
             }
-            return Ok(());
+            _ => self.read_slow(offset, dst),
         }
+    }
+    #[inline(never)]
+    fn read_slow(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
+        self.check(offset, dst.len())?;
         let mut done = 0;
         // Partial first word, then whole words in one bounds-checked slice
         // (a tight loop of plain loads), then the partial last word.
@@ -105,17 +120,48 @@ impl<'a> WordView<'a> {
         dst[..n].copy_from_slice(&bytes[b..b + n]);
         Ok(n)
     }
-    /// Copies bytes in.
+    /// Copies bytes in; as [`read`](Self::read), whole aligned words
+    /// inline.
+    #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
-        self.check(offset, src.len())?;
-        if let Some(words) = self.aligned(offset, src.len()) {
-            for (w, c) in words.iter().zip(src.chunks_exact(8)) {
-                let mut v = [0u8; 8];
-                v.copy_from_slice(c);
-                w.store(u64::from_le_bytes(v), Ordering::Release);
+        match self.aligned(offset, src.len()) {
+            Some(words) if offset + src.len() <= self.len => {
+                for (w, c) in words.iter().zip(src.chunks_exact(8)) {
+                    let mut v = [0u8; 8];
+                    v.copy_from_slice(c);
+                    w.store(u64::from_le_bytes(v), Ordering::Release);
+                }
+                Ok(())
             }
-            return Ok(());
+            _ => self.write_slow(offset, src),
         }
+    }
+    /// Writes `src` as consecutive little-endian `u32`s: pairs of dwords
+    /// as whole words when `offset` is word aligned and the count even (a
+    /// queue entry), else through the byte path.
+    #[inline]
+    pub fn write_u32s(&self, offset: usize, src: &[u32]) -> Result<(), DmaError> {
+        let n = src.len().saturating_mul(4);
+        match self.aligned(offset, n) {
+            Some(words) if src.len() % 2 == 0 && offset + n <= self.len => {
+                for (w, pair) in words.iter().zip(src.chunks_exact(2)) {
+                    let v = u64::from(pair[0]) | (u64::from(pair[1]) << 32);
+                    w.store(v, Ordering::Release);
+                }
+                Ok(())
+            }
+            _ => {
+                self.check(offset, n)?;
+                for (i, &v) in src.iter().enumerate() {
+                    self.write_slow(offset + i * 4, &v.to_le_bytes())?;
+                }
+                Ok(())
+            }
+        }
+    }
+    #[inline(never)]
+    fn write_slow(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
+        self.check(offset, src.len())?;
         let mut done = 0;
         while done < src.len() && (offset + done) % 8 != 0 {
             done += self.write_part(offset + done, &src[done..])?;
@@ -198,6 +244,23 @@ mod tests {
             104,
             "clipped to the words"
         );
+    }
+
+    #[test]
+    fn dwords_land_as_their_little_endian_bytes() {
+        let words: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+        let m = WordView::new(&words, 30);
+        let dws = [0x0403_0201u32, 0x0807_0605, 0x0c0b_0a09, 0x100f_0e0d];
+        for off in [0, 4, 12] {
+            m.fill(0, 30, 0).unwrap();
+            m.write_u32s(16, &dws[2..]).unwrap();
+            m.write_u32s(off, &dws[..3]).unwrap();
+            let mut b = [0u8; 12];
+            m.read(off, &mut b).unwrap();
+            assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], "offset {off}");
+        }
+        assert_eq!(m.write_u32s(24, &dws[..2]), Err(DmaError::OutOfBounds));
+        assert_eq!(m.write_u32s(28, &dws[..1]), Err(DmaError::OutOfBounds));
     }
 
     #[test]

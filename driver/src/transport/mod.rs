@@ -195,6 +195,37 @@ pub trait Qpair: Send + 'static {
         max: usize,
         out: &mut alloc::vec::Vec<CompletionEntry>,
     ) -> Result<usize, ProtocolError<Self::Error>>;
+    /// As [`poll`](Self::poll), offering each new completion to `take`
+    /// as it is read: an entry `take` accepts (`Ok(true)`) is consumed
+    /// there; from the first it declines (`Ok(false)`) on, entries are
+    /// appended to `out` in order instead, as `poll` appends them. An
+    /// error from `take` ends the poll with that error. Returns how many
+    /// entries were read.
+    ///
+    /// The default polls into `out` and offers the entries afterwards;
+    /// a transport that reads completions one by one (PCIe) offers each
+    /// as it reads it, so the usual completion never passes through
+    /// `out`.
+    #[inline]
+    fn poll_each(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        out: &mut alloc::vec::Vec<CompletionEntry>,
+        take: &mut impl FnMut(CompletionEntry) -> Result<bool, ProtocolError<Self::Error>>,
+    ) -> Result<usize, ProtocolError<Self::Error>> {
+        let start = out.len();
+        let polled = self.poll(now, max, out);
+        let mut taken = 0;
+        while let Some(&e) = out.get(start + taken) {
+            if !take(e)? {
+                break;
+            }
+            taken += 1;
+        }
+        out.drain(start..start + taken);
+        polled
+    }
     /// Copies out the bytes the device returned for command `cid`'s
     /// [`Payload::In`] (valid after its completion, until `cid` is reused).
     fn read_inbound(&self, cid: u16, dst: &mut [u8]) -> Result<(), QpairError>;

@@ -132,11 +132,21 @@ impl DmaRegion for VfioRegion {
     fn iova(&self) -> Iova {
         Iova(self.iova)
     }
+    #[inline]
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.map.read(offset, dst)
     }
+    #[inline]
+    fn read_u32(&self, offset: usize) -> Result<u32, DmaError> {
+        self.map.read_u32(offset)
+    }
+    #[inline]
     fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.map.write(offset, src)
+    }
+    #[inline]
+    fn write_u32s(&self, offset: usize, src: &[u32]) -> Result<(), DmaError> {
+        self.map.write_u32s(offset, src)
     }
     fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {
         self.map.fill(offset, len, byte)

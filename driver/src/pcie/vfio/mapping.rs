@@ -93,6 +93,7 @@ impl Mapping {
 
     // ---- DMA memory: atomic words, see `crate::pcie::words`. ----
 
+    #[inline]
     fn view(&self) -> WordView<'_> {
         // SAFETY: the mapping is page aligned and `len / 8` whole words lie
         // inside it; it stays mapped while `self` (and so the returned
@@ -105,12 +106,25 @@ impl Mapping {
         WordView::new(words, self.len)
     }
     /// Copies bytes out.
+    #[inline]
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.view().read(offset, dst)
     }
+    /// Reads the little-endian `u32` at a 4-byte aligned offset with one
+    /// load.
+    #[inline]
+    pub fn read_u32(&self, offset: usize) -> Result<u32, DmaError> {
+        self.view().read_u32(offset)
+    }
     /// Copies bytes in.
+    #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
         self.view().write(offset, src)
+    }
+    /// Writes little-endian `u32`s.
+    #[inline]
+    pub fn write_u32s(&self, offset: usize, src: &[u32]) -> Result<(), DmaError> {
+        self.view().write_u32s(offset, src)
     }
     /// Sets a run of bytes.
     pub fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError> {

@@ -1,0 +1,393 @@
+//! The queue's one table: per command id, the command in flight with that
+//! id and, while the id is a request's tag, the request.
+//!
+//! A request's tag is the id of its first command (its lead id), taken
+//! from the [`CidPool`] when the request starts and given back when the
+//! request's completion is handed to the caller. The lead id carries the
+//! request's first command; further pieces (a transfer split at MDTS, a
+//! long trim or zero range) take ids of their own, given back as each
+//! completes, and a later piece reuses the lead id once its first command
+//! is done. So a one-command request, the usual case, costs one id
+//! allocation, and its completion is checked, released and accounted in
+//! the one entry the command id names.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use pollfs_core::dev::requests::Merge;
+use pollfs_core::dev::{Completion, DevError, Tag};
+use pollfs_core::units::Nanos;
+
+use crate::qpair::CidPool;
+
+/// The part of a trim or zero request not yet issued: such a request is
+/// issued piecewise as command ids free up.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Unissued {
+    pub zeroes: bool,
+    pub lba: u64,
+    pub blocks: u64,
+}
+
+/// One command id's entry.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Entry {
+    /// A command with this id is in flight.
+    busy: bool,
+    /// This id is the tag of a request that has not finished.
+    open: bool,
+    /// The request the command in flight belongs to (its lead id).
+    tag: u16,
+    // The command in flight: its retries and timeout state.
+    pub retries: u8,
+    pub timed_out: bool,
+    pub deadline: Option<Nanos>,
+    pub abort_by: Option<Nanos>,
+    // The request, while `open`: the merge of its pieces and what is
+    // still to be issued.
+    pub merge: Merge,
+    pub rest: Option<Unissued>,
+}
+
+/// Where a poll hands completions back: the caller's callback, with room
+/// for `room` more.
+pub(super) struct HandBack<'a> {
+    pub done: &'a mut dyn FnMut(Completion),
+    pub room: usize,
+    pub handed: usize,
+}
+
+impl HandBack<'_> {
+    #[inline]
+    fn give(&mut self, c: Completion) {
+        self.room -= 1;
+        self.handed += 1;
+        (self.done)(c);
+    }
+}
+
+/// Command ids and requests of one queue.
+#[derive(Debug)]
+pub(super) struct Table {
+    ids: CidPool,
+    entries: Vec<Entry>,
+    /// Commands in flight.
+    busy: usize,
+    /// Requests started and not finished.
+    open: usize,
+    /// Finished requests' completions, oldest first, read from `next`
+    /// (cleared whenever all are read, compacted once the cursor passes
+    /// half).
+    done: Vec<Completion>,
+    next: usize,
+}
+
+impl Table {
+    /// A table of `capacity` command ids.
+    pub fn new(capacity: u16) -> Table {
+        Table {
+            ids: CidPool::new(capacity),
+            entries: vec![Entry::default(); usize::from(capacity)],
+            busy: 0,
+            open: 0,
+            done: Vec::with_capacity(usize::from(capacity)),
+            next: 0,
+        }
+    }
+    /// Command ids the queue has.
+    pub fn capacity(&self) -> usize {
+        self.ids.capacity()
+    }
+    /// Ids free for a new request or piece.
+    #[inline]
+    pub fn available(&self) -> usize {
+        self.ids.available()
+    }
+    /// Commands in flight.
+    #[inline]
+    pub fn commands(&self) -> usize {
+        self.busy
+    }
+    /// True if a command with id `cid` is in flight.
+    #[inline]
+    pub fn is_busy(&self, cid: u16) -> bool {
+        self.entries.get(usize::from(cid)).is_some_and(|e| e.busy)
+    }
+    /// True if request `tag` can issue a piece now: its lead id is idle,
+    /// or another id is free.
+    pub fn can_issue(&self, tag: u16) -> bool {
+        !self.is_busy(tag) || self.available() > 0
+    }
+
+    /// Starts a request on a free id, its tag; `None` when none is free.
+    #[inline]
+    pub fn start(&mut self, rest: Option<Unissued>) -> Option<u16> {
+        let tag = self.ids.alloc()?;
+        let e = self.entries.get_mut(usize::from(tag))?;
+        e.open = true;
+        e.merge = Merge::default();
+        e.rest = rest;
+        self.open += 1;
+        Some(tag)
+    }
+    /// The id for request `tag`'s next command: its lead id if no command
+    /// of its own is in flight there, else a free one. The command counts
+    /// as in flight from here; [`unissue`](Self::unissue) undoes this if it
+    /// cannot be sent.
+    #[inline]
+    pub fn issue(&mut self, tag: u16) -> Option<u16> {
+        let lead = self.entries.get(usize::from(tag))?;
+        if !lead.open {
+            return None;
+        }
+        let cid = if lead.busy { self.ids.alloc()? } else { tag };
+        let e = self.entries.get_mut(usize::from(cid))?;
+        e.busy = true;
+        e.tag = tag;
+        e.retries = 0;
+        e.timed_out = false;
+        e.deadline = None;
+        e.abort_by = None;
+        self.busy += 1;
+        if let Some(r) = self.entries.get_mut(usize::from(tag)) {
+            r.merge.sent();
+        }
+        Some(cid)
+    }
+    /// Undoes [`issue`](Self::issue) for a command that was never sent.
+    pub fn unissue(&mut self, cid: u16) {
+        let Some(tag) = self.release(cid) else {
+            return;
+        };
+        if let Some(r) = self.request_mut(tag) {
+            r.merge.piece_done(Ok(()));
+        }
+    }
+    /// Ends command `cid`: its id is free again unless it is its
+    /// request's lead id. Returns the request's tag; `None` if no command
+    /// with that id is in flight (an unknown or duplicate completion),
+    /// and then nothing changes.
+    #[inline]
+    pub fn release(&mut self, cid: u16) -> Option<u16> {
+        let e = self.entries.get_mut(usize::from(cid))?;
+        if !e.busy {
+            return None;
+        }
+        e.busy = false;
+        self.busy -= 1;
+        let tag = e.tag;
+        if tag != cid {
+            self.ids.release(cid);
+        }
+        Some(tag)
+    }
+    /// The command in flight with id `cid`.
+    pub fn command_mut(&mut self, cid: u16) -> Option<&mut Entry> {
+        self.entries.get_mut(usize::from(cid)).filter(|e| e.busy)
+    }
+    /// The unfinished request `tag`.
+    #[inline]
+    pub fn request(&self, tag: u16) -> Option<&Entry> {
+        self.entries.get(usize::from(tag)).filter(|e| e.open)
+    }
+    /// The unfinished request `tag`.
+    #[inline]
+    pub fn request_mut(&mut self, tag: u16) -> Option<&mut Entry> {
+        self.entries.get_mut(usize::from(tag)).filter(|e| e.open)
+    }
+    /// Finishes request `tag` with `result`: its completion waits for
+    /// [`hand_back`](Self::hand_back). Nothing happens to a request that
+    /// is not open.
+    #[inline]
+    pub fn finish(&mut self, tag: u16, result: Result<(), DevError>) {
+        if let Some(e) = self.entries.get_mut(usize::from(tag)) {
+            if e.open {
+                e.open = false;
+                self.open -= 1;
+                self.done.push(Completion {
+                    tag: Tag(u32::from(tag)),
+                    result,
+                });
+            }
+        }
+    }
+    /// Finishes request `tag` with `result` and hands its completion
+    /// straight to `out` if it has room and no earlier completion is
+    /// waiting (else it waits, as with [`finish`](Self::finish)).
+    #[inline]
+    pub fn finish_to(&mut self, tag: u16, result: Result<(), DevError>, out: &mut HandBack<'_>) {
+        let Some(e) = self.entries.get_mut(usize::from(tag)) else {
+            return;
+        };
+        if !e.open {
+            return;
+        }
+        e.open = false;
+        self.open -= 1;
+        let c = Completion {
+            tag: Tag(u32::from(tag)),
+            result,
+        };
+        if out.room == 0 || self.next != self.done.len() {
+            self.done.push(c);
+            return;
+        }
+        // A finished request has nothing in flight, so its lead id is
+        // idle.
+        if !e.busy {
+            self.ids.release(tag);
+        }
+        out.give(c);
+    }
+    /// Accounts a released command's `result` to its request `tag`, and
+    /// finishes the request (straight to `out` when it can) if that was
+    /// its last piece.
+    #[inline]
+    pub fn account(&mut self, tag: u16, result: Result<(), DevError>, out: &mut HandBack<'_>) {
+        let finished = match self.request_mut(tag) {
+            Some(r) => {
+                if result.is_err() {
+                    r.rest = None;
+                }
+                (r.merge.piece_done(result) && r.rest.is_none()).then(|| r.merge.result())
+            }
+            None => None,
+        };
+        if let Some(result) = finished {
+            self.finish_to(tag, result, out);
+        }
+    }
+    /// Ends request `tag` at once: it was never handed to the caller
+    /// (`submit` refuses it), and nothing of it is in flight.
+    pub fn withdraw(&mut self, tag: u16) {
+        if let Some(e) = self.entries.get_mut(usize::from(tag)) {
+            if e.open && !e.busy {
+                e.open = false;
+                self.open -= 1;
+                self.ids.release(tag);
+            }
+        }
+    }
+    /// Hands waiting completions to `out`, oldest first, as far as it has
+    /// room, and frees their tags.
+    #[inline]
+    pub fn hand_back(&mut self, out: &mut HandBack<'_>) {
+        if self.next == self.done.len() {
+            return;
+        }
+        self.hand_back_waiting(out);
+    }
+    fn hand_back_waiting(&mut self, out: &mut HandBack<'_>) {
+        while out.room > 0 {
+            let Some(&c) = self.done.get(self.next) else {
+                break;
+            };
+            self.next += 1;
+            // A finished request has nothing in flight, so its lead id is
+            // idle.
+            let tag = c.tag.0 as u16;
+            if !self.is_busy(tag) {
+                self.ids.release(tag);
+            }
+            out.give(c);
+        }
+        if self.next == self.done.len() {
+            self.done.clear();
+            self.next = 0;
+        } else if self.next >= self.done.len() / 2 {
+            self.done.drain(..self.next);
+            self.next = 0;
+        }
+    }
+    /// Requests whose tag is taken: open, or finished and not handed back.
+    #[inline]
+    pub fn in_flight(&self) -> usize {
+        self.open + self.done.len() - self.next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_one_command_request_lives_in_its_lead_id() {
+        let mut t = Table::new(2);
+        let a = t.start(None).unwrap();
+        assert_eq!(t.issue(a), Some(a), "the first command takes the lead id");
+        assert_eq!(t.release(a), Some(a));
+        assert_eq!(t.release(a), None, "a duplicate completion");
+        assert_eq!(t.request(a).unwrap().merge.outstanding(), 1);
+        t.finish(a, Ok(()));
+        assert_eq!(t.available(), 1, "the tag is held until handed back");
+        let mut seen = Vec::new();
+        let mut out = HandBack {
+            done: &mut |c| seen.push(c),
+            room: 4,
+            handed: 0,
+        };
+        t.hand_back(&mut out);
+        assert_eq!(out.handed, 1);
+        assert_eq!(seen[0].tag, Tag(u32::from(a)));
+        assert_eq!((t.available(), t.in_flight()), (2, 0));
+    }
+
+    #[test]
+    fn a_completion_goes_straight_back_only_behind_no_waiting_one() {
+        let mut t = Table::new(4);
+        let (a, b, c) = (
+            t.start(None).unwrap(),
+            t.start(None).unwrap(),
+            t.start(None).unwrap(),
+        );
+        let mut seen = Vec::new();
+        {
+            let mut out = HandBack {
+                done: &mut |c| seen.push(c.tag),
+                room: 2,
+                handed: 0,
+            };
+            t.finish_to(a, Ok(()), &mut out);
+            assert_eq!(out.handed, 1, "nothing waits: straight back");
+            t.finish(b, Err(DevError::Media));
+            t.finish_to(c, Ok(()), &mut out);
+            assert_eq!(out.handed, 1, "b waits, so c waits behind it");
+            t.hand_back(&mut out);
+            assert_eq!(out.handed, 2, "room for one more");
+        }
+        assert_eq!(t.in_flight(), 1);
+        assert_eq!(seen, [Tag(a.into()), Tag(b.into())]);
+        assert_eq!(t.available(), 3, "c's tag is held until it is handed back");
+    }
+
+    #[test]
+    fn further_pieces_take_their_own_ids_and_reuse_an_idle_lead() {
+        let mut t = Table::new(3);
+        let a = t.start(None).unwrap();
+        let first = t.issue(a).unwrap();
+        let second = t.issue(a).unwrap();
+        assert_ne!(first, second);
+        assert_eq!(t.release(second), Some(a));
+        assert_eq!(t.available(), 2, "a piece's own id is free at once");
+        assert_eq!(t.release(first), Some(a));
+        assert_eq!(t.available(), 2, "the lead id is the request's tag");
+        assert_eq!(t.issue(a), Some(a), "an idle lead id is reused");
+        t.unissue(a);
+        assert_eq!(t.commands(), 0);
+        assert!(t.can_issue(a));
+        t.withdraw(a);
+        assert_eq!((t.available(), t.in_flight()), (3, 0));
+        assert_eq!(t.issue(a), None, "not a request any more");
+    }
+
+    #[test]
+    fn ids_run_out_and_unknown_ids_are_refused() {
+        let mut t = Table::new(1);
+        let a = t.start(None).unwrap();
+        assert_eq!(t.start(None), None);
+        t.issue(a).unwrap();
+        assert_eq!(t.issue(a), None, "the lead is busy and no id is free");
+        assert_eq!(t.release(7), None);
+        assert!(t.command_mut(a).is_some() && t.command_mut(7).is_none());
+    }
+}
