@@ -9,6 +9,8 @@
 //!
 //! Usage: `vm_check <pci-address>` | `vm_check verify-image <image>`
 
+#[path = "../check/pages.rs"]
+mod pages;
 mod pattern;
 
 use std::process::ExitCode;
@@ -19,70 +21,32 @@ use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 use pollfs_driver::vfio::VfioDevice;
 use pollfs_driver::{DriverConfig, NvmeDevice};
 
+use pages::Pages;
+
 fn now(start: Instant) -> Nanos {
     Nanos(start.elapsed().as_nanos() as u64)
 }
 
 fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>, start: Instant) -> Result<(), DevError> {
-    let tag = q.submit(&c)?;
-    loop {
-        let mut got = None;
-        q.poll(now(start), 16, &mut |done| {
-            if done.tag == tag {
-                got = Some(done.result);
-            }
-        });
-        if let Some(r) = got {
-            return r;
-        }
-    }
+    pages::run(q, c, move || now(start))
 }
 
+/// Writes `p`'s pages, reads them back into other frames and compares.
 fn check(
     dev: &VfioDevice,
     q: &mut impl DeviceQueue,
-    lba: u64,
-    n: u32,
+    p: Pages,
     start: Instant,
 ) -> Result<(), String> {
-    let src: Vec<FrameId> = (0..n).map(FrameId).collect();
-    let dst: Vec<FrameId> = (n..2 * n).map(FrameId).collect();
-    for (i, &f) in src.iter().enumerate() {
-        let page: Vec<u8> = (0..PAGE_SIZE)
-            .map(|b| (b ^ (i * 31) ^ lba as usize) as u8)
-            .collect();
-        dev.frames().write(f, 0, &page).map_err(|e| e.to_string())?;
-    }
-    for &f in &dst {
-        dev.frames()
-            .fill(f, 0, PAGE_SIZE, 0xee)
-            .map_err(|e| e.to_string())?;
-    }
-    let w = Command::Write {
-        lba: Lba(lba),
-        frames: &src,
+    pages::write_read(dev.frames(), q, p, |q, c| run(q, c, start)).map(drop)
+}
+
+/// `n` pages at `lba` from frame 0, with FUA on every other size.
+fn at(lba: u64, n: u32) -> Pages {
+    Pages {
         fua: n % 2 == 0,
-    };
-    run(q, w, start).map_err(|e| format!("write lba {lba} n {n}: {e}"))?;
-    let r = Command::Read {
-        lba: Lba(lba),
-        frames: &dst,
-    };
-    run(q, r, start).map_err(|e| format!("read lba {lba} n {n}: {e}"))?;
-    let mut a = vec![0u8; PAGE_SIZE];
-    let mut b = vec![0u8; PAGE_SIZE];
-    for (s, d) in src.iter().zip(&dst) {
-        dev.frames()
-            .read(*s, 0, &mut a)
-            .map_err(|e| e.to_string())?;
-        dev.frames()
-            .read(*d, 0, &mut b)
-            .map_err(|e| e.to_string())?;
-        if a != b {
-            return Err(format!("data mismatch at lba {lba} n {n}"));
-        }
+        ..Pages::new(lba, n, lba)
     }
-    Ok(())
 }
 
 /// One thread's share: its own queue, frames and blocks.
@@ -91,39 +55,15 @@ fn threaded(dev: &VfioDevice, t: u32, bpp: u64, start: Instant) -> Result<(), St
         .open_nvme_queue()
         .map_err(|e| format!("thread queue: {e}"))?;
     for round in 0..50u64 {
-        let base = 2048 + t * 64;
-        let src: Vec<FrameId> = (base..base + 8).map(FrameId).collect();
-        let dst: Vec<FrameId> = (base + 8..base + 16).map(FrameId).collect();
-        let lba = (u64::from(t) * 10_000 + round * 16) * bpp;
-        for (i, f) in src.iter().enumerate() {
-            let v = (round as usize) ^ (i << 4) ^ (t as usize);
-            dev.frames()
-                .fill(*f, 0, PAGE_SIZE, v as u8)
-                .map_err(|e| e.to_string())?;
-        }
-        let w = Command::Write {
-            lba: Lba(lba),
-            frames: &src,
-            fua: false,
+        let p = Pages {
+            first_frame: 2048 + t * 64,
+            ..Pages::new(
+                (u64::from(t) * 10_000 + round * 16) * bpp,
+                8,
+                round << 8 | u64::from(t),
+            )
         };
-        run(&mut q, w, start).map_err(|e| format!("thread write: {e}"))?;
-        let r = Command::Read {
-            lba: Lba(lba),
-            frames: &dst,
-        };
-        run(&mut q, r, start).map_err(|e| format!("thread read: {e}"))?;
-        let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
-        for (x, y) in src.iter().zip(&dst) {
-            dev.frames()
-                .read(*x, 0, &mut a)
-                .map_err(|e| e.to_string())?;
-            dev.frames()
-                .read(*y, 0, &mut b)
-                .map_err(|e| e.to_string())?;
-            if a != b {
-                return Err(format!("thread {t} round {round}: mismatch"));
-            }
-        }
+        check(dev, &mut q, p, start).map_err(|e| format!("thread {t} round {round}: {e}"))?;
     }
     Ok(())
 }
@@ -143,13 +83,10 @@ fn reset_mid_io(
     let base_lba = 8192 * bpp;
     let mut tags = Vec::new();
     let mut frames = Vec::new();
+    let mut written = Vec::new();
     for i in 0..BATCH {
         let f: Vec<FrameId> = (i * PAGES..(i + 1) * PAGES).map(FrameId).collect();
-        for (k, fr) in f.iter().enumerate() {
-            dev.frames()
-                .fill(*fr, 0, PAGE_SIZE, (i as u8) ^ (k as u8) ^ 0xa5)
-                .map_err(|e| e.to_string())?;
-        }
+        written.push(pages::fill(dev.frames(), &f, u64::from(i) ^ 0xa5)?);
         frames.push(f);
     }
     for (i, f) in frames.iter().enumerate() {
@@ -186,24 +123,15 @@ fn reset_mid_io(
     let dst: Vec<FrameId> = (BATCH * PAGES..BATCH * PAGES + PAGES)
         .map(FrameId)
         .collect();
-    let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
-    for (i, f) in frames.iter().enumerate() {
+    for (i, want) in written.iter().enumerate() {
         let lba = base_lba + i as u64 * u64::from(PAGES) * bpp;
         let r = Command::Read {
             lba: Lba(lba),
             frames: &dst,
         };
         run(q, r, start).map_err(|e| format!("mid-io read back: {e}"))?;
-        for (x, y) in f.iter().zip(&dst) {
-            dev.frames()
-                .read(*x, 0, &mut a)
-                .map_err(|e| e.to_string())?;
-            dev.frames()
-                .read(*y, 0, &mut b)
-                .map_err(|e| e.to_string())?;
-            if a != b {
-                return Err(format!("reset mid-io: batch {i} data lost"));
-            }
+        if pages::contents(dev.frames(), &dst)? != *want {
+            return Err(format!("reset mid-io: batch {i} data lost"));
         }
     }
     println!("reset with {BATCH} commands in flight: all completed, data intact");
@@ -329,7 +257,7 @@ fn main() -> ExitCode {
     let mut result = Ok(());
     'outer: for n in [1u32, 2, 3, 8, 33, 256, 1024, 1025, 2048] {
         for lba in [0, 1, 7, 4096 * bpp + 3, cap - u64::from(n) * bpp] {
-            if let Err(e) = check(&dev, &mut q, lba, n, start) {
+            if let Err(e) = check(&dev, &mut q, at(lba, n), start) {
                 result = Err(e);
                 break 'outer;
             }
@@ -377,7 +305,7 @@ fn main() -> ExitCode {
         let ctrl = dev.controller();
         ctrl.reset(ctrl.generation())
             .map_err(|e| format!("reset: {e}"))?;
-        check(&dev, &mut q, 64, 4, start)
+        check(&dev, &mut q, at(64, 4), start)
     });
     // A second queue alongside, then dropped (Delete SQ/CQ) and reopened.
     let result = result.and_then(|()| {
@@ -386,9 +314,9 @@ fn main() -> ExitCode {
             let mut q2 = dev
                 .open_nvme_queue()
                 .map_err(|e| format!("second queue: {e}"))?;
-            check(&dev, &mut q2, 128, 2, start)?;
+            check(&dev, &mut q2, at(128, 2), start)?;
         }
-        check(&dev, &mut q, 256, 2, start)
+        check(&dev, &mut q, at(256, 2), start)
     });
     // Four threads, each with its own queue, on disjoint frames and blocks.
     let result = result.and_then(|()| {
