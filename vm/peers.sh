@@ -52,8 +52,7 @@ log "booting the peers VM (console: $out, trace: $trace)"
 started=$SECONDS
 boot "$cache/peers-initrd.cpio" "$img" "$out" "" ""
 log "the VM ran for $((SECONDS - started)) s"
-grep -v '^\[' "$out" | grep -v '^$' | sed 's/^/    /' >&2 || true
-grep -q "PEERS-DONE" "$out" || die "the guest did not finish (console: $out)"
+finished "$out" PEERS-DONE
 [ -s "$trace" ] || die "QEMU wrote no trace ($trace)"
 
 grep '^WINDOW ' "$out" | tr -d '\r' > "$cache/peers-windows.txt"
