@@ -25,8 +25,9 @@ mod synced;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use pollfs_core::dev::{BlockDevice, Command, DeviceQueue, FrameArena};
-use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
+use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena};
+use pollfs_core::hosted::monotonic_clock;
+use pollfs_core::units::{FrameId, Lba, PAGE_SIZE};
 use pollfs_driver::tcp::net::TcpDevice;
 use pollfs_driver::{DriverConfig, NvmeDevice};
 
@@ -35,20 +36,14 @@ use pages::Pages;
 /// The writer stops growing its file here (32 MiB).
 const MAX_CHUNKS: u64 = 512;
 
-/// The time since `start`, for the queue's poll.
-fn since(start: Instant) -> impl Fn() -> Nanos {
-    move || Nanos(start.elapsed().as_nanos() as u64)
+/// Submits `c` and polls until it completes.
+fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevError> {
+    pollfs_core::persist::run_polled(q, &c, monotonic_clock, std::thread::yield_now)
 }
 
-/// Writes `n` patterned pages at `lba`, reads them into other frames and
-/// compares.
-fn check<Q: DeviceQueue>(
-    dev: &TcpDevice,
-    q: &mut Q,
-    p: Pages,
-    start: Instant,
-) -> Result<(), String> {
-    pages::write_read(dev.frames(), q, p, |q, c| pages::run(q, c, since(start))).map(drop)
+/// Writes `p`'s pages, reads them back into other frames and compares.
+fn check<Q: DeviceQueue>(dev: &TcpDevice, q: &mut Q, p: Pages) -> Result<(), String> {
+    pages::write_read(dev.frames(), q, p, run).map(drop)
 }
 
 fn device(url: &str, config: DriverConfig, frames: u32) -> Result<TcpDevice, String> {
@@ -56,7 +51,6 @@ fn device(url: &str, config: DriverConfig, frames: u32) -> Result<TcpDevice, Str
 }
 
 fn data(url: &str) -> Result<(), String> {
-    let start = Instant::now();
     let config = DriverConfig {
         max_transfer: Some(1 << 20),
         ..DriverConfig::default()
@@ -79,30 +73,30 @@ fn data(url: &str) -> Result<(), String> {
     for n in [1u32, 2, 3, 4, 5, 8, 16, 17, 32, 33, 64, 128, 255, 256] {
         for lba in [0, 1, 7 * bpp + 1, cap - u64::from(n) * bpp] {
             let lba = lba.min(cap - u64::from(n) * bpp);
-            check(&dev, &mut q, Pages::new(lba, n, seed), start)?;
+            check(&dev, &mut q, Pages::new(lba, n, seed))?;
             seed += 1;
         }
     }
-    pages::run(&mut q, Command::Flush, since(start)).map_err(|e| format!("flush: {e}"))?;
+    run(&mut q, Command::Flush).map_err(|e| format!("flush: {e}"))?;
     let ident = dev.controller().info().identify;
     if ident.supports_dsm() {
         let d = Command::Deallocate {
             lba: Lba(0),
             blocks: 64,
         };
-        pages::run(&mut q, d, since(start)).map_err(|e| format!("deallocate: {e}"))?;
+        run(&mut q, d).map_err(|e| format!("deallocate: {e}"))?;
     }
     if ident.supports_write_zeroes() {
         let z = Command::WriteZeroes {
             lba: Lba(64),
             blocks: 64,
         };
-        pages::run(&mut q, z, since(start)).map_err(|e| format!("write zeroes: {e}"))?;
+        run(&mut q, z).map_err(|e| format!("write zeroes: {e}"))?;
         let r = Command::Read {
             lba: Lba(64),
             frames: &[FrameId(0)],
         };
-        pages::run(&mut q, r, since(start)).map_err(|e| format!("read zeroes: {e}"))?;
+        run(&mut q, r).map_err(|e| format!("read zeroes: {e}"))?;
         let mut page = vec![1u8; PAGE_SIZE];
         dev.frames()
             .read(FrameId(0), 0, &mut page)
@@ -134,7 +128,7 @@ fn reconnect(url: &str, seconds: u64) -> Result<(), String> {
     while start.elapsed() < until {
         let slot = seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % slots;
         let n = [1u32, 3, 16, 64][seed as usize % 4];
-        check(&dev, &mut q, Pages::new(slot * 64 * bpp, n, seed), start)?;
+        check(&dev, &mut q, Pages::new(slot * 64 * bpp, n, seed))?;
         seed += 1;
         rounds += 1;
     }

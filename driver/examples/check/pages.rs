@@ -9,29 +9,8 @@
 //! `tests/common`: a test procedure, not API, so it stays out of the
 //! library users link and needs no feature of its own.
 
-use pollfs_core::dev::{Command, DevError, DeviceQueue, FrameArena};
-use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
-
-/// Submits `c` and polls, at the times `now` gives, until it completes:
-/// the driver's command timeout is the bound on the wait.
-pub fn run<Q: DeviceQueue>(
-    q: &mut Q,
-    c: Command<'_>,
-    now: impl Fn() -> Nanos,
-) -> Result<(), DevError> {
-    let tag = q.submit(&c)?;
-    loop {
-        let mut got = None;
-        q.poll(now(), 64, &mut |done| {
-            if done.tag == tag {
-                got = Some(done.result);
-            }
-        });
-        if let Some(r) = got {
-            return r;
-        }
-    }
-}
+use pollfs_core::dev::{Command, DevError, FrameArena};
+use pollfs_core::units::{FrameId, Lba, PAGE_SIZE};
 
 /// Byte `i` of the pattern named `seed`.
 pub fn byte(seed: u64, i: usize) -> u8 {
@@ -89,8 +68,9 @@ impl Pages {
 /// Writes `p`'s pattern, reads it back into frames filled with 0xee first
 /// (so a read that moved nothing cannot pass) and compares; the pattern's
 /// bytes, for a caller that checks the medium too. `run` submits one
-/// command and waits for it: each caller keeps its own clock and its own
-/// bound on the wait.
+/// command and waits for it: the examples through the engine's
+/// [`pollfs_core::persist::run_polled`], the tests with their own clock
+/// and bound on the wait.
 pub fn write_read<F: FrameArena, Q>(
     frames: &F,
     q: &mut Q,
