@@ -29,7 +29,7 @@ fn cache_mode() -> String {
 }
 
 fn lazy_unmount(dir: &Path) {
-    let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+    let c = c_path(dir);
     // SAFETY: `c` is a NUL-terminated path that outlives the call.
     unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
 }
@@ -47,15 +47,26 @@ struct Fixture {
     dir: PathBuf,
 }
 
+/// A fresh mount point in `scratch`, as the kernel names it.
+fn mount_point(scratch: &Scratch) -> PathBuf {
+    let dir = scratch.path("mnt");
+    std::fs::create_dir(&dir).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+/// `pollfs fsck DEVICE` passes with no problem found.
+fn fsck_clean(device: &str) {
+    let (ok, out, err) = pollfs(&["fsck", device]);
+    assert!(ok && out.contains(" 0 problems"), "{device}: {out}{err}");
+}
+
 impl Fixture {
     fn new(name: &str) -> Fixture {
         let scratch = Scratch::new(name);
         let image = scratch.path("img");
-        let dir = scratch.path("mnt");
-        std::fs::create_dir(&dir).unwrap();
+        let dir = mount_point(&scratch);
         let (ok, _, err) = pollfs(&["mkfs", &spec(&image), "--size", "128m"]);
         assert!(ok, "{err}");
-        let dir = dir.canonicalize().unwrap();
         Fixture {
             _scratch: scratch,
             image,
@@ -68,26 +79,11 @@ impl Fixture {
         self.mount_with(&[])
     }
 
-    /// `pollfs mount --foreground ARGS`, once the mount is there.
+    /// `pollfs mount --foreground --cache 32m ARGS`, once the mount is
+    /// there.
     fn mount_with(&self, args: &[&str]) -> Server {
-        let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
-            .args(["mount", "--foreground", "--cache", "32m"])
-            .args(["--cache-mode", &cache_mode()])
-            .args(args)
-            .arg(spec(&self.image))
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut server = Server {
-            child,
-            dir: self.dir.clone(),
-        };
-        wait_for("the mount", WAIT, || {
-            assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
-            is_mounted(&self.dir)
-        });
-        server
+        let args: Vec<&str> = ["--cache", "32m"].iter().chain(args).copied().collect();
+        serve_with(&spec(&self.image), &self.dir, &args)
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -95,8 +91,7 @@ impl Fixture {
     }
 
     fn fsck(&self) {
-        let (ok, out, err) = pollfs(&["fsck", &spec(&self.image)]);
-        assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+        fsck_clean(&spec(&self.image));
     }
 }
 
@@ -133,12 +128,12 @@ impl Drop for Server {
     }
 }
 
-/// `pollfs mount --foreground --cache 8m --threads 2 DEVICE DIR`, once the
-/// mount is there.
-fn serve(device: &str, dir: &Path) -> Server {
+/// `pollfs mount --foreground ARGS DEVICE DIR` in the cache mode under
+/// test, once the mount is there.
+fn serve_with(device: &str, dir: &Path, args: &[&str]) -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
-        .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
-        .args(["--cache-mode", &cache_mode()])
+        .args(["mount", "--foreground", "--cache-mode", &cache_mode()])
+        .args(args)
         .arg(device)
         .arg(dir)
         .stdin(Stdio::null())
@@ -148,11 +143,17 @@ fn serve(device: &str, dir: &Path) -> Server {
         child,
         dir: dir.to_path_buf(),
     };
-    wait_for(device, WAIT, || {
+    wait_for(&format!("the mount of {device}"), WAIT, || {
         assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
         is_mounted(dir)
     });
     server
+}
+
+/// `pollfs mount --foreground --cache 8m --threads 2 DEVICE DIR`, once the
+/// mount is there.
+fn serve(device: &str, dir: &Path) -> Server {
+    serve_with(device, dir, &["--cache", "8m", "--threads", "2"])
 }
 
 fn errno<T>(r: std::io::Result<T>) -> Option<i32> {
@@ -523,9 +524,7 @@ fn a_filesystem_behind_an_nvme_tcp_target_mounts_and_keeps_what_was_synced() {
     let (ok, _, err) = pollfs(&["mkfs", &url]);
     assert!(ok, "{err}");
     let scratch = Scratch::new("tcp");
-    let dir = scratch.path("mnt");
-    std::fs::create_dir(&dir).unwrap();
-    let dir = dir.canonicalize().unwrap();
+    let dir = mount_point(&scratch);
     let serve = || serve(&url, &dir);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let server = serve();
@@ -537,8 +536,7 @@ fn a_filesystem_behind_an_nvme_tcp_target_mounts_and_keeps_what_was_synced() {
     let server = serve();
     assert_eq!(std::fs::read(dir.join("over-tcp")).unwrap(), data);
     assert!(server.stop().success());
-    let (ok, out, err) = pollfs(&["fsck", &url]);
-    assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+    fsck_clean(&url);
 }
 
 #[test]
@@ -584,9 +582,7 @@ fn a_mirror_mounts_keeps_both_legs_equal_and_is_closed_clean() {
     let dev = format!("mirror:(file:{},file:{})", a.display(), b.display());
     let (ok, _, err) = pollfs(&["mkfs", "--size", "64m", &dev]);
     assert!(ok, "{err}");
-    let dir = scratch.path("mnt");
-    std::fs::create_dir(&dir).unwrap();
-    let dir = dir.canonicalize().unwrap();
+    let dir = mount_point(&scratch);
     let serve = || serve(&dev, &dir);
     let server = serve();
     // While mounted, the legs are the server's alone.
@@ -605,12 +601,7 @@ fn a_mirror_mounts_keeps_both_legs_equal_and_is_closed_clean() {
     assert_eq!(out.matches(": in sync").count(), 2, "{out}");
     // Each leg alone is the whole filesystem.
     for leg in [&a, &b] {
-        let (ok, out, err) = pollfs(&["fsck", &spec(leg)]);
-        assert!(
-            ok && out.contains(" 0 problems"),
-            "{}: {out}{err}",
-            leg.display()
-        );
+        fsck_clean(&spec(leg));
     }
     let server = serve();
     assert_eq!(std::fs::read(dir.join("d/m")).unwrap(), data);
@@ -743,8 +734,7 @@ fn pollfs_umount_returns_once_durable_and_a_mount_right_after_works() {
         assert!(!is_mounted(&fx.dir));
         // The server has checkpointed and exited: the device's lock is
         // free at once, and fsck finds the filesystem clean.
-        let (ok, out, err) = pollfs(&["fsck", &img]);
-        assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+        fsck_clean(&img);
     }
     // A plain umount(2) returns before the server is done; the next mount
     // waits for it.
