@@ -173,9 +173,9 @@ qemu_extra=()
 # Boots the VM. $1: initramfs, $2: backing image, $3: console log, $4:
 # extra -device nvme properties, $5: extra kernel command line; also
 # ${qemu_extra[@]}. Fails on timeout; the guest's own verdict is read from
-# the log by the caller.
+# the log by the caller. Says how long the VM ran.
 boot() {
-    local initrd="$1" img="$2" out="$3" props="${4:-}" cmdline="${5:-}"
+    local initrd="$1" img="$2" out="$3" props="${4:-}" cmdline="${5:-}" t0=$SECONDS
     timeout "${POLLFS_VM_TIMEOUT:-600}" qemu-system-x86_64 -nographic -no-reboot \
         -m 1G -smp 2 -nic none -bios /usr/share/qemu/qboot.rom \
         -kernel "$vmlinux" -initrd "$initrd" \
@@ -191,6 +191,7 @@ boot() {
         [ $rc -eq 124 ] && die "VM timed out (log: $out)"
         die "qemu exited with status $rc (log: $out)"
     }
+    log "the VM ran for $((SECONDS - t0)) s"
 }
 
 # Shows the guest's own lines of the console log $1 (not the kernel's),

@@ -49,9 +49,7 @@ qemu_extra=(
 )
 out="$cache/console-peers.log"
 log "booting the peers VM (console: $out, trace: $trace)"
-started=$SECONDS
 boot "$cache/peers-initrd.cpio" "$img" "$out" "" ""
-log "the VM ran for $((SECONDS - started)) s"
 finished "$out" PEERS-DONE
 [ -s "$trace" ] || die "QEMU wrote no trace ($trace)"
 

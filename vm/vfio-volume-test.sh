@@ -42,11 +42,8 @@ set_command_byte() {
     printf "\\$(printf '%03o' "$2")" | dd of=/sys/bus/pci/devices/$1/config bs=1 seek=4 count=1 conv=notrunc 2>/dev/null
 }
 
-A=""; B=""
-for d in /sys/bus/pci/devices/*; do
-    [ "$(cat "$d/class")" = "0x010802" ] || continue
-    if [ -z "$A" ]; then A="$(basename "$d")"; else B="$(basename "$d")"; fi
-done
+set -- $(nvme_addrs)
+A="${1:-}"; B="${2:-}"
 [ -n "$A" ] && [ -n "$B" ] || fail "two NVMe controllers expected, found '$A' '$B'"
 bind_vfio "$A" || fail "bind $A"
 bind_vfio "$B" || fail "bind $B"
