@@ -13,12 +13,9 @@ build_static -p pollfs-cli --bin pollfs
 
 modules="nvme vfio_iommu_type1 vfio-pci"
 extra="$bin_dir/pollfs:bin/pollfs $vm_dir/guest-common.sh:guest-common.sh"
-compress=cat make_initramfs "$cache/suite-initrd.cpio" <<INIT
+init_vars="preset=$preset" compress=cat make_initramfs "$cache/suite-initrd.cpio" <<'INIT'
 #!/bin/busybox sh
 . /guest-common.sh
-preset=$preset
-INIT
-cat >> "$cache/initramfs/init" <<'INIT'
 addr="$(nvme_addr)"
 mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm
 if bind_vfio "$addr"; then
@@ -30,7 +27,6 @@ fi
 echo "VM-SUITE-DONE"
 poweroff -f
 INIT
-(cd "$cache/initramfs" && find . | cpio -o -H newc 2>/dev/null) > "$cache/suite-initrd.cpio"
 
 img="$cache/nvme-suite.img"
 rm -f "$img"
@@ -38,5 +34,6 @@ truncate -s 1G "$img"
 out="$cache/console-suite.log"
 log "booting the bench-suite VM (preset $preset; console: $out)"
 boot "$cache/suite-initrd.cpio" "$img" "$out" "" ""
-grep -v '^\[' "$out" | grep -v '^$' | sed 's/^/    /'
+# The guest's lines are the result: on stdout.
+show_console "$out" 2>&1
 grep -q "VM-SUITE-OK" "$out" || die "the bench suite did not complete in the VM"

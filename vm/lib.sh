@@ -1,4 +1,5 @@
-# Shared pieces of the NVMe test VM (sourced by vm/test.sh and vm/bench.sh).
+# Shared pieces of the NVMe test VM, sourced by every vm/*.sh that boots it
+# (the guest's side is in guest-common.sh and guest-writer.sh).
 #
 # The guest is Debian 12's 6.1 kernel booted straight into a busybox
 # initramfs under software emulation (TCG), with QEMU's NVMe controller
@@ -105,7 +106,9 @@ module_closure() {
 # Builds an initramfs at $1 from: busybox, the modules named in $modules
 # (with their dependencies, loaded in order by /load-modules with
 # ${module_args[name]}), the files
-# given as "src:dest" pairs in $extra, and the init script on stdin.
+# given as "src:dest" pairs in $extra, and the init script on stdin, with
+# the host's values in $init_vars ("name=value" words) set right after its
+# first line (so the script itself can be a quoted here-document).
 make_initramfs() {
     local out="$1" root="$cache/initramfs" m f n=0 pair
     rm -rf "$root"
@@ -132,7 +135,12 @@ make_initramfs() {
         mkdir -p "$root/$(dirname "${pair#*:}")"
         cp -L "${pair%%:*}" "$root/${pair#*:}"
     done
-    cat > "$root/init"
+    {
+        IFS= read -r line
+        echo "$line"
+        for pair in ${init_vars:-}; do echo "$pair"; done
+        cat
+    } > "$root/init"
     chmod +x "$root/init"
     # ${compress:-gzip -1}: "cat" for big images, which TCG is slow to gunzip.
     (cd "$root" && find . | cpio -o -H newc 2>/dev/null | ${compress:-gzip -1}) > "$out"
@@ -165,9 +173,9 @@ qemu_extra=()
 # Boots the VM. $1: initramfs, $2: backing image, $3: console log, $4:
 # extra -device nvme properties, $5: extra kernel command line; also
 # ${qemu_extra[@]}. Fails on timeout; the guest's own verdict is read from
-# the log by the caller.
+# the log by the caller. Says how long the VM ran.
 boot() {
-    local initrd="$1" img="$2" out="$3" props="${4:-}" cmdline="${5:-}"
+    local initrd="$1" img="$2" out="$3" props="${4:-}" cmdline="${5:-}" t0=$SECONDS
     timeout "${POLLFS_VM_TIMEOUT:-600}" qemu-system-x86_64 -nographic -no-reboot \
         -m 1G -smp 2 -nic none -bios /usr/share/qemu/qboot.rom \
         -kernel "$vmlinux" -initrd "$initrd" \
@@ -183,4 +191,52 @@ boot() {
         [ $rc -eq 124 ] && die "VM timed out (log: $out)"
         die "qemu exited with status $rc (log: $out)"
     }
+    log "the VM ran for $((SECONDS - t0)) s"
+}
+
+# Shows the guest's own lines of the console log $1 (not the kernel's),
+# indented, on stderr.
+show_console() {
+    grep -v '^\[' "$1" | grep -v '^$' | sed 's/^/    /' >&2 || true
+}
+
+# After boot(): shows the guest's lines of the console log $1 and fails
+# unless the guest printed its verdict $2 and `VM-RESULT rc=0`; $3 names
+# the test.
+verdict() {
+    show_console "$1"
+    grep -q "$2" "$1" || die "$3 failed (console: $1)"
+    grep -q "VM-RESULT rc=0" "$1" || die "$3 failed (console: $1)"
+}
+
+# After boot() of a bench: shows the guest's lines of the console log $1
+# and fails unless the guest printed $2, its last line.
+finished() {
+    show_console "$1"
+    grep -q "$2" "$1" || die "the guest did not finish (console: $1)"
+}
+
+# The IOPS table of a bench's `RESULT NAME QD IOPS` lines in the console
+# log $1, titled $2: each engine in $3 (pollfs first) at QD1 and QD32,
+# pollfs run once and each other engine twice (before and after it), and
+# pollfs's ratio to each other engine. Fails when a run is missing.
+iops_table() {
+    local out="$1" title="$2" names="$3" name qd want
+    for name in $names; do
+        for qd in 1 32; do
+            want=2
+            [ "$name" = pollfs ] && want=1
+            [ "$(grep -Ec "^RESULT $name $qd [0-9]" "$out")" -eq $want ] || die "missing results for $name at QD$qd"
+        done
+    done
+    awk -v title="$title" -v engines="$names" '/^RESULT/ {k = $2 " " $3; sum[k] += $4; n[k]++; runs[k] = runs[k] " " $4}
+END {
+    for (k in sum) iops[k] = sum[k] / n[k]
+    printf "%-22s %12s %12s   %s\n", title, "QD1 IOPS", "QD32 IOPS", "(each run, QD1 then QD32)"
+    m = split(engines, names, " ")
+    for (i = 1; i <= m; i++)
+        printf "%-22s %12d %12d   %s /%s\n", names[i], iops[names[i] " 1"], iops[names[i] " 32"], runs[names[i] " 1"], runs[names[i] " 32"]
+    for (i = 2; i <= m; i++)
+        printf "pollfs/%-15s %11.2fx %11.2fx\n", names[i], iops["pollfs 1"] / iops[names[i] " 1"], iops["pollfs 32"] / iops[names[i] " 32"]
+}' "$out"
 }

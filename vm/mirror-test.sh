@@ -26,25 +26,14 @@ build_static -p pollfs-driver -p pollfs-cli --example mirror_check --bin pollfs
 
 modules="configfs nvmet nvmet-tcp crc32c_generic"
 extra="$bin_dir/examples/mirror_check:bin/mirror_check $bin_dir/pollfs:bin/pollfs"
-extra="$extra $vm_dir/guest-common.sh:guest-common.sh $vm_dir/nvmet.sh:nvmet.sh"
+extra="$extra $vm_dir/guest-common.sh:guest-common.sh $vm_dir/guest-writer.sh:guest-writer.sh"
+extra="$extra $vm_dir/nvmet.sh:nvmet.sh"
 make_initramfs "$cache/mirror-initrd.gz" <<'INIT'
 #!/bin/busybox sh
 . /guest-common.sh
 . /nvmet.sh
-fail() { echo "VM-MIRROR-FAILED: $*"; echo "VM-RESULT rc=1"; poweroff -f; exit 1; }
-step() { echo "== $* ($(cut -d' ' -f1 /proc/uptime) s)"; }
-synced() { grep -c '^SYNCED' /tmp/synced; }
-# Waits (up to $2 tenths of a second) for the writer to have synced $1
-# chunks; fails if it stopped.
-wait_synced() {
-    i=0
-    while [ "$(synced)" -lt "$1" ] && [ $i -lt "$2" ]; do
-        kill -0 $w 2>/dev/null || { cat /tmp/writer.err; fail "the writer stopped"; }
-        sleep 0.1
-        i=$((i + 1))
-    done
-    [ "$(synced)" -ge "$1" ] || { cat /tmp/writer.err; fail "the writer synced $(synced) of $1 chunks"; }
-}
+TEST=MIRROR
+. /guest-writer.sh
 MIB=64
 # The mirror's data: all but the last two 4 KiB pages (the headers).
 DATA=$(( (MIB << 20) - 8192 ))
@@ -53,10 +42,6 @@ legs_equal() {
     cmp -n $DATA /legs/leg0 /legs/leg1 || fail "the legs differ ($1)"
     echo "the legs' first $DATA bytes are equal"
     /bin/mirror_check headers "$U0" "$U1" || fail "headers ($1)"
-}
-status() {
-    /bin/pollfs mirror status "$M" > /tmp/status || fail "mirror status"
-    cat /tmp/status
 }
 
 step "two nvmet-tcp subsystems on 127.0.0.1:4420 and :4421"
@@ -72,8 +57,8 @@ M="mirror:($U0,$U1)"
 
 step "mkfs on $M"
 /bin/pollfs mkfs --force "$M" || fail "mkfs"
-status
-[ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a new mirror with a leg out of sync"
+mirror status "$M"
+both_in_sync "a new mirror with a leg out of sync"
 
 step "a syncing writer; leg 1's port stops serving its subsystem"
 /bin/mirror_check writer "$U0" "$U1" > /tmp/synced 2>/tmp/writer.err &
@@ -82,27 +67,13 @@ wait_synced 48 900
 echo "$(synced) chunks synced with both legs"
 nvmet_port_unlink 2 leg1 || fail "unlink"
 echo "leg1's port unlinked"
-i=0
-while ! grep -q '^LEG 1 FAILED$' /tmp/synced && [ $i -lt 1200 ]; do
-    kill -0 $w 2>/dev/null || { cat /tmp/writer.err; fail "the writer stopped"; }
-    sleep 0.1
-    i=$((i + 1))
-done
-grep -q '^LEG 1 FAILED$' /tmp/synced || { cat /tmp/writer.err; fail "leg 1 never failed"; }
-at=$(synced)
-echo "the writer saw leg 1 fail after $i tenths of a second, at $at synced chunks"
+wait_leg_failed 1 1200
 wait_synced $((at + 48)) 900
-kill -9 $w
-wait $w
-cat /tmp/writer.err
-grep -q '^LEG 0 FAILED$' /tmp/synced && fail "leg 0 failed too"
-last="$(grep '^SYNCED' /tmp/synced | tail -n1 | sed -n 's/^SYNCED \([0-9]*\)$/\1/p')"
-[ -n "$last" ] || fail "no last synced chunk"
-echo "killed after chunk $last was synced ($((last + 1 - at)) chunks synced on leg 0 alone)"
+kill_writer
 
 step "leg1's port back; the headers say leg 1 failed"
 nvmet_port_link 2 leg1 || fail "link"
-status
+mirror status "$M"
 grep -q '^leg 1 .*: failed' /tmp/status || fail "leg 1 not recorded failed"
 grep -q '^leg 0 .*: in sync$' /tmp/status || fail "leg 0 not in sync"
 
@@ -120,14 +91,14 @@ copied="$(sed -n 's/^resync copied \(.*\) of the mirror.*/\1/p' /tmp/rejoin)"
 [ -n "$copied" ] || fail "the rejoin reports no copy"
 [ "$copied" != "64.0 MiB" ] || fail "leg 1 was copied whole"
 echo "COPY-SIZE: leg 1 away for $((last + 1 - at)) synced chunks of 64 KiB: $copied copied of 64 MiB ($(grep 'bitmap:' /tmp/status))"
-status
-[ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a leg out of sync after the rejoin"
+mirror status "$M"
+both_in_sync "a leg out of sync after the rejoin"
 grep -q 'clean$' /tmp/status || fail "the mirror is not clean after the rejoin"
 legs_equal "after the resync"
 
 step "leg 0 dropped: every synced chunk, read from leg 1"
-/bin/pollfs mirror fail "$M" 0 || fail "fail 0"
-status
+mirror fail "$M" 0
+mirror status "$M"
 grep -q '^leg 0 .*: failed' /tmp/status || fail "leg 0 not recorded failed"
 /bin/mirror_check verify "$U0" "$U1" "$last" || fail "synced data on leg 1"
 
@@ -137,14 +108,12 @@ cat /tmp/rejoin
 copied="$(sed -n 's/^resync copied \(.*\) of the mirror.*/\1/p' /tmp/rejoin)"
 [ "$copied" != "64.0 MiB" ] || fail "leg 0 was copied whole"
 echo "COPY-SIZE: leg 0 away during one mount and unmount: ${copied:-nothing} copied of 64 MiB"
-status
-[ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a leg out of sync after the second rejoin"
+mirror status "$M"
+both_in_sync "a leg out of sync after the second rejoin"
 legs_equal "after the second resync"
 /bin/pollfs fsck "$M" || fail "fsck"
 
-echo "VM-MIRROR-OK"
-echo "VM-RESULT rc=0"
-poweroff -f
+passed
 INIT
 
 img="$cache/nvme-mirror.img"
@@ -155,7 +124,5 @@ rm -f "$img"
 truncate -s 16M "$img"
 log "booting (console: $out)"
 boot "$cache/mirror-initrd.gz" "$img" "$out" "" "no_timer_check"
-grep -v '^\[' "$out" | grep -v '^$' | sed 's/^/    /' >&2 || true
-grep -q "VM-MIRROR-OK" "$out" || die "mirror test failed (console: $out)"
-grep -q "VM-RESULT rc=0" "$out" || die "mirror test failed (console: $out)"
+verdict "$out" VM-MIRROR-OK "mirror test"
 log "all passed in $((SECONDS - started)) s"

@@ -10,17 +10,6 @@
 #
 # Prints `WINDOW w engine workload syncs` per workload and PEERS-DONE.
 
-# The controller whose serial starts with $1, once the kernel has probed it.
-ctrl_by_serial() {
-    for d in /sys/bus/pci/devices/*; do
-        [ "$(cat "$d/class")" = "0x010802" ] || continue
-        for s in "$d"/nvme/nvme*/serial; do
-            [ -f "$s" ] || continue
-            case "$(cat "$s")" in "$1"*) basename "$d"; return ;; esac
-        done
-    done
-}
-
 # The namespace block device of $1 sectors.
 disk_of_size() {
     for b in /sys/block/nvme*n1; do
@@ -32,8 +21,8 @@ fail() { echo "PEERS-FAILED: $*"; poweroff -f; }
 
 i=0
 while [ $i -lt 100 ]; do
-    test_addr="$(ctrl_by_serial deadbeef)"
-    mark_addr="$(ctrl_by_serial marker)"
+    test_addr="$(nvme_by_serial deadbeef)"
+    mark_addr="$(nvme_by_serial marker)"
     test_dev="$(disk_of_size 2097152)"
     mark_dev="$(disk_of_size 8388608)"
     [ -n "$test_addr" ] && [ -n "$mark_addr" ] && [ -b "$test_dev" ] && [ -b "$mark_dev" ] && break

@@ -49,11 +49,8 @@ qemu_extra=(
 )
 out="$cache/console-peers.log"
 log "booting the peers VM (console: $out, trace: $trace)"
-started=$SECONDS
 boot "$cache/peers-initrd.cpio" "$img" "$out" "" ""
-log "the VM ran for $((SECONDS - started)) s"
-grep -v '^\[' "$out" | grep -v '^$' | sed 's/^/    /' >&2 || true
-grep -q "PEERS-DONE" "$out" || die "the guest did not finish (console: $out)"
+finished "$out" PEERS-DONE
 [ -s "$trace" ] || die "QEMU wrote no trace ($trace)"
 
 grep '^WINDOW ' "$out" | tr -d '\r' > "$cache/peers-windows.txt"

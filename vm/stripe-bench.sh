@@ -28,25 +28,12 @@ build_static -p pollfs-cli --bin pollfs
 
 modules="nvme configfs nvmet nvmet-tcp crc32c_generic vfio_iommu_type1 vfio-pci"
 extra="$bin_dir/pollfs:bin/pollfs $vm_dir/guest-common.sh:guest-common.sh $vm_dir/nvmet.sh:nvmet.sh"
-compress=cat make_initramfs "$cache/stripe-bench-initrd.cpio" <<INIT
+init_vars="secs=$seconds rounds=$rounds" compress=cat make_initramfs "$cache/stripe-bench-initrd.cpio" <<'INIT'
 #!/bin/busybox sh
 . /guest-common.sh
 . /nvmet.sh
-secs=$seconds
-rounds=$rounds
-INIT
-# The rest of the init script does not expand host variables.
-cat >> "$cache/initramfs/init" <<'INIT'
 fail() { echo "STRIPE-BENCH-FAILED: $*"; poweroff -f; exit 1; }
-# The PCI address and the namespace of the controller whose serial is $1.
-addr_of() {
-    for d in /sys/bus/pci/devices/*; do
-        [ "$(cat "$d/class")" = "0x010802" ] || continue
-        for s in "$d"/nvme/nvme*/serial; do
-            [ -f "$s" ] && [ "$(cat "$s" | tr -d ' ')" = "$1" ] && { basename "$d"; return; }
-        done
-    done
-}
+# The namespace of the controller whose serial is $1.
 disk_of() {
     for b in /sys/block/nvme*n1; do
         [ "$(cat "$b/device/serial" 2>/dev/null | tr -d ' ')" = "$1" ] && { echo "/dev/$(basename "$b")"; return; }
@@ -61,7 +48,7 @@ while [ $i -lt 200 ]; do
     i=$((i + 1))
 done
 [ $ok = 1 ] || fail "the kernel's nvme driver did not show all five namespaces"
-A=$(addr_of deadbeef); B=$(addr_of leg1)
+A=$(nvme_by_serial deadbeef); B=$(nvme_by_serial leg1)
 mark_dev=$(disk_of marker)
 cat > /bin/mark <<MARK
 #!/bin/sh
@@ -151,7 +138,6 @@ done
 echo "STRIPE-BENCH-DONE"
 poweroff -f
 INIT
-(cd "$cache/initramfs" && find . | cpio -o -H newc 2>/dev/null) > "$cache/stripe-bench-initrd.cpio"
 
 imgs=()
 for n in leg1 tcp0 tcp1; do
@@ -174,11 +160,8 @@ qemu_extra=(
 )
 out="$cache/console-stripe-bench.log"
 log "booting the stripe bench VM ($rounds rounds, $seconds s per job; console: $out, trace: $trace)"
-started=$SECONDS
 boot "$cache/stripe-bench-initrd.cpio" "$img" "$out" "" "no_timer_check"
-log "the VM ran for $((SECONDS - started)) s"
-grep -v '^\[' "$out" | grep -v '^$' | sed 's/^/    /' >&2 || true
-grep -q "STRIPE-BENCH-DONE" "$out" || die "the guest did not finish (console: $out)"
+finished "$out" STRIPE-BENCH-DONE
 [ -s "$trace" ] || die "QEMU wrote no trace ($trace)"
 grep -E '^(WINDOW|LEGID) ' "$out" | tr -d '\r' > "$cache/stripe-windows.txt"
 awk -f "$vm_dir/trace-count.awk" -f "$vm_dir/stripe-count.awk" "$cache/stripe-windows.txt" "$trace"

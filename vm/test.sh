@@ -54,7 +54,7 @@ for bs in ${POLLFS_VM_BLOCK_SIZES:-512 4096}; do
     t0=$SECONDS
     boot "$cache/test-initrd.gz" "$img" "$out" \
         ",mdts=10,logical_block_size=$bs,physical_block_size=$bs"
-    grep -v '^\[' "$out" | grep -v '^$' | sed 's/^/    /' >&2 || true
+    show_console "$out"
     grep -q "VM-CHECK-OK" "$out" || die "device test failed with $bs-byte blocks"
     grep -q "VM-RESULT rc=0" "$out" || die "guest tools failed with $bs-byte blocks"
     "$check_bin" verify-image "$img" || die "backing image check failed ($bs-byte blocks)"

@@ -27,28 +27,12 @@ build_static -p pollfs-device -p pollfs-cli --example volume_check --bin pollfs
 
 modules="vfio_iommu_type1 vfio-pci"
 extra="$bin_dir/examples/volume_check:bin/volume_check $bin_dir/pollfs:bin/pollfs"
-extra="$extra $vm_dir/guest-common.sh:guest-common.sh"
+extra="$extra $vm_dir/guest-common.sh:guest-common.sh $vm_dir/guest-writer.sh:guest-writer.sh"
 make_initramfs "$cache/vfio-volume-initrd.gz" <<'INIT'
 #!/bin/busybox sh
 . /guest-common.sh
-fail() { echo "VM-VFIO-VOLUME-FAILED: $*"; echo "VM-RESULT rc=1"; poweroff -f; exit 1; }
-step() { echo "== $* ($(cut -d' ' -f1 /proc/uptime) s)"; }
-synced() { grep -c '^SYNCED' /tmp/synced; }
-# Waits (up to $2 tenths of a second) for the writer to have synced $1
-# chunks; fails if it stopped.
-wait_synced() {
-    i=0
-    while [ "$(synced)" -lt "$1" ] && [ $i -lt "$2" ]; do
-        kill -0 $w 2>/dev/null || { cat /tmp/writer.err; fail "the writer stopped"; }
-        sleep 0.1
-        i=$((i + 1))
-    done
-    [ "$(synced)" -ge "$1" ] || { cat /tmp/writer.err; fail "the writer synced $(synced) of $1 chunks"; }
-}
-status() {
-    /bin/pollfs mirror status "$M" > /tmp/status || fail "mirror status"
-    cat /tmp/status
-}
+TEST=VFIO-VOLUME
+. /guest-writer.sh
 # Byte 0 of the PCI command register of controller $1: bit 2 is bus
 # mastering.
 command_byte() {
@@ -58,11 +42,8 @@ set_command_byte() {
     printf "\\$(printf '%03o' "$2")" | dd of=/sys/bus/pci/devices/$1/config bs=1 seek=4 count=1 conv=notrunc 2>/dev/null
 }
 
-A=""; B=""
-for d in /sys/bus/pci/devices/*; do
-    [ "$(cat "$d/class")" = "0x010802" ] || continue
-    if [ -z "$A" ]; then A="$(basename "$d")"; else B="$(basename "$d")"; fi
-done
+set -- $(nvme_addrs)
+A="${1:-}"; B="${2:-}"
 [ -n "$A" ] && [ -n "$B" ] || fail "two NVMe controllers expected, found '$A' '$B'"
 bind_vfio "$A" || fail "bind $A"
 bind_vfio "$B" || fail "bind $B"
@@ -81,8 +62,8 @@ step "read back by another process; fsck"
 M="mirror:(vfio:$A,vfio:$B)"
 step "mkfs on $M"
 /bin/pollfs mkfs --force "$M" || fail "mkfs mirror"
-status
-[ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a new mirror with a leg out of sync"
+mirror status "$M"
+both_in_sync "a new mirror with a leg out of sync"
 
 step "a syncing writer; leg 1's controller loses bus mastering"
 /bin/volume_check write "$M" 0 > /tmp/synced 2>/tmp/writer.err &
@@ -92,26 +73,12 @@ echo "$(synced) chunks synced with both legs"
 cmd=$(command_byte "$B")
 set_command_byte "$B" $((cmd & ~4)) || fail "PCI command write"
 echo "$B: PCI command byte $cmd -> $(command_byte "$B")"
-i=0
-while ! grep -q '^LEG 1 FAILED$' /tmp/synced && [ $i -lt 1800 ]; do
-    kill -0 $w 2>/dev/null || { cat /tmp/writer.err; fail "the writer stopped"; }
-    sleep 0.1
-    i=$((i + 1))
-done
-grep -q '^LEG 1 FAILED$' /tmp/synced || { cat /tmp/writer.err; fail "leg 1 never failed"; }
-at=$(synced)
-echo "the writer saw leg 1 fail after $i tenths of a second, at $at synced chunks"
+wait_leg_failed 1 1800
 wait_synced $((at + 24)) 1200
-kill -9 $w
-wait $w
-cat /tmp/writer.err
-grep -q '^LEG 0 FAILED$' /tmp/synced && fail "leg 0 failed too"
-last="$(grep '^SYNCED' /tmp/synced | tail -n1 | sed -n 's/^SYNCED \([0-9]*\)$/\1/p')"
-[ -n "$last" ] || fail "no last synced chunk"
-echo "killed after chunk $last was synced ($((last + 1 - at)) chunks synced on leg 0 alone)"
+kill_writer
 
 step "the headers say leg 1 failed (its controller is reopened with bus mastering on)"
-status
+mirror status "$M"
 grep -q '^leg 1 .*: failed' /tmp/status || fail "leg 1 not recorded failed"
 grep -q '^leg 0 .*: in sync$' /tmp/status || fail "leg 0 not in sync"
 
@@ -120,25 +87,23 @@ step "every synced chunk, read back"
 
 step "rejoin leg 1 (waits for the resync)"
 /bin/pollfs mirror rejoin "$M" 1 || fail "rejoin 1"
-status
-[ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a leg out of sync after the rejoin"
+mirror status "$M"
+both_in_sync "a leg out of sync after the rejoin"
 
 step "leg 0 dropped: every synced chunk, read from leg 1"
-/bin/pollfs mirror fail "$M" 0 || fail "fail 0"
-status
+mirror fail "$M" 0
+mirror status "$M"
 grep -q '^leg 0 .*: failed' /tmp/status || fail "leg 0 not recorded failed"
 /bin/volume_check verify "$M" "$last" || fail "synced data on leg 1"
 
 step "rejoin leg 0; fsck"
 /bin/pollfs mirror rejoin "$M" 0 || fail "rejoin 0"
-status
-[ "$(grep -c ': in sync$' /tmp/status)" -eq 2 ] || fail "a leg out of sync after the second rejoin"
+mirror status "$M"
+both_in_sync "a leg out of sync after the second rejoin"
 grep -q 'clean$' /tmp/status || fail "the mirror is not clean"
 /bin/pollfs fsck "$M" || fail "fsck mirror"
 
-echo "VM-VFIO-VOLUME-OK"
-echo "VM-RESULT rc=0"
-poweroff -f
+passed
 INIT
 
 MIB=128
@@ -154,9 +119,7 @@ qemu_extra=(
 )
 log "booting (console: $out)"
 boot "$cache/vfio-volume-initrd.gz" "$img0" "$out" "" "no_timer_check"
-grep -v '^\[' "$out" | grep -v '^$' | sed 's/^/    /' >&2 || true
-grep -q "VM-VFIO-VOLUME-OK" "$out" || die "vfio volume test failed (console: $out)"
-grep -q "VM-RESULT rc=0" "$out" || die "vfio volume test failed (console: $out)"
+verdict "$out" VM-VFIO-VOLUME-OK "vfio volume test"
 data=$(( (MIB << 20) - 8192 ))
 cmp -n $data "$img0" "$img1" || die "the mirror's legs differ over its data"
 log "the two backing images hold the same $data bytes of mirror data"

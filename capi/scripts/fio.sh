@@ -9,14 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-work=${1:-target/fio}
-mkdir -p "$work"
-work=$(cd "$work" && pwd)
-src=$work/fio-3.33
-
+src=$(capi/scripts/debian-source.sh "${1:-target/fio}" fio=3.33-3 fio_3.33.orig.tar.gz)
 if [ ! -x "$src/fio" ]; then
-    "$root/capi/scripts/debian-source.sh" "$work" fio=3.33-3 fio_3.33.orig.tar.gz
-    tar -C "$work" -xzf "$work/fio_3.33.orig.tar.gz"
     (cd "$src" && ./configure --disable-native >/dev/null && make -j"$(nproc)" fio >/dev/null)
 fi
 

@@ -11,15 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-work=${1:-target/sqlite}
-mkdir -p "$work"
-work=$(cd "$work" && pwd)
-src=$work/sqlite3-3.40.1
-
-if [ ! -f "$src/test/speedtest1.c" ]; then
-    "$root/capi/scripts/debian-source.sh" "$work" sqlite3 sqlite3_3.40.1.orig.tar.xz
-    tar -C "$work" -xJf "$work/sqlite3_3.40.1.orig.tar.xz" sqlite3-3.40.1/test/speedtest1.c
-fi
+src=$(capi/scripts/debian-source.sh "${1:-target/sqlite}" sqlite3 sqlite3_3.40.1.orig.tar.xz \
+    sqlite3-3.40.1/test/speedtest1.c)
 
 cargo build --release -p pollfs-capi
 lib=$root/target/release

@@ -29,7 +29,7 @@ fn cache_mode() -> String {
 }
 
 fn lazy_unmount(dir: &Path) {
-    let c = CString::new(dir.as_os_str().as_bytes()).unwrap();
+    let c = c_path(dir);
     // SAFETY: `c` is a NUL-terminated path that outlives the call.
     unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
 }
@@ -47,20 +47,36 @@ struct Fixture {
     dir: PathBuf,
 }
 
+/// A fresh mount point in `scratch`, as the kernel names it.
+fn mount_point(scratch: &Scratch) -> PathBuf {
+    let dir = scratch.path("mnt");
+    std::fs::create_dir(&dir).unwrap();
+    dir.canonicalize().unwrap()
+}
+
+/// `pollfs fsck DEVICE` passes with no problem found.
+fn fsck_clean(device: &str) {
+    let (ok, out, err) = pollfs(&["fsck", device]);
+    assert!(ok && out.contains(" 0 problems"), "{device}: {out}{err}");
+}
+
 impl Fixture {
-    fn new(name: &str) -> Fixture {
+    /// A fresh 128 MiB image and mount point; `None` (and the test passes
+    /// without mounting, saying so) where mounts cannot be made.
+    fn new(name: &str) -> Option<Fixture> {
+        if !can_mount() {
+            return None;
+        }
         let scratch = Scratch::new(name);
         let image = scratch.path("img");
-        let dir = scratch.path("mnt");
-        std::fs::create_dir(&dir).unwrap();
+        let dir = mount_point(&scratch);
         let (ok, _, err) = pollfs(&["mkfs", &spec(&image), "--size", "128m"]);
         assert!(ok, "{err}");
-        let dir = dir.canonicalize().unwrap();
-        Fixture {
+        Some(Fixture {
             _scratch: scratch,
             image,
             dir,
-        }
+        })
     }
 
     /// `pollfs mount --foreground`, once the mount is there.
@@ -68,26 +84,11 @@ impl Fixture {
         self.mount_with(&[])
     }
 
-    /// `pollfs mount --foreground ARGS`, once the mount is there.
+    /// `pollfs mount --foreground --cache 32m ARGS`, once the mount is
+    /// there.
     fn mount_with(&self, args: &[&str]) -> Server {
-        let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
-            .args(["mount", "--foreground", "--cache", "32m"])
-            .args(["--cache-mode", &cache_mode()])
-            .args(args)
-            .arg(spec(&self.image))
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut server = Server {
-            child,
-            dir: self.dir.clone(),
-        };
-        wait_for("the mount", WAIT, || {
-            assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
-            is_mounted(&self.dir)
-        });
-        server
+        let args: Vec<&str> = ["--cache", "32m"].iter().chain(args).copied().collect();
+        serve_with(&spec(&self.image), &self.dir, &args)
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -95,8 +96,7 @@ impl Fixture {
     }
 
     fn fsck(&self) {
-        let (ok, out, err) = pollfs(&["fsck", &spec(&self.image)]);
-        assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+        fsck_clean(&spec(&self.image));
     }
 }
 
@@ -133,12 +133,12 @@ impl Drop for Server {
     }
 }
 
-/// `pollfs mount --foreground --cache 8m --threads 2 DEVICE DIR`, once the
-/// mount is there.
-fn serve(device: &str, dir: &Path) -> Server {
+/// `pollfs mount --foreground ARGS DEVICE DIR` in the cache mode under
+/// test, once the mount is there.
+fn serve_with(device: &str, dir: &Path, args: &[&str]) -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_pollfs"))
-        .args(["mount", "--foreground", "--cache", "8m", "--threads", "2"])
-        .args(["--cache-mode", &cache_mode()])
+        .args(["mount", "--foreground", "--cache-mode", &cache_mode()])
+        .args(args)
         .arg(device)
         .arg(dir)
         .stdin(Stdio::null())
@@ -148,11 +148,17 @@ fn serve(device: &str, dir: &Path) -> Server {
         child,
         dir: dir.to_path_buf(),
     };
-    wait_for(device, WAIT, || {
+    wait_for(&format!("the mount of {device}"), WAIT, || {
         assert!(server.child.try_wait().unwrap().is_none(), "mount failed");
         is_mounted(dir)
     });
     server
+}
+
+/// `pollfs mount --foreground --cache 8m --threads 2 DEVICE DIR`, once the
+/// mount is there.
+fn serve(device: &str, dir: &Path) -> Server {
+    serve_with(device, dir, &["--cache", "8m", "--threads", "2"])
 }
 
 fn errno<T>(r: std::io::Result<T>) -> Option<i32> {
@@ -196,11 +202,10 @@ fn fallocate(f: &File, mode: i32, off: i64, len: i64) -> std::io::Result<()> {
 
 #[test]
 fn the_namespace_and_attributes_through_the_kernel_and_each_refusals_errno() {
-    if !can_mount() {
-        return;
-    }
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let fx = Fixture::new("namespace");
+    let Some(fx) = Fixture::new("namespace") else {
+        return;
+    };
     let server = fx.mount();
     let d = fx.path("d");
     std::fs::create_dir(&d).unwrap();
@@ -307,10 +312,9 @@ fn the_namespace_and_attributes_through_the_kernel_and_each_refusals_errno() {
 
 #[test]
 fn a_removed_file_stays_readable_until_closed() {
-    if !can_mount() {
+    let Some(fx) = Fixture::new("unlinked") else {
         return;
-    }
-    let fx = Fixture::new("unlinked");
+    };
     let server = fx.mount();
     let p = fx.path("x");
     let mut f = OpenOptions::new()
@@ -340,10 +344,9 @@ fn a_removed_file_stays_readable_until_closed() {
 
 #[test]
 fn fsynced_files_survive_sigkill_and_sigterm_saves_everything() {
-    if !can_mount() {
+    let Some(fx) = Fixture::new("durable") else {
         return;
-    }
-    let fx = Fixture::new("durable");
+    };
     let server = fx.mount();
     let synced: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let mut f = File::create(fx.path("synced")).unwrap();
@@ -377,10 +380,9 @@ fn fsynced_files_survive_sigkill_and_sigterm_saves_everything() {
 
 #[test]
 fn a_device_is_served_by_one_process_at_a_time() {
-    if !can_mount() {
+    let Some(fx) = Fixture::new("exclusive") else {
         return;
-    }
-    let fx = Fixture::new("exclusive");
+    };
     let server = fx.mount();
     let other = fx._scratch.path("other");
     std::fs::create_dir(&other).unwrap();
@@ -408,10 +410,9 @@ fn a_device_is_served_by_one_process_at_a_time() {
 
 #[test]
 fn in_the_background_mount_returns_once_mounted_and_umount_ends_it() {
-    if !can_mount() {
+    let Some(fx) = Fixture::new("background") else {
         return;
-    }
-    let fx = Fixture::new("background");
+    };
     let dir = fx.dir.to_str().unwrap();
     let (ok, out, err) = pollfs(&["mount", "--cache", "32m", &spec(&fx.image), dir]);
     assert!(ok, "{out}{err}");
@@ -455,10 +456,9 @@ fn in_the_background_mount_returns_once_mounted_and_umount_ends_it() {
 
 #[test]
 fn o_direct_and_appends_work() {
-    if !can_mount() {
+    let Some(fx) = Fixture::new("odirect") else {
         return;
-    }
-    let fx = Fixture::new("odirect");
+    };
     let server = fx.mount();
     let p = fx.path("log");
     for line in ["one\n", "two\n", "three\n"] {
@@ -484,10 +484,9 @@ fn o_direct_and_appends_work() {
 
 #[test]
 fn a_signal_while_a_file_is_open_detaches_and_the_server_ends_at_its_close() {
-    if !can_mount() {
+    let Some(fx) = Fixture::new("busy") else {
         return;
-    }
-    let fx = Fixture::new("busy");
+    };
     let mut server = fx.mount();
     let p = fx.path("open");
     std::fs::write(&p, b"still here").unwrap();
@@ -523,9 +522,7 @@ fn a_filesystem_behind_an_nvme_tcp_target_mounts_and_keeps_what_was_synced() {
     let (ok, _, err) = pollfs(&["mkfs", &url]);
     assert!(ok, "{err}");
     let scratch = Scratch::new("tcp");
-    let dir = scratch.path("mnt");
-    std::fs::create_dir(&dir).unwrap();
-    let dir = dir.canonicalize().unwrap();
+    let dir = mount_point(&scratch);
     let serve = || serve(&url, &dir);
     let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let server = serve();
@@ -537,17 +534,15 @@ fn a_filesystem_behind_an_nvme_tcp_target_mounts_and_keeps_what_was_synced() {
     let server = serve();
     assert_eq!(std::fs::read(dir.join("over-tcp")).unwrap(), data);
     assert!(server.stop().success());
-    let (ok, out, err) = pollfs(&["fsck", &url]);
-    assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+    fsck_clean(&url);
 }
 
 #[test]
 fn a_listings_dot_entries_carry_the_directory_and_its_parent() {
     use std::os::unix::fs::MetadataExt;
-    if !can_mount() {
+    let Some(fx) = Fixture::new("dots") else {
         return;
-    }
-    let fx = Fixture::new("dots");
+    };
     let server = fx.mount();
     std::fs::create_dir_all(fx.path("a/b")).unwrap();
     // `ls -fai` lists unsorted with inode numbers, dots included, as
@@ -584,9 +579,7 @@ fn a_mirror_mounts_keeps_both_legs_equal_and_is_closed_clean() {
     let dev = format!("mirror:(file:{},file:{})", a.display(), b.display());
     let (ok, _, err) = pollfs(&["mkfs", "--size", "64m", &dev]);
     assert!(ok, "{err}");
-    let dir = scratch.path("mnt");
-    std::fs::create_dir(&dir).unwrap();
-    let dir = dir.canonicalize().unwrap();
+    let dir = mount_point(&scratch);
     let serve = || serve(&dev, &dir);
     let server = serve();
     // While mounted, the legs are the server's alone.
@@ -605,12 +598,7 @@ fn a_mirror_mounts_keeps_both_legs_equal_and_is_closed_clean() {
     assert_eq!(out.matches(": in sync").count(), 2, "{out}");
     // Each leg alone is the whole filesystem.
     for leg in [&a, &b] {
-        let (ok, out, err) = pollfs(&["fsck", &spec(leg)]);
-        assert!(
-            ok && out.contains(" 0 problems"),
-            "{}: {out}{err}",
-            leg.display()
-        );
+        fsck_clean(&spec(leg));
     }
     let server = serve();
     assert_eq!(std::fs::read(dir.join("d/m")).unwrap(), data);
@@ -640,11 +628,10 @@ fn mode(p: &Path) -> u32 {
 
 #[test]
 fn allow_other_lets_other_users_in_and_their_writes_drop_setuid() {
-    if !can_mount() {
-        return;
-    }
     use std::os::unix::fs::PermissionsExt;
-    let fx = Fixture::new("others");
+    let Some(fx) = Fixture::new("others") else {
+        return;
+    };
     std::fs::set_permissions(fx._scratch.path(""), std::fs::Permissions::from_mode(0o755)).unwrap();
     let server = fx.mount();
     std::fs::create_dir(fx.path("d")).unwrap();
@@ -723,10 +710,9 @@ fn allow_other_lets_other_users_in_and_their_writes_drop_setuid() {
 
 #[test]
 fn pollfs_umount_returns_once_durable_and_a_mount_right_after_works() {
-    if !can_mount() {
+    let Some(fx) = Fixture::new("umount") else {
         return;
-    }
-    let fx = Fixture::new("umount");
+    };
     let dir = fx.dir.to_str().unwrap();
     let img = spec(&fx.image);
     for round in 0..3u8 {
@@ -743,8 +729,7 @@ fn pollfs_umount_returns_once_durable_and_a_mount_right_after_works() {
         assert!(!is_mounted(&fx.dir));
         // The server has checkpointed and exited: the device's lock is
         // free at once, and fsck finds the filesystem clean.
-        let (ok, out, err) = pollfs(&["fsck", &img]);
-        assert!(ok && out.contains(" 0 problems"), "{out}{err}");
+        fsck_clean(&img);
     }
     // A plain umount(2) returns before the server is done; the next mount
     // waits for it.

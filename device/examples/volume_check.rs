@@ -15,13 +15,15 @@
 //!   chunks 0..=N are all there, byte for byte, and the engine's
 //!   invariants; unmounts; prints `VOLUME-VERIFY-OK`.
 
+#[path = "../../driver/examples/check/synced.rs"]
+mod synced;
+
 use std::io::Write as _;
 use std::process::ExitCode;
 
 use pollfs_core::volume::MirrorEvent;
 use pollfs_device::{open_fs_with, Access, DeviceSpec, OpenError, OpenOptions};
 
-const CHUNK: usize = 64 << 10;
 /// A writer told to run until killed stops growing its file here (16 MiB).
 const MAX_CHUNKS: u64 = 256;
 /// Frames for the filesystem (a mirror adds its own).
@@ -50,35 +52,12 @@ fn mount(spec: &str) -> Result<pollfs_core::Fs<pollfs_device::AnyDevice>, String
     .map_err(|e| format!("mount: {e}"))
 }
 
-fn byte(n: u64, i: usize) -> u8 {
-    // A hash of the chunk number and the byte's position.
-    let x = pollfs_core::rng::mix((n + 1_000_003) << 32 ^ (i as u64 / 8));
-    (x >> ((i % 8) * 8)) as u8
-}
-
 fn write(spec: &str, chunks: u64) -> Result<(), String> {
     let fs = mount(spec)?;
-    let file = fs
-        .open_or_create("synced")
-        .map_err(|e| format!("create: {e}"))?;
-    let mut out = std::io::stdout();
-    let last = if chunks == 0 { MAX_CHUNKS } else { chunks };
-    for n in 0..last {
-        let chunk: Vec<u8> = (0..CHUNK).map(|i| byte(n, i)).collect();
-        file.write_all_at(&chunk, n * CHUNK as u64)
-            .map_err(|e| format!("write chunk {n}: {e}"))?;
-        file.sync_data()
-            .map_err(|e| format!("sync chunk {n}: {e}"))?;
-        let _ = writeln!(out, "SYNCED {n}");
-        let _ = out.flush();
-    }
+    synced::write(&fs, if chunks == 0 { MAX_CHUNKS } else { chunks }, |_| {})?;
     if chunks == 0 {
-        // Wait to be killed, as a writer that filled its file would.
-        loop {
-            std::thread::park();
-        }
+        synced::wait_for_kill();
     }
-    drop(file);
     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
     println!("VOLUME-WRITE-OK {chunks} chunks synced");
     Ok(())
@@ -86,25 +65,7 @@ fn write(spec: &str, chunks: u64) -> Result<(), String> {
 
 fn verify(spec: &str, last: u64) -> Result<(), String> {
     let fs = mount(spec)?;
-    let file = fs.open("synced").map_err(|e| format!("open: {e}"))?;
-    let len = file.len();
-    if len < (last + 1) * CHUNK as u64 {
-        return Err(format!(
-            "the file holds {len} bytes; chunks 0..={last} ({} bytes) were synced",
-            (last + 1) * CHUNK as u64
-        ));
-    }
-    let mut buf = vec![0u8; CHUNK];
-    for n in 0..=last {
-        file.read_exact_at(&mut buf, n * CHUNK as u64)
-            .map_err(|e| format!("read chunk {n}: {e}"))?;
-        if let Some(i) = (0..CHUNK).find(|&i| buf[i] != byte(n, i)) {
-            return Err(format!("chunk {n} differs at byte {i}"));
-        }
-    }
-    fs.check_invariants()
-        .map_err(|e| format!("invariants: {e:?}"))?;
-    drop(file);
+    let len = synced::verify(&fs, last)?;
     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
     println!(
         "VOLUME-VERIFY-OK {} synced chunks intact, file {len} bytes",

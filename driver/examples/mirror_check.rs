@@ -19,6 +19,9 @@
 //!   must agree on everything but the leg's own position; prints
 //!   `MIRROR-HEADERS-OK`.
 
+#[path = "check/synced.rs"]
+mod synced;
+
 use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -30,7 +33,6 @@ use pollfs_driver::tcp::net::TcpDevice;
 use pollfs_driver::tcp::{TcpAddress, TcpFrames};
 use pollfs_driver::{DriverConfig, NvmeDevice};
 
-const CHUNK: usize = 64 << 10;
 /// The writer stops growing its file here (16 MiB).
 const MAX_CHUNKS: u64 = 256;
 /// Frames for the filesystem; the mirror keeps one per leg and its resync
@@ -73,65 +75,27 @@ fn open(urls: [&str; 2]) -> Result<Mirror<TcpDevice>, String> {
     Mirror::open(legs(urls)?, options, monotonic_clock, idle).map_err(|e| format!("open: {e}"))
 }
 
-fn byte(n: u64, i: usize) -> u8 {
-    // A hash of the chunk number and the byte's position.
-    let x = pollfs_core::rng::mix((n + 1_000_003) << 32 ^ (i as u64 / 8));
-    (x >> ((i % 8) * 8)) as u8
-}
-
 fn writer(urls: [&str; 2]) -> Result<(), String> {
     let m = open(urls)?;
     let fs = pollfs_core::Fs::mount(m.clone(), pollfs_core::hosted::config())
         .map_err(|e| format!("mount: {e}"))?;
-    let file = fs
-        .open_or_create("synced")
-        .map_err(|e| format!("create: {e}"))?;
-    let mut out = std::io::stdout();
     let mut seen_failed = vec![false; m.status().legs.len()];
-    for n in 0..MAX_CHUNKS {
-        let chunk: Vec<u8> = (0..CHUNK).map(|i| byte(n, i)).collect();
-        file.write_all_at(&chunk, n * CHUNK as u64)
-            .map_err(|e| format!("write chunk {n}: {e}"))?;
-        file.sync_data()
-            .map_err(|e| format!("sync chunk {n}: {e}"))?;
-        let _ = writeln!(out, "SYNCED {n}");
+    synced::write(&fs, MAX_CHUNKS, |out| {
         for ((leg, (state, _)), seen) in m.status().legs.iter().enumerate().zip(&mut seen_failed) {
             if *state == LegState::Failed && !*seen {
                 *seen = true;
                 let _ = writeln!(out, "LEG {leg} FAILED");
             }
         }
-        let _ = out.flush();
-    }
-    // Wait to be killed, as a writer that filled its file would.
-    loop {
-        std::thread::park();
-    }
+    })?;
+    synced::wait_for_kill()
 }
 
 fn verify(urls: [&str; 2], last: u64) -> Result<(), String> {
     let m = open(urls)?;
     let fs = pollfs_core::Fs::mount(m.clone(), pollfs_core::hosted::config())
         .map_err(|e| format!("mount: {e}"))?;
-    let file = fs.open("synced").map_err(|e| format!("open: {e}"))?;
-    let len = file.len();
-    if len < (last + 1) * CHUNK as u64 {
-        return Err(format!(
-            "the file holds {len} bytes; chunks 0..={last} ({} bytes) were synced",
-            (last + 1) * CHUNK as u64
-        ));
-    }
-    let mut buf = vec![0u8; CHUNK];
-    for n in 0..=last {
-        file.read_exact_at(&mut buf, n * CHUNK as u64)
-            .map_err(|e| format!("read chunk {n}: {e}"))?;
-        if let Some(i) = (0..CHUNK).find(|&i| buf[i] != byte(n, i)) {
-            return Err(format!("chunk {n} differs at byte {i}"));
-        }
-    }
-    fs.check_invariants()
-        .map_err(|e| format!("invariants: {e:?}"))?;
-    drop(file);
+    let len = synced::verify(&fs, last)?;
     fs.unmount().map_err(|e| format!("unmount: {e}"))?;
     m.close(monotonic_clock, idle)
         .map_err(|e| format!("close: {e}"))?;

@@ -17,85 +17,33 @@
 //! - `tcp_check verify URL N`: mounts the filesystem and checks that
 //!   chunks 0..=N are all there, byte for byte; prints `TCP-CRASH-OK`.
 
-use std::io::Write as _;
+#[path = "check/pages.rs"]
+mod pages;
+#[path = "check/synced.rs"]
+mod synced;
+
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena};
-use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
+use pollfs_core::hosted::monotonic_clock;
+use pollfs_core::units::{FrameId, Lba, PAGE_SIZE};
 use pollfs_driver::tcp::net::TcpDevice;
 use pollfs_driver::{DriverConfig, NvmeDevice};
 
-const CHUNK: usize = 64 << 10;
+use pages::Pages;
+
 /// The writer stops growing its file here (32 MiB).
 const MAX_CHUNKS: u64 = 512;
 
-fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>, start: Instant) -> Result<(), DevError> {
-    let tag = q.submit(&c)?;
-    loop {
-        let mut got = None;
-        let now = Nanos(start.elapsed().as_nanos() as u64);
-        q.poll(now, 64, &mut |done| {
-            if done.tag == tag {
-                got = Some(done.result);
-            }
-        });
-        if let Some(r) = got {
-            return r;
-        }
-    }
+/// Submits `c` and polls until it completes.
+fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevError> {
+    pollfs_core::persist::run_polled(q, &c, monotonic_clock, std::thread::yield_now)
 }
 
-fn byte(seed: u64, i: usize) -> u8 {
-    (seed.wrapping_mul(0x9e37_79b9) as usize ^ i.wrapping_mul(31) ^ (i >> 9)) as u8
-}
-
-/// Writes `n` patterned pages at `lba`, reads them into other frames and
-/// compares.
-fn check<Q: DeviceQueue>(
-    dev: &TcpDevice,
-    q: &mut Q,
-    lba: u64,
-    n: u32,
-    seed: u64,
-    start: Instant,
-) -> Result<(), String> {
-    let src: Vec<FrameId> = (0..n).map(FrameId).collect();
-    let dst: Vec<FrameId> = (n..2 * n).map(FrameId).collect();
-    for (i, &f) in src.iter().enumerate() {
-        let page: Vec<u8> = (0..PAGE_SIZE)
-            .map(|b| byte(seed, i * PAGE_SIZE + b))
-            .collect();
-        dev.frames().write(f, 0, &page).map_err(|e| e.to_string())?;
-    }
-    for &f in &dst {
-        dev.frames()
-            .fill(f, 0, PAGE_SIZE, 0xee)
-            .map_err(|e| e.to_string())?;
-    }
-    let w = Command::Write {
-        lba: Lba(lba),
-        frames: &src,
-        fua: false,
-    };
-    run(q, w, start).map_err(|e| format!("write {n} pages at {lba}: {e}"))?;
-    let r = Command::Read {
-        lba: Lba(lba),
-        frames: &dst,
-    };
-    run(q, r, start).map_err(|e| format!("read {n} pages at {lba}: {e}"))?;
-    let mut page = vec![0u8; PAGE_SIZE];
-    for (i, &f) in dst.iter().enumerate() {
-        dev.frames()
-            .read(f, 0, &mut page)
-            .map_err(|e| e.to_string())?;
-        if let Some(b) = (0..PAGE_SIZE).find(|&b| page[b] != byte(seed, i * PAGE_SIZE + b)) {
-            return Err(format!(
-                "{n} pages at lba {lba}: page {i} differs at byte {b}"
-            ));
-        }
-    }
-    Ok(())
+/// Writes `p`'s pages, reads them back into other frames and compares.
+fn check<Q: DeviceQueue>(dev: &TcpDevice, q: &mut Q, p: Pages) -> Result<(), String> {
+    pages::write_read(dev.frames(), q, p, run).map(drop)
 }
 
 fn device(url: &str, config: DriverConfig, frames: u32) -> Result<TcpDevice, String> {
@@ -103,7 +51,6 @@ fn device(url: &str, config: DriverConfig, frames: u32) -> Result<TcpDevice, Str
 }
 
 fn data(url: &str) -> Result<(), String> {
-    let start = Instant::now();
     let config = DriverConfig {
         max_transfer: Some(1 << 20),
         ..DriverConfig::default()
@@ -126,30 +73,30 @@ fn data(url: &str) -> Result<(), String> {
     for n in [1u32, 2, 3, 4, 5, 8, 16, 17, 32, 33, 64, 128, 255, 256] {
         for lba in [0, 1, 7 * bpp + 1, cap - u64::from(n) * bpp] {
             let lba = lba.min(cap - u64::from(n) * bpp);
-            check(&dev, &mut q, lba, n, seed, start)?;
+            check(&dev, &mut q, Pages::new(lba, n, seed))?;
             seed += 1;
         }
     }
-    run(&mut q, Command::Flush, start).map_err(|e| format!("flush: {e}"))?;
+    run(&mut q, Command::Flush).map_err(|e| format!("flush: {e}"))?;
     let ident = dev.controller().info().identify;
     if ident.supports_dsm() {
         let d = Command::Deallocate {
             lba: Lba(0),
             blocks: 64,
         };
-        run(&mut q, d, start).map_err(|e| format!("deallocate: {e}"))?;
+        run(&mut q, d).map_err(|e| format!("deallocate: {e}"))?;
     }
     if ident.supports_write_zeroes() {
         let z = Command::WriteZeroes {
             lba: Lba(64),
             blocks: 64,
         };
-        run(&mut q, z, start).map_err(|e| format!("write zeroes: {e}"))?;
+        run(&mut q, z).map_err(|e| format!("write zeroes: {e}"))?;
         let r = Command::Read {
             lba: Lba(64),
             frames: &[FrameId(0)],
         };
-        run(&mut q, r, start).map_err(|e| format!("read zeroes: {e}"))?;
+        run(&mut q, r).map_err(|e| format!("read zeroes: {e}"))?;
         let mut page = vec![1u8; PAGE_SIZE];
         dev.frames()
             .read(FrameId(0), 0, &mut page)
@@ -181,7 +128,7 @@ fn reconnect(url: &str, seconds: u64) -> Result<(), String> {
     while start.elapsed() < until {
         let slot = seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % slots;
         let n = [1u32, 3, 16, 64][seed as usize % 4];
-        check(&dev, &mut q, slot * 64 * bpp, n, seed, start)?;
+        check(&dev, &mut q, Pages::new(slot * 64 * bpp, n, seed))?;
         seed += 1;
         rounds += 1;
     }
@@ -199,55 +146,19 @@ fn reconnect(url: &str, seconds: u64) -> Result<(), String> {
     Ok(())
 }
 
-fn chunk_byte(n: u64, i: usize) -> u8 {
-    byte(n + 1_000_003, i)
-}
-
 fn writer(url: &str) -> Result<(), String> {
     let dev = device(url, DriverConfig::default(), 1024)?;
     let fs = pollfs_core::Fs::mount(dev, pollfs_core::hosted::config())
         .map_err(|e| format!("mount: {e}"))?;
-    let file = fs
-        .open_or_create("synced")
-        .map_err(|e| format!("create: {e}"))?;
-    let mut out = std::io::stdout();
-    for n in 0..MAX_CHUNKS {
-        let chunk: Vec<u8> = (0..CHUNK).map(|i| chunk_byte(n, i)).collect();
-        file.write_all_at(&chunk, n * CHUNK as u64)
-            .map_err(|e| format!("write chunk {n}: {e}"))?;
-        file.sync_data()
-            .map_err(|e| format!("sync chunk {n}: {e}"))?;
-        let _ = writeln!(out, "SYNCED {n}");
-        let _ = out.flush();
-    }
-    // Wait to be killed, as a writer that filled its file would.
-    loop {
-        std::thread::park();
-    }
+    synced::write(&fs, MAX_CHUNKS, |_| {})?;
+    synced::wait_for_kill()
 }
 
 fn verify(url: &str, last: u64) -> Result<(), String> {
     let dev = device(url, DriverConfig::default(), 1024)?;
     let fs = pollfs_core::Fs::mount(dev, pollfs_core::hosted::config())
         .map_err(|e| format!("mount after the kill: {e}"))?;
-    let file = fs.open("synced").map_err(|e| format!("open: {e}"))?;
-    let len = file.len();
-    if len < (last + 1) * CHUNK as u64 {
-        return Err(format!(
-            "the file holds {len} bytes; chunks 0..={last} ({} bytes) were synced",
-            (last + 1) * CHUNK as u64
-        ));
-    }
-    let mut buf = vec![0u8; CHUNK];
-    for n in 0..=last {
-        file.read_exact_at(&mut buf, n * CHUNK as u64)
-            .map_err(|e| format!("read chunk {n}: {e}"))?;
-        if let Some(i) = (0..CHUNK).find(|&i| buf[i] != chunk_byte(n, i)) {
-            return Err(format!("chunk {n} differs at byte {i}"));
-        }
-    }
-    fs.check_invariants()
-        .map_err(|e| format!("invariants: {e:?}"))?;
+    let len = synced::verify(&fs, last)?;
     println!(
         "TCP-CRASH-OK {} synced chunks intact, file {len} bytes",
         last + 1

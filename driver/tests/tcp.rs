@@ -5,10 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+// The examples' pages check; its unbounded `run` goes unused here.
+#[allow(dead_code)]
+#[path = "../examples/check/pages.rs"]
+mod pages;
+
 use std::time::{Duration, Instant};
 
-use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena, Tag};
-use pollfs_core::units::{FrameId, Lba, PAGE_SIZE};
+use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, Tag};
+use pollfs_core::units::{FrameId, Lba};
 use pollfs_driver::tcp::net::{std_clock, TcpDevice};
 use pollfs_driver::tcp::target::{Fault, TargetConfig, TestTarget};
 use pollfs_driver::tcp::{LinkError, TcpError};
@@ -39,25 +44,11 @@ fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevError> {
 }
 
 fn pattern(dev: &TcpDevice, frames: &[FrameId], seed: u64) -> Vec<u8> {
-    let mut all = Vec::new();
-    for (i, &f) in frames.iter().enumerate() {
-        let page: Vec<u8> = (0..PAGE_SIZE)
-            .map(|b| (seed.wrapping_mul(131) as usize ^ (i * 7 + b * 13) ^ (b >> 8)) as u8)
-            .collect();
-        dev.frames().write(f, 0, &page).unwrap();
-        all.extend_from_slice(&page);
-    }
-    all
+    pages::fill(dev.frames(), frames, seed).unwrap()
 }
 
 fn contents(dev: &TcpDevice, frames: &[FrameId]) -> Vec<u8> {
-    let mut out = vec![0u8; frames.len() * PAGE_SIZE];
-    for (i, &f) in frames.iter().enumerate() {
-        dev.frames()
-            .read(f, 0, &mut out[i * PAGE_SIZE..(i + 1) * PAGE_SIZE])
-            .unwrap();
-    }
-    out
+    pages::contents(dev.frames(), frames).unwrap()
 }
 
 fn config() -> DriverConfig {
@@ -85,31 +76,7 @@ fn write_read_check<Q: DeviceQueue>(
     n: u32,
     seed: u64,
 ) {
-    let src: Vec<FrameId> = (0..n).map(FrameId).collect();
-    let dst: Vec<FrameId> = (n..2 * n).map(FrameId).collect();
-    let want = pattern(dev, &src, seed);
-    run(
-        q,
-        Command::Write {
-            lba: Lba(lba),
-            frames: &src,
-            fua: false,
-        },
-    )
-    .unwrap();
-    run(
-        q,
-        Command::Read {
-            lba: Lba(lba),
-            frames: &dst,
-        },
-    )
-    .unwrap();
-    assert_eq!(
-        contents(dev, &dst),
-        want,
-        "read back at lba {lba}, {n} pages"
-    );
+    let want = pages::write_read(dev.frames(), q, pages::Pages::new(lba, n, seed), run).unwrap();
     let mut medium = vec![0u8; want.len()];
     let bs = dev.geometry().block_size as usize;
     assert!(t.read_medium(lba as usize * bs, &mut medium));

@@ -5,36 +5,15 @@
 
 use std::hint::black_box;
 use std::os::unix::fs::FileExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pollfs_core::lock::{Held, Level, Mode, RangeLock};
 use pollfs_core::units::ByteRange;
-use pollfs_core::{Config, Fs};
-use pollfs_driver::{EmulatedDevice, NvmeDevice};
+use pollfs_host_tests::cached::{fs_with_file, overwrite};
 use pollfs_host_tests::rng::Rng;
 
 const BS: usize = 4096;
-
-fn fs_with_file(size: u64, file_lock: bool) -> Fs<EmulatedDevice> {
-    let pages = (size / BS as u64) as u32;
-    let dev = NvmeDevice::emulated(size + (16 << 20), 4096, pages + 64).unwrap();
-    let config = Config {
-        cache_pages: pages + 64,
-        dirty_limit_pages: pages,
-        file_lock,
-        ..pollfs_core::hosted::config()
-    };
-    let fs = Fs::new(dev, config).unwrap();
-    let f = fs.create("f").unwrap();
-    let chunk = vec![0xa5u8; 1 << 20];
-    for off in (0..size).step_by(chunk.len()) {
-        f.write_all_at(&chunk, off).unwrap();
-    }
-    f.sync_data().unwrap();
-    drop(f);
-    fs
-}
 
 fn cached_read(c: &mut Criterion) {
     let mut g = c.benchmark_group("cached_read_4k");
@@ -98,28 +77,8 @@ fn cached_read(c: &mut Criterion) {
     g.finish();
 }
 
-/// `iters` random 4 KiB overwrites split over `threads` threads.
-fn overwrite(fs: &Fs<EmulatedDevice>, blocks: u64, threads: u64, iters: u64) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|scope| {
-        for t in 0..threads {
-            scope.spawn(move || {
-                let f = fs.open("f").unwrap();
-                let buf = vec![t as u8; BS];
-                let mut rng = Rng::new(t + 7);
-                for _ in 0..iters / threads {
-                    let off = rng.below(blocks) * BS as u64;
-                    f.write_at(&buf, off).unwrap();
-                }
-            });
-        }
-    });
-    start.elapsed()
-}
-
 fn parallel_overwrite(c: &mut Criterion) {
     let size = 64u64 << 20;
-    let blocks = size / BS as u64;
     let mut g = c.benchmark_group("overwrite_4k_64MiB");
     g.throughput(Throughput::Bytes(BS as u64));
     g.measurement_time(Duration::from_secs(3))
@@ -132,7 +91,11 @@ fn parallel_overwrite(c: &mut Criterion) {
     ] {
         let fs = fs_with_file(size, file_lock);
         g.bench_function(name, |b| {
-            b.iter_custom(|iters| overwrite(&fs, blocks, threads, iters.max(threads)))
+            b.iter_custom(|iters| {
+                overwrite(&fs, threads, iters.max(threads), false, |f, buf, off| {
+                    f.write_at(buf, off).unwrap();
+                })
+            })
         });
     }
     g.finish();

@@ -21,34 +21,11 @@
 //! `overwrite_4k_64MiB` bench).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use pollfs_core::{Config, File, Fs};
-use pollfs_driver::{EmulatedDevice, NvmeDevice};
-use pollfs_host_tests::rng::Rng;
+use pollfs_core::File;
+use pollfs_driver::EmulatedDevice;
+use pollfs_host_tests::cached::{dirty_every_page, fs_with_file, overwrite};
 
-const BS: usize = 4096;
 const SIZE: u64 = 64 << 20;
-const BLOCKS: u64 = SIZE / BS as u64;
-
-fn fs_with_file() -> Fs<EmulatedDevice> {
-    let pages = BLOCKS as u32;
-    let dev = NvmeDevice::emulated(SIZE + (16 << 20), 4096, pages + 64).unwrap();
-    let config = Config {
-        cache_pages: pages + 64,
-        dirty_limit_pages: pages,
-        ..pollfs_core::hosted::config()
-    };
-    let fs = Fs::new(dev, config).unwrap();
-    let f = fs.create("f").unwrap();
-    let chunk = vec![0xa5u8; 1 << 20];
-    for off in (0..SIZE).step_by(chunk.len()) {
-        f.write_all_at(&chunk, off).unwrap();
-    }
-    f.sync_data().unwrap();
-    for off in (0..SIZE).step_by(BS) {
-        f.write_at(&chunk[..BS], off).unwrap();
-    }
-    fs
-}
 
 #[inline(never)]
 fn one_write(f: &File<EmulatedDevice>, buf: &[u8], off: u64) {
@@ -60,21 +37,8 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(20_000);
-    let fs = fs_with_file();
-    let half = BLOCKS / 2;
-    std::thread::scope(|scope| {
-        for t in 0..2u64 {
-            let fs = &fs;
-            scope.spawn(move || {
-                let f = fs.open("f").unwrap();
-                let buf = vec![t as u8; BS];
-                let mut rng = Rng::new(t + 7);
-                for _ in 0..writes / 2 {
-                    let page = t * half + rng.below(half);
-                    one_write(&f, &buf, page * BS as u64);
-                }
-            });
-        }
-    });
+    let fs = fs_with_file(SIZE, false);
+    dirty_every_page(&fs);
+    overwrite(&fs, 2, writes, true, one_write);
     println!("writes {writes} threads 2 (disjoint halves)");
 }

@@ -17,34 +17,13 @@
 
 use std::time::{Duration, Instant};
 
-use pollfs_core::{Config, File, Fs};
-use pollfs_driver::{EmulatedDevice, NvmeDevice};
+use pollfs_core::units::PAGE_SIZE as BS;
+use pollfs_core::File;
+use pollfs_driver::EmulatedDevice;
+use pollfs_host_tests::cached::{dirty_every_page, fs_with_file, overwrite};
 use pollfs_host_tests::rng::Rng;
 
-const BS: usize = 4096;
 const SIZE: u64 = 64 << 20;
-const BLOCKS: u64 = SIZE / BS as u64;
-
-fn fs_with_file() -> Fs<EmulatedDevice> {
-    let pages = BLOCKS as u32;
-    let dev = NvmeDevice::emulated(SIZE + (16 << 20), 4096, pages + 64).unwrap();
-    let config = Config {
-        cache_pages: pages + 64,
-        dirty_limit_pages: pages,
-        ..pollfs_core::hosted::config()
-    };
-    let fs = Fs::new(dev, config).unwrap();
-    let f = fs.create("f").unwrap();
-    let chunk = vec![0xa5u8; 1 << 20];
-    for off in (0..SIZE).step_by(chunk.len()) {
-        f.write_all_at(&chunk, off).unwrap();
-    }
-    f.sync_data().unwrap();
-    for off in (0..SIZE).step_by(BS) {
-        f.write_at(&chunk[..BS], off).unwrap();
-    }
-    fs
-}
 
 #[inline(never)]
 fn one_write(f: &File<EmulatedDevice>, buf: &[u8], off: u64) {
@@ -75,45 +54,28 @@ fn memcpy(mem: &mut [u8], threads: u64, writes: u64) -> Duration {
     start.elapsed()
 }
 
-/// `writes` random overwrites split over `threads` threads.
-fn overwrite(fs: &Fs<EmulatedDevice>, threads: u64, writes: u64) -> Duration {
-    let start = Instant::now();
-    std::thread::scope(|scope| {
-        for t in 0..threads {
-            scope.spawn(move || {
-                let f = fs.open("f").unwrap();
-                let buf = vec![t as u8; BS];
-                let mut rng = Rng::new(t + 7);
-                for _ in 0..writes / threads {
-                    one_write(&f, &buf, rng.below(BLOCKS) * BS as u64);
-                }
-            });
-        }
-    });
-    start.elapsed()
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let fs = fs_with_file();
+    let fs = fs_with_file(SIZE, false);
+    dirty_every_page(&fs);
     match args.first().map(String::as_str) {
         Some("count") => {
             let threads = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1);
             let writes = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
-            overwrite(&fs, threads, writes);
+            overwrite(&fs, threads, writes, false, one_write);
             println!("writes {writes} threads {threads}");
         }
         _ => {
             let rounds: u32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(5);
             let writes = 1_000_000;
             // Warm both paths (threads, sessions) before timing.
-            overwrite(&fs, 1, writes / 10);
-            overwrite(&fs, 2, writes / 10);
+            overwrite(&fs, 1, writes / 10, false, one_write);
+            overwrite(&fs, 2, writes / 10, false, one_write);
             let mut mem = vec![0x5au8; SIZE as usize];
             for r in 0..rounds {
                 let per = |d: Duration| d.as_nanos() as f64 / writes as f64;
-                let one = per(overwrite(&fs, 1, writes));
-                let two = per(overwrite(&fs, 2, writes));
+                let one = per(overwrite(&fs, 1, writes, false, one_write));
+                let two = per(overwrite(&fs, 2, writes, false, one_write));
                 let m1 = per(memcpy(&mut mem, 1, writes));
                 let m2 = per(memcpy(&mut mem, 2, writes));
                 println!(

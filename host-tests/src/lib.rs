@@ -7,6 +7,8 @@
 //!   cancelled and reported if they stall;
 //! - [`image`]: reads and crafts on-disk images (superblocks, log writes);
 //! - [`setup`]: filesystems on RAM devices with test-friendly configs;
+//! - [`cached`]: one cached file and random overwrites of it, shared by
+//!   the overwrite bench and the cost examples;
 //! - [`delayed`]: a device that answers after a delay of wall-clock time;
 //! - [`deferred`]: a device whose commands run late and out of order;
 //! - [`crash`], [`sched`]: crash images and the deterministic race harness.
@@ -14,6 +16,7 @@
 // A test harness: a failed setup step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod cached;
 pub mod crash;
 pub mod deadline;
 pub mod deferred;

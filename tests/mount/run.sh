@@ -40,34 +40,22 @@ echo "== sqlite3: a schema, 60,000 rows in transactions, updates, deletes, VACUU
 fresh sqlite 512m
 start sqlite
 db=$(mnt sqlite)/test.db
-sqlite3 "$db" <<'SQL' >"$WORK/sqlite1.out" 2>&1
+# Six transactions of 10,000 rows each, then the rest of the load.
+{
+    cat <<'SQL'
 CREATE TABLE item(id INTEGER PRIMARY KEY, grp INTEGER NOT NULL, name TEXT NOT NULL, body BLOB);
 CREATE INDEX item_grp ON item(grp);
 CREATE TABLE tally(grp INTEGER PRIMARY KEY, n INTEGER NOT NULL);
+SQL
+    for first in 1 10001 20001 30001 40001 50001; do
+        cat <<SQL
 BEGIN;
-WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 10000)
+WITH RECURSIVE c(x) AS (SELECT $first UNION ALL SELECT x + 1 FROM c WHERE x < $((first + 9999)))
 INSERT INTO item(grp, name, body) SELECT x % 97, 'item-' || x, randomblob(100 + x % 300) FROM c;
 COMMIT;
-BEGIN;
-WITH RECURSIVE c(x) AS (SELECT 10001 UNION ALL SELECT x + 1 FROM c WHERE x < 20000)
-INSERT INTO item(grp, name, body) SELECT x % 97, 'item-' || x, randomblob(100 + x % 300) FROM c;
-COMMIT;
-BEGIN;
-WITH RECURSIVE c(x) AS (SELECT 20001 UNION ALL SELECT x + 1 FROM c WHERE x < 30000)
-INSERT INTO item(grp, name, body) SELECT x % 97, 'item-' || x, randomblob(100 + x % 300) FROM c;
-COMMIT;
-BEGIN;
-WITH RECURSIVE c(x) AS (SELECT 30001 UNION ALL SELECT x + 1 FROM c WHERE x < 40000)
-INSERT INTO item(grp, name, body) SELECT x % 97, 'item-' || x, randomblob(100 + x % 300) FROM c;
-COMMIT;
-BEGIN;
-WITH RECURSIVE c(x) AS (SELECT 40001 UNION ALL SELECT x + 1 FROM c WHERE x < 50000)
-INSERT INTO item(grp, name, body) SELECT x % 97, 'item-' || x, randomblob(100 + x % 300) FROM c;
-COMMIT;
-BEGIN;
-WITH RECURSIVE c(x) AS (SELECT 50001 UNION ALL SELECT x + 1 FROM c WHERE x < 60000)
-INSERT INTO item(grp, name, body) SELECT x % 97, 'item-' || x, randomblob(100 + x % 300) FROM c;
-COMMIT;
+SQL
+    done
+    cat <<'SQL'
 BEGIN;
 UPDATE item SET name = name || '-updated', body = randomblob(50) WHERE grp % 5 = 0;
 DELETE FROM item WHERE grp % 7 = 3;
@@ -84,6 +72,7 @@ PRAGMA integrity_check;
 SELECT count(*), sum(length(body)), sum(length(name)) FROM item;
 SELECT sum(n) FROM tally;
 SQL
+} | sqlite3 "$db" >"$WORK/sqlite1.out" 2>&1
 cat "$WORK/sqlite1.out" | sed 's/^/  /'
 check "sqlite3: integrity_check is ok after the load" grep -qx ok "$WORK/sqlite1.out"
 check "sqlite3: unmounted cleanly on SIGTERM" stop sqlite

@@ -27,8 +27,9 @@ pub(crate) trait MetaIo {
 /// device with no clock).
 const MAX_POLLS: u64 = 1 << 32;
 
-/// Runs one command on `queue` to completion by polling.
-pub(crate) fn run_polled<Q: DeviceQueue>(
+/// Runs one command on `queue` to completion by polling (also the
+/// device checks' submit-and-wait, `driver/examples/check/pages.rs`).
+pub fn run_polled<Q: DeviceQueue>(
     queue: &mut Q,
     cmd: &Command<'_>,
     clock: fn() -> Nanos,

@@ -48,6 +48,7 @@ pub mod tree;
 pub mod xattr;
 
 pub(crate) use journal::{CommitEnv, Journal, Log, PendingFree};
+pub use metaio::run_polled;
 pub(crate) use metaio::{chunks, MetaIo};
 pub use offline::{check, repair, CheckReport, RepairReport};
 pub(crate) use offline::{format_device, recover_for_mount};

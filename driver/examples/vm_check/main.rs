@@ -9,121 +9,54 @@
 //!
 //! Usage: `vm_check <pci-address>` | `vm_check verify-image <image>`
 
+#[path = "../check/pages.rs"]
+mod pages;
 mod pattern;
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, FrameArena};
-use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
+use pollfs_core::hosted::monotonic_clock;
+use pollfs_core::units::{FrameId, Lba, PAGE_SIZE};
 use pollfs_driver::vfio::VfioDevice;
 use pollfs_driver::{DriverConfig, NvmeDevice};
 
-fn now(start: Instant) -> Nanos {
-    Nanos(start.elapsed().as_nanos() as u64)
+use pages::Pages;
+
+/// Submits `c` and polls until it completes.
+fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevError> {
+    pollfs_core::persist::run_polled(q, &c, monotonic_clock, std::thread::yield_now)
 }
 
-fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>, start: Instant) -> Result<(), DevError> {
-    let tag = q.submit(&c)?;
-    loop {
-        let mut got = None;
-        q.poll(now(start), 16, &mut |done| {
-            if done.tag == tag {
-                got = Some(done.result);
-            }
-        });
-        if let Some(r) = got {
-            return r;
-        }
-    }
+/// Writes `p`'s pages, reads them back into other frames and compares.
+fn check(dev: &VfioDevice, q: &mut impl DeviceQueue, p: Pages) -> Result<(), String> {
+    pages::write_read(dev.frames(), q, p, run).map(drop)
 }
 
-fn check(
-    dev: &VfioDevice,
-    q: &mut impl DeviceQueue,
-    lba: u64,
-    n: u32,
-    start: Instant,
-) -> Result<(), String> {
-    let src: Vec<FrameId> = (0..n).map(FrameId).collect();
-    let dst: Vec<FrameId> = (n..2 * n).map(FrameId).collect();
-    for (i, &f) in src.iter().enumerate() {
-        let page: Vec<u8> = (0..PAGE_SIZE)
-            .map(|b| (b ^ (i * 31) ^ lba as usize) as u8)
-            .collect();
-        dev.frames().write(f, 0, &page).map_err(|e| e.to_string())?;
-    }
-    for &f in &dst {
-        dev.frames()
-            .fill(f, 0, PAGE_SIZE, 0xee)
-            .map_err(|e| e.to_string())?;
-    }
-    let w = Command::Write {
-        lba: Lba(lba),
-        frames: &src,
+/// `n` pages at `lba` from frame 0, with FUA on every other size.
+fn at(lba: u64, n: u32) -> Pages {
+    Pages {
         fua: n % 2 == 0,
-    };
-    run(q, w, start).map_err(|e| format!("write lba {lba} n {n}: {e}"))?;
-    let r = Command::Read {
-        lba: Lba(lba),
-        frames: &dst,
-    };
-    run(q, r, start).map_err(|e| format!("read lba {lba} n {n}: {e}"))?;
-    let mut a = vec![0u8; PAGE_SIZE];
-    let mut b = vec![0u8; PAGE_SIZE];
-    for (s, d) in src.iter().zip(&dst) {
-        dev.frames()
-            .read(*s, 0, &mut a)
-            .map_err(|e| e.to_string())?;
-        dev.frames()
-            .read(*d, 0, &mut b)
-            .map_err(|e| e.to_string())?;
-        if a != b {
-            return Err(format!("data mismatch at lba {lba} n {n}"));
-        }
+        ..Pages::new(lba, n, lba)
     }
-    Ok(())
 }
 
 /// One thread's share: its own queue, frames and blocks.
-fn threaded(dev: &VfioDevice, t: u32, bpp: u64, start: Instant) -> Result<(), String> {
+fn threaded(dev: &VfioDevice, t: u32, bpp: u64) -> Result<(), String> {
     let mut q = dev
         .open_nvme_queue()
         .map_err(|e| format!("thread queue: {e}"))?;
     for round in 0..50u64 {
-        let base = 2048 + t * 64;
-        let src: Vec<FrameId> = (base..base + 8).map(FrameId).collect();
-        let dst: Vec<FrameId> = (base + 8..base + 16).map(FrameId).collect();
-        let lba = (u64::from(t) * 10_000 + round * 16) * bpp;
-        for (i, f) in src.iter().enumerate() {
-            let v = (round as usize) ^ (i << 4) ^ (t as usize);
-            dev.frames()
-                .fill(*f, 0, PAGE_SIZE, v as u8)
-                .map_err(|e| e.to_string())?;
-        }
-        let w = Command::Write {
-            lba: Lba(lba),
-            frames: &src,
-            fua: false,
+        let p = Pages {
+            first_frame: 2048 + t * 64,
+            ..Pages::new(
+                (u64::from(t) * 10_000 + round * 16) * bpp,
+                8,
+                round << 8 | u64::from(t),
+            )
         };
-        run(&mut q, w, start).map_err(|e| format!("thread write: {e}"))?;
-        let r = Command::Read {
-            lba: Lba(lba),
-            frames: &dst,
-        };
-        run(&mut q, r, start).map_err(|e| format!("thread read: {e}"))?;
-        let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
-        for (x, y) in src.iter().zip(&dst) {
-            dev.frames()
-                .read(*x, 0, &mut a)
-                .map_err(|e| e.to_string())?;
-            dev.frames()
-                .read(*y, 0, &mut b)
-                .map_err(|e| e.to_string())?;
-            if a != b {
-                return Err(format!("thread {t} round {round}: mismatch"));
-            }
-        }
+        check(dev, &mut q, p).map_err(|e| format!("thread {t} round {round}: {e}"))?;
     }
     Ok(())
 }
@@ -132,24 +65,16 @@ fn threaded(dev: &VfioDevice, t: u32, bpp: u64, start: Instant) -> Result<(), St
 /// them, and expects every one to complete successfully (the queue
 /// re-creates itself and resubmits what was in flight); then reads the
 /// data back.
-fn reset_mid_io(
-    dev: &VfioDevice,
-    q: &mut impl DeviceQueue,
-    bpp: u64,
-    start: Instant,
-) -> Result<(), String> {
+fn reset_mid_io(dev: &VfioDevice, q: &mut impl DeviceQueue, bpp: u64) -> Result<(), String> {
     const BATCH: u32 = 16;
     const PAGES: u32 = 4;
     let base_lba = 8192 * bpp;
     let mut tags = Vec::new();
     let mut frames = Vec::new();
+    let mut written = Vec::new();
     for i in 0..BATCH {
         let f: Vec<FrameId> = (i * PAGES..(i + 1) * PAGES).map(FrameId).collect();
-        for (k, fr) in f.iter().enumerate() {
-            dev.frames()
-                .fill(*fr, 0, PAGE_SIZE, (i as u8) ^ (k as u8) ^ 0xa5)
-                .map_err(|e| e.to_string())?;
-        }
+        written.push(pages::fill(dev.frames(), &f, u64::from(i) ^ 0xa5)?);
         frames.push(f);
     }
     for (i, f) in frames.iter().enumerate() {
@@ -166,9 +91,10 @@ fn reset_mid_io(
         .map_err(|e| format!("reset mid-io: {e}"))?;
     let mut left = tags.len();
     let mut failed = None;
-    let deadline = start.elapsed() + std::time::Duration::from_secs(60);
+    let start = Instant::now();
+    let deadline = std::time::Duration::from_secs(60);
     while left > 0 {
-        q.poll(now(start), 64, &mut |done| {
+        q.poll(monotonic_clock(), 64, &mut |done| {
             if tags.contains(&done.tag) {
                 left -= 1;
                 if let Err(e) = done.result {
@@ -186,24 +112,15 @@ fn reset_mid_io(
     let dst: Vec<FrameId> = (BATCH * PAGES..BATCH * PAGES + PAGES)
         .map(FrameId)
         .collect();
-    let (mut a, mut b) = (vec![0u8; PAGE_SIZE], vec![0u8; PAGE_SIZE]);
-    for (i, f) in frames.iter().enumerate() {
+    for (i, want) in written.iter().enumerate() {
         let lba = base_lba + i as u64 * u64::from(PAGES) * bpp;
         let r = Command::Read {
             lba: Lba(lba),
             frames: &dst,
         };
-        run(q, r, start).map_err(|e| format!("mid-io read back: {e}"))?;
-        for (x, y) in f.iter().zip(&dst) {
-            dev.frames()
-                .read(*x, 0, &mut a)
-                .map_err(|e| e.to_string())?;
-            dev.frames()
-                .read(*y, 0, &mut b)
-                .map_err(|e| e.to_string())?;
-            if a != b {
-                return Err(format!("reset mid-io: batch {i} data lost"));
-            }
+        run(q, r).map_err(|e| format!("mid-io read back: {e}"))?;
+        if pages::contents(dev.frames(), &dst)? != *want {
+            return Err(format!("reset mid-io: batch {i} data lost"));
         }
     }
     println!("reset with {BATCH} commands in flight: all completed, data intact");
@@ -213,7 +130,7 @@ fn reset_mid_io(
 /// Leaves [`pattern`] data on the namespace for the host to find: a 1 MiB
 /// region in one command, the last pages, and a region that was written
 /// and then zeroed with Write Zeroes. Flushes at the end.
-fn leave_pattern(dev: &VfioDevice, q: &mut impl DeviceQueue, start: Instant) -> Result<(), String> {
+fn leave_pattern(dev: &VfioDevice, q: &mut impl DeviceQueue) -> Result<(), String> {
     let bs = u64::from(dev.geometry().block_size);
     let cap_bytes = dev.geometry().capacity * bs;
     let mut write_pattern = |at: u64, pages: u64| -> Result<(), String> {
@@ -228,7 +145,7 @@ fn leave_pattern(dev: &VfioDevice, q: &mut impl DeviceQueue, start: Instant) -> 
             frames: &frames,
             fua: false,
         };
-        run(q, w, start).map_err(|e| format!("pattern write at {at}: {e}"))
+        run(q, w).map_err(|e| format!("pattern write at {at}: {e}"))
     };
     write_pattern(pattern::PATTERN_AT, pattern::PATTERN_LEN / 4096)?;
     write_pattern(cap_bytes - pattern::TAIL_PAGES * 4096, pattern::TAIL_PAGES)?;
@@ -237,14 +154,14 @@ fn leave_pattern(dev: &VfioDevice, q: &mut impl DeviceQueue, start: Instant) -> 
         lba: Lba(pattern::ZEROED_AT / bs),
         blocks: pattern::ZEROED_LEN / bs,
     };
-    run(q, z, start).map_err(|e| format!("pattern write zeroes: {e}"))?;
+    run(q, z).map_err(|e| format!("pattern write zeroes: {e}"))?;
     let pages = (pattern::ZEROED_LEN / 4096) as u32;
     let dst: Vec<FrameId> = (0..pages).map(FrameId).collect();
     let r = Command::Read {
         lba: Lba(pattern::ZEROED_AT / bs),
         frames: &dst,
     };
-    run(q, r, start).map_err(|e| format!("read zeroed region: {e}"))?;
+    run(q, r).map_err(|e| format!("read zeroed region: {e}"))?;
     let mut buf = vec![0u8; PAGE_SIZE];
     for f in &dst {
         dev.frames()
@@ -254,7 +171,7 @@ fn leave_pattern(dev: &VfioDevice, q: &mut impl DeviceQueue, start: Instant) -> 
             return Err("write zeroes left data behind".to_string());
         }
     }
-    run(q, Command::Flush, start).map_err(|e| format!("final flush: {e}"))
+    run(q, Command::Flush).map_err(|e| format!("final flush: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -277,15 +194,13 @@ fn main() -> ExitCode {
         eprintln!("usage: vm_check <pci-address> | vm_check verify-image <image>");
         return ExitCode::from(2);
     };
-    let start = Instant::now();
-    let clock = move || now(start);
     // 8 MiB requests: split at MDTS, and large enough per command for
     // chained PRP list pages when the controller's MDTS allows.
     let config = DriverConfig {
         max_transfer: Some(8 << 20),
         ..DriverConfig::default()
     };
-    let dev = match NvmeDevice::vfio(&pci, config, 4096, clock) {
+    let dev = match NvmeDevice::vfio(&pci, config, 4096, monotonic_clock) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("bring-up failed: {e}");
@@ -329,14 +244,14 @@ fn main() -> ExitCode {
     let mut result = Ok(());
     'outer: for n in [1u32, 2, 3, 8, 33, 256, 1024, 1025, 2048] {
         for lba in [0, 1, 7, 4096 * bpp + 3, cap - u64::from(n) * bpp] {
-            if let Err(e) = check(&dev, &mut q, lba, n, start) {
+            if let Err(e) = check(&dev, &mut q, at(lba, n)) {
                 result = Err(e);
                 break 'outer;
             }
         }
     }
     let result = result
-        .and_then(|()| run(&mut q, Command::Flush, start).map_err(|e| format!("flush: {e}")))
+        .and_then(|()| run(&mut q, Command::Flush).map_err(|e| format!("flush: {e}")))
         .and_then(|()| {
             run(
                 &mut q,
@@ -344,7 +259,6 @@ fn main() -> ExitCode {
                     lba: Lba(0),
                     blocks: 100_000.min(cap),
                 },
-                start,
             )
             .map_err(|e| format!("write zeroes: {e}"))
         })
@@ -355,7 +269,6 @@ fn main() -> ExitCode {
                     lba: Lba(0),
                     blocks: 64,
                 },
-                start,
             )
             .map_err(|e| format!("deallocate: {e}"))
         })
@@ -377,7 +290,7 @@ fn main() -> ExitCode {
         let ctrl = dev.controller();
         ctrl.reset(ctrl.generation())
             .map_err(|e| format!("reset: {e}"))?;
-        check(&dev, &mut q, 64, 4, start)
+        check(&dev, &mut q, at(64, 4))
     });
     // A second queue alongside, then dropped (Delete SQ/CQ) and reopened.
     let result = result.and_then(|()| {
@@ -386,9 +299,9 @@ fn main() -> ExitCode {
             let mut q2 = dev
                 .open_nvme_queue()
                 .map_err(|e| format!("second queue: {e}"))?;
-            check(&dev, &mut q2, 128, 2, start)?;
+            check(&dev, &mut q2, at(128, 2))?;
         }
-        check(&dev, &mut q, 256, 2, start)
+        check(&dev, &mut q, at(256, 2))
     });
     // Four threads, each with its own queue, on disjoint frames and blocks.
     let result = result.and_then(|()| {
@@ -397,7 +310,7 @@ fn main() -> ExitCode {
             let handles: Vec<_> = (0..4u32)
                 .map(|t| {
                     let dev = &dev;
-                    s.spawn(move || threaded(dev, t, bpp, start))
+                    s.spawn(move || threaded(dev, t, bpp))
                 })
                 .collect();
             handles
@@ -412,11 +325,11 @@ fn main() -> ExitCode {
     });
     let result = result.and_then(|()| {
         println!("step: reset with commands in flight");
-        reset_mid_io(&dev, &mut q, bpp, start)
+        reset_mid_io(&dev, &mut q, bpp)
     });
     let result = result.and_then(|()| {
         println!("step: pattern for the host");
-        leave_pattern(&dev, &mut q, start)
+        leave_pattern(&dev, &mut q)
     });
     println!(
         "queue stats: {:?}, resets: {}",

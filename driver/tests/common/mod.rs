@@ -1,13 +1,17 @@
-//! Helpers shared by the hosted tests: a fake clock and a synchronous
-//! "submit and wait" on top of the polled queue.
+//! Helpers shared by the hosted tests: a fake clock, a synchronous
+//! "submit and wait" on top of the polled queue, and the pages check the
+//! examples run on real controllers ([`pages`]).
 
 #![allow(dead_code)]
+
+#[path = "../../examples/check/pages.rs"]
+pub mod pages;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pollfs_core::dev::{BlockDevice, Command, Completion, DevError, DeviceQueue, FrameArena, Tag};
-use pollfs_core::units::{FrameId, Lba, Nanos, PAGE_SIZE};
+use pollfs_core::units::{FrameId, Nanos};
 use pollfs_driver::emu::{EmuConfig, EmuController, EmulatedDevice};
 use pollfs_driver::{DriverConfig, NvmeDevice};
 
@@ -52,23 +56,12 @@ pub fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevError> {
 
 /// Fills frames with a pattern that depends on `seed` and the byte index.
 pub fn pattern<F: FrameArena>(arena: &F, frames: &[FrameId], seed: u64) {
-    for (i, &f) in frames.iter().enumerate() {
-        let page: Vec<u8> = (0..PAGE_SIZE)
-            .map(|b| (seed.wrapping_mul(31) as usize ^ (i * 7 + b * 13) ^ (b >> 8)) as u8)
-            .collect();
-        arena.write(f, 0, &page).unwrap();
-    }
+    pages::fill(arena, frames, seed).unwrap();
 }
 
 /// Reads frames back into one buffer.
 pub fn contents<F: FrameArena>(arena: &F, frames: &[FrameId]) -> Vec<u8> {
-    let mut out = vec![0u8; frames.len() * PAGE_SIZE];
-    for (i, &f) in frames.iter().enumerate() {
-        arena
-            .read(f, 0, &mut out[i * PAGE_SIZE..(i + 1) * PAGE_SIZE])
-            .unwrap();
-    }
-    out
+    pages::contents(arena, frames).unwrap()
 }
 
 /// Writes `n` patterned frames at `lba`, reads them into other frames,
@@ -81,28 +74,10 @@ pub fn write_read_check(
     n: u32,
     seed: u64,
 ) {
-    let src: Vec<FrameId> = (0..n).map(FrameId).collect();
-    let dst: Vec<FrameId> = (n..2 * n).map(FrameId).collect();
-    pattern(dev.frames(), &src, seed);
-    run(
-        q,
-        Command::Write {
-            lba: Lba(lba),
-            frames: &src,
-            fua: false,
-        },
-    )
+    let want = pages::write_read(dev.frames(), q, pages::Pages::new(lba, n, seed), |q, c| {
+        run(q, c)
+    })
     .unwrap();
-    run(
-        q,
-        Command::Read {
-            lba: Lba(lba),
-            frames: &dst,
-        },
-    )
-    .unwrap();
-    let want = contents(dev.frames(), &src);
-    assert_eq!(contents(dev.frames(), &dst), want, "lba {lba} n {n}");
     let mut medium = vec![0u8; want.len()];
     emu.read_medium(lba * u64::from(dev_block_size(dev)), &mut medium);
     assert_eq!(medium, want, "medium at lba {lba} n {n}");
