@@ -750,6 +750,33 @@ def acl_values_checked(d):
     ]
 
 
+def acl_set_by_an_outsider_clears_setgid(d):
+    """An access ACL set by its owner from outside the file's group (and
+    without CAP_FSETID) takes set-group-id away, with or without named
+    entries (posix_acl_update_mode); from inside the group it stays; a
+    default ACL changes no bits."""
+    named = acl((USER_OBJ, 7), (USER, 5, 0), (GROUP_OBJ, 5), (MASK, 5), (OTHER, 5))
+    minimal = acl((USER_OBJ, 7), (GROUP_OBJ, 5), (OTHER, 1))
+    paths = {n: d + "/" + n for n in ("outside", "outside_minimal", "ingroup")}
+    for n, p in paths.items():
+        write(p)
+        os.chown(p, NOBODY, NOBODY if n == "ingroup" else GROUP)
+    paths["dir"] = d + "/dir"
+    os.mkdir(paths["dir"])
+    os.chown(paths["dir"], NOBODY, GROUP)
+    # After the chowns, which would take the bit away.
+    for p in paths.values():
+        os.chmod(p, 0o2775)
+    out = as_nobody(lambda: [
+        r(os.setxattr, paths["outside"], ACCESS, named),
+        r(os.setxattr, paths["outside_minimal"], ACCESS, minimal),
+        r(os.setxattr, paths["ingroup"], ACCESS, named),
+        r(os.setxattr, paths["dir"], DEFAULT, named),
+    ])
+    out += [(n, mode(p)) for n, p in sorted(paths.items())]
+    return out
+
+
 def directory_links(d):
     os.mkdir(d + "/a")
     os.mkdir(d + "/a/b")
@@ -786,6 +813,7 @@ CASES = [
     acl_defaults_inherited,
     acl_chmod_and_minimal_acls,
     acl_values_checked,
+    acl_set_by_an_outsider_clears_setgid,
     directory_links,
 ]
 

@@ -16,7 +16,7 @@ use super::server::{errno, Res, Server};
 
 /// Set-group-ID: on a directory, new entries take its group, and new
 /// directories the bit too (as ext4 does without `grpid`).
-const S_ISGID: u16 = 0o2000;
+pub(super) const S_ISGID: u16 = 0o2000;
 
 /// Entries fetched from the engine per step of a listing: enough for a
 /// reply buffer of plain entries, few enough that a full buffer wastes
