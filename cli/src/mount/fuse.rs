@@ -600,6 +600,27 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         }
     }
 
+    fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self
+            .server
+            .tmpfile(parent.into(), mode, flags, caller(req, umask))
+        {
+            Ok((attr, fh)) => {
+                let flags = self.open_flags(attr.perm);
+                reply.created(&self.ttl, &attr, GENERATION, FileHandle(fh), flags)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn fallocate(
         &self,
         _req: &Request,

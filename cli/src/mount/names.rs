@@ -133,6 +133,28 @@ impl<D: BlockDevice> Server<D> {
         self.keep_open(f, flags)
     }
 
+    /// `tmpfile` (`open(2)` with O_TMPFILE): an unnamed regular file in
+    /// `parent`, opened, with what `create` would give it (the umask or the
+    /// directory's default ACL, a set-group-ID directory's group). It shows
+    /// nlink 0 and goes at its last close, unless a `link` names it first,
+    /// which O_EXCL in `flags` forbids (the kernel refuses that link
+    /// itself; the engine does too).
+    pub fn tmpfile(
+        &self,
+        parent: FuseIno,
+        mode: u32,
+        flags: i32,
+        who: Caller,
+    ) -> Res<(FileAttr, u64)> {
+        let dir = parent.engine();
+        let (new, inherited) = self.new_inode(dir, mode, who, false)?;
+        let linkable = flags & libc::O_EXCL == 0;
+        let f = self.fs.create_unnamed(dir, new, linkable).map_err(errno)?;
+        // On failure the file goes with its handle: nothing to undo.
+        self.set_inherited(f.ino(), &inherited)?;
+        self.keep_open(f, 0)
+    }
+
     /// `mknod`: a regular file, FIFO, socket, or character or block device
     /// node with device number `rdev` (the kernel's 32-bit encoding, which
     /// is `makedev(3)`'s for every number the kernel has). Any other type

@@ -870,3 +870,45 @@ fn an_access_acl_takes_set_group_id_away_when_the_kernel_says_so() {
     s.setxattr(d, access, &named, 0, true).unwrap();
     assert_eq!(s.getattr(d, None).unwrap().perm, 0o755);
 }
+
+#[test]
+fn a_tmpfile_has_no_name_until_linked_and_goes_at_its_last_close_if_never() {
+    let s = server();
+    let who = Caller { umask: 0o022, ..ME };
+    // Written unnamed, then named: the name shows the data.
+    let (attr, fh) = s.tmpfile(ROOT, 0o666, libc::O_RDWR, who).unwrap();
+    assert_eq!((attr.nlink, attr.perm, attr.uid), (0, 0o644, 1000));
+    assert_eq!(s.write(fh, 0, b"tmp", false, |_| true), Ok((3, false)));
+    assert_eq!(all_names(&s, ROOT, 8), [".", ".."]);
+    let linked = s.link(ino(&attr), ROOT, name("kept")).unwrap();
+    assert_eq!(linked.nlink, 1);
+    s.release(fh);
+    let kept = s.lookup(ROOT, name("kept")).unwrap();
+    assert_eq!((kept.ino, kept.nlink, kept.size), (attr.ino, 1, 3));
+    // Closed unnamed: gone.
+    let (lost, fh) = s.tmpfile(ROOT, 0o600, libc::O_RDWR, who).unwrap();
+    s.release(fh);
+    assert_eq!(s.getattr(ino(&lost), None), Err(Errno::ENOENT));
+    assert_eq!(s.link(ino(&lost), ROOT, name("lost")), Err(Errno::ENOENT));
+    // O_EXCL: never named.
+    let (excl, fh) = s
+        .tmpfile(ROOT, 0o600, libc::O_RDWR | libc::O_EXCL, who)
+        .unwrap();
+    assert_eq!(s.link(ino(&excl), ROOT, name("excl")), Err(Errno::ENOENT));
+    s.release(fh);
+    assert_eq!(all_names(&s, ROOT, 8), [".", "..", "kept"]);
+    // In a set-group-ID directory with a default ACL: what create gives.
+    let d = mkdir(&s, ROOT, "d");
+    let set = SetAttr {
+        mode: Some(0o2777),
+        gid: Some(55),
+        ..Default::default()
+    };
+    s.setattr(d, None, set, Privs::default).unwrap();
+    let default = acl_value(&[(1, 7, NONE), (4, 0, NONE), (0x20, 0, NONE)]);
+    s.setxattr(d, name("system.posix_acl_default"), &default, 0, false)
+        .unwrap();
+    let (t, fh) = s.tmpfile(d, 0o666, libc::O_RDWR, who).unwrap();
+    assert_eq!((t.perm, t.gid), (0o600, 55));
+    s.release(fh);
+}
