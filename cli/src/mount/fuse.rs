@@ -636,6 +636,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
 }
 
 #[cfg(test)]
+#[path = "wire_tests.rs"]
+mod wire_tests;
+
+#[cfg(test)]
 mod tests {
     use pollfs_core::dev::ram::RamDevice;
     use pollfs_core::Fs;
