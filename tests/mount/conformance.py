@@ -22,7 +22,6 @@ import sys
 
 # Case name: why pollfs differs from tmpfs there (for now).
 EXPECTED_GAPS = {
-    "o_tmpfile": "O_TMPFILE is EOPNOTSUPP: the server does not implement FUSE_TMPFILE",
 }
 
 NOBODY = 65534
@@ -201,14 +200,76 @@ def open_permissions(d):
     return out
 
 
+AT_EMPTY_PATH = 0x1000
+AT_SYMLINK_FOLLOW = 0x400
+
+
 def o_tmpfile(d):
-    def go():
+    """An unnamed file: nlink 0, gone at its close unless linked first
+    (through /proc/self/fd, or linkat(2) with AT_EMPTY_PATH); with O_EXCL
+    it may never be linked."""
+    def unnamed():
         fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o600)
         os.write(fd, b"tmp")
-        n = os.fstat(fd).st_nlink
+        st = os.fstat(fd)
         os.close(fd)
-        return n
-    return [r(go), sorted(os.listdir(d))]
+        return [st.st_nlink, oct(st.st_mode & 0o7777), st.st_size]
+
+    def linked(how):
+        fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o640)
+        os.write(fd, b"named " + how.encode())
+        if how == "proc":
+            link_proc_fd(fd, d + "/" + how)
+        else:
+            libc_linkat_empty(fd, d + "/" + how)
+        os.write(fd, b"+")
+        nlink = os.fstat(fd).st_nlink
+        os.close(fd)
+        st = os.lstat(d + "/" + how)
+        return [nlink, st.st_nlink, oct(st.st_mode & 0o7777), open(d + "/" + how, "rb").read().decode()]
+
+    def excl():
+        fd = os.open(d, os.O_TMPFILE | os.O_RDWR | os.O_EXCL, 0o600)
+        try:
+            return [r(link_proc_fd, fd, d + "/excl"),
+                    r(libc_linkat_empty, fd, d + "/excl")]
+        finally:
+            os.close(fd)
+
+    def unlinked_again():
+        # Named, then unlinked while open: Linux does not let it be named again.
+        fd = os.open(d, os.O_TMPFILE | os.O_RDWR, 0o600)
+        link_proc_fd(fd, d + "/again")
+        os.unlink(d + "/again")
+        try:
+            return r(link_proc_fd, fd, d + "/again2")
+        finally:
+            os.close(fd)
+
+    out = [r(unnamed), sorted(os.listdir(d))]
+    out += [r(linked, "proc"), r(linked, "empty_path"), r(excl), r(unlinked_again)]
+    out.append(sorted(os.listdir(d)))
+    # As nobody: owner, mode after the umask, and a name of its own.
+    os.mkdir(d + "/open", 0o777)
+    os.chmod(d + "/open", 0o777)
+    out.append(as_nobody(lambda: r(linked, "open/../open/mine")))
+    out.append(owner(d + "/open/mine"))
+    # Not in a directory nobody may write, nor on a file.
+    os.mkdir(d + "/closed", 0o755)
+    out.append(as_nobody(lambda: opened(d + "/closed", os.O_TMPFILE | os.O_RDWR, 0o600)))
+    out.append(opened(d + "/proc", os.O_TMPFILE | os.O_RDWR, 0o600))
+    return out
+
+
+def libc_linkat_empty(fd, path):
+    check(libc.linkat(fd, b"", AT_FDCWD, os.fsencode(path), AT_EMPTY_PATH))
+
+
+def link_proc_fd(fd, path):
+    """linkat(2) of /proc/self/fd/FD with AT_SYMLINK_FOLLOW (os.link may
+    call link(2), which links the /proc symlink itself)."""
+    src = os.fsencode("/proc/self/fd/%d" % fd)
+    check(libc.linkat(AT_FDCWD, src, AT_FDCWD, os.fsencode(path), AT_SYMLINK_FOLLOW))
 
 
 def links(d):
@@ -750,6 +811,33 @@ def acl_values_checked(d):
     ]
 
 
+def acl_set_by_an_outsider_clears_setgid(d):
+    """An access ACL set by its owner from outside the file's group (and
+    without CAP_FSETID) takes set-group-id away, with or without named
+    entries (posix_acl_update_mode); from inside the group it stays; a
+    default ACL changes no bits."""
+    named = acl((USER_OBJ, 7), (USER, 5, 0), (GROUP_OBJ, 5), (MASK, 5), (OTHER, 5))
+    minimal = acl((USER_OBJ, 7), (GROUP_OBJ, 5), (OTHER, 1))
+    paths = {n: d + "/" + n for n in ("outside", "outside_minimal", "ingroup")}
+    for n, p in paths.items():
+        write(p)
+        os.chown(p, NOBODY, NOBODY if n == "ingroup" else GROUP)
+    paths["dir"] = d + "/dir"
+    os.mkdir(paths["dir"])
+    os.chown(paths["dir"], NOBODY, GROUP)
+    # After the chowns, which would take the bit away.
+    for p in paths.values():
+        os.chmod(p, 0o2775)
+    out = as_nobody(lambda: [
+        r(os.setxattr, paths["outside"], ACCESS, named),
+        r(os.setxattr, paths["outside_minimal"], ACCESS, minimal),
+        r(os.setxattr, paths["ingroup"], ACCESS, named),
+        r(os.setxattr, paths["dir"], DEFAULT, named),
+    ])
+    out += [(n, mode(p)) for n, p in sorted(paths.items())]
+    return out
+
+
 def directory_links(d):
     os.mkdir(d + "/a")
     os.mkdir(d + "/a/b")
@@ -786,6 +874,7 @@ CASES = [
     acl_defaults_inherited,
     acl_chmod_and_minimal_acls,
     acl_values_checked,
+    acl_set_by_an_outsider_clears_setgid,
     directory_links,
 ]
 

@@ -1,5 +1,6 @@
 # Users, permissions and unmounting: the POSIX conformance cases against
-# tmpfs (conformance.py, some as another uid through allow_other),
+# tmpfs (conformance.py, some as another uid through allow_other), an
+# O_TMPFILE file open across a `kill -9` of the server (freed by recovery),
 # mount(8) through the mount.fuse.pollfs helper and an fstab line,
 # `pollfs umount` (durable when it returns) and a mount right after a
 # plain umount. Sourced by run.sh (needs lib.sh's helpers; python3,
@@ -18,6 +19,32 @@ check "conformance: every case as on tmpfs, but for the listed gaps" \
 umount "$P"
 check "conformance: unmounted cleanly" stop posix
 check "conformance: fsck is clean" fsck_clean posix
+
+echo "== O_TMPFILE: an unnamed file synced and still open when the server is killed is freed by recovery"
+files_before=$("$POLLFS" fsck "file:$(img posix)" | grep -o '[0-9]* files')
+start posix
+exec 3< <(python3 -c '
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)
+os.write(fd, b"x" * (1 << 20))
+os.fsync(fd)
+print("ready", flush=True)
+time.sleep(60)
+' "$(mnt posix)")
+tmpfile_pid=$!
+read -r -t 30 -u 3 said || said=
+check "O_TMPFILE: written and synced unnamed" [ "$said" = ready ]
+crash posix
+kill "$tmpfile_pid" 2>/dev/null
+exec 3<&-
+check "O_TMPFILE: fsck is clean after the crash" fsck_clean posix
+start posix
+check "O_TMPFILE: recovered, and unmounted cleanly" stop posix
+# fsck clean, and as many files as before the unnamed one.
+tmpfile_freed() {
+    fsck_clean posix && "$POLLFS" fsck "file:$(img posix)" | grep -q ": $files_before,"
+}
+check "O_TMPFILE: fsck is clean after the remount, and the unnamed file is gone" tmpfile_freed
 
 echo "== mount(8) through mount.fuse.pollfs and an fstab line; pollfs umount"
 fresh helper 128m

@@ -10,8 +10,10 @@
 //!   kernel sends applies (the mount asks for `FUSE_DONT_MASK`, so the
 //!   kernel leaves both to the server);
 //! - setting an access ACL sets the permission bits it implies, and one
-//!   the bits say in full is kept as the bits alone
-//!   (`posix_acl_update_mode`);
+//!   the bits say in full is kept as the bits alone; set-group-id goes if
+//!   the setter is neither in the file's group nor has CAP_FSETID
+//!   (`posix_acl_update_mode`: the kernel asks with
+//!   FUSE_SETXATTR_ACL_KILL_SGID, which the mount asks for at init);
 //! - chmod sets the owner, mask (or group) and other entries of the
 //!   access ACL (`posix_acl_chmod`);
 //! - a value is checked as Linux checks it (`posix_acl_from_xattr`,
@@ -28,6 +30,7 @@ use pollfs_core::dev::BlockDevice;
 use pollfs_core::error::XattrError;
 use pollfs_core::{Error, Kind, SetAttr, XattrMode};
 
+use super::names::S_ISGID;
 use super::server::{errno, Res, Server};
 
 /// The access ACL's attribute.
@@ -378,9 +381,14 @@ impl<D: BlockDevice> Server<D> {
 
     /// `setxattr` of [`ACCESS`] or [`DEFAULT`]: the value checked, an
     /// access ACL's bits set on the inode, and one the bits say in full
-    /// kept as the bits alone (its attribute removed). Linux ignores
-    /// XATTR_CREATE and XATTR_REPLACE for ACLs, and so does this.
-    pub(super) fn set_acl(&self, ino: u64, name: &str, value: &[u8]) -> Res<()> {
+    /// kept as the bits alone (its attribute removed). With `kill_sgid`
+    /// (the kernel's FUSE_SETXATTR_ACL_KILL_SGID: the setter is neither in
+    /// the file's group nor has CAP_FSETID) an access ACL takes
+    /// set-group-id away too, as Linux's `posix_acl_update_mode` does; a
+    /// default ACL changes no bits (the kernel flags it all the same).
+    /// Linux ignores XATTR_CREATE and XATTR_REPLACE for ACLs, and so does
+    /// this.
+    pub(super) fn set_acl(&self, ino: u64, name: &str, value: &[u8], kill_sgid: bool) -> Res<()> {
         let (_, perm) = self.acl_target(ino, name)?;
         let Some(acl) = Acl::parse(value)? else {
             return self.remove_acl(ino, name);
@@ -391,7 +399,10 @@ impl<D: BlockDevice> Server<D> {
                 .set_xattr(ino, name, &acl.to_bytes(), XattrMode::Any)
                 .map_err(errno);
         }
-        let new = acl.mode(perm);
+        let mut new = acl.mode(perm);
+        if kill_sgid {
+            new &= !S_ISGID;
+        }
         if acl.is_minimal() {
             // The bits first, durable before the attribute goes: a crash
             // between must not leave the old mask as the group's bits.

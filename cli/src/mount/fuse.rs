@@ -20,7 +20,7 @@ use fuser::{
     Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
     LockOwner, Notifier, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow, WriteFlags,
+    Request, SetxattrFlags, TimeOrNow, WriteFlags,
 };
 use pollfs_core::dev::BlockDevice;
 
@@ -176,8 +176,11 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
             | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         // POSIX ACLs: the kernel checks them (default_permissions is
         // always on) and leaves the umask to the server, which applies it
-        // only where no default ACL does (see `acl`).
-        wanted |= InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK;
+        // only where no default ACL does (see `acl`). FUSE_SETXATTR_EXT:
+        // the kernel says when setting an access ACL takes set-group-id
+        // away (FUSE_SETXATTR_ACL_KILL_SGID), which only it can tell.
+        wanted |=
+            InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK | InitFlags::FUSE_SETXATTR_EXT;
         wanted |= match self.mode {
             // Buffered writes stay in the kernel's cache until writeback,
             // fsync or close; symbolic links are read once.
@@ -279,9 +282,15 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         value: &[u8],
         flags: i32,
         _position: u32,
+        setxattr_flags: SetxattrFlags,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.server.setxattr(ino.into(), name, value, flags));
+        let kill_sgid = setxattr_flags.contains(SetxattrFlags::FUSE_SETXATTR_ACL_KILL_SGID);
+        empty(
+            reply,
+            self.server
+                .setxattr(ino.into(), name, value, flags, kill_sgid),
+        );
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -591,6 +600,27 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         }
     }
 
+    fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        match self
+            .server
+            .tmpfile(parent.into(), mode, flags, caller(req, umask))
+        {
+            Ok((attr, fh)) => {
+                let flags = self.open_flags(attr.perm);
+                reply.created(&self.ttl, &attr, GENERATION, FileHandle(fh), flags)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn fallocate(
         &self,
         _req: &Request,
@@ -604,6 +634,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         empty(reply, self.server.fallocate(fh.0, offset, length, mode));
     }
 }
+
+#[cfg(test)]
+#[path = "wire_tests.rs"]
+mod wire_tests;
 
 #[cfg(test)]
 mod tests {

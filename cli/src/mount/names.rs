@@ -16,7 +16,7 @@ use super::server::{errno, Res, Server};
 
 /// Set-group-ID: on a directory, new entries take its group, and new
 /// directories the bit too (as ext4 does without `grpid`).
-const S_ISGID: u16 = 0o2000;
+pub(super) const S_ISGID: u16 = 0o2000;
 
 /// Entries fetched from the engine per step of a listing: enough for a
 /// reply buffer of plain entries, few enough that a full buffer wastes
@@ -131,6 +131,28 @@ impl<D: BlockDevice> Server<D> {
             Err(e) => return Err(errno(e)),
         };
         self.keep_open(f, flags)
+    }
+
+    /// `tmpfile` (`open(2)` with O_TMPFILE): an unnamed regular file in
+    /// `parent`, opened, with what `create` would give it (the umask or the
+    /// directory's default ACL, a set-group-ID directory's group). It shows
+    /// nlink 0 and goes at its last close, unless a `link` names it first,
+    /// which O_EXCL in `flags` forbids (the kernel refuses that link
+    /// itself; the engine does too).
+    pub fn tmpfile(
+        &self,
+        parent: FuseIno,
+        mode: u32,
+        flags: i32,
+        who: Caller,
+    ) -> Res<(FileAttr, u64)> {
+        let dir = parent.engine();
+        let (new, inherited) = self.new_inode(dir, mode, who, false)?;
+        let linkable = flags & libc::O_EXCL == 0;
+        let f = self.fs.create_unnamed(dir, new, linkable).map_err(errno)?;
+        // On failure the file goes with its handle: nothing to undo.
+        self.set_inherited(f.ino(), &inherited)?;
+        self.keep_open(f, 0)
     }
 
     /// `mknod`: a regular file, FIFO, socket, or character or block device

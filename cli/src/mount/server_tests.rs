@@ -627,21 +627,24 @@ fn extended_attributes_answer_as_linux_does() {
         .unwrap();
     let i = FuseIno::from(f.ino);
     assert_eq!(
-        s.setxattr(i, name("user.k"), b"v1", libc::XATTR_REPLACE),
+        s.setxattr(i, name("user.k"), b"v1", libc::XATTR_REPLACE, false),
         Err(Errno::ENODATA)
     );
-    s.setxattr(i, name("user.k"), b"v1", libc::XATTR_CREATE)
+    s.setxattr(i, name("user.k"), b"v1", libc::XATTR_CREATE, false)
         .unwrap();
     assert_eq!(
-        s.setxattr(i, name("user.k"), b"v2", libc::XATTR_CREATE),
+        s.setxattr(i, name("user.k"), b"v2", libc::XATTR_CREATE, false),
         Err(Errno::EEXIST)
     );
-    assert_eq!(s.setxattr(i, name("user.k"), b"v2", 3), Err(Errno::EINVAL));
     assert_eq!(
-        s.setxattr(i, name("other.k"), b"", 0),
+        s.setxattr(i, name("user.k"), b"v2", 3, false),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        s.setxattr(i, name("other.k"), b"", 0, false),
         Err(Errno::EOPNOTSUPP)
     );
-    s.setxattr(i, name("trusted.t"), b"", 0).unwrap();
+    s.setxattr(i, name("trusted.t"), b"", 0, false).unwrap();
     assert_eq!(s.getxattr(i, name("user.k"), 0), Ok(Sized::Len(2)));
     assert_eq!(s.getxattr(i, name("user.k"), 1), Err(Errno::ERANGE));
     assert_eq!(
@@ -714,7 +717,7 @@ fn a_default_acl_is_inherited_instead_of_the_umask() {
         (0x10, 7, NONE),
         (0x20, 5, NONE),
     ]);
-    s.setxattr(d, name("system.posix_acl_default"), &default, 0)
+    s.setxattr(d, name("system.posix_acl_default"), &default, 0, false)
         .unwrap();
     let who = Caller { umask: 0o077, ..ME };
     let (f, fh) = s.create(d, name("f"), 0o666, 0, who).unwrap();
@@ -745,7 +748,7 @@ fn a_default_acl_is_inherited_instead_of_the_umask() {
     // A minimal default ACL gives bits and no access ACL.
     let e = mkdir(&s, ROOT, "e");
     let minimal = acl_value(&[(1, 7, NONE), (4, 0, NONE), (0x20, 0, NONE)]);
-    s.setxattr(e, name("system.posix_acl_default"), &minimal, 0)
+    s.setxattr(e, name("system.posix_acl_default"), &minimal, 0, false)
         .unwrap();
     let h = s.mknod(e, name("h"), libc::S_IFREG | 0o666, 0, ME).unwrap();
     assert_eq!(h.perm, 0o600);
@@ -766,7 +769,7 @@ fn an_access_acl_sets_the_bits_and_chmod_sets_the_acl() {
         (0x10, 5, NONE),
         (0x20, 0, NONE),
     ]);
-    s.setxattr(f, name("system.posix_acl_access"), &a, 0)
+    s.setxattr(f, name("system.posix_acl_access"), &a, 0, false)
         .unwrap();
     assert_eq!(s.getattr(f, None).unwrap().perm, 0o650);
     let set = SetAttr {
@@ -784,7 +787,7 @@ fn an_access_acl_sets_the_bits_and_chmod_sets_the_acl() {
     assert_eq!(xattr(&s, f, "system.posix_acl_access"), Ok(chmodded));
     // An ACL the bits say in full is kept as the bits alone.
     let minimal = acl_value(&[(1, 7, NONE), (4, 5, NONE), (0x20, 1, NONE)]);
-    s.setxattr(f, name("system.posix_acl_access"), &minimal, 0)
+    s.setxattr(f, name("system.posix_acl_access"), &minimal, 0, false)
         .unwrap();
     assert_eq!(s.getattr(f, None).unwrap().perm, 0o751);
     assert_eq!(xattr(&s, f, "system.posix_acl_access"), Err(Errno::ENODATA));
@@ -800,16 +803,22 @@ fn malformed_or_misplaced_acls_are_refused() {
     let ok = acl_value(&[(1, 6, NONE), (4, 4, NONE), (0x20, 4, NONE)]);
     let no_mask = acl_value(&[(1, 6, NONE), (2, 6, 7), (4, 4, NONE), (0x20, 4, NONE)]);
     let access = name("system.posix_acl_access");
-    assert_eq!(s.setxattr(f, access, &no_mask, 0), Err(Errno::EINVAL));
-    assert_eq!(s.setxattr(f, access, &ok[..10], 0), Err(Errno::EINVAL));
-    assert_eq!(s.setxattr(f, access, &ok, 0).map(|_| ()), Ok(()));
-    assert_eq!(s.setxattr(l, access, &ok, 0), Err(Errno::EOPNOTSUPP));
+    assert_eq!(
+        s.setxattr(f, access, &no_mask, 0, false),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        s.setxattr(f, access, &ok[..10], 0, false),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(s.setxattr(f, access, &ok, 0, false).map(|_| ()), Ok(()));
+    assert_eq!(s.setxattr(l, access, &ok, 0, false), Err(Errno::EOPNOTSUPP));
     assert_eq!(
         xattr(&s, l, "system.posix_acl_access"),
         Err(Errno::EOPNOTSUPP)
     );
     assert_eq!(
-        s.setxattr(f, name("system.posix_acl_default"), &ok, 0),
+        s.setxattr(f, name("system.posix_acl_default"), &ok, 0, false),
         Err(Errno::EACCES)
     );
     assert_eq!(s.removexattr(f, name("system.posix_acl_default")), Ok(()));
@@ -817,4 +826,89 @@ fn malformed_or_misplaced_acls_are_refused() {
         s.removexattr(l, name("system.posix_acl_access")),
         Err(Errno::EOPNOTSUPP)
     );
+}
+
+#[test]
+fn an_access_acl_takes_set_group_id_away_when_the_kernel_says_so() {
+    let s = server();
+    let access = name("system.posix_acl_access");
+    let sgid = |f| {
+        let set = SetAttr {
+            mode: Some(0o2755),
+            ..Default::default()
+        };
+        s.setattr(f, None, set, Privs::default).unwrap();
+    };
+    let named = acl_value(&[
+        (1, 7, NONE),
+        (2, 7, 1001),
+        (4, 5, NONE),
+        (0x10, 5, NONE),
+        (0x20, 5, NONE),
+    ]);
+    let minimal = acl_value(&[(1, 7, NONE), (4, 5, NONE), (0x20, 1, NONE)]);
+    // A setter in the group (or with CAP_FSETID): the kernel does not flag
+    // it, and the bit stays.
+    let kept = ino(&touch(&s, ROOT, "kept"));
+    sgid(kept);
+    s.setxattr(kept, access, &named, 0, false).unwrap();
+    assert_eq!(s.getattr(kept, None).unwrap().perm, 0o2755);
+    // Flagged: an ACL with named entries, and a minimal one (bits alone).
+    for (n, acl, perm) in [("named", &named, 0o755), ("minimal", &minimal, 0o751)] {
+        let f = ino(&touch(&s, ROOT, n));
+        sgid(f);
+        s.setxattr(f, access, acl, 0, true).unwrap();
+        assert_eq!(s.getattr(f, None).unwrap().perm, perm, "{n}");
+    }
+    // A default ACL changes no bits, flagged or not.
+    let d = mkdir(&s, ROOT, "d");
+    sgid(d);
+    s.setxattr(d, name("system.posix_acl_default"), &named, 0, true)
+        .unwrap();
+    assert_eq!(s.getattr(d, None).unwrap().perm, 0o2755);
+    // Flagged on a set-group-id directory's access ACL: it goes there too.
+    s.setxattr(d, access, &named, 0, true).unwrap();
+    assert_eq!(s.getattr(d, None).unwrap().perm, 0o755);
+}
+
+#[test]
+fn a_tmpfile_has_no_name_until_linked_and_goes_at_its_last_close_if_never() {
+    let s = server();
+    let who = Caller { umask: 0o022, ..ME };
+    // Written unnamed, then named: the name shows the data.
+    let (attr, fh) = s.tmpfile(ROOT, 0o666, libc::O_RDWR, who).unwrap();
+    assert_eq!((attr.nlink, attr.perm, attr.uid), (0, 0o644, 1000));
+    assert_eq!(s.write(fh, 0, b"tmp", false, |_| true), Ok((3, false)));
+    assert_eq!(all_names(&s, ROOT, 8), [".", ".."]);
+    let linked = s.link(ino(&attr), ROOT, name("kept")).unwrap();
+    assert_eq!(linked.nlink, 1);
+    s.release(fh);
+    let kept = s.lookup(ROOT, name("kept")).unwrap();
+    assert_eq!((kept.ino, kept.nlink, kept.size), (attr.ino, 1, 3));
+    // Closed unnamed: gone.
+    let (lost, fh) = s.tmpfile(ROOT, 0o600, libc::O_RDWR, who).unwrap();
+    s.release(fh);
+    assert_eq!(s.getattr(ino(&lost), None), Err(Errno::ENOENT));
+    assert_eq!(s.link(ino(&lost), ROOT, name("lost")), Err(Errno::ENOENT));
+    // O_EXCL: never named.
+    let (excl, fh) = s
+        .tmpfile(ROOT, 0o600, libc::O_RDWR | libc::O_EXCL, who)
+        .unwrap();
+    assert_eq!(s.link(ino(&excl), ROOT, name("excl")), Err(Errno::ENOENT));
+    s.release(fh);
+    assert_eq!(all_names(&s, ROOT, 8), [".", "..", "kept"]);
+    // In a set-group-ID directory with a default ACL: what create gives.
+    let d = mkdir(&s, ROOT, "d");
+    let set = SetAttr {
+        mode: Some(0o2777),
+        gid: Some(55),
+        ..Default::default()
+    };
+    s.setattr(d, None, set, Privs::default).unwrap();
+    let default = acl_value(&[(1, 7, NONE), (4, 0, NONE), (0x20, 0, NONE)]);
+    s.setxattr(d, name("system.posix_acl_default"), &default, 0, false)
+        .unwrap();
+    let (t, fh) = s.tmpfile(d, 0o666, libc::O_RDWR, who).unwrap();
+    assert_eq!((t.perm, t.gid), (0o600, 55));
+    s.release(fh);
 }

@@ -49,8 +49,17 @@ fn is_acl(name: &str) -> bool {
 
 impl<D: BlockDevice> Server<D> {
     /// `setxattr`: `flags` are XATTR_CREATE and XATTR_REPLACE (both at
-    /// once, or any other bit, is EINVAL as Linux answers).
-    pub fn setxattr(&self, ino: FuseIno, name: &OsStr, value: &[u8], flags: i32) -> Res<()> {
+    /// once, or any other bit, is EINVAL as Linux answers). `kill_sgid`:
+    /// the kernel's FUSE_SETXATTR_ACL_KILL_SGID, which an access ACL obeys
+    /// (see [`Server::set_acl`]).
+    pub fn setxattr(
+        &self,
+        ino: FuseIno,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        kill_sgid: bool,
+    ) -> Res<()> {
         let mode = match flags {
             0 => XattrMode::Any,
             libc::XATTR_CREATE => XattrMode::Create,
@@ -59,7 +68,7 @@ impl<D: BlockDevice> Server<D> {
         };
         let name = xname(name)?;
         if is_acl(name) {
-            return self.set_acl(ino.engine(), name, value);
+            return self.set_acl(ino.engine(), name, value, kill_sgid);
         }
         self.fs
             .set_xattr(ino.engine(), name, value, mode)

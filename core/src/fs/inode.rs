@@ -195,8 +195,13 @@ pub(crate) struct Inode {
     log_range: AtomicU64,
     /// Open handles plus writebacks in progress.
     pub(crate) open: AtomicU32,
-    /// The name is gone; free everything when `open` drops to zero.
+    /// The name is gone (or, made unnamed, it never had one); free
+    /// everything when `open` drops to zero.
     pub(crate) unlinked: AtomicBool,
+    /// Made unnamed to be named later (O_TMPFILE without O_EXCL, Linux's
+    /// `I_LINKABLE`): while open and still unnamed it may take a link.
+    /// Cleared by that link, so a file unlinked again stays unlinked.
+    pub(crate) linkable: AtomicBool,
     /// Pages and blocks have been released.
     pub(crate) reclaimed: AtomicBool,
     /// Bumped on every size or extent change (the log's "needs a record").
@@ -257,6 +262,7 @@ impl Inode {
             open: AtomicU32::new(0),
             unlinked: AtomicBool::new(false),
             reclaimed: AtomicBool::new(false),
+            linkable: AtomicBool::new(false),
             meta_seq: AtomicU64::new(0),
             logged_seq: AtomicU64::new(0),
             meta_len: AtomicU64::new(0),

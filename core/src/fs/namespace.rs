@@ -172,9 +172,40 @@ impl<D: BlockDevice> Shared<D> {
         if kind.is_device() {
             meta.rdev = rdev;
         }
-        // A new inode and entry grow the next checkpoint: refuse them, as a
-        // full device, if the blocks held back for metadata could not.
-        let grows = meta.record_len() + link_len(name.len());
+        let inode = self.new_inode(&mut tree, meta, link_len(name.len()))?;
+        self.link_entry(&mut tree, &dir, name, &inode, now)?;
+        Ok(inode)
+    }
+
+    /// Creates a regular file with no name in directory `parent`, opened
+    /// (counted): freed at its last close unless a link names it first,
+    /// which only a `linkable` one may take (see [`Fs::create_unnamed`]).
+    pub(crate) fn make_unnamed(
+        &self,
+        parent: u64,
+        who: NewInode,
+        linkable: bool,
+    ) -> Result<Arc<Inode>> {
+        let now = (self.config.wall_clock)();
+        let mut tree = self.tree.write();
+        self.dir(&tree, parent)?;
+        let meta = InodeMeta::new(Kind::File, who.perm & 0o7777, who.uid, who.gid, now);
+        let inode = self.new_inode(&mut tree, meta, 0)?;
+        // Nobody knows its number yet: these hold before anyone can open
+        // or name it.
+        inode.unlinked.store(true, Ordering::Release);
+        inode.linkable.store(linkable, Ordering::Release);
+        Ok(inode)
+    }
+
+    /// Makes the inode `meta` describes, with no link (a file opened and
+    /// counted), and stages its record; the caller holds the namespace
+    /// lock and checked the request. `entry` is what its entry, if it gets
+    /// one, adds to the next checkpoint: a new inode and entry grow it, so
+    /// they are refused, as a full device, if the blocks held back for
+    /// metadata could not take them.
+    fn new_inode(&self, tree: &mut Tree, meta: InodeMeta, entry: u64) -> Result<Arc<Inode>> {
+        let grows = meta.record_len() + entry;
         if self.space.lock().free_blocks() < self.meta_reserve(grows) {
             return Err(SpaceError::DeviceFull.into());
         }
@@ -183,13 +214,12 @@ impl<D: BlockDevice> Shared<D> {
             return Err(SpaceError::InodeNumbers.into());
         }
         let inode = Arc::new(Inode::from_meta(InodeId(ino), &meta));
-        if kind == Kind::File {
+        if meta.kind == Kind::File {
             inode.open.fetch_add(1, Ordering::AcqRel);
         }
         self.inodes.write().insert(InodeId(ino), inode.clone());
         self.meta_len_changed(&inode, 0, false);
-        self.change(&mut tree, Record::Inode { ino, meta })?;
-        self.link_entry(&mut tree, &dir, name, &inode, now)?;
+        self.change(tree, Record::Inode { ino, meta })?;
         Ok(inode)
     }
 
@@ -250,9 +280,7 @@ impl<D: BlockDevice> Fs<D> {
         Ok(File::new(self.clone(), inode))
     }
 
-    /// Makes an inode and its entry; if the device is full while blocks
-    /// freed by remove, truncate or punch-hole wait for a commit, commits
-    /// and tries again (as writes do).
+    /// Makes an inode and its entry (see [`Fs::with_room`]).
     fn make(
         &self,
         parent: u64,
@@ -262,12 +290,30 @@ impl<D: BlockDevice> Fs<D> {
         target: &str,
         rdev: u64,
     ) -> Result<Arc<Inode>> {
-        let made = self.shared.make(parent, name, kind, who, target, rdev);
+        self.with_room(|| self.shared.make(parent, name, kind, who, target, rdev))
+    }
+
+    /// Runs `make` (which makes an inode); if the device is full while
+    /// blocks freed by remove, truncate or punch-hole wait for a commit,
+    /// commits and runs it once more (as writes do).
+    fn with_room<T>(&self, make: impl Fn() -> Result<T>) -> Result<T> {
+        let made = make();
         if !self.shared.full_until_commit(&made) {
             return made;
         }
         self.sync()?;
-        self.shared.make(parent, name, kind, who, target, rdev)
+        make()
+    }
+
+    /// Creates a regular file with no name in directory `parent` and
+    /// opens it (`open(2)` with O_TMPFILE): it shows nlink 0 and is freed
+    /// when its last handle closes, or, after a crash, by recovery (its
+    /// record has no link: an orphan, as a removed file still open is). If
+    /// `linkable` (no O_EXCL), [`Fs::link_in`] may name it while it is
+    /// open; from then on it is a file like any other.
+    pub fn create_unnamed(&self, parent: u64, who: NewInode, linkable: bool) -> Result<File<D>> {
+        let inode = self.with_room(|| self.shared.make_unnamed(parent, who, linkable))?;
+        Ok(File::new(self.clone(), inode))
     }
 
     /// Creates the directory `name` in `parent`; returns its inode number.
@@ -324,16 +370,48 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Adds a hard link `name` in `parent` to the file or symbolic link
-    /// `ino` (not to a directory).
+    /// `ino` (not to a directory). An inode with no link takes one only
+    /// if it was made linkable by [`Fs::create_unnamed`] and is open.
     pub fn link_in(&self, ino: u64, parent: u64, name: &str) -> Result<()> {
         check_name(name)?;
+        let shared = &self.shared;
+        let inode = shared.inode(InodeId(ino));
+        // An unnamed file is held open across the link, so that its last
+        // close cannot free it meanwhile.
+        let held = inode
+            .as_ref()
+            .filter(|i| i.linkable.load(Ordering::Acquire) && i.try_open());
+        let linked = self.link_held(ino, inode.as_deref(), parent, name, held.is_some());
+        if let Some(i) = held {
+            // After the namespace lock is let go: a close may free.
+            shared.close(i);
+        }
+        linked
+    }
+
+    fn link_held(
+        &self,
+        ino: u64,
+        inode: Option<&Inode>,
+        parent: u64,
+        name: &str,
+        linkable: bool,
+    ) -> Result<()> {
         let shared = &self.shared;
         let now = (shared.config.wall_clock)();
         let mut tree = shared.tree.write();
         let dir = shared.dir(&tree, parent)?;
-        tree.may_link(ino, parent, name)?;
-        let inode = shared.inode(InodeId(ino)).ok_or(NamespaceError::NotFound)?;
-        shared.link_entry(&mut tree, &dir, name, &inode, now)
+        tree.may_name(ino, parent, name, linkable)?;
+        let inode = inode.ok_or(NamespaceError::NotFound)?;
+        let unnamed = tree.node(ino).is_some_and(|n| n.nlink == 0);
+        shared.link_entry(&mut tree, &dir, name, inode, now)?;
+        if unnamed {
+            // Named: kept at its last close, and, as on Linux, never named
+            // again once its names are gone.
+            inode.unlinked.store(false, Ordering::Release);
+            inode.linkable.store(false, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Removes the entry `name` of `parent`, which must not be a directory.

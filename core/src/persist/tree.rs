@@ -225,12 +225,26 @@ impl Tree {
 
     /// Inode `ino` may get the hard link `name` in `parent`.
     pub fn may_link(&self, ino: u64, parent: u64, name: &str) -> Result<(), NamespaceError> {
+        self.may_name(ino, parent, name, false)
+    }
+
+    /// As [`Tree::may_link`], and if `linkable`, `ino` may have no link
+    /// yet: a file made unnamed to be named later and still open (Linux's
+    /// `I_LINKABLE`, which only the live filesystem knows; replay applies
+    /// the link as any other).
+    pub fn may_name(
+        &self,
+        ino: u64,
+        parent: u64,
+        name: &str,
+        linkable: bool,
+    ) -> Result<(), NamespaceError> {
         self.may_hold_entries(parent)?;
         let n = self.node(ino).ok_or(NamespaceError::NotFound)?;
         if n.kind == Kind::Dir {
             return Err(NamespaceError::NotPermitted);
         }
-        if n.nlink == 0 {
+        if n.nlink == 0 && !linkable {
             return Err(NamespaceError::NotFound);
         }
         if n.nlink >= MAX_LINKS {
@@ -828,6 +842,13 @@ mod tests {
         })
         .unwrap();
         assert_eq!(t.may_link(3, ROOT_INO, "x"), Err(NamespaceError::NotFound));
+        // Unless the live filesystem says it may be named (O_TMPFILE).
+        assert_eq!(t.may_name(3, ROOT_INO, "x", true), Ok(()));
+        assert_eq!(
+            t.may_name(3, ROOT_INO, "f", true),
+            Ok(()),
+            "its old name is free again"
+        );
     }
 
     #[test]

@@ -79,6 +79,7 @@ impl<FS: Filesystem> Clone for Dispatcher<FS> {
             allowed: e.allowed,
             session_owner: e.session_owner,
             received: e.received.clone(),
+            setxattr_ext: e.setxattr_ext,
         })
     }
 }
@@ -101,8 +102,12 @@ impl<FS: Filesystem> Dispatcher<FS> {
                 "a FUSE request must start 8-byte aligned",
             ));
         }
-        let Some(req) = RequestWithSender::with_sink(self.event_loop.ch.sender(), sink, request)
-        else {
+        let Some(req) = RequestWithSender::with_sink(
+            self.event_loop.ch.sender(),
+            sink,
+            request,
+            self.event_loop.setxattr_ext,
+        ) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "not a FUSE request",

@@ -45,6 +45,7 @@ pub use crate::ll::flags::fopen_flags::FopenFlags;
 pub use crate::ll::flags::init_flags::InitFlags;
 pub use crate::ll::flags::ioctl_flags::IoctlFlags;
 pub use crate::ll::flags::poll_flags::PollFlags;
+pub use crate::ll::flags::setxattr_flags::SetxattrFlags;
 pub use crate::ll::flags::write_flags::WriteFlags;
 pub use crate::ll::fuse_abi::consts;
 pub use crate::ll::request::FileHandle;
@@ -782,7 +783,9 @@ pub trait Filesystem: Send + Sync + 'static {
         reply.statfs(0, 0, 0, 0, 0, 512, 255, 0);
     }
 
-    /// Set an extended attribute.
+    /// Set an extended attribute. `setxattr_flags` (pollfs extension):
+    /// what the kernel asks of an extended request, empty unless `init`
+    /// asked for `FUSE_SETXATTR_EXT`.
     fn setxattr(
         &self,
         _req: &Request,
@@ -791,11 +794,12 @@ pub trait Filesystem: Send + Sync + 'static {
         _value: &[u8],
         flags: i32,
         position: u32,
+        setxattr_flags: SetxattrFlags,
         reply: ReplyEmpty,
     ) {
         warn!(
             "[Not Implemented] setxattr(ino: {ino:#x?}, name: {name:?}, \
-            flags: {flags:#x?}, position: {position})"
+            flags: {flags:#x?}, position: {position}, setxattr_flags: {setxattr_flags:?})"
         );
         reply.error(Errno::ENOSYS);
     }
@@ -855,6 +859,28 @@ pub trait Filesystem: Send + Sync + 'static {
     ) {
         warn!(
             "[Not Implemented] create(parent: {parent:#x?}, name: {name:?}, mode: {mode}, \
+            umask: {umask:#x?}, flags: {flags:#x?})"
+        );
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// pollfs extension: make an unnamed regular file in directory
+    /// `parent` and open it (`open(2)` with O_TMPFILE; the kernel sends
+    /// FUSE_TMPFILE, ABI 7.37). The reply is `create`'s; the file has no
+    /// link (nlink 0) until a `link` names it, which `flags` with O_EXCL
+    /// forbids. ENOSYS (the default) makes the kernel answer O_TMPFILE
+    /// with EOPNOTSUPP from then on.
+    fn tmpfile(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        warn!(
+            "[Not Implemented] tmpfile(parent: {parent:#x?}, mode: {mode}, \
             umask: {umask:#x?}, flags: {flags:#x?})"
         );
         reply.error(Errno::ENOSYS);

@@ -41,10 +41,15 @@ pub(crate) struct RequestWithSender<'a> {
 }
 
 impl<'a> RequestWithSender<'a> {
-    /// Create a new request from the given data
-    pub(crate) fn new(ch: ChannelSender, data: &'a [u8]) -> Option<RequestWithSender<'a>> {
+    /// Create a new request from the given data; `setxattr_ext`: the
+    /// session asked for FUSE_SETXATTR_EXT (pollfs extension).
+    pub(crate) fn new(
+        ch: ChannelSender,
+        data: &'a [u8],
+        setxattr_ext: bool,
+    ) -> Option<RequestWithSender<'a>> {
         let request = match ll::AnyRequest::try_from(data) {
-            Ok(request) => request,
+            Ok(request) => request.with_setxattr_ext(setxattr_ext),
             Err(err) => {
                 error!("{err}");
                 return None;
@@ -63,8 +68,9 @@ impl<'a> RequestWithSender<'a> {
         ch: ChannelSender,
         sink: std::sync::Arc<dyn crate::ReplySink>,
         data: &'a [u8],
+        setxattr_ext: bool,
     ) -> Option<RequestWithSender<'a>> {
-        let mut request = Self::new(ch, data)?;
+        let mut request = Self::new(ch, data, setxattr_ext)?;
         request.sink = Some(sink);
         Some(request)
     }
@@ -93,7 +99,13 @@ impl<'a> RequestWithSender<'a> {
         &self,
         se: &SessionEventLoop<FS>,
     ) -> Result<Option<ResponseData>, Errno> {
-        let op = self.request.operation().map_err(|_| Errno::ENOSYS)?;
+        // pollfs: ENOSYS only for an opcode fuser does not know (the kernel
+        // then stops sending it); a request too short for its arguments is
+        // EIO, so one malformed setxattr does not turn setxattr off.
+        let op = self.request.operation().map_err(|e| match e {
+            ll::request::RequestError::UnknownOperation(_) => Errno::ENOSYS,
+            _ => Errno::EIO,
+        })?;
         // Implement allow_root & access check for auto_unmount
         if (se.allowed == SessionACL::RootAndOwner
             && self.request.uid() != se.session_owner
@@ -363,6 +375,7 @@ impl<'a> RequestWithSender<'a> {
                     x.value(),
                     x.flags(),
                     x.position(),
+                    x.setxattr_flags(),
                     self.reply(),
                 );
             }
@@ -404,6 +417,16 @@ impl<'a> RequestWithSender<'a> {
                     self.request_header(),
                     self.request.nodeid(),
                     x.name().as_ref(),
+                    x.mode(),
+                    x.umask(),
+                    x.flags(),
+                    self.reply(),
+                );
+            }
+            ll::Operation::TmpFile(x) => {
+                filesystem.tmpfile(
+                    self.request_header(),
+                    self.request.nodeid(),
                     x.mode(),
                     x.umask(),
                     x.flags(),

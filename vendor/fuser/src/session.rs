@@ -141,6 +141,9 @@ pub struct Session<FS: Filesystem> {
     /// The field is set to `Some` when the init message is received.
     pub(crate) proto_version: Option<Version>,
     pub(crate) config: Config,
+    /// pollfs extension: `init` asked for FUSE_SETXATTR_EXT and the kernel
+    /// has it, so setxattr requests carry the extended header.
+    pub(crate) setxattr_ext: bool,
 }
 
 impl<FS: Filesystem> AsFd for Session<FS> {
@@ -188,6 +191,7 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config: options.clone(),
+            setxattr_ext: false,
         };
 
         session.handshake()?;
@@ -216,6 +220,7 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config,
+            setxattr_ext: false,
         };
 
         session.handshake()?;
@@ -268,6 +273,7 @@ impl<FS: Filesystem> Session<FS> {
             session_owner,
             proto_version: _,
             config,
+            setxattr_ext,
         } = self;
 
         let n_threads = config.n_threads.unwrap_or(1);
@@ -310,6 +316,7 @@ impl<FS: Filesystem> Session<FS> {
             allowed,
             session_owner,
             received: received.clone(),
+            setxattr_ext,
         }))?;
         channels.push(ch);
 
@@ -322,6 +329,7 @@ impl<FS: Filesystem> Session<FS> {
                 allowed,
                 session_owner,
                 received: received.clone(),
+                setxattr_ext,
             };
             threads.push(
                 thread::Builder::new()
@@ -455,6 +463,10 @@ impl<FS: Filesystem> Session<FS> {
 
             // Remember the ABI version supported by kernel and mark the session initialized.
             self.proto_version = Some(v);
+            // The kernel sends the extended setxattr header once the reply
+            // has the flag, which it has if the kernel offered it.
+            self.setxattr_ext =
+                (init.capabilities() & config.requested).contains(InitFlags::FUSE_SETXATTR_EXT);
 
             // Log capability status for debugging
             for bit in 0..64 {
@@ -544,6 +556,8 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) session_owner: Uid,
     /// pollfs extension: requests read from `/dev/fuse` after `FUSE_INIT`.
     pub(crate) received: RequestCount,
+    /// pollfs extension: setxattr requests carry the extended header.
+    pub(crate) setxattr_ext: bool,
 }
 
 impl<FS: Filesystem> SessionEventLoop<FS> {
@@ -552,6 +566,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
         // it is reused immediately after dispatching to conserve memory and allocations.
         let mut buf = FuseReadBuf::new();
         let buf = buf.as_mut();
+        let ext = self.setxattr_ext;
         loop {
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
@@ -560,7 +575,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
                 self.received.add();
             }
             match received {
-                Ok(size) => match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
+                Ok(size) => match RequestWithSender::new(self.ch.sender(), &buf[..size], ext) {
                     // Dispatch request
                     Some(req) => {
                         if let Ok(Operation::Destroy(_)) = req.request.operation() {

@@ -161,6 +161,8 @@ pub(crate) enum fuse_opcode {
     FUSE_RENAME2 = 45,
     FUSE_LSEEK = 46,
     FUSE_COPY_FILE_RANGE = 47,
+    /// pollfs extension: an unnamed file, made and opened (ABI 7.37).
+    FUSE_TMPFILE = 51,
 
     #[cfg(target_os = "macos")]
     FUSE_SETVOLNAME = 61,
@@ -458,6 +460,18 @@ pub(crate) struct fuse_setxattr_in {
     #[cfg(target_os = "macos")]
     pub(crate) padding: u32,
 }
+
+/// pollfs extension: what `fuse_setxattr_in` carries after `flags` once
+/// the server asked for FUSE_SETXATTR_EXT at init (ABI 7.33; without it the
+/// kernel sends the first 8 bytes alone, FUSE_COMPAT_SETXATTR_IN_SIZE).
+#[repr(C)]
+#[derive(Debug, FromBytes, KnownLayout, Immutable)]
+pub(crate) struct fuse_setxattr_in_ext {
+    pub(crate) setxattr_flags: u32,
+    pub(crate) padding: u32,
+}
+
+const _: () = assert!(size_of::<fuse_setxattr_in_ext>() == 8);
 
 #[repr(C)]
 #[derive(Debug, FromBytes, KnownLayout, Immutable)]

@@ -255,6 +255,7 @@ mod op {
     use crate::PollEvents;
     use crate::PollFlags;
     use crate::PollHandle;
+    use crate::SetxattrFlags;
     use crate::WriteFlags;
     use crate::bsd_file_flags::BsdFileFlags;
     use crate::ll::ResponseData;
@@ -832,10 +833,20 @@ mod op {
         #[expect(dead_code)]
         header: &'a fuse_in_header,
         arg: &'a fuse_setxattr_in,
+        /// pollfs extension: the rest of an extended `fuse_setxattr_in`
+        /// (FUSE_SETXATTR_EXT).
+        ext: Option<&'a fuse_setxattr_in_ext>,
         name: &'a OsStr,
         value: &'a [u8],
     }
     impl<'a> SetXAttr<'a> {
+        /// pollfs extension: the extended request's flags (none if the
+        /// session did not ask for FUSE_SETXATTR_EXT).
+        pub(crate) fn setxattr_flags(&self) -> SetxattrFlags {
+            self.ext.map_or(SetxattrFlags::empty(), |e| {
+                SetxattrFlags::from_bits_retain(e.setxattr_flags)
+            })
+        }
         pub(crate) fn name(&self) -> &'a OsStr {
             self.name
         }
@@ -1257,6 +1268,28 @@ mod op {
         }
     }
 
+    /// pollfs extension: make an unnamed regular file in the directory
+    /// and open it (`open(2)` with O_TMPFILE). The kernel sends the
+    /// arguments of [`Create`], with the name "/".
+    #[derive(Debug)]
+    pub(crate) struct TmpFile<'a> {
+        #[expect(dead_code)]
+        header: &'a fuse_in_header,
+        arg: &'a fuse_create_in,
+    }
+    impl TmpFile<'_> {
+        pub(crate) fn mode(&self) -> u32 {
+            self.arg.mode
+        }
+        /// Flags as passed to `open()` (O_EXCL: never to be linked).
+        pub(crate) fn flags(&self) -> i32 {
+            self.arg.flags
+        }
+        pub(crate) fn umask(&self) -> u32 {
+            self.arg.umask
+        }
+    }
+
     /// If a process issuing a FUSE filesystem request is interrupted, the
     /// following will happen:
     ///
@@ -1631,10 +1664,13 @@ mod op {
         arg: &'a fuse_init_in,
     }
 
+    /// `setxattr_ext`: the session asked for FUSE_SETXATTR_EXT, so a
+    /// setxattr carries the extended `fuse_setxattr_in`.
     pub(crate) fn parse<'a>(
         header: &'a fuse_in_header,
         opcode: &fuse_opcode,
         data: &'a [u8],
+        setxattr_ext: bool,
     ) -> Option<Operation<'a>> {
         let mut data = ArgumentIterator::new(data);
         Some(match opcode {
@@ -1704,7 +1740,10 @@ mod op {
                     arg: data.fetch()?,
                     data: data.fetch_all(),
                 };
-                assert!(out.data().len() == out.arg.size as usize);
+                // pollfs: a malformed request is an error, not a panic.
+                if out.data().len() != out.arg.size as usize {
+                    return None;
+                }
                 out
             }),
             fuse_opcode::FUSE_STATFS => Operation::StatFs(StatFs { header }),
@@ -1720,10 +1759,18 @@ mod op {
                 let out = SetXAttr {
                     header,
                     arg: data.fetch()?,
+                    ext: if setxattr_ext {
+                        Some(data.fetch()?)
+                    } else {
+                        None
+                    },
                     name: data.fetch_str()?,
                     value: data.fetch_all(),
                 };
-                assert!(out.value.len() == out.arg.size as usize);
+                // pollfs: a malformed request is an error, not a panic.
+                if out.value.len() != out.arg.size as usize {
+                    return None;
+                }
                 out
             }),
             fuse_opcode::FUSE_GETXATTR => Operation::GetXAttr(GetXAttr {
@@ -1798,6 +1845,10 @@ mod op {
                 header,
                 arg: data.fetch()?,
                 name: data.fetch_str()?.as_ref(),
+            }),
+            fuse_opcode::FUSE_TMPFILE => Operation::TmpFile(TmpFile {
+                header,
+                arg: data.fetch()?,
             }),
             fuse_opcode::FUSE_INTERRUPT => Operation::Interrupt(Interrupt {
                 header,
@@ -1914,6 +1965,7 @@ pub(crate) enum Operation<'a> {
     SetLk(SetLk<'a>),
     Access(Access<'a>),
     Create(Create<'a>),
+    TmpFile(TmpFile<'a>),
     Interrupt(Interrupt<'a>),
     BMap(BMap<'a>),
     Destroy(Destroy<'a>),
@@ -1999,10 +2051,11 @@ impl fmt::Display for Operation<'_> {
             ),
             Operation::SetXAttr(x) => write!(
                 f,
-                "SETXATTR name {:?}, size {}, flags {:#x}",
+                "SETXATTR name {:?}, size {}, flags {:#x}, setxattr flags {:#x}",
                 x.name(),
                 x.value().len(),
-                x.flags()
+                x.flags(),
+                x.setxattr_flags()
             ),
             Operation::GetXAttr(x) => {
                 write!(f, "GETXATTR name {:?}, size {:?}", x.name(), x.size())
@@ -2065,6 +2118,9 @@ impl fmt::Display for Operation<'_> {
                 x.mode(),
                 x.flags()
             ),
+            Operation::TmpFile(x) => {
+                write!(f, "TMPFILE mode {:#05o}, flags {:#x}", x.mode(), x.flags())
+            }
             Operation::Interrupt(x) => write!(f, "INTERRUPT unique {:?}", x.unique()),
             Operation::BMap(x) => write!(f, "BMAP blocksize {}, ids {}", x.block_size(), x.block()),
             Operation::Destroy(_) => write!(f, "DESTROY"),
@@ -2126,6 +2182,8 @@ impl fmt::Display for Operation<'_> {
 pub(crate) struct AnyRequest<'a> {
     header: &'a fuse_in_header,
     data: &'a [u8],
+    /// pollfs extension: the session asked for FUSE_SETXATTR_EXT.
+    setxattr_ext: bool,
 }
 
 impl<'a> AnyRequest<'a> {
@@ -2160,13 +2218,21 @@ impl<'a> AnyRequest<'a> {
         Pid::from_raw(self.header.pid as i32)
     }
 
+    /// pollfs extension: decode a setxattr as the session negotiated it
+    /// (`on`: the server asked for FUSE_SETXATTR_EXT at init).
+    pub(crate) fn with_setxattr_ext(mut self, on: bool) -> Self {
+        self.setxattr_ext = on;
+        self
+    }
+
     pub(crate) fn operation(&self) -> Result<Operation<'a>, RequestError> {
         // Parse/check opcode
         let opcode = fuse_opcode::try_from(self.header.opcode).map_err(
             |e: num_enum::TryFromPrimitiveError<_>| RequestError::UnknownOperation(e.number),
         )?;
         // Parse/check operation arguments
-        op::parse(self.header, &opcode, self.data).ok_or(RequestError::InsufficientData)
+        op::parse(self.header, &opcode, self.data, self.setxattr_ext)
+            .ok_or(RequestError::InsufficientData)
     }
 
     pub(crate) fn header(&self) -> &fuse_in_header {
@@ -2208,9 +2274,14 @@ impl<'a> TryFrom<&'a [u8]> for AnyRequest<'a> {
         if data_len < header.len as usize {
             return Err(RequestError::ShortRead(data_len, header.len as usize));
         }
+        // pollfs: a length shorter than the header is an error, not a panic.
+        if (header.len as usize) < size_of::<fuse_in_header>() {
+            return Err(RequestError::ShortReadHeader(header.len as usize));
+        }
         Ok(Self {
             header,
             data: &data[size_of::<fuse_in_header>()..header.len as usize],
+            setxattr_ext: false,
         })
     }
 }
