@@ -35,7 +35,9 @@ enum Action {
     /// Take a failed or stale leg back: it is copied from the legs in
     /// sync and then serves reads again. On a mirror that is not open the
     /// command waits for the copy; on one that is, it returns at once
-    /// (`status` shows the copy's progress) unless `--wait`.
+    /// (`status` shows the copy's progress) unless `--wait`, which also
+    /// waits for a copy an earlier `rejoin` started and, on a live mirror,
+    /// returns at once when the leg is in sync already.
     Rejoin {
         /// The mirror.
         device: DeviceSpec,
@@ -142,6 +144,14 @@ fn live(mut client: Client, device: &DeviceSpec, admin: Admin) -> anyhow::Result
             client.path().display()
         ),
     };
+    if let Admin::Rejoin { leg, wait: true } = admin {
+        // What `--wait` asks for is a leg in sync: one that is (an earlier
+        // `rejoin` whose copy has finished) needs no second rejoin.
+        let status = client.call(Op::Status).map_err(err)?;
+        if status.legs.get(leg).map(|l| l.state) == Some(LegWire::InSync) {
+            return Ok(render(&format!("{device} (open, live)"), &status));
+        }
+    }
     let mut status = client.call(op).map_err(err)?;
     if let Admin::Rejoin { leg, wait: true } = admin {
         while status

@@ -183,6 +183,13 @@ fn a_mounted_mirror_is_administered_through_its_socket() {
     assert!(ok, "{err}");
     assert_eq!(out.matches(": in sync").count(), 2, "{out}");
     assert_eq!(std::fs::read(m.dir.join("while-out")).unwrap(), payload);
+    // `--wait` on a leg in sync (its copy done) returns at once; a plain
+    // rejoin of a leg in sync is still refused.
+    let (ok, out, err) = f.pollfs(&["mirror", "rejoin", "--wait", &f.dev, "1"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.matches(": in sync").count(), 2, "{out}");
+    let (ok, _, err) = f.pollfs(&["mirror", "rejoin", &f.dev, "1"]);
+    assert!(!ok && err.contains("leg 1 is in sync"), "{err}");
 
     m.stop();
     assert!(!sock.exists(), "the socket is removed at the unmount");
