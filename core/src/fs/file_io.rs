@@ -9,7 +9,8 @@ use crate::error::Result;
 
 /// The handle's operations, each in a session lent by [`lend`].
 impl<D: BlockDevice> File<D> {
-    fn session(&self) -> Result<Lent<D>> {
+    #[inline]
+    fn session(&self) -> Result<Lent<'_, D>> {
         lend(&self.fs)
     }
 
