@@ -297,7 +297,7 @@ impl<D: BlockDevice> Lender<D> {
 }
 
 /// Lends a session of `fs` to one operation.
-#[inline]
+#[inline(always)]
 pub(crate) fn lend<D: BlockDevice>(fs: &Fs<D>) -> Result<Lent<'_, D>> {
     let lender = &fs.handles.lender;
     let session = match lender.own() {
