@@ -19,7 +19,9 @@ impl<D: BlockDevice> File<D> {
     /// Reads up to `buf.len()` bytes at `offset`; returns how many were read
     /// (fewer at EOF, 0 at or past it). Holes read as zeros.
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.session()?.read_at(self, buf, offset)
+        // Lent through this file's own handle: the session is of the
+        // file's filesystem, which `Session::read_at` would check again.
+        self.session()?.read_at_mine(self, buf, offset)
     }
     /// Fills `buf` from `offset`, or fails with
     /// [`RangeError::EndOfFile`](crate::error::RangeError::EndOfFile).

@@ -98,6 +98,13 @@ impl<T> Table<T> {
     #[inline]
     fn get(&self, i: usize) -> Option<&Arc<T>> {
         let (k, at) = Self::locate(i)?;
+        self.get_at(k, at)
+    }
+
+    /// Entry `at` of bucket `k` (as [`Table::locate`] places it), if
+    /// appended.
+    #[inline]
+    fn get_at(&self, k: usize, at: usize) -> Option<&Arc<T>> {
         self.buckets.get(k)?.get()?.get(at)?.get()
     }
 
@@ -181,9 +188,10 @@ impl Drop for Slot {
 std::thread_local! {
     /// This thread's adopted sessions, one per mount at most.
     static SLOTS: RefCell<Vec<Slot>> = const { RefCell::new(Vec::new()) };
-    /// The mount and table index of the slot this thread used last (mount
-    /// 0: none). Needs no destructor, so reading it is one load.
-    static LAST: Cell<(u64, usize)> = const { Cell::new((0, 0)) };
+    /// The mount of the slot this thread used last (0: none) and where its
+    /// session sits in the lender's table (bucket, place). Needs no
+    /// destructor, so reading it is a few loads.
+    static LAST: Cell<(u64, usize, usize)> = const { Cell::new((0, 0, 0)) };
 }
 
 /// A session lent to one operation; given back when dropped. It borrows
@@ -222,9 +230,9 @@ impl<D: BlockDevice> Lender<D> {
     /// This thread's adopted session, if it has one and it is free.
     #[inline]
     fn own(&self) -> Option<&Lendable<D>> {
-        let (mount, index) = LAST.try_with(Cell::get).unwrap_or((0, 0));
-        let index = if mount == self.mount {
-            index
+        let (mount, k, at) = LAST.try_with(Cell::get).unwrap_or((0, 0, 0));
+        let (k, at) = if mount == self.mount {
+            (k, at)
         } else {
             let index = SLOTS
                 .try_with(|slots| {
@@ -233,10 +241,11 @@ impl<D: BlockDevice> Lender<D> {
                 })
                 .ok()
                 .flatten()?;
-            let _ = LAST.try_with(|last| last.set((self.mount, index)));
-            index
+            let (k, at) = Table::<Lendable<D>>::locate(index)?;
+            let _ = LAST.try_with(|last| last.set((self.mount, k, at)));
+            (k, at)
         };
-        let mine = self.sessions.get(index)?;
+        let mine = self.sessions.get_at(k, at)?;
         mine.claim().then_some(&**mine)
     }
 

@@ -156,6 +156,13 @@ impl<D: BlockDevice> Session<D> {
     #[inline]
     pub fn read_at(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.mine(f)?;
+        self.read_at_mine(f, buf, offset)
+    }
+    /// [`Session::read_at`] for a file of this session's filesystem (a
+    /// session lent through the file's own handle is one by construction).
+    #[inline]
+    pub(crate) fn read_at_mine(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
+        debug_assert!(self.mine(f).is_ok(), "a file of another filesystem");
         match self.read_cached(&f.inode, &f.readahead, buf, offset) {
             Cached::Done(r) => r,
             Cached::Rest(at) => self.read_rest_blocking(f, at, buf),

@@ -26,12 +26,16 @@ impl Readahead {
     fn on_read(&self, first: u64, end: u64, max: u32) -> u32 {
         let word = self.0.load(Ordering::Relaxed);
         let (next, window) = (word >> 32, word as u32);
-        let sequential = first == next || (next > 0 && first == next - 1);
-        let window = match (sequential, max) {
-            (_, 0) => 0,
-            (true, _) if window == 0 => (max / 8).clamp(4.min(max), max),
-            (true, _) => window.saturating_mul(2).min(max),
-            (false, _) => 0,
+        // Sequential: the read starts at `next` or on the page before it
+        // (`first` is below 2^32, so the subtraction cannot wrap to 0 or 1
+        // from anywhere else).
+        let sequential = next.wrapping_sub(first) < 2;
+        let window = if !sequential || max == 0 {
+            0
+        } else if window == 0 {
+            (max / 8).clamp(4.min(max), max)
+        } else {
+            window.saturating_mul(2).min(max)
         };
         // Page indices are below 2^32 (the largest file).
         self.0.store(
@@ -363,5 +367,24 @@ impl<D: BlockDevice> Session<D> {
             _ => crate::sync::yield_now().await,
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Readahead;
+
+    #[test]
+    fn a_sequential_reader_grows_its_window_and_others_get_none() {
+        let ra = Readahead::default();
+        assert_eq!(ra.on_read(0, 1, 64), 8, "a first read at 0 is sequential");
+        assert_eq!(ra.on_read(1, 2, 64), 16);
+        assert_eq!(ra.on_read(1, 2, 64), 32, "again on the last page read");
+        assert_eq!(ra.on_read(2, 3, 64), 64);
+        assert_eq!(ra.on_read(3, 4, 64), 64, "capped");
+        assert_eq!(ra.on_read(10, 11, 64), 0, "a jump");
+        assert_eq!(ra.on_read(11, 12, 0), 0, "readahead off");
+        assert_eq!(ra.on_read(0, 1, 64), 0, "backwards");
+        assert_eq!(ra.on_read(1, 2, 2), 2, "a small maximum");
     }
 }
