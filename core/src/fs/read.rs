@@ -132,6 +132,43 @@ impl<D: BlockDevice> Session<D> {
         if self.fs.config.file_lock {
             return Cached::Locked;
         }
+        let in_page = (off % PAGE_SIZE_U64) as usize;
+        let len = buf.len();
+        // The common read, inside one page and inside the file: one
+        // lookup, no loop; anything else (or a page that is not present
+        // and idle) goes the general way.
+        if len > 0
+            && in_page + len <= PAGE_SIZE
+            && off
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= inode.size())
+        {
+            let index = PageIndex::containing(off);
+            let window = ra.on_read(index.0, index.0 + 1, self.fs.config.readahead_pages);
+            let cache = &self.fs.cache;
+            return match cache.read(
+                self.fs.frames(),
+                &inode.pages,
+                inode.id,
+                index,
+                in_page,
+                buf,
+            ) {
+                Lookup::Hit => {
+                    self.counters.add(Counter::cache_hits, 1);
+                    Cached::Done(Ok(len))
+                }
+                Lookup::Failed(e) => Cached::Done(Err(e.into())),
+                Lookup::Miss | Lookup::Busy(_) => Cached::Rest(ReadPos {
+                    off,
+                    pos: off,
+                    end: off + len as u64,
+                    last: index.0 + 1,
+                    window,
+                    just_filled: u64::MAX,
+                }),
+            };
+        }
         let Some(mut at) = self.start_read(inode, ra, buf.len(), off) else {
             return Cached::Done(Ok(0));
         };
