@@ -48,6 +48,7 @@ pub struct PageIndex(pub u64);
 
 impl PageIndex {
     /// The page that holds byte `offset`.
+    #[inline]
     pub fn containing(offset: u64) -> PageIndex {
         PageIndex(offset >> PAGE_SHIFT)
     }
@@ -64,6 +65,7 @@ pub struct FrameId(pub u32);
 
 impl FrameId {
     /// The frame's position in its arena.
+    #[inline]
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -89,6 +91,7 @@ pub struct ByteRange {
 
 impl ByteRange {
     /// `[start, end)`; an inverted range is treated as empty at `start`.
+    #[inline]
     pub fn new(start: u64, end: u64) -> ByteRange {
         ByteRange {
             start,
@@ -110,6 +113,7 @@ impl ByteRange {
         self.end - self.start
     }
     /// True if the range holds no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.start == self.end
     }
@@ -118,6 +122,7 @@ impl ByteRange {
         self.start < other.end && other.start < self.end
     }
     /// The pages this range touches, as `[first, last_exclusive)`.
+    #[inline]
     pub fn pages(&self) -> (PageIndex, PageIndex) {
         if self.is_empty() {
             return (

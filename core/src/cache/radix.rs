@@ -1,9 +1,11 @@
 //! A per-file page index: a lock-free radix tree from page index to cache
 //! slot.
 //!
-//! Four levels of 256 entries cover 2^32 pages (16 TiB). Nodes are created
-//! on first use with `spin::Once` and never freed while the file lives, so a
-//! lookup is four dependent atomic loads and takes no lock.
+//! Four levels of 256 entries cover 2^32 pages (16 TiB). The first 2^16
+//! pages (256 MiB) hang off a two-level subtree of their own, so a lookup
+//! in a file's first 256 MiB walks two levels, not four. Nodes are created
+//! on first use with `spin::Once` and never freed while the file lives, so
+//! a lookup is two (or four) dependent atomic loads and takes no lock.
 //!
 //! A leaf entry is one `u64`: a generation in the high half, `slot + 1` in
 //! the low half (0 means empty). Every change bumps the generation, so a
@@ -66,9 +68,15 @@ type L1 = Node<Leaf>;
 type L2 = Node<L1>;
 type L3 = Node<L2>;
 
+/// Pages under [`Radix`]'s `low` subtree.
+const LOW_PAGES: u64 = 1 << (2 * BITS);
+
 /// The page index of one file.
 #[derive(Debug, Default)]
 pub struct Radix {
+    /// Pages `[0, LOW_PAGES)`.
+    low: Once<Box<L1>>,
+    /// Pages `[LOW_PAGES, MAX_PAGES)` (its first `L1` is never made).
     root: Once<Box<L3>>,
 }
 
@@ -79,12 +87,18 @@ fn digit(index: u64, level: u32) -> usize {
 impl Radix {
     /// An empty index.
     pub const fn new() -> Radix {
-        Radix { root: Once::new() }
+        Radix {
+            low: Once::new(),
+            root: Once::new(),
+        }
     }
 
     #[inline]
     fn leaf(&self, index: PageIndex) -> Option<&Leaf> {
         let i = index.0;
+        if i < LOW_PAGES {
+            return self.low.get()?.children[digit(i, 1)].get().map(|b| &**b);
+        }
         if i >= MAX_PAGES {
             return None;
         }
@@ -98,9 +112,13 @@ impl Radix {
         if i >= MAX_PAGES {
             return None;
         }
-        let l3 = self.root.call_once(|| Box::new(Node::new()));
-        let l2 = l3.children[digit(i, 3)].call_once(|| Box::new(Node::new()));
-        let l1 = l2.children[digit(i, 2)].call_once(|| Box::new(Node::new()));
+        let l1 = if i < LOW_PAGES {
+            self.low.call_once(|| Box::new(Node::new()))
+        } else {
+            let l3 = self.root.call_once(|| Box::new(Node::new()));
+            let l2 = l3.children[digit(i, 3)].call_once(|| Box::new(Node::new()));
+            l2.children[digit(i, 2)].call_once(|| Box::new(Node::new()))
+        };
         let leaf = l1.children[digit(i, 1)].call_once(|| {
             Box::new(Leaf {
                 slots: core::array::from_fn(|_| AtomicU64::new(0)),
@@ -149,17 +167,21 @@ impl Radix {
     /// index order, skipping subtrees that were never created.
     pub fn scan(&self, start: PageIndex, end: PageIndex, mut f: impl FnMut(PageIndex, u32)) {
         let end = end.0.min(MAX_PAGES);
-        if let Some(l3) = self.root.get() {
-            l3.scan(0, 3, start.0, end, &mut |base, leaf: &Leaf| {
-                let lo = start.0.max(base) - base;
-                let hi = (end - base).min(FANOUT as u64);
-                for j in lo..hi {
-                    let raw = Entry(leaf.slots[j as usize].load(Ordering::Acquire));
-                    if let Some(s) = raw.slot() {
-                        f(PageIndex(base + j), s);
-                    }
+        let mut each_leaf = |base: u64, leaf: &Leaf| {
+            let lo = start.0.max(base) - base;
+            let hi = (end - base).min(FANOUT as u64);
+            for j in lo..hi {
+                let raw = Entry(leaf.slots[j as usize].load(Ordering::Acquire));
+                if let Some(s) = raw.slot() {
+                    f(PageIndex(base + j), s);
                 }
-            });
+            }
+        };
+        if let Some(l1) = self.low.get() {
+            l1.scan(0, 1, start.0, end.min(LOW_PAGES), &mut each_leaf);
+        }
+        if let Some(l3) = self.root.get() {
+            l3.scan(0, 3, start.0.max(LOW_PAGES), end, &mut each_leaf);
         }
     }
 }
@@ -207,6 +229,8 @@ mod tests {
         assert!(r.replace(PageIndex(5), empty, Some(0)));
         assert!(!r.replace(PageIndex(5), empty, Some(1)));
         assert_eq!(r.get(PageIndex(5)), Some(0));
+        assert!(r.replace(PageIndex(LOW_PAGES - 1), Entry::default(), Some(2)));
+        assert!(r.replace(PageIndex(LOW_PAGES), Entry::default(), Some(3)));
         assert!(r.replace(PageIndex(1 << 20), Entry::default(), Some(7)));
         assert!(r.replace(PageIndex(MAX_PAGES - 1), Entry::default(), Some(9)));
         assert!(!r.replace(PageIndex(MAX_PAGES), Entry::default(), Some(9)));
@@ -214,7 +238,29 @@ mod tests {
         r.scan(PageIndex(0), PageIndex(u64::MAX), |i, s| {
             seen.push((i.0, s))
         });
-        assert_eq!(seen, [(5, 0), (1 << 20, 7), (MAX_PAGES - 1, 9)]);
+        assert_eq!(
+            seen,
+            [
+                (5, 0),
+                (LOW_PAGES - 1, 2),
+                (LOW_PAGES, 3),
+                (1 << 20, 7),
+                (MAX_PAGES - 1, 9)
+            ]
+        );
+        assert_eq!(r.get(PageIndex(LOW_PAGES - 1)), Some(2));
+        assert_eq!(r.get(PageIndex(LOW_PAGES)), Some(3));
+        let mut high = Vec::new();
+        r.scan(
+            PageIndex(LOW_PAGES - 1),
+            PageIndex(LOW_PAGES + 1),
+            |i, s| high.push((i.0, s)),
+        );
+        assert_eq!(
+            high,
+            [(LOW_PAGES - 1, 2), (LOW_PAGES, 3)],
+            "across the seam"
+        );
         assert!(r.remove(PageIndex(5), 0));
         assert_eq!(r.get(PageIndex(5)), None);
     }

@@ -336,6 +336,7 @@ pub trait FrameArena: Send + Sync {
 /// The byte range `[offset, offset + len)` of a page frame, if `frame` is
 /// one of `count` frames and the range lies inside it: the one check every
 /// [`FrameArena`] makes.
+#[inline]
 pub fn frame_span(
     count: u32,
     frame: FrameId,

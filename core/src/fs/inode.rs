@@ -340,6 +340,7 @@ impl Inode {
         }
     }
 
+    #[inline]
     pub(crate) fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
     }

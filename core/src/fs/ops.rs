@@ -6,7 +6,7 @@
 use alloc::sync::Arc;
 
 use super::file::File;
-use super::read::Cached;
+use super::read::{Cached, ReadPos};
 use super::{Allocate, Session};
 use crate::dev::BlockDevice;
 use crate::error::{ConfigError, Error, RangeError, Result, SpaceError};
@@ -156,14 +156,33 @@ impl<D: BlockDevice> Session<D> {
     #[inline]
     pub fn read_at(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.mine(f)?;
+        self.read_at_mine(f, buf, offset)
+    }
+    /// [`Session::read_at`] for a file of this session's filesystem (a
+    /// session lent through the file's own handle is one by construction).
+    #[inline]
+    pub(crate) fn read_at_mine(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
+        debug_assert!(self.mine(f).is_ok(), "a file of another filesystem");
         match self.read_cached(&f.inode, &f.readahead, buf, offset) {
             Cached::Done(r) => r,
-            Cached::Rest(at) => self.block_on(async {
-                let held = Held::new();
-                self.read_rest(&f.inode, at, buf, &held).await
-            }),
-            Cached::Locked => self.block_on(self.read_at_async(f, buf, offset)),
+            Cached::Rest(at) => self.read_rest_blocking(f, at, buf),
+            Cached::Locked => self.read_locked(f, buf, offset),
         }
+    }
+    /// [`Session::read_at`] in file-lock mode: the future, out of line.
+    #[inline(never)]
+    fn read_locked(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
+        self.block_on(self.read_at_async(f, buf, offset))
+    }
+    /// The rest of a [`Session::read_at`] that must wait or fill: out of
+    /// line, so the cached path does not carry the future's frame.
+    #[cold]
+    #[inline(never)]
+    fn read_rest_blocking(&self, f: &File<D>, at: ReadPos, buf: &mut [u8]) -> Result<usize> {
+        self.block_on(async {
+            let held = Held::new();
+            self.read_rest(&f.inode, at, buf, &held).await
+        })
     }
     /// Synchronous [`Session::read_exact_at_async`].
     pub fn read_exact_at(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<()> {

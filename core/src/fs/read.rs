@@ -26,12 +26,16 @@ impl Readahead {
     fn on_read(&self, first: u64, end: u64, max: u32) -> u32 {
         let word = self.0.load(Ordering::Relaxed);
         let (next, window) = (word >> 32, word as u32);
-        let sequential = first == next || (next > 0 && first == next - 1);
-        let window = match (sequential, max) {
-            (_, 0) => 0,
-            (true, _) if window == 0 => (max / 8).clamp(4.min(max), max),
-            (true, _) => window.saturating_mul(2).min(max),
-            (false, _) => 0,
+        // Sequential: the read starts at `next` or on the page before it
+        // (`first` is below 2^32, so the subtraction cannot wrap to 0 or 1
+        // from anywhere else).
+        let sequential = next.wrapping_sub(first) < 2;
+        let window = if !sequential || max == 0 {
+            0
+        } else if window == 0 {
+            (max / 8).clamp(4.min(max), max)
+        } else {
+            window.saturating_mul(2).min(max)
         };
         // Page indices are below 2^32 (the largest file).
         self.0.store(
@@ -127,6 +131,43 @@ impl<D: BlockDevice> Session<D> {
     ) -> Cached {
         if self.fs.config.file_lock {
             return Cached::Locked;
+        }
+        let in_page = (off % PAGE_SIZE_U64) as usize;
+        let len = buf.len();
+        // The common read, inside one page and inside the file: one
+        // lookup, no loop; anything else (or a page that is not present
+        // and idle) goes the general way.
+        if len > 0
+            && in_page + len <= PAGE_SIZE
+            && off
+                .checked_add(len as u64)
+                .is_some_and(|end| end <= inode.size())
+        {
+            let index = PageIndex::containing(off);
+            let window = ra.on_read(index.0, index.0 + 1, self.fs.config.readahead_pages);
+            let cache = &self.fs.cache;
+            return match cache.read(
+                self.fs.frames(),
+                &inode.pages,
+                inode.id,
+                index,
+                in_page,
+                buf,
+            ) {
+                Lookup::Hit => {
+                    self.counters.add(Counter::cache_hits, 1);
+                    Cached::Done(Ok(len))
+                }
+                Lookup::Failed(e) => Cached::Done(Err(e.into())),
+                Lookup::Miss | Lookup::Busy(_) => Cached::Rest(ReadPos {
+                    off,
+                    pos: off,
+                    end: off + len as u64,
+                    last: index.0 + 1,
+                    window,
+                    just_filled: u64::MAX,
+                }),
+            };
         }
         let Some(mut at) = self.start_read(inode, ra, buf.len(), off) else {
             return Cached::Done(Ok(0));
@@ -363,5 +404,24 @@ impl<D: BlockDevice> Session<D> {
             _ => crate::sync::yield_now().await,
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::Readahead;
+
+    #[test]
+    fn a_sequential_reader_grows_its_window_and_others_get_none() {
+        let ra = Readahead::default();
+        assert_eq!(ra.on_read(0, 1, 64), 8, "a first read at 0 is sequential");
+        assert_eq!(ra.on_read(1, 2, 64), 16);
+        assert_eq!(ra.on_read(1, 2, 64), 32, "again on the last page read");
+        assert_eq!(ra.on_read(2, 3, 64), 64);
+        assert_eq!(ra.on_read(3, 4, 64), 64, "capped");
+        assert_eq!(ra.on_read(10, 11, 64), 0, "a jump");
+        assert_eq!(ra.on_read(11, 12, 0), 0, "readahead off");
+        assert_eq!(ra.on_read(0, 1, 64), 0, "backwards");
+        assert_eq!(ra.on_read(1, 2, 2), 2, "a small maximum");
     }
 }
