@@ -23,6 +23,11 @@ pub enum Mutant {
     /// waits for it while keeping its own, and two syncs can wait for each
     /// other forever.
     SyncHoldsWriteback = 16,
+    /// The background write-home retires a logged page (stages its home
+    /// record) once its write completes, without FUA or a flush: a crash
+    /// can keep the home record and lose the write, and with it the synced
+    /// bytes (found by the crash tests, not the race harness).
+    HomeBeforeDurable = 32,
     /// A mirror write goes to the legs without marking its regions in the
     /// write-intent bitmap, so a leg that misses it is not copied there
     /// when it returns.

@@ -8,6 +8,8 @@
 //! record maps has had its data written. The journal's group commit makes
 //! it durable (see `persist::journal`): an overwrite inside EOF costs its
 //! data writes and one flush; an append, one flush and one log write.
+//! A small sync puts its pages' bytes in the log instead; they are written
+//! home later, off the sync path (see `home`).
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -103,6 +105,12 @@ impl<D: BlockDevice> Session<D> {
         }
         let n = self.unlogged_pages(inode, inode.log_range(true)).len();
         if !fits(n) {
+            if n <= limit {
+                // The last resort: the share is full, this sync writes the
+                // file's pages home (see `home`).
+                self.counters.add(Counter::home_on_sync, 1);
+                self.fs.data_staged();
+            }
             return Ok(None);
         }
         if n == 0 && !inode.meta_dirty() {
@@ -183,9 +191,13 @@ impl<D: BlockDevice> Session<D> {
                         Some(seq),
                     )
                 });
-                // Under the namespace lock, as `capture` stages its record.
-                let _tree = self.fs.tree.read();
-                j.stage_all(head.into_iter().chain(data.into_iter().map(|r| (r, None))));
+                {
+                    // Under the namespace lock, as `capture` stages its
+                    // record.
+                    let _tree = self.fs.tree.read();
+                    j.stage_all(head.into_iter().chain(data.into_iter().map(|r| (r, None))));
+                }
+                self.fs.data_staged();
                 Ok(true)
             }
             Err(e) => Err(e),
