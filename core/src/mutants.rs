@@ -35,6 +35,12 @@ pub enum Mutant {
     /// A mirror clears bitmap regions without flushing the legs first, so
     /// a crash can leave a region clean that the legs hold differently.
     BitmapClearsBeforeFlush = 128,
+    /// The background write-home writes a page home by FUA without first
+    /// flushing a trim or write of its block that completed unflushed
+    /// (a block freed and trimmed, then given to the file): a crash can
+    /// land the older one over it after its home record retired the
+    /// logged copy (found by the crash tests).
+    HomeOverUnflushed = 256,
 }
 
 static ACTIVE: AtomicU32 = AtomicU32::new(0);

@@ -62,9 +62,22 @@ fn every_mutant_is_found() {
     }
     // Durability bugs, found by the crash harness: the workload passes
     // with none planted and fails with each.
-    let crashes = [(Mutant::HomeBeforeDurable, files::write_home())];
-    for (m, ops) in crashes {
-        for fua in [true, false] {
+    // Each with the devices it shows on: a FUA write over an unflushed
+    // trim needs FUA.
+    let crashes = [
+        (
+            Mutant::HomeBeforeDurable,
+            files::write_home(),
+            &[true, false][..],
+        ),
+        (
+            Mutant::HomeOverUnflushed,
+            files::home_over_trim(),
+            &[true][..],
+        ),
+    ];
+    for (m, ops, devices) in crashes {
+        for &fua in devices {
             let label = format!("{m:?} (fua {fua})");
             mutants::set(m, true);
             let planted = run::run_workload(&ops, fua);

@@ -385,13 +385,13 @@ impl<D: BlockDevice> MetaIo for SessionEnv<'_, D> {
                 .await?;
         }
         if fua && !native {
-            self.session.run(&Command::Flush).await?;
+            self.session.flush().await?;
         }
         Ok(())
     }
 
     async fn flush(&self) -> Result<()> {
-        Ok(self.session.run(&Command::Flush).await?)
+        Ok(self.session.flush().await?)
     }
 }
 
@@ -425,6 +425,9 @@ impl<D: BlockDevice> CommitEnv for SessionEnv<'_, D> {
                     blocks: f.len * bpp,
                 })
                 .await;
+            // Unflushed until the next flush: a FUA write home to these
+            // blocks, once another file has them, must come after one.
+            self.session.fs.volatile.note();
         }
         let mut space = self.session.fs.space.lock();
         for f in frees {

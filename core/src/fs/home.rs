@@ -8,8 +8,9 @@
 //! finish. This module keeps the share below that bound:
 //! [`Session::write_home_step`], once the share passes its low-water mark
 //! ([`Journal::home_due`]), claims up to [`HOME_BATCH`] logged pages,
-//! writes them to their blocks durably (FUA writes; on a device without
-//! FUA, writes and then a flush) and only then, each page still claimed,
+//! writes them to their blocks durably (FUA writes, after a flush if a
+//! write or trim may still be unflushed, see `volatile`; on a device
+//! without FUA, writes and then a flush) and only then, each page still claimed,
 //! stages its home record and lets it go. The home records ride on the
 //! next commit's log write, so a sync still costs one log write.
 //!
@@ -106,6 +107,16 @@ impl<D: BlockDevice> Session<D> {
         #[cfg(not(feature = "mutants"))]
         let planted = false;
         let fua = self.fs.geometry.fua && !planted;
+        if fua && !runs.is_empty() {
+            if let Err(e) = self.flush_before_fua().await {
+                for run in &runs {
+                    for f in &run.frames {
+                        self.end(inode, cache, f.0, false);
+                    }
+                }
+                return Err(e.into());
+            }
+        }
         let bpp = self.fs.geometry.blocks_per_page();
         let mut inflight: Vec<core::result::Result<Tag, DevError>> = Vec::with_capacity(runs.len());
         for run in &runs {
@@ -128,6 +139,7 @@ impl<D: BlockDevice> Session<D> {
                 // claimed no longer than its own write.
                 written += self.retire(inode, run, r, &mut first_err);
             } else {
+                self.fs.volatile.note();
                 unflushed.push((run, r));
             }
         }
@@ -135,7 +147,7 @@ impl<D: BlockDevice> Session<D> {
             let flushed = if planted || unflushed.iter().all(|(_, r)| r.is_err()) {
                 Ok(())
             } else {
-                self.run(&Command::Flush).await
+                self.flush().await
             };
             for (run, r) in unflushed {
                 let r = r.and(flushed);
@@ -146,6 +158,25 @@ impl<D: BlockDevice> Session<D> {
             Some(e) => Err(e.into()),
             None => Ok(written),
         }
+    }
+
+    /// With its pages claimed, before their FUA writes: flushes if a write
+    /// or trim completed unflushed since the last flush. One may be of a
+    /// block about to be written (freed, trimmed, and given to this file
+    /// since; or the page's own writeback before it was logged again), and
+    /// nothing orders it against a FUA write: after a power cut it could
+    /// be what the block holds, under a home record that retired the
+    /// logged copy (see `volatile`). Any such write completed before the
+    /// claim, so a flush now covers it.
+    async fn flush_before_fua(&self) -> core::result::Result<(), DevError> {
+        #[cfg(feature = "mutants")]
+        if crate::mutants::active(crate::mutants::Mutant::HomeOverUnflushed) {
+            return Ok(());
+        }
+        if self.fs.volatile.pending() {
+            self.flush().await?;
+        }
+        Ok(())
     }
 
     /// Ends the claim of a run written home: on success its pages' home

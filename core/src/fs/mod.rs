@@ -49,6 +49,7 @@ mod shared;
 mod size;
 mod statfs;
 mod sync_data;
+mod volatile;
 mod write;
 mod xattr;
 

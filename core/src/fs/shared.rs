@@ -52,6 +52,9 @@ pub(crate) struct Shared<D: BlockDevice> {
     /// flushes before its log write only if some were (a commit whose
     /// data is all in its log write needs no flush on a device with FUA).
     pub(crate) unflushed: AtomicU64,
+    /// Writes and trims a flush has not yet covered, for writes durable by
+    /// FUA alone (see `volatile`).
+    pub(crate) volatile: super::volatile::Volatile,
     /// Wakes the write-home thread (see `home_thread`).
     #[cfg(feature = "std")]
     pub(crate) home_signal: Arc<super::home_thread::Signal>,

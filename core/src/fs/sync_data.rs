@@ -170,6 +170,7 @@ impl<D: BlockDevice> Session<D> {
                 Ok(tag) => self.wait(tag).await,
                 Err(e) => Err(e),
             };
+            self.fs.volatile.note();
             if let Err(e) = result {
                 first_err.get_or_insert(e);
             }

@@ -631,6 +631,33 @@ pub fn write_home() -> Vec<Op> {
     ops
 }
 
+/// A logged page written home by FUA to a block whose trim the device
+/// may still hold in its volatile cache (seed 87 of the generated
+/// workloads, reduced): a file's blocks are freed and trimmed after the
+/// commit that drops them, with no flush after; another file gets them,
+/// logs its pages with a small sync, and a write-home step writes them
+/// home; the commit of a third file's sync retires their data. A crash
+/// that lets the unflushed trims land after the FUA writes loses the
+/// synced pages, unless the step flushes before writing.
+pub fn home_over_trim() -> Vec<Op> {
+    vec![
+        Op::Create(0),
+        Op::Write(0, 0, 4 * 4096),
+        Op::SyncAll(0),
+        Op::Create(1),
+        Op::Create(2),
+        Op::SyncAll(2),
+        Op::SetLen(0, 0),
+        // Its commit releases the blocks: trims, not flushed.
+        Op::SyncAll(0),
+        Op::Write(1, 0, 4 * 4096),
+        Op::SyncAll(1),
+        Op::WriteHome,
+        Op::Write(2, 0, 100),
+        Op::SyncData(2),
+    ]
+}
+
 /// Generated workloads per run: `POLLFS_CRASH_WORKLOADS`, or 200 with the
 /// `soak` feature, or 12.
 pub fn workloads() -> u64 {
