@@ -376,13 +376,21 @@ impl<D: BlockDevice> MetaIo for SessionEnv<'_, D> {
                 let off = (done + i) * PAGE_SIZE;
                 arena.write(*f, 0, &bytes[off..off + PAGE_SIZE])?;
             }
-            self.session
+            let written = self
+                .session
                 .run(&Command::Write {
                     lba: self.lba(at),
                     frames: &frames,
                     fua: native,
                 })
-                .await?;
+                .await;
+            if !native {
+                // Unflushed until a flush: checkpoint frames go to free
+                // blocks, which a file may get if the checkpoint fails
+                // before its flush (see `volatile`).
+                self.session.fs.volatile.note();
+            }
+            written?;
         }
         if fua && !native {
             self.session.flush().await?;

@@ -14,7 +14,10 @@
 //! in the common case (syncs whose data is all in the log, home writes by
 //! FUA) nothing is pending.
 //!
-//! Trims of `size::free_blocks` go unnoted: they happen only without a log,
+//! Noted where they complete: writeback and direct writes, trims of blocks
+//! the journal releases, metadata writes without FUA (checkpoint frames),
+//! and the step's own writes on a device without FUA. Trims of
+//! `size::free_blocks` go unnoted: they happen only without a log,
 //! where nothing is logged and nothing is written home.
 
 use core::sync::atomic::{AtomicU64, Ordering};
