@@ -23,6 +23,11 @@ pub enum Mutant {
     /// waits for it while keeping its own, and two syncs can wait for each
     /// other forever.
     SyncHoldsWriteback = 16,
+    /// The background write-home retires a logged page (stages its home
+    /// record) once its write completes, without FUA or a flush: a crash
+    /// can keep the home record and lose the write, and with it the synced
+    /// bytes (found by the crash tests, not the race harness).
+    HomeBeforeDurable = 32,
     /// A mirror write goes to the legs without marking its regions in the
     /// write-intent bitmap, so a leg that misses it is not copied there
     /// when it returns.
@@ -30,6 +35,12 @@ pub enum Mutant {
     /// A mirror clears bitmap regions without flushing the legs first, so
     /// a crash can leave a region clean that the legs hold differently.
     BitmapClearsBeforeFlush = 128,
+    /// The background write-home writes a page home by FUA without first
+    /// flushing a trim or write of its block that completed unflushed
+    /// (a block freed and trimmed, then given to the file): a crash can
+    /// land the older one over it after its home record retired the
+    /// logged copy (found by the crash tests).
+    HomeOverUnflushed = 256,
 }
 
 static ACTIVE: AtomicU32 = AtomicU32::new(0);

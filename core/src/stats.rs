@@ -91,6 +91,13 @@ counters! {
     checkpoints,
     /// Pages read or written by direct I/O (past the cache).
     direct_pages,
+    /// Logged pages written home off the sync path (the background
+    /// write-home, `Session::write_home_step`).
+    homed_pages,
+    /// Small syncs that found the log's share for data full and wrote
+    /// their file's pages home themselves: the background write-home did
+    /// not keep up.
+    home_on_sync,
 }
 
 impl Counters {

@@ -5,141 +5,55 @@
 //! second recovery, and a filesystem that keeps working.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use pollfs_core::dev::ram::RamDevice;
-use pollfs_core::Fs;
-use std::collections::BTreeMap;
-
 use pollfs_host_tests::crash::files::{
-    check_state, generated, read_state, run_ops, until_full, workloads, Op, Oracle, CACHE,
+    generated, home_over_trim, until_full, workloads, write_home, Op,
 };
-use pollfs_host_tests::crash::{crash_images, device_from, Event, RecordingDevice};
-use pollfs_host_tests::rng::Rng;
-use pollfs_host_tests::setup::config;
-
-const DEV_BYTES: u64 = 8 << 20;
-const FRAMES: u32 = 96;
-
-struct Run {
-    events: Vec<Event>,
-    base: Vec<u8>,
-    oracle: Oracle,
-}
-
-/// Runs `ops` on a device with FUA, or without (`fua` false: every
-/// durable write is followed by a flush).
-fn run_workload(ops: &[Op], fua: bool) -> Run {
-    let ram = RamDevice::new(DEV_BYTES, 4096, FRAMES).unwrap();
-    let mut base = vec![0u8; DEV_BYTES as usize];
-    // Format outside the recording: crashes during mkfs are not the point.
-    drop(Fs::format(ram.clone(), config(CACHE), 0xC0FFEE).unwrap());
-    ram.read_raw(0, &mut base);
-    let dev = if fua {
-        RecordingDevice::new(ram)
-    } else {
-        RecordingDevice::without_fua(ram)
-    };
-    let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
-    let oracle = run_ops(&fs, &|| dev.len(), ops);
-    Run {
-        events: dev.events(),
-        base,
-        oracle,
-    }
-}
-
-/// Checks every crash state of a run; returns how many were checked.
-fn check_run(run: &Run, seed: u64, label: &str) -> usize {
-    let mut rng = Rng::new(seed ^ 0xC4A5);
-    let mut checked = 0;
-    let boundaries: Vec<usize> = (0..=run.events.len())
-        .filter(|&i| {
-            i == 0
-                || i == run.events.len()
-                || matches!(run.events[i - 1], Event::Write { .. } | Event::Flush)
-        })
-        .collect();
-    // Crash images with logged data whose own recovery is crashed too.
-    let mut recoveries = 0;
-    for at in boundaries {
-        for (desc, image) in crash_images(&run.base, &run.events, at, &mut rng) {
-            let ctx = format!("{label}: {desc}");
-            // A state with event `at` torn has that event's operation under
-            // way: it touched its files.
-            let in_flight = desc.contains("during");
-            let dev = device_from(&image, FRAMES);
-            if recoveries < RECOVERY_CRASHES && data_pages(&dev) > 0 {
-                recoveries += 1;
-                let state = read_state(&dev, &ctx);
-                checked += recovery_survives_crashes(&image, &state, &mut rng, &ctx);
-            }
-            check_state(
-                &run.oracle,
-                at,
-                in_flight,
-                &dev,
-                &|| device_from(&image, FRAMES),
-                &ctx,
-            );
-            checked += 1;
-        }
-    }
-    checked
-}
-
-/// Crash images per run whose recovery is crashed at every point.
-const RECOVERY_CRASHES: usize = 3;
-
-/// Pages of logged data fsck finds on `dev`.
-fn data_pages(dev: &RamDevice) -> usize {
-    pollfs_core::persist::check(
-        dev,
-        pollfs_core::hosted::monotonic_clock,
-        std::thread::yield_now,
-    )
-    .map_or(0, |r| r.data_pages)
-}
-
-/// Mount writes logged data to its blocks and retires it with a log write
-/// of Home records: a crash at any point of that, and a mount of what it
-/// left, must give the same files (replaying logged data is idempotent, and never writes
-/// it over what came after). Returns the states checked.
-fn recovery_survives_crashes(
-    image: &[u8],
-    expect: &BTreeMap<String, Vec<u8>>,
-    rng: &mut Rng,
-    ctx: &str,
-) -> usize {
-    let dev = RecordingDevice::new(device_from(image, FRAMES));
-    drop(Fs::mount(dev.clone(), config(CACHE)).unwrap());
-    let events = dev.events();
-    assert!(
-        events.iter().any(|e| matches!(e, Event::Write { .. })),
-        "{ctx}: recovery of logged data wrote nothing"
-    );
-    let mut checked = 0;
-    for at in 0..=events.len() {
-        for (desc, img) in crash_images(image, &events, at, rng) {
-            let again = read_state(&device_from(&img, FRAMES), ctx);
-            assert_eq!(
-                &again, expect,
-                "{ctx}: a crash during recovery ({desc}) changed the files"
-            );
-            checked += 1;
-        }
-    }
-    checked
-}
+use pollfs_host_tests::crash::run::{check_run, run_workload};
 
 #[test]
 fn generated_workloads_survive_every_crash_point() {
     let mut total = 0;
+    let mut homed = 0;
     for seed in 0..workloads() {
         // One seed in three on a device without FUA.
         let run = run_workload(&generated(seed, 40), seed % 3 != 2);
+        homed += run.oracle.homed;
         total += check_run(&run, seed, &format!("seed {seed}"));
     }
-    println!("crash states checked: {total}");
+    println!("crash states checked: {total}; pages written home off the sync path: {homed}");
     assert!(total > 500, "only {total} crash states");
+    assert!(homed > 0, "no write-home step found logged pages due");
+}
+
+#[test]
+fn a_crash_during_a_background_write_home_loses_no_synced_byte() {
+    let mut total = 0;
+    for fua in [true, false] {
+        let run = run_workload(&write_home(), fua);
+        // Every step past the low-water mark wrote pages home.
+        assert!(
+            run.oracle.homed >= 16,
+            "fua {fua}: {} pages written home",
+            run.oracle.homed
+        );
+        total += check_run(&run, 21, &format!("write-home (fua {fua})"));
+    }
+    println!("crash states checked: {total}");
+}
+
+/// Seed 87 of 200 generated workloads, reduced: a write-home to blocks
+/// whose trim is not yet flushed (see `files::home_over_trim`).
+#[test]
+fn a_write_home_over_an_unflushed_trim_loses_no_synced_byte() {
+    for fua in [true, false] {
+        let run = run_workload(&home_over_trim(), fua);
+        assert!(
+            run.oracle.homed >= 4,
+            "fua {fua}: {} pages written home",
+            run.oracle.homed
+        );
+        check_run(&run, 87, &format!("home over trim (fua {fua})"));
+    }
 }
 
 #[test]

@@ -17,10 +17,9 @@ use pollfs_core::units::PAGE_SIZE;
 use pollfs_core::volume::mirror::{HEADER_PAGES, WINDOW_FRAMES};
 use pollfs_core::volume::{Mirror, OpenOptions, VolumeError};
 use pollfs_core::Fs;
-use pollfs_host_tests::crash::files::{check_state, generated, run_ops, Op, Oracle, CACHE};
+use pollfs_host_tests::crash::files::{check_state, crash_config, generated, run_ops, Op, Oracle};
 use pollfs_host_tests::crash::{crash_images, Event, RecordingDevice};
 use pollfs_host_tests::rng::Rng;
-use pollfs_host_tests::setup::config;
 
 const DATA_BYTES: u64 = 8 << 20;
 const LEG_BYTES: u64 = DATA_BYTES + HEADER_PAGES * PAGE_SIZE as u64;
@@ -69,7 +68,7 @@ fn run_workload(ops: &[Op]) -> Run {
         idle,
     )
     .unwrap();
-    drop(Fs::format(m.clone(), config(CACHE), 0xC0FFEE).unwrap());
+    drop(Fs::format(m.clone(), crash_config(), 0xC0FFEE).unwrap());
     m.close(monotonic_clock, idle).unwrap();
     let base = [image(&rams[0]), image(&rams[1])];
     let order: Arc<Mutex<Vec<usize>>> = Arc::default();
@@ -79,7 +78,7 @@ fn run_workload(ops: &[Op]) -> Run {
         .map(|(i, r)| RecordingDevice::in_order(r.clone(), order.clone(), i))
         .collect();
     let m = Mirror::open(legs.clone(), OpenOptions::default(), monotonic_clock, idle).unwrap();
-    let fs = Fs::mount(m, config(CACHE)).unwrap();
+    let fs = Fs::mount(m, crash_config()).unwrap();
     let oracle = run_ops(&fs, &|| order.lock().unwrap().len(), ops);
     drop(fs);
     let order = order.lock().unwrap().clone();

@@ -25,15 +25,14 @@ use std::collections::BTreeMap;
 
 use pollfs_core::error::XattrError;
 use pollfs_core::{Error, Fs, Kind, NewInode, RenameFlags, XattrMode, ROOT_INO};
+use pollfs_host_tests::crash::files::crash_config;
 use pollfs_host_tests::crash::{crash_images, device_from, Event, RecordingDevice};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::rng::Rng;
-use pollfs_host_tests::setup::config;
 use pollfs_host_tests::tree::{MErr, Snapshot, TreeModel, ROOT};
 
 const DEV_BYTES: u64 = 8 << 20;
 const FRAMES: u32 = 96;
-const CACHE: u32 = 48;
 const NAMES: [&str; 4] = ["a", "b", "c", "dd"];
 /// Attribute names: the engine keeps an ACL's bytes as it keeps any.
 const XNAMES: [&str; 3] = ["user.a", "trusted.b", "system.posix_acl_access"];
@@ -97,11 +96,11 @@ fn pick(list: &[u64], i: usize) -> Option<u64> {
 
 fn run_workload(ops: &[Op]) -> Run {
     let ram = pollfs_core::dev::ram::RamDevice::new(DEV_BYTES, 4096, FRAMES).unwrap();
-    drop(Fs::format(ram.clone(), config(CACHE), 0x7EE).unwrap());
+    drop(Fs::format(ram.clone(), crash_config(), 0x7EE).unwrap());
     let mut base = vec![0u8; DEV_BYTES as usize];
     ram.read_raw(0, &mut base);
     let dev = RecordingDevice::new(ram);
-    let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
+    let fs = Fs::mount(dev.clone(), crash_config()).unwrap();
     let who = NewInode::new(0o644, 0, 0);
     let mut m = TreeModel::default();
     let mut ino: BTreeMap<u64, u64> = BTreeMap::from([(ROOT, ROOT_INO)]);
@@ -364,7 +363,7 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
                 "{ctx}: fsck {:?}",
                 report.problems
             );
-            let fs = Fs::mount(dev.clone(), config(CACHE))
+            let fs = Fs::mount(dev.clone(), crash_config())
                 .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
             fs.check_invariants()
                 .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));

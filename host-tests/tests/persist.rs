@@ -508,3 +508,41 @@ fn allocated_blocks_and_sizes_survive_a_remount() {
     .unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+/// The write-home thread of a hosted mount (`Config::home_writer`, on in
+/// `hosted::config`): small syncs past the log's low-water mark for data
+/// wake it, it writes logged pages home, and the mount's last handle
+/// stops it (the drop returns). What was synced survives a remount.
+#[test]
+fn the_write_home_thread_writes_logged_pages_home() {
+    let dev = device();
+    let fs = Fs::format(dev.clone(), config(64), 11).unwrap();
+    let f = fs.create("f").unwrap();
+    f.write_all_at(&pattern(1, 0, 100 * 4096), 0).unwrap();
+    f.sync_all().unwrap();
+    let mut want = vec![0u8; 100 * 4096];
+    f.read_exact_at(&mut want, 0).unwrap();
+    // 32 MiB: a log of 256 blocks, a share of 64 pages, due from 16.
+    for i in 0..100u64 {
+        let off = (i * 37 % 100) * 4096 + i;
+        let bytes = pattern(i + 2, off, 200);
+        f.write_all_at(&bytes, off).unwrap();
+        want[off as usize..off as usize + 200].copy_from_slice(&bytes);
+        f.sync_data().unwrap();
+    }
+    // The thread was woken when pages came due; it runs on its own time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while fs.stats().homed_pages == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write-home thread wrote nothing in 20 s"
+        );
+        std::thread::yield_now();
+    }
+    drop(f);
+    drop(fs);
+    let fs = mount(&dev);
+    let mut got = vec![0u8; want.len()];
+    fs.open("f").unwrap().read_exact_at(&mut got, 0).unwrap();
+    assert!(got == want, "contents after a remount");
+}

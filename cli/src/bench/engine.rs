@@ -30,6 +30,10 @@ pub enum Engine {
     /// pollfs writing every synced page to its block before the commit
     /// (no data in the log): how syncs were made before.
     PollfsInPlaceSync,
+    /// pollfs with no write-home thread: a small sync that finds the log's
+    /// share for data full writes the logged pages home itself, as syncs
+    /// did before logged pages were written home off the sync path.
+    PollfsSyncHome,
     /// The kernel: pread/pwrite/fsync on files in a directory.
     Kernel,
     /// Copies out of memory: what any cached read must at least do.
@@ -45,6 +49,7 @@ impl Engine {
             Engine::PollfsLocked => "pollfs-locked",
             Engine::PollfsNoReadahead => "pollfs-no-readahead",
             Engine::PollfsInPlaceSync => "pollfs-in-place-sync",
+            Engine::PollfsSyncHome => "pollfs-sync-home",
             Engine::Kernel => "kernel",
             Engine::Memcpy => "memcpy",
         }
@@ -120,6 +125,7 @@ pub fn pollfs<D: BlockDevice>(
         } else {
             hosted.log_data_pages
         },
+        home_writer: engine != Engine::PollfsSyncHome && hosted.home_writer,
         ..hosted
     };
     let max_transfer = dev.geometry().max_transfer;
@@ -169,6 +175,8 @@ pub fn pollfs<D: BlockDevice>(
         readahead_pages: d.readahead_pages,
         max_transfer,
         log_writes: d.log_writes,
+        homed_pages: d.homed_pages,
+        home_on_sync: d.home_on_sync,
     };
     recs.iter()
         .map(|r| Sample::new(engine.name(), r, Some(counters.clone())))

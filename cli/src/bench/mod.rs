@@ -53,8 +53,9 @@ pub struct Fixed {
     job_file: Option<PathBuf>,
     /// A named preset instead of a job file: default, reads, writes,
     /// quick, syncs (small syncs with their data in the log against
-    /// pollfs-in-place-sync), seed-xfs-reads, seed-btrfs-readahead,
-    /// seed-btrfs-fsync, or seeds (the three seed presets).
+    /// pollfs-sync-home and pollfs-in-place-sync), seed-xfs-reads,
+    /// seed-btrfs-readahead, seed-btrfs-fsync, or seeds (the three seed
+    /// presets).
     #[arg(long)]
     preset: Option<String>,
     /// Device: `emu` (NVMe controller emulated in memory, driven by the real

@@ -181,8 +181,9 @@ offset=16m
 
 /// The fsync workloads of the peer table (`just vm-peers`): 4 KiB, an
 /// overwrite inside EOF with fdatasync, an append with fdatasync, an
-/// append with fsync; pollfs against itself with every synced page
-/// written to its block first.
+/// append with fsync; pollfs against itself with logged pages written
+/// home on the sync path (no write-home thread), and with every synced
+/// page written to its block first.
 const SYNCS: &str = "\
 ; Small syncs: the data in the log write, against the data in place first.
 [global]
@@ -223,7 +224,7 @@ pub const PRESETS: &[Preset] = &[
         name: "syncs",
         text: SYNCS,
         compare: false,
-        extra: &[Engine::PollfsInPlaceSync],
+        extra: &[Engine::PollfsSyncHome, Engine::PollfsInPlaceSync],
         seed: None,
     },
     Preset {

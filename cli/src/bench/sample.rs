@@ -258,6 +258,11 @@ pub struct Counters {
     pub max_transfer: u32,
     /// Metadata log writes.
     pub log_writes: u64,
+    /// Logged pages written home off the sync path.
+    pub homed_pages: u64,
+    /// Small syncs that wrote logged pages home themselves (the log's
+    /// share for data was full).
+    pub home_on_sync: u64,
 }
 
 impl Sample {

@@ -90,6 +90,15 @@ pub enum Claim {
     Busy(u32),
 }
 
+/// Which dirty pages a writeback claim takes, by whether a data record
+/// holds their bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Logged {
+    Either,
+    Yes,
+    No,
+}
+
 /// The page cache shared by every file of one mounted filesystem.
 #[derive(Debug)]
 pub struct PageCache {
@@ -462,7 +471,7 @@ impl PageCache {
     /// `Busy` if the page is dirty but locked or still under an earlier
     /// writeback; `Miss` if it is not cached or not dirty.
     pub fn begin_writeback(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {
-        self.claim_dirty(map, ino, index, false)
+        self.claim_dirty(map, ino, index, Logged::Either)
     }
 
     /// Claims a dirty page whose bytes no data record holds yet, for a
@@ -470,7 +479,16 @@ impl PageCache {
     /// `Miss` also for a logged page). End with
     /// [`end_logged`](Self::end_logged).
     pub fn begin_log(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {
-        self.claim_dirty(map, ino, index, true)
+        self.claim_dirty(map, ino, index, Logged::No)
+    }
+
+    /// Claims a dirty page whose bytes a data record holds (logged), to
+    /// write it home off the sync path (as
+    /// [`begin_writeback`](Self::begin_writeback); `Miss` also for a page
+    /// that is not logged, `Busy` for one locked or under writeback). End
+    /// with [`end_writeback`](Self::end_writeback).
+    pub fn begin_home(&self, map: &Radix, ino: InodeId, index: PageIndex) -> Claim {
+        self.claim_dirty(map, ino, index, Logged::Yes)
     }
 
     /// Ends a claim of [`begin_log`](Self::begin_log) once the page's
@@ -505,7 +523,7 @@ impl PageCache {
             .is_some_and(|slot| slot.state.load(Ordering::Acquire) & INLOG != 0)
     }
 
-    fn claim_dirty(&self, map: &Radix, ino: InodeId, index: PageIndex, unlogged: bool) -> Claim {
+    fn claim_dirty(&self, map: &Radix, ino: InodeId, index: PageIndex, want: Logged) -> Claim {
         let Some((s, _, seen)) = self.find(map, ino, index) else {
             return Claim::Miss;
         };
@@ -514,7 +532,8 @@ impl PageCache {
             busy = false;
             if version(st) != version(seen)
                 || st & (DIRTY | UPTODATE) != DIRTY | UPTODATE
-                || (unlogged && st & LOGGED != 0)
+                || (want == Logged::No && st & LOGGED != 0)
+                || (want == Logged::Yes && st & LOGGED == 0)
             {
                 return None;
             }
@@ -774,10 +793,19 @@ mod tests {
         assert!(cache.end_logged(s));
         assert!(cache.logged(s) && cache.in_log(s));
         assert_eq!(cache.begin_log(&map, INO, PageIndex(0)), Claim::Miss);
-        // A new write makes it unlogged (its bytes changed), still in the log.
+        // Written home off the sync path: claimed while logged...
+        assert_eq!(
+            cache.begin_home(&map, INO, PageIndex(0)),
+            Claim::Done(s, true)
+        );
+        assert_eq!(cache.begin_home(&map, INO, PageIndex(0)), Claim::Miss);
+        assert!(cache.end_writeback(s, false), "a failed write: dirty again");
+        // ...and not once a new write makes it unlogged (its bytes
+        // changed), still in the log.
         cache.pin(&map, INO, PageIndex(0));
         assert!(!cache.unpin(s, true));
         assert!(!cache.logged(s) && cache.in_log(s));
+        assert_eq!(cache.begin_home(&map, INO, PageIndex(0)), Claim::Miss);
         assert_eq!(
             cache.begin_writeback(&map, INO, PageIndex(0)),
             Claim::Done(s, true)

@@ -8,6 +8,8 @@
 //! record maps has had its data written. The journal's group commit makes
 //! it durable (see `persist::journal`): an overwrite inside EOF costs its
 //! data writes and one flush; an append, one flush and one log write.
+//! A small sync puts its pages' bytes in the log instead; they are written
+//! home later, off the sync path (see `home`).
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -103,6 +105,12 @@ impl<D: BlockDevice> Session<D> {
         }
         let n = self.unlogged_pages(inode, inode.log_range(true)).len();
         if !fits(n) {
+            if n <= limit {
+                // The last resort: the share is full, this sync writes the
+                // file's pages home (see `home`).
+                self.counters.add(Counter::home_on_sync, 1);
+                self.fs.data_staged();
+            }
             return Ok(None);
         }
         if n == 0 && !inode.meta_dirty() {
@@ -183,9 +191,13 @@ impl<D: BlockDevice> Session<D> {
                         Some(seq),
                     )
                 });
-                // Under the namespace lock, as `capture` stages its record.
-                let _tree = self.fs.tree.read();
-                j.stage_all(head.into_iter().chain(data.into_iter().map(|r| (r, None))));
+                {
+                    // Under the namespace lock, as `capture` stages its
+                    // record.
+                    let _tree = self.fs.tree.read();
+                    j.stage_all(head.into_iter().chain(data.into_iter().map(|r| (r, None))));
+                }
+                self.fs.data_staged();
                 Ok(true)
             }
             Err(e) => Err(e),
@@ -364,22 +376,30 @@ impl<D: BlockDevice> MetaIo for SessionEnv<'_, D> {
                 let off = (done + i) * PAGE_SIZE;
                 arena.write(*f, 0, &bytes[off..off + PAGE_SIZE])?;
             }
-            self.session
+            let written = self
+                .session
                 .run(&Command::Write {
                     lba: self.lba(at),
                     frames: &frames,
                     fua: native,
                 })
-                .await?;
+                .await;
+            if !native {
+                // Unflushed until a flush: checkpoint frames go to free
+                // blocks, which a file may get if the checkpoint fails
+                // before its flush (see `volatile`).
+                self.session.fs.volatile.note();
+            }
+            written?;
         }
         if fua && !native {
-            self.session.run(&Command::Flush).await?;
+            self.session.flush().await?;
         }
         Ok(())
     }
 
     async fn flush(&self) -> Result<()> {
-        Ok(self.session.run(&Command::Flush).await?)
+        Ok(self.session.flush().await?)
     }
 }
 
@@ -413,6 +433,9 @@ impl<D: BlockDevice> CommitEnv for SessionEnv<'_, D> {
                     blocks: f.len * bpp,
                 })
                 .await;
+            // Unflushed until the next flush: a FUA write home to these
+            // blocks, once another file has them, must come after one.
+            self.session.fs.volatile.note();
         }
         let mut space = self.session.fs.space.lock();
         for f in frees {

@@ -39,6 +39,14 @@ pub struct Config {
     /// writing them to their blocks first; the blocks are written later,
     /// off the sync path. 0 turns it off.
     pub log_data_pages: u32,
+    /// Write logged pages home on a thread of the filesystem's own
+    /// (hosted builds with a log; `hosted::config` turns it on), keeping
+    /// the log's share for data below its limit so that no sync waits for
+    /// a batch of home writes. Off, whoever wants that drives
+    /// [`Session::write_home_step`](super::Session::write_home_step) (from
+    /// an idle loop, say); a sync that finds the share full writes home
+    /// itself either way.
+    pub home_writer: bool,
 }
 
 fn no_clock() -> Nanos {
@@ -66,6 +74,7 @@ impl Default for Config {
             wall_clock: no_wall_clock,
             root_owner: (0, 0),
             log_data_pages: 4,
+            home_writer: false,
         }
     }
 }

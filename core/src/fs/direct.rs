@@ -144,6 +144,7 @@ impl<D: BlockDevice> Session<D> {
         if write {
             // Even a failed write may have reached some blocks.
             self.fs.unflushed.fetch_add(1, Ordering::AcqRel);
+            self.fs.volatile.note();
         }
         match first_err {
             Some(e) => Err(e.into()),

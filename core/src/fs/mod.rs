@@ -19,8 +19,10 @@
 //!   `ops`, `file_io`: handles and their operations; `session`: the context
 //!   operations run in; `lender`: the sessions `File`'s own methods borrow,
 //!   owned by the mount's handles; `read`,
-//!   `write`, `size`, `allocate`, `sync_data`, `commit`: the I/O paths; `check`: the
-//!   invariant checker.
+//!   `write`, `size`, `allocate`, `sync_data`, `commit`: the I/O paths;
+//!   `home`: writing logged pages home off the sync path, a step any
+//!   session can drive, and `home_thread`: the hosted mount's thread that
+//!   drives it; `check`: the invariant checker.
 
 mod allocate;
 mod check;
@@ -32,6 +34,9 @@ mod direct;
 mod file;
 #[cfg(feature = "std")]
 mod file_io;
+mod home;
+#[cfg(feature = "std")]
+mod home_thread;
 pub(crate) mod inode;
 #[cfg(feature = "std")]
 mod lender;
@@ -44,6 +49,7 @@ mod shared;
 mod size;
 mod statfs;
 mod sync_data;
+mod volatile;
 mod write;
 mod xattr;
 
@@ -99,15 +105,21 @@ struct Handles<D: BlockDevice> {
     /// The sessions `File`'s own methods borrow (hosted builds).
     #[cfg(feature = "std")]
     lender: lender::Lender<D>,
+    /// The thread writing logged pages home (hosted builds, if
+    /// [`Config::home_writer`]); stopped when the last handle goes.
+    #[cfg(feature = "std")]
+    _home: Option<home_thread::HomeWriter>,
     #[cfg(not(feature = "std"))]
     _device: core::marker::PhantomData<D>,
 }
 
 impl<D: BlockDevice> Handles<D> {
-    fn new() -> Handles<D> {
+    fn new(_shared: &Arc<Shared<D>>) -> Handles<D> {
         Handles {
             #[cfg(feature = "std")]
             lender: lender::Lender::new(),
+            #[cfg(feature = "std")]
+            _home: home_thread::HomeWriter::start(_shared),
             #[cfg(not(feature = "std"))]
             _device: core::marker::PhantomData,
         }

@@ -100,9 +100,12 @@ impl<D: BlockDevice> Fs<D> {
             meta_frames,
             meta_bytes: AtomicU64::new(0),
             unflushed: AtomicU64::new(0),
+            volatile: super::volatile::Volatile::default(),
+            #[cfg(feature = "std")]
+            home_signal: Arc::default(),
         });
         Ok(Fs {
-            handles: Arc::new(Handles::new()),
+            handles: Arc::new(Handles::new(&shared)),
             shared,
         })
     }

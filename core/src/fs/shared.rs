@@ -52,6 +52,12 @@ pub(crate) struct Shared<D: BlockDevice> {
     /// flushes before its log write only if some were (a commit whose
     /// data is all in its log write needs no flush on a device with FUA).
     pub(crate) unflushed: AtomicU64,
+    /// Writes and trims a flush has not yet covered, for writes durable by
+    /// FUA alone (see `volatile`).
+    pub(crate) volatile: super::volatile::Volatile,
+    /// Wakes the write-home thread (see `home_thread`).
+    #[cfg(feature = "std")]
+    pub(crate) home_signal: Arc<super::home_thread::Signal>,
 }
 
 impl<D: BlockDevice> core::fmt::Debug for Shared<D> {
@@ -154,6 +160,16 @@ impl<D: BlockDevice> Shared<D> {
         if let Some(i) = all.0.iter().position(|c| Arc::ptr_eq(c, counters)) {
             all.0.swap_remove(i);
             counters.add_to(&mut all.1);
+        }
+    }
+
+    /// Called after a sync staged data records: wakes the write-home
+    /// thread if it sleeps and logged pages are due (see `home_thread` for
+    /// why no wake-up is lost). Without a thread, nothing.
+    pub(crate) fn data_staged(&self) {
+        #[cfg(feature = "std")]
+        if self.home_signal.asleep() && self.journal.home_due() {
+            self.home_signal.kick();
         }
     }
 

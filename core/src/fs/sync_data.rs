@@ -16,9 +16,9 @@ use crate::persist::record::Record;
 use crate::units::{FrameId, Lba, PageIndex};
 
 /// A run of pages claimed for writeback.
-struct Run {
-    block: u64,
-    frames: Vec<FrameId>,
+pub(super) struct Run {
+    pub(super) block: u64,
+    pub(super) frames: Vec<FrameId>,
 }
 
 impl<D: BlockDevice> Session<D> {
@@ -170,6 +170,7 @@ impl<D: BlockDevice> Session<D> {
                 Ok(tag) => self.wait(tag).await,
                 Err(e) => Err(e),
             };
+            self.fs.volatile.note();
             if let Err(e) = result {
                 first_err.get_or_insert(e);
             }
@@ -199,7 +200,7 @@ impl<D: BlockDevice> Session<D> {
     /// block, still under writeback) that a data record holds: staged
     /// while the page is claimed, so it lands in the log after that data
     /// record and before any later one.
-    fn log_home(&self, inode: &Inode, frames: &[FrameId]) {
+    pub(super) fn log_home(&self, inode: &Inode, frames: &[FrameId]) {
         let j = &self.fs.journal;
         let cache = &self.fs.cache;
         for f in frames.iter().filter(|f| cache.in_log(f.0)) {
@@ -215,7 +216,7 @@ impl<D: BlockDevice> Session<D> {
     }
 
     /// Ends writeback of `slot`, re-counting it as dirty on failure.
-    fn end(&self, inode: &Inode, cache: &PageCache, slot: u32, ok: bool) {
+    pub(super) fn end(&self, inode: &Inode, cache: &PageCache, slot: u32, ok: bool) {
         if cache.end_writeback(slot, ok) {
             inode.dirty_inc(cache.index_of(slot));
         }
@@ -223,7 +224,11 @@ impl<D: BlockDevice> Session<D> {
 
     /// Groups claimed pages into device runs; returns pages with no block
     /// separately.
-    fn plan_runs(&self, inode: &Inode, claimed: &[(PageIndex, u32)]) -> (Vec<Run>, Vec<u32>) {
+    pub(super) fn plan_runs(
+        &self,
+        inode: &Inode,
+        claimed: &[(PageIndex, u32)],
+    ) -> (Vec<Run>, Vec<u32>) {
         let max = self.fs.geometry.max_frames_per_command();
         let extents = inode.extents.read();
         let mut runs: Vec<Run> = Vec::new();

@@ -99,6 +99,8 @@ struct State {
     pending: Vec<Staged>,
     /// Data records among them.
     pending_data: usize,
+    /// Home records among them: pages whose data the next commit retires.
+    pending_home: usize,
     pending_frees: Vec<PendingFree>,
     /// Per inode: the metadata sequence of its newest durable state.
     durable_seq: BTreeMap<u64, u64>,
@@ -154,6 +156,7 @@ impl Log {
                 durable_ticket: 0,
                 pending: Vec::new(),
                 pending_data: 0,
+                pending_home: 0,
                 pending_frees: Vec::new(),
                 durable_seq,
                 removed: BTreeSet::new(),
@@ -177,22 +180,63 @@ impl Log {
         let ticket = st.next_ticket;
         st.next_ticket += 1;
         for (record, seq) in records {
-            if let Record::Data { .. } = record {
-                st.pending_data += 1;
+            match record {
+                Record::Data { .. } => st.pending_data += 1,
+                Record::Home { .. } => st.pending_home += 1,
+                _ => {}
             }
             st.pending.push(Staged { record, seq });
         }
         ticket
     }
 
-    /// True if `n` more pages of data fit the log's share for them: live
-    /// data is carried by every checkpoint and kept in memory, so it is
-    /// bounded (a quarter of the log, at most 256 pages); past that, syncs
-    /// write pages to their blocks, which retires their data records.
+    /// The log's share for data, in pages: live data is carried by every
+    /// checkpoint and kept in memory, so it is bounded (a quarter of the
+    /// log, at most 256 pages).
+    fn data_cap(&self) -> usize {
+        (self.layout.log_blocks / 4).min(256) as usize
+    }
+
+    /// True if `n` more pages of data fit the log's share for them. Past
+    /// that, syncs write pages to their blocks, which retires their data
+    /// records: the last resort, when the background write-home
+    /// ([`Log::home_due`]) did not keep up. Staged home records are not
+    /// counted off: until a commit makes them durable their pages' data
+    /// is live, and a checkpoint folding that commit in carries both.
     pub(crate) fn data_room(&self, n: usize) -> bool {
-        let cap = (self.layout.log_blocks / 4).min(256) as usize;
         let st = self.st.lock();
-        st.shadow.data_pages() + st.pending_data + n <= cap
+        st.shadow.data_pages() + st.pending_data + n <= self.data_cap()
+    }
+
+    /// True if the log holds enough data to start writing pages home off
+    /// the sync path: a quarter of its share (the low-water mark), not
+    /// counting pages whose home record is staged (the next commit retires
+    /// them). Syncs fall back to writing home themselves only at the full
+    /// share, three quarters of it later.
+    pub(crate) fn home_due(&self) -> bool {
+        let st = self.st.lock();
+        let held = (st.shadow.data_pages() + st.pending_data).saturating_sub(st.pending_home);
+        held > 0 && held >= self.data_cap() / 4
+    }
+
+    /// Up to `max` pages `(inode, page)` whose bytes the log holds (live,
+    /// then staged), for writing home off the sync path; none unless
+    /// [`Log::home_due`]. Some may be home already, their home record
+    /// staged: the caller claims only pages still logged.
+    pub(crate) fn home_candidates(&self, max: usize) -> Vec<(u64, u64)> {
+        if !self.home_due() {
+            return Vec::new();
+        }
+        let st = self.st.lock();
+        let staged = st.pending.iter().filter_map(|s| match s.record {
+            Record::Data { ino, page, .. } => Some((ino, page)),
+            _ => None,
+        });
+        let mut out: Vec<(u64, u64)> = st.shadow.data().map(|(&k, _)| k).chain(staged).collect();
+        out.sort_unstable();
+        out.dedup();
+        out.truncate(max);
+        out
     }
 
     /// A ticket for a sync with no record to stage: the commit that covers
@@ -260,6 +304,7 @@ impl Log {
         let (batch, last) = {
             let mut st = self.st.lock();
             st.pending_data = 0;
+            st.pending_home = 0;
             (core::mem::take(&mut st.pending), st.next_ticket - 1)
         };
         match self.write_records(env, &batch).await {
@@ -278,6 +323,10 @@ impl Log {
                 st.pending_data += batch
                     .iter()
                     .filter(|s| matches!(s.record, Record::Data { .. }))
+                    .count();
+                st.pending_home += batch
+                    .iter()
+                    .filter(|s| matches!(s.record, Record::Home { .. }))
                     .count();
                 let mut pending = batch;
                 pending.append(&mut st.pending);
@@ -654,6 +703,30 @@ impl Journal {
         match self {
             Journal::Log(l) => l.data_room(n),
             Journal::Memory(_) => false,
+        }
+    }
+
+    /// True for a journal with a log on the device.
+    #[cfg(feature = "std")]
+    pub(crate) fn has_log(&self) -> bool {
+        matches!(self, Journal::Log(_))
+    }
+
+    /// True if logged pages are due to be written home off the sync path
+    /// (see [`Log::home_due`]; never without a log).
+    #[cfg(feature = "std")]
+    pub(crate) fn home_due(&self) -> bool {
+        match self {
+            Journal::Log(l) => l.home_due(),
+            Journal::Memory(_) => false,
+        }
+    }
+
+    /// Logged pages to write home now (see [`Log::home_candidates`]).
+    pub(crate) fn home_candidates(&self, max: usize) -> Vec<(u64, u64)> {
+        match self {
+            Journal::Log(l) => l.home_candidates(max),
+            Journal::Memory(_) => Vec::new(),
         }
     }
 

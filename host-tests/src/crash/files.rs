@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::{Allocate, Fs};
+use pollfs_core::{Allocate, Config, Fs};
 
 use crate::model::pattern;
 use crate::rng::Rng;
@@ -22,6 +22,17 @@ use crate::setup::config;
 pub const CACHE: u32 = 48;
 /// Largest offset the generated workloads write at.
 pub const MAX_FILE: u64 = 48 * 1024;
+
+/// The configuration of the crash tests' filesystems: no write-home
+/// thread, whose writes would land between the workload's at times no
+/// seed decides; the workloads drive its step themselves
+/// ([`Op::WriteHome`]), so every run replays.
+pub fn crash_config() -> Config {
+    Config {
+        home_writer: false,
+        ..config(CACHE)
+    }
+}
 
 #[derive(Clone, Debug)]
 pub enum Op {
@@ -53,6 +64,9 @@ pub enum Op {
     SyncData(usize),
     /// `sync_all` the file.
     SyncAll(usize),
+    /// One step of the background write-home (`Session::write_home_step`),
+    /// as the write-home thread would take between operations.
+    WriteHome,
 }
 
 /// What the oracle knows about one file (by model id).
@@ -85,6 +99,8 @@ pub struct Oracle {
     files: Vec<ModelFile>,
     /// Creates the full device refused.
     pub refused: usize,
+    /// Pages the write-home steps wrote home.
+    pub homed: usize,
 }
 
 /// Runs `ops` on `fs` and returns what the oracle learned; `position()`
@@ -97,6 +113,7 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
     let mut names: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
     let mut op_no = 0u64;
     let mut refused = 0;
+    let mut homed = 0;
     // Operations name a slot; each create gives the slot a new model id, so
     // every inode keeps its own history.
     let mut slots: BTreeMap<usize, usize> = BTreeMap::new();
@@ -144,6 +161,7 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
                 Op::Fragment(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
             }
             Op::SyncFs => Op::SyncFs,
+            Op::WriteHome => Op::WriteHome,
             Op::SetLen(slot, a) => Op::SetLen(slots.get(&slot).copied().unwrap_or(usize::MAX), a),
             Op::Punch(slot, a, b) => {
                 Op::Punch(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
@@ -162,6 +180,8 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
         let op = &op;
         match op {
             Op::Create(_) | Op::CreateLong(..) => {}
+            // Writes bytes the log already holds: it touches no file.
+            Op::WriteHome => homed += fs.session().unwrap().write_home_step().unwrap(),
             Op::Fill(id) => {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
@@ -341,6 +361,7 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
         names,
         files,
         refused,
+        homed,
     }
 }
 
@@ -456,7 +477,7 @@ pub fn check_state<D: BlockDevice + Clone>(
 
 /// Mounts `dev` and reads every file (after the invariant check).
 pub fn read_state<D: BlockDevice + Clone>(dev: &D, ctx: &str) -> BTreeMap<String, Vec<u8>> {
-    let fs = Fs::mount(dev.clone(), config(CACHE))
+    let fs = Fs::mount(dev.clone(), crash_config())
         .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
     fs.check_invariants()
         .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
@@ -485,7 +506,7 @@ fn keeps_working<D: BlockDevice + Clone>(
     let dev = fresh();
     let mut expect = state.clone();
     {
-        let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
+        let fs = Fs::mount(dev.clone(), crash_config()).unwrap();
         // The largest file goes first, so a full device has room for the
         // writes below once its blocks are free (which needs a commit the
         // engine starts by itself).
@@ -575,11 +596,66 @@ pub fn generated(seed: u64, len: usize) -> Vec<Op> {
             53..=57 => Op::Rename(id, rng.below(3) as usize),
             58..=61 => Op::Remove(id),
             62..=67 => Op::Create(id),
-            68..=83 => Op::SyncData(id),
+            68..=81 => Op::SyncData(id),
+            82..=87 => Op::WriteHome,
             _ => Op::SyncAll(id),
         });
     }
     ops
+}
+
+/// Small syncs of two files, enough to pass the log's low-water mark for
+/// data again and again, with write-home steps between them: crash states
+/// with a background write-home in flight (its writes torn, lost or
+/// landed), and with its home records staged or durable. Each step is
+/// followed by a sync of the other file, whose commit carries the home
+/// records of pages of a file untouched since its last sync (whose bytes
+/// the oracle checks exactly), also on a device without FUA, where that
+/// commit's log write and flush are two events.
+pub fn write_home() -> Vec<Op> {
+    let mut ops = Vec::new();
+    for f in 0..2 {
+        ops.extend([Op::Create(f), Op::Write(f, 0, 12 * 4096), Op::SyncAll(f)]);
+    }
+    for round in 0..8u64 {
+        for i in 0..3 {
+            // Pages 0..12, each once in every four rounds.
+            let page = (round * 3 + i) * 5 % 12;
+            ops.push(Op::Write(0, page * 4096 + 100 * round, 300));
+            ops.push(Op::SyncData(0));
+        }
+        ops.push(Op::WriteHome);
+        ops.push(Op::Write(1, (round % 12) * 4096 + 7, 200));
+        ops.push(Op::SyncData(1));
+    }
+    ops
+}
+
+/// A logged page written home by FUA to a block whose trim the device
+/// may still hold in its volatile cache (seed 87 of the generated
+/// workloads, reduced): a file's blocks are freed and trimmed after the
+/// commit that drops them, with no flush after; another file gets them,
+/// logs its pages with a small sync, and a write-home step writes them
+/// home; the commit of a third file's sync retires their data. A crash
+/// that lets the unflushed trims land after the FUA writes loses the
+/// synced pages, unless the step flushes before writing.
+pub fn home_over_trim() -> Vec<Op> {
+    vec![
+        Op::Create(0),
+        Op::Write(0, 0, 4 * 4096),
+        Op::SyncAll(0),
+        Op::Create(1),
+        Op::Create(2),
+        Op::SyncAll(2),
+        Op::SetLen(0, 0),
+        // Its commit releases the blocks: trims, not flushed.
+        Op::SyncAll(0),
+        Op::Write(1, 0, 4 * 4096),
+        Op::SyncAll(1),
+        Op::WriteHome,
+        Op::Write(2, 0, 100),
+        Op::SyncData(2),
+    ]
 }
 
 /// Generated workloads per run: `POLLFS_CRASH_WORKLOADS`, or 200 with the

@@ -6,6 +6,7 @@
 
 pub mod bitmap;
 pub mod files;
+pub mod run;
 
 use std::sync::{Arc, Mutex};
 

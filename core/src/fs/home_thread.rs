@@ -1,0 +1,154 @@
+//! The hosted filesystem's write-home thread (see `home`): it drives
+//! [`Session::write_home_step`] on a session of its own while logged pages
+//! are due, and sleeps otherwise, until a sync that staged data finds
+//! them due and wakes it.
+//!
+//! The thread is owned by the mount's handles (`Handles`, with the lender):
+//! when the last `Fs` or `File` drops, it is stopped and joined, so it
+//! never outlives the mount's handles and holds no handle itself (only the
+//! shared state, as a session does).
+//!
+//! Wake-ups are not lost: the thread marks itself asleep before it looks
+//! at the log a last time, and a sync looks at that mark only after it
+//! staged its data (both sequentially consistent), so either the thread
+//! sees the data or the sync sees the mark; the wake itself is a flag set
+//! under the mutex the thread sleeps on.
+
+use alloc::sync::Arc;
+use core::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use super::{Session, Shared};
+use crate::dev::BlockDevice;
+
+/// How long the thread sleeps after a step that failed (the device
+/// refused a write) before it tries again, unless woken sooner; and the
+/// longest it sleeps at all.
+const BACKOFF: Duration = Duration::from_millis(10);
+
+/// How a sync wakes the thread, and how the handles stop it.
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    state: Mutex<Wake>,
+    changed: Condvar,
+    asleep: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Wake {
+    kicked: bool,
+    stop: bool,
+}
+
+impl Signal {
+    /// True if the thread is asleep or about to be: a caller that made
+    /// pages due should [`kick`](Signal::kick) it.
+    pub(crate) fn asleep(&self) -> bool {
+        self.asleep.load(Ordering::SeqCst)
+    }
+
+    /// Wakes the thread.
+    pub(crate) fn kick(&self) {
+        if let Ok(mut w) = self.state.lock() {
+            w.kicked = true;
+            self.changed.notify_one();
+        }
+    }
+
+    fn stop(&self) {
+        if let Ok(mut w) = self.state.lock() {
+            w.stop = true;
+            self.changed.notify_one();
+        }
+    }
+
+    /// Sleeps until kicked or stopped, or for `timeout`; false once
+    /// stopped. The caller set [`Signal::asleep`]'s mark and then found
+    /// nothing due.
+    fn sleep(&self, timeout: Duration) -> bool {
+        let Ok(mut w) = self.state.lock() else {
+            return false;
+        };
+        if !w.kicked && !w.stop {
+            w = match self.changed.wait_timeout(w, timeout) {
+                Ok((w, _)) => w,
+                Err(_) => return false,
+            };
+        }
+        w.kicked = false;
+        self.asleep.store(false, Ordering::SeqCst);
+        !w.stop
+    }
+}
+
+/// The running thread; stopped and joined on drop.
+#[derive(Debug)]
+pub(crate) struct HomeWriter {
+    signal: Arc<Signal>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl HomeWriter {
+    /// Starts the thread for `shared` if its journal has a log and small
+    /// syncs log data; `None` otherwise, or if no thread can be started
+    /// (then syncs write home themselves when the share is full).
+    pub(crate) fn start<D: BlockDevice>(shared: &Arc<Shared<D>>) -> Option<HomeWriter> {
+        if !shared.config.home_writer || shared.config.log_data_pages == 0 {
+            return None;
+        }
+        // `Fs::new` has no log: nothing to write home, ever.
+        if !shared.journal.has_log() {
+            return None;
+        }
+        let signal = shared.home_signal.clone();
+        let fs = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("pollfs-home".into())
+            .spawn(move || run(fs))
+            .ok()?;
+        Some(HomeWriter {
+            signal,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for HomeWriter {
+    fn drop(&mut self) {
+        self.signal.stop();
+        if let Some(t) = self.thread.take() {
+            // A panic in the thread is already reported; the mount goes
+            // on without it.
+            let _ = t.join();
+        }
+    }
+}
+
+fn run<D: BlockDevice>(fs: Arc<Shared<D>>) {
+    // Its session (a device queue) is opened when pages are first due,
+    // not before: the user's threads open theirs first. With none to be
+    // had, syncs write home themselves when the share is full.
+    let mut session: Option<Session<D>> = None;
+    let signal = &fs.home_signal;
+    loop {
+        signal.asleep.store(true, Ordering::SeqCst);
+        if fs.journal.home_due() {
+            signal.asleep.store(false, Ordering::SeqCst);
+            if session.is_none() {
+                session = Session::open(fs.clone()).ok();
+            }
+            // Nothing written while due (the pages busy under a sync or a
+            // writeback), a failed write, or no queue: wait a while, or
+            // for the next sync that stages data.
+            if let Some(Ok(1..)) = session.as_ref().map(|s| s.write_home_step()) {
+                continue;
+            }
+            signal.asleep.store(true, Ordering::SeqCst);
+        }
+        if !signal.sleep(BACKOFF) {
+            return;
+        }
+    }
+}
