@@ -580,6 +580,37 @@ impl<S: Stream> Qpair for TcpQpair<S> {
         out.extend(self.ready.drain(..n));
         result.map(|()| n).map_err(ProtocolError::Transport)
     }
+    /// Offers the completions the receive made ready straight from the
+    /// queue's own list, so the usual one is accounted without passing
+    /// through `out`.
+    fn poll_each(
+        &mut self,
+        _now: Nanos,
+        max: usize,
+        out: &mut Vec<CompletionEntry>,
+        take: &mut impl FnMut(CompletionEntry) -> Result<bool, ProtocolError<TcpError>>,
+    ) -> Result<usize, ProtocolError<TcpError>> {
+        let result = self.service(max);
+        let n = max.min(self.ready.len());
+        let mut taken = 0;
+        while let Some(&e) = self.ready.get(taken..n).and_then(|rest| rest.first()) {
+            match take(e) {
+                Ok(true) => taken += 1,
+                Ok(false) => break,
+                Err(err) => {
+                    self.ready.drain(..=taken);
+                    return Err(err);
+                }
+            }
+        }
+        out.extend_from_slice(self.ready.get(taken..n).unwrap_or(&[]));
+        if n == self.ready.len() {
+            self.ready.clear();
+        } else {
+            self.ready.drain(..n);
+        }
+        result.map(|()| n).map_err(ProtocolError::Transport)
+    }
     fn read_inbound(&self, cid: u16, dst: &mut [u8]) -> Result<(), QpairError> {
         let c = self.cmds.get(usize::from(cid)).ok_or(QpairError::BadCid)?;
         if c.src != Source::Buffer || c.dir != Dir::In {

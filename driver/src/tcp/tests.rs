@@ -199,6 +199,65 @@ fn each_data_pdu_comes_in_with_the_next_header_in_one_receive() {
 }
 
 #[test]
+fn poll_each_takes_completions_until_one_is_declined_then_keeps_them_in_order() {
+    let mut r = rig();
+    let wires: Vec<u16> = (0..4)
+        .map(|cid| r.submit(cid, false, &[FrameId(u32::from(cid))]))
+        .collect();
+    let error = Status::new(
+        crate::spec::status::StatusType::Generic,
+        generic::LBA_OUT_OF_RANGE,
+        true,
+    );
+    r.c2h(wires[0], 0, &page(1), flags::LAST_PDU | flags::SUCCESS);
+    r.c2h(wires[1], 0, &page(2), flags::LAST_PDU);
+    r.resp(1, wires[1], error);
+    r.c2h(wires[2], 0, &page(3), flags::LAST_PDU | flags::SUCCESS);
+    r.c2h(wires[3], 0, &page(4), flags::LAST_PDU | flags::SUCCESS);
+    let (mut taken, mut out) = (Vec::new(), Vec::new());
+    let n =
+        r.qp.poll_each(Nanos(0), 3, &mut out, &mut |e: CompletionEntry| {
+            if !e.plain_success() {
+                return Ok(false);
+            }
+            taken.push(e.cid());
+            Ok(true)
+        })
+        .unwrap();
+    assert_eq!(n, 3);
+    assert_eq!(taken, [0]);
+    let kept: Vec<u16> = out.iter().map(|e| e.cid()).collect();
+    assert_eq!(kept, [1, 2], "declined and later entries, in order");
+    assert_eq!(out[0].status(), error);
+    // The fourth is handed out by the next poll, not lost or repeated.
+    let mut rest = Vec::new();
+    r.qp.poll(Nanos(0), usize::MAX, &mut rest).unwrap();
+    let rest: Vec<u16> = rest.iter().map(|e| e.cid()).collect();
+    assert_eq!(rest, [3]);
+}
+
+#[test]
+fn an_error_from_poll_each_s_taker_ends_the_poll_with_it() {
+    let mut r = rig();
+    let a = r.submit(1, false, &[FrameId(1)]);
+    let b = r.submit(2, false, &[FrameId(2)]);
+    r.c2h(a, 0, &page(1), flags::LAST_PDU | flags::SUCCESS);
+    r.c2h(b, 0, &page(2), flags::LAST_PDU | flags::SUCCESS);
+    let mut out = Vec::new();
+    let got =
+        r.qp.poll_each(Nanos(0), usize::MAX, &mut out, &mut |e: CompletionEntry| {
+            Err(ProtocolError::UnknownCid(e.cid()))
+        });
+    assert_eq!(got, Err(ProtocolError::UnknownCid(1)));
+    assert!(out.is_empty());
+    // The refused entry is consumed; the one after it stays for the next poll.
+    let mut rest = Vec::new();
+    r.qp.poll(Nanos(0), usize::MAX, &mut rest).unwrap();
+    assert_eq!(rest.len(), 1);
+    assert_eq!(rest[0].cid(), 2);
+}
+
+#[test]
 fn the_first_command_of_an_idle_queue_leaves_at_once_the_rest_with_the_poll() {
     let mut r = rig();
     let mut sqe = SubmissionEntry::read(1, 0, 8);

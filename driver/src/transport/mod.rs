@@ -204,8 +204,9 @@ pub trait Qpair: Send + 'static {
     ///
     /// The default polls into `out` and offers the entries afterwards;
     /// a transport that reads completions one by one (PCIe) offers each
-    /// as it reads it, so the usual completion never passes through
-    /// `out`.
+    /// as it reads it, and one that keeps a list of ready completions
+    /// (TCP) offers them from there, so the usual completion never passes
+    /// through `out`.
     #[inline]
     fn poll_each(
         &mut self,
