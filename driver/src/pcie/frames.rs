@@ -116,8 +116,9 @@ impl<D: DmaRegion> FrameArena for NvmeFrames<D> {
     fn frame_count(&self) -> u32 {
         self.locks.len() as u32
     }
-    // Inlined into the page cache's lock-free read: every cached read
-    // comes through here.
+    // Every cached read comes through here. The hint (the call stays)
+    // counts 6 instructions fewer per cached read in `just read-cost
+    // read`; forcing the inlining into the cache's read counts 15 more.
     #[inline]
     fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) -> Result<(), DevError> {
         let (at, lock) = self.span(frame, offset, dst.len())?;
