@@ -25,12 +25,8 @@ impl Readahead {
     #[inline]
     fn on_read(&self, first: u64, end: u64, max: u32) -> u32 {
         let word = self.0.load(Ordering::Relaxed);
-        let (next, window) = (word >> 32, word as u32);
-        // Sequential: the read starts at `next` or on the page before it
-        // (`first` is below 2^32, so the subtraction cannot wrap to 0 or 1
-        // from anywhere else).
-        let sequential = next.wrapping_sub(first) < 2;
-        let window = if !sequential || max == 0 {
+        let window = word as u32;
+        let window = if !sequential(word, first) || max == 0 {
             0
         } else if window == 0 {
             (max / 8).clamp(4.min(max), max)
@@ -44,6 +40,29 @@ impl Readahead {
         );
         window
     }
+
+    /// Updates the state for a read of pages `[first, end)` that found
+    /// them all cached: as [`on_read`](Self::on_read) when the read
+    /// continues a sequential run; a read anywhere else leaves the state
+    /// as it is, so a random reader of cached pages stores nothing to the
+    /// handle's shared word. (A run that starts at a cached page after a
+    /// jump is then seen one read later: its first miss reads one page,
+    /// the next one a window.)
+    #[inline]
+    fn on_hit(&self, first: u64, end: u64, max: u32) {
+        if sequential(self.0.load(Ordering::Relaxed), first) {
+            self.on_read(first, end, max);
+        }
+    }
+}
+
+/// Whether a read starting at page `first` continues the run the state
+/// `word` records: it starts at the next page or on the page before it
+/// (`first` is below 2^32, so the subtraction cannot wrap to 0 or 1 from
+/// anywhere else).
+#[inline]
+fn sequential(word: u64, first: u64) -> bool {
+    (word >> 32).wrapping_sub(first) < 2
 }
 
 /// What a fill found.
@@ -144,7 +163,7 @@ impl<D: BlockDevice> Session<D> {
                 .is_some_and(|end| end <= inode.size())
         {
             let index = PageIndex::containing(off);
-            let window = ra.on_read(index.0, index.0 + 1, self.fs.config.readahead_pages);
+            let max = self.fs.config.readahead_pages;
             let cache = &self.fs.cache;
             return match cache.read(
                 self.fs.frames(),
@@ -155,6 +174,7 @@ impl<D: BlockDevice> Session<D> {
                 buf,
             ) {
                 Lookup::Hit => {
+                    ra.on_hit(index.0, index.0 + 1, max);
                     self.counters.add(Counter::cache_hits, 1);
                     Cached::Done(Ok(len))
                 }
@@ -164,7 +184,7 @@ impl<D: BlockDevice> Session<D> {
                     pos: off,
                     end: off + len as u64,
                     last: index.0 + 1,
-                    window,
+                    window: ra.on_read(index.0, index.0 + 1, max),
                     just_filled: u64::MAX,
                 }),
             };
@@ -423,5 +443,18 @@ mod tests {
         assert_eq!(ra.on_read(11, 12, 0), 0, "readahead off");
         assert_eq!(ra.on_read(0, 1, 64), 0, "backwards");
         assert_eq!(ra.on_read(1, 2, 2), 2, "a small maximum");
+    }
+
+    #[test]
+    fn a_cached_read_records_only_a_sequential_run() {
+        let ra = Readahead::default();
+        assert_eq!(ra.on_read(0, 1, 64), 8);
+        ra.on_hit(1, 2, 64);
+        ra.on_hit(2, 3, 64);
+        assert_eq!(ra.on_read(3, 4, 64), 64, "the hits grew the window");
+        ra.on_hit(40, 41, 64);
+        assert_eq!(ra.on_read(4, 5, 64), 64, "a random hit changed nothing");
+        ra.on_hit(40, 41, 64);
+        assert_eq!(ra.on_read(41, 42, 64), 0, "nor did it start a run");
     }
 }

@@ -11,7 +11,11 @@ use spin::RwLock;
 
 use crate::controller::MPS;
 use crate::error::DriverError;
-use crate::pcie::hal::{DmaAllocator, DmaError, DmaRegion, Iova};
+use crate::pcie::hal::{DmaAllocator, DmaError, DmaRegion, Iova, REGION_PAGE};
+
+// A frame is one page of the region: `read_page`/`write_page` take the
+// frame's index as the region's page.
+const _: () = assert!(PAGE_SIZE == REGION_PAGE);
 
 /// Where a frame arena sits on the bus.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,17 +84,25 @@ impl<D: DmaRegion> NvmeFrames<D> {
             count: self.locks.len() as u32,
         }
     }
-    /// Where `[offset, offset + len)` of `frame` lies in the region, and
-    /// the frame's lock; checked once here for every copy.
+    /// Where `[offset, offset + len)` of `frame` starts in its page, and
+    /// the frame's lock when the region needs one (it does not when its
+    /// pages are each accessed as a unit: frames are whole, aligned
+    /// pages). The span is checked once here for every copy; the region
+    /// is handed the frame's page and the offset in it, so its own check
+    /// of the same span folds away.
+    #[inline(always)]
     fn span(
         &self,
         frame: FrameId,
         offset: usize,
         len: usize,
-    ) -> Result<(usize, &RwLock<()>), DevError> {
-        let r = frame_span(self.locks.len() as u32, frame, offset, len)?;
+    ) -> Result<(usize, Option<&RwLock<()>>), DevError> {
+        let r = frame_span(self.frame_count(), frame, offset, len)?;
+        if self.region.page_atomic() {
+            return Ok((r.start, None));
+        }
         let lock = self.locks.get(frame.index()).ok_or(DevError::FrameRange)?;
-        Ok((frame.index() * PAGE_SIZE + r.start, lock))
+        Ok((r.start, Some(lock)))
     }
 }
 
@@ -104,21 +116,28 @@ impl<D: DmaRegion> FrameArena for NvmeFrames<D> {
     fn frame_count(&self) -> u32 {
         self.locks.len() as u32
     }
+    // Every cached read comes through here. The hint (the call stays)
+    // counts 6 instructions fewer per cached read in `just read-cost
+    // read`; forcing the inlining into the cache's read counts 15 more.
+    #[inline]
     fn read(&self, frame: FrameId, offset: usize, dst: &mut [u8]) -> Result<(), DevError> {
         let (at, lock) = self.span(frame, offset, dst.len())?;
-        // A region whose pages are each accessed as a unit needs no second
-        // lock (frames are whole, aligned pages).
-        let _g = (!self.region.page_atomic()).then(|| lock.read());
-        self.region.read(at, dst).map_err(region_error)
+        let _g = lock.map(RwLock::read);
+        self.region
+            .read_page(frame.index(), at, dst)
+            .map_err(region_error)
     }
     fn write(&self, frame: FrameId, offset: usize, src: &[u8]) -> Result<(), DevError> {
         let (at, lock) = self.span(frame, offset, src.len())?;
-        let _g = (!self.region.page_atomic()).then(|| lock.write());
-        self.region.write(at, src).map_err(region_error)
+        let _g = lock.map(RwLock::write);
+        self.region
+            .write_page(frame.index(), at, src)
+            .map_err(region_error)
     }
     fn fill(&self, frame: FrameId, offset: usize, len: usize, byte: u8) -> Result<(), DevError> {
         let (at, lock) = self.span(frame, offset, len)?;
-        let _g = (!self.region.page_atomic()).then(|| lock.write());
+        let _g = lock.map(RwLock::write);
+        let at = frame.index() * PAGE_SIZE + at;
         self.region.fill(at, len, byte).map_err(region_error)
     }
 }

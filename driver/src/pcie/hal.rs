@@ -119,6 +119,22 @@ pub trait DmaRegion: Send + Sync {
     fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError>;
     /// Sets `len` bytes from `offset` to `byte`.
     fn fill(&self, offset: usize, len: usize, byte: u8) -> Result<(), DmaError>;
+    /// Copies `dst.len()` bytes out of the region's 4 KiB page `page`
+    /// (counted from the region's start), from byte `at` of that page: a
+    /// page-cache frame's copy. A span that leaves the page or the region
+    /// is `OutOfBounds`. Callers that checked the span against the page
+    /// already (the frames) let an inlined implementation drop the second
+    /// check.
+    #[inline(always)]
+    fn read_page(&self, page: usize, at: usize, dst: &mut [u8]) -> Result<(), DmaError> {
+        self.read(page_offset(page, at, dst.len())?, dst)
+    }
+    /// Copies `src` into the region's 4 KiB page `page` at byte `at`, as
+    /// [`read_page`](Self::read_page).
+    #[inline(always)]
+    fn write_page(&self, page: usize, at: usize, src: &[u8]) -> Result<(), DmaError> {
+        self.write(page_offset(page, at, src.len())?, src)
+    }
     /// Reads a little-endian `u32`. Implementations over shared memory
     /// should make an aligned `u32` read a single access with Acquire
     /// ordering: the driver reads a completion's status dword this way and
@@ -152,6 +168,22 @@ pub trait DmaRegion: Send + Sync {
     /// Writes a little-endian `u64`.
     fn write_u64(&self, offset: usize, value: u64) -> Result<(), DmaError> {
         self.write(offset, &value.to_le_bytes())
+    }
+}
+
+/// Bytes in one page of a [`DmaRegion`] (the page-cache frame size).
+pub const REGION_PAGE: usize = 4096;
+
+/// Where byte `at` of 4 KiB page `page` of a region lies, if a span of `n`
+/// bytes from there stays inside that page.
+#[inline(always)]
+pub fn page_offset(page: usize, at: usize, n: usize) -> Result<usize, DmaError> {
+    match at.checked_add(n) {
+        Some(end) if end <= REGION_PAGE => page
+            .checked_mul(REGION_PAGE)
+            .and_then(|base| base.checked_add(at))
+            .ok_or(DmaError::OutOfBounds),
+        _ => Err(DmaError::OutOfBounds),
     }
 }
 

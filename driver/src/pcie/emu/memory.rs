@@ -127,6 +127,39 @@ impl DmaBytes {
         }
         self.read_pages(offset, dst)
     }
+    /// Copies bytes out of 4 KiB page `page` from byte `at`
+    /// ([`DmaRegion::read_page`]): the page found by its index, the span
+    /// checked against the page only (a caller that checked it already
+    /// lets the inlined check fold away). Regions are whole pages (the
+    /// allocator rounds their length up), so a page that exists lies
+    /// inside the region.
+    #[inline(always)]
+    pub fn read_page(&self, page: usize, at: usize, dst: &mut [u8]) -> Result<(), DmaError> {
+        if self.view().is_some() {
+            return self.read(crate::pcie::hal::page_offset(page, at, dst.len())?, dst);
+        }
+        let end = at.checked_add(dst.len()).ok_or(DmaError::OutOfBounds)?;
+        let page = self.pages.get(page).ok_or(DmaError::OutOfBounds)?;
+        let bytes = page.read();
+        dst.copy_from_slice(bytes.get(at..end).ok_or(DmaError::OutOfBounds)?);
+        Ok(())
+    }
+    /// Copies bytes into 4 KiB page `page` at byte `at`, as
+    /// [`read_page`](Self::read_page).
+    #[inline(always)]
+    pub fn write_page(&self, page: usize, at: usize, src: &[u8]) -> Result<(), DmaError> {
+        if self.view().is_some() {
+            return self.write(crate::pcie::hal::page_offset(page, at, src.len())?, src);
+        }
+        let end = at.checked_add(src.len()).ok_or(DmaError::OutOfBounds)?;
+        let page = self.pages.get(page).ok_or(DmaError::OutOfBounds)?;
+        let mut bytes = page.write();
+        bytes
+            .get_mut(at..end)
+            .ok_or(DmaError::OutOfBounds)?
+            .copy_from_slice(src);
+        Ok(())
+    }
     /// Reads a little-endian `u32` (memory kept as words: one load).
     #[inline(always)]
     pub fn read_u32(&self, offset: usize) -> Result<u32, DmaError> {
@@ -307,6 +340,14 @@ impl DmaRegion for EmuRegion {
         self.mem.read(offset, dst)
     }
     #[inline(always)]
+    fn read_page(&self, page: usize, at: usize, dst: &mut [u8]) -> Result<(), DmaError> {
+        self.mem.read_page(page, at, dst)
+    }
+    #[inline(always)]
+    fn write_page(&self, page: usize, at: usize, src: &[u8]) -> Result<(), DmaError> {
+        self.mem.write_page(page, at, src)
+    }
+    #[inline(always)]
     fn read_u32(&self, offset: usize) -> Result<u32, DmaError> {
         self.mem.read_u32(offset)
     }
@@ -373,6 +414,33 @@ mod tests {
         drop(r);
         assert_eq!(bus.regions(), 0);
         assert!(bus.read_u64(iova).is_err());
+    }
+
+    #[test]
+    fn page_copies_stay_inside_their_page_and_the_region() {
+        for bus in [EmuMemory::new(), EmuMemory::with_split_reads()] {
+            let r = bus.alloc(2 * 4096).unwrap();
+            r.write_page(1, 4000, &[7u8; 96]).unwrap();
+            let mut back = [0u8; 100];
+            r.read_page(1, 3996, &mut back).unwrap();
+            assert_eq!(back[..4], [0; 4]);
+            assert!(back[4..].iter().all(|&b| b == 7));
+            assert_eq!(r.read(4096 + 4000, &mut back[..96]), Ok(()));
+            let mut one = [0u8; 1];
+            assert_eq!(r.read_page(1, 4096, &mut one), Err(DmaError::OutOfBounds));
+            assert_eq!(r.read_page(2, 0, &mut one), Err(DmaError::OutOfBounds));
+            assert_eq!(
+                r.write_page(0, 4090, &[1u8; 7]),
+                Err(DmaError::OutOfBounds),
+                "crosses into the next page"
+            );
+            assert_eq!(
+                r.write_page(usize::MAX, 0, &one),
+                Err(DmaError::OutOfBounds)
+            );
+            r.read_page(0, 0, &mut back).unwrap();
+            assert_eq!(back, [0u8; 100], "nothing landed in page 0");
+        }
     }
 
     #[test]
