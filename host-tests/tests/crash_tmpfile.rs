@@ -14,7 +14,7 @@
 
 use pollfs_core::error::NamespaceError;
 use pollfs_core::{Error, Fs, NewInode};
-use pollfs_host_tests::crash::{crash_images, device_from, RecordingDevice};
+use pollfs_host_tests::crash::{assert_fsck_clean, crash_images, device_from, RecordingDevice};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::rng::Rng;
 use pollfs_host_tests::setup::config;
@@ -92,17 +92,7 @@ fn unnamed_files_are_freed_or_named_whole_at_every_crash_point() {
         for (desc, image) in crash_images(&base, &events, at, &mut rng) {
             let ctx = format!("at {at}: {desc}");
             let dev = device_from(&image, FRAMES);
-            let report = pollfs_core::persist::check(
-                &dev,
-                pollfs_core::hosted::monotonic_clock,
-                std::thread::yield_now,
-            )
-            .unwrap();
-            assert!(
-                report.problems.is_empty(),
-                "{ctx}: fsck {:?}",
-                report.problems
-            );
+            assert_fsck_clean(&dev, &format!("{ctx}: fsck"));
             let fs = Fs::mount(dev, config(CACHE))
                 .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
             fs.check_invariants()

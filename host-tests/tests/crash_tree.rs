@@ -26,7 +26,9 @@ use std::collections::BTreeMap;
 use pollfs_core::error::XattrError;
 use pollfs_core::{Error, Fs, Kind, NewInode, RenameFlags, XattrMode, ROOT_INO};
 use pollfs_host_tests::crash::files::crash_config;
-use pollfs_host_tests::crash::{crash_images, device_from, Event, RecordingDevice};
+use pollfs_host_tests::crash::{
+    assert_fsck_clean, crash_images, device_from, Event, RecordingDevice,
+};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::rng::Rng;
 use pollfs_host_tests::tree::{MErr, Snapshot, TreeModel, ROOT};
@@ -352,17 +354,7 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
         for (desc, image) in crash_images(&run.base, &run.events, at, &mut rng) {
             let ctx = format!("{label}: {desc}");
             let dev = device_from(&image, FRAMES);
-            let report = pollfs_core::persist::check(
-                &dev,
-                pollfs_core::hosted::monotonic_clock,
-                std::thread::yield_now,
-            )
-            .unwrap();
-            assert!(
-                report.problems.is_empty(),
-                "{ctx}: fsck {:?}",
-                report.problems
-            );
+            assert_fsck_clean(&dev, &format!("{ctx}: fsck"));
             let fs = Fs::mount(dev.clone(), crash_config())
                 .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
             fs.check_invariants()

@@ -456,17 +456,7 @@ pub fn check_state<D: BlockDevice + Clone>(
         }
     }
     // fsck, and a second recovery.
-    let report = pollfs_core::persist::check(
-        dev,
-        pollfs_core::hosted::monotonic_clock,
-        std::thread::yield_now,
-    )
-    .unwrap();
-    assert!(
-        report.problems.is_empty(),
-        "{ctx}: fsck: {:?}",
-        report.problems
-    );
+    super::assert_fsck_clean(dev, &format!("{ctx}: fsck"));
     assert_eq!(
         read_state(dev, ctx),
         state,
@@ -553,17 +543,7 @@ fn keeps_working<D: BlockDevice + Clone>(
         }
         fs.unmount().unwrap();
     }
-    let report = pollfs_core::persist::check(
-        &dev,
-        pollfs_core::hosted::monotonic_clock,
-        std::thread::yield_now,
-    )
-    .unwrap();
-    assert!(
-        report.problems.is_empty(),
-        "{ctx}: fsck after more work: {:?}",
-        report.problems
-    );
+    super::assert_fsck_clean(&dev, &format!("{ctx}: fsck after more work"));
     assert_eq!(
         read_state(&dev, ctx),
         expect,

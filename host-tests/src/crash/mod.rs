@@ -265,6 +265,17 @@ pub fn crash_images(
     out
 }
 
+/// Panics, naming `what`, unless fsck finds `dev` consistent.
+pub fn assert_fsck_clean<D: BlockDevice>(dev: &D, what: &str) {
+    let report = pollfs_core::persist::check(
+        dev,
+        pollfs_core::hosted::monotonic_clock,
+        std::thread::yield_now,
+    )
+    .unwrap_or_else(|e| panic!("{what}: fsck could not run: {e}"));
+    assert!(report.problems.is_empty(), "{what}: {:?}", report.problems);
+}
+
 /// A RAM device holding `image`.
 pub fn device_from(image: &[u8], frames: u32) -> RamDevice {
     let dev = RamDevice::new(image.len() as u64, 4096, frames).expect("ram device");
