@@ -27,7 +27,7 @@ use pollfs_core::dev::BlockDevice;
 use super::attr::{self, Caller, FuseIno, KERNEL_TTL, TTL};
 use super::options::CacheMode;
 use super::ring;
-use super::server::{Privs, Server, SetAttr};
+use super::server::{Privs, Res, Server, SetAttr};
 use super::xattrs::Sized;
 
 /// How files are opened in direct mode: every read and write goes to
@@ -95,6 +95,18 @@ impl<D: BlockDevice> PollFs<D> {
         match self.mode {
             CacheMode::Kernel if perm & 0o6000 == 0 => KERNEL_OPEN,
             CacheMode::Kernel | CacheMode::Direct => DIRECT_OPEN,
+        }
+    }
+
+    /// Answers a `create` or `tmpfile`: the new file's attributes and its
+    /// open handle, opened as [`Self::open_flags`] says.
+    fn reply_created(&self, made: Res<(FileAttr, u64)>, reply: ReplyCreate) {
+        match made {
+            Ok((attr, fh)) => {
+                let flags = self.open_flags(attr.perm);
+                reply.created(&self.ttl, &attr, GENERATION, FileHandle(fh), flags)
+            }
+            Err(e) => reply.error(e),
         }
     }
 }
@@ -588,16 +600,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
     ) {
         // `mode` comes unmasked (FUSE_DONT_MASK): the server applies the
         // umask or the directory's default ACL.
-        match self
+        let made = self
             .server
-            .create(parent.into(), name, mode, flags, caller(req, umask))
-        {
-            Ok((attr, fh)) => {
-                let flags = self.open_flags(attr.perm);
-                reply.created(&self.ttl, &attr, GENERATION, FileHandle(fh), flags)
-            }
-            Err(e) => reply.error(e),
-        }
+            .create(parent.into(), name, mode, flags, caller(req, umask));
+        self.reply_created(made, reply);
     }
 
     fn tmpfile(
@@ -609,16 +615,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        match self
+        let made = self
             .server
-            .tmpfile(parent.into(), mode, flags, caller(req, umask))
-        {
-            Ok((attr, fh)) => {
-                let flags = self.open_flags(attr.perm);
-                reply.created(&self.ttl, &attr, GENERATION, FileHandle(fh), flags)
-            }
-            Err(e) => reply.error(e),
-        }
+            .tmpfile(parent.into(), mode, flags, caller(req, umask));
+        self.reply_created(made, reply);
     }
 
     fn fallocate(
