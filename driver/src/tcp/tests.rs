@@ -28,6 +28,13 @@ const NONE: Framing = Framing {
     pda: 0,
 };
 
+/// Both digests on.
+const DIGESTS: Framing = Framing {
+    hdgst: true,
+    ddgst: true,
+    pda: 0,
+};
+
 struct Rig {
     qp: TcpQpair<MemoryStream>,
     wire: MemoryStream,
@@ -281,14 +288,7 @@ fn the_first_command_of_an_idle_queue_leaves_at_once_the_rest_with_the_poll() {
 
 #[test]
 fn a_page_received_ahead_of_a_header_that_is_not_its_own_goes_back_in_order() {
-    for framing in [
-        NONE,
-        Framing {
-            hdgst: true,
-            ddgst: true,
-            pda: 0,
-        },
-    ] {
+    for framing in [NONE, DIGESTS] {
         // Data in two PDUs of half a page: the first page's bytes that
         // arrive with the first header hold the second PDU too.
         let mut r = rig_with(framing, 0);
@@ -323,14 +323,7 @@ fn a_page_received_ahead_of_a_header_that_is_not_its_own_goes_back_in_order() {
 
 #[test]
 fn a_capsule_from_the_connections_cached_header_is_what_the_encoder_builds() {
-    for framing in [
-        NONE,
-        Framing {
-            hdgst: true,
-            ddgst: true,
-            pda: 0,
-        },
-    ] {
+    for framing in [NONE, DIGESTS] {
         let mut r = rig_with(framing, 0);
         let mut sqe = SubmissionEntry::read(1, 9, 8);
         sqe.set_cid(3);
@@ -346,12 +339,7 @@ fn a_capsule_from_the_connections_cached_header_is_what_the_encoder_builds() {
 
 #[test]
 fn with_digests_a_bad_data_digest_fails_only_its_command() {
-    let both = Framing {
-        hdgst: true,
-        ddgst: true,
-        pda: 0,
-    };
-    let mut r = rig_with(both, 5);
+    let mut r = rig_with(DIGESTS, 5);
     let w = r.submit(0, false, &[FrameId(0)]);
     let mut hdr = [0u8; TX_HEADER_MAX];
     let h = DataHeader {
@@ -360,7 +348,7 @@ fn with_digests_a_bad_data_digest_fails_only_its_command() {
         datao: 0,
         datal: 4096,
     };
-    let n = h.encode(PduType::C2hData, flags::LAST_PDU, &both, &mut hdr);
+    let n = h.encode(PduType::C2hData, flags::LAST_PDU, &DIGESTS, &mut hdr);
     r.wire.feed(&hdr[..n]);
     r.wire.feed(&page(3));
     r.wire.feed(&(crc32c(&page(3)) ^ 1).to_le_bytes());
