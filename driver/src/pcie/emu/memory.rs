@@ -141,7 +141,7 @@ impl DmaBytes {
         let end = at.checked_add(dst.len()).ok_or(DmaError::OutOfBounds)?;
         let page = self.pages.get(page).ok_or(DmaError::OutOfBounds)?;
         let bytes = page.read();
-        dst.copy_from_slice(bytes.get(at..end).ok_or(DmaError::OutOfBounds)?);
+        crate::pcie::page_copy::copy(dst, bytes.get(at..end).ok_or(DmaError::OutOfBounds)?);
         Ok(())
     }
     /// Copies bytes into 4 KiB page `page` at byte `at`, as
@@ -154,10 +154,8 @@ impl DmaBytes {
         let end = at.checked_add(src.len()).ok_or(DmaError::OutOfBounds)?;
         let page = self.pages.get(page).ok_or(DmaError::OutOfBounds)?;
         let mut bytes = page.write();
-        bytes
-            .get_mut(at..end)
-            .ok_or(DmaError::OutOfBounds)?
-            .copy_from_slice(src);
+        let dst = bytes.get_mut(at..end).ok_or(DmaError::OutOfBounds)?;
+        crate::pcie::page_copy::copy(dst, src);
         Ok(())
     }
     /// Reads a little-endian `u32` (memory kept as words: one load).
