@@ -140,10 +140,12 @@ impl<D: BlockDevice> Session<D> {
     /// The common read, answered whole: inside one page and inside the
     /// file, its page present and idle, no file lock configured. One
     /// lookup, no loop, nothing built; true if `buf` was filled. Anything
-    /// else (a miss, a busy page, a copy that failed, a read across pages
-    /// or past EOF) returns false having changed nothing, and the caller
-    /// takes the general way, [`read_cached`](Self::read_cached), out of
-    /// line: a miss looks its page up twice, against a device read.
+    /// else (a miss, a busy page, a copy that failed or raced a change
+    /// of the slot, a read across pages or past EOF) returns false having
+    /// changed nothing but bytes of `buf`, and the caller takes the
+    /// general way, [`read_cached`](Self::read_cached), out of line,
+    /// which copies them again: a miss looks its page up twice, against
+    /// a device read.
     #[inline(always)]
     pub(crate) fn read_hit(&self, inode: &Inode, ra: &Readahead, buf: &mut [u8], off: u64) -> bool {
         let fs = &*self.fs;
