@@ -1,9 +1,11 @@
 //! The TCP transport over the operating system's sockets (std): a
-//! non-blocking `std::net::TcpStream` per queue pair with Nagle off, and
+//! non-blocking `std::net::TcpStream` per queue pair with Nagle off, its
+//! data moved by direct `readv`/`sendmsg` calls ([`super::sys`]), and
 //! [`NvmeDevice::tcp`], a device from an `nvme-tcp://` name.
 
-use std::io::{ErrorKind, IoSlice, IoSliceMut, Read, Write};
+use std::io::ErrorKind;
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use std::vec::Vec;
@@ -13,14 +15,12 @@ use pollfs_core::units::Nanos;
 use super::address::TcpAddress;
 use super::frames::TcpFrames;
 use super::stream::{Connector, LinkError, Stream};
+use super::sys::{self, Moved};
 use super::transport::{TcpOptions, TcpTransport};
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
 use crate::error::DriverError;
 use crate::tcp::TcpError;
-
-/// Largest number of buffers one vectored call passes on.
-const IOV: usize = 12;
 
 fn link_error(e: &std::io::Error) -> LinkError {
     match e.kind() {
@@ -37,61 +37,30 @@ fn link_error(e: &std::io::Error) -> LinkError {
     }
 }
 
-/// A connected, non-blocking TCP stream.
+/// A connected, non-blocking TCP stream. The data path calls the socket
+/// directly ([`super::sys`]); the `TcpStream` owns the descriptor.
 #[derive(Debug)]
 pub struct NetStream(TcpStream);
 
 impl Stream for NetStream {
+    #[inline]
     fn send(&mut self, bufs: &[&[u8]]) -> Result<usize, LinkError> {
-        if let [one] = bufs {
-            // A batch of capsules: one buffer, no gathering.
-            loop {
-                return match self.0.write(one) {
-                    Ok(k) => Ok(k),
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(0),
-                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    Err(e) => Err(link_error(&e)),
-                };
-            }
-        }
-        let mut io = [IoSlice::new(&[]); IOV];
-        let n = bufs.len().min(IOV);
-        for (slot, b) in io.iter_mut().zip(bufs) {
-            *slot = IoSlice::new(b);
-        }
-        loop {
-            return match self.0.write_vectored(io.get(..n).unwrap_or(&[])) {
-                Ok(k) => Ok(k),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(0),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => Err(link_error(&e)),
-            };
+        match sys::send(self.0.as_raw_fd(), bufs) {
+            Ok(Moved::Bytes(k)) => Ok(k),
+            Ok(Moved::NotNow) => Ok(0),
+            Err(e) => Err(link_error(&e)),
         }
     }
-    /// Uses the first three buffers at most: the receive path never passes
-    /// more (a header region, data, and a digest with the next header).
+    #[inline]
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError> {
-        let wanted = bufs.iter().take(3).any(|b| !b.is_empty());
-        loop {
-            let got = match bufs {
-                [] => return Ok(0),
-                [one] => self.0.read(one),
-                [a, b] => self
-                    .0
-                    .read_vectored(&mut [IoSliceMut::new(a), IoSliceMut::new(b)]),
-                [a, b, c, ..] => self.0.read_vectored(&mut [
-                    IoSliceMut::new(a),
-                    IoSliceMut::new(b),
-                    IoSliceMut::new(c),
-                ]),
-            };
-            return match got {
-                Ok(0) if wanted => Err(LinkError::Closed),
-                Ok(k) => Ok(k),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => Ok(0),
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => Err(link_error(&e)),
-            };
+        match sys::recv(self.0.as_raw_fd(), bufs) {
+            // Nothing read into room: the peer closed.
+            Ok(Moved::Bytes(0)) if bufs.iter().take(sys::RECV_IOV).any(|b| !b.is_empty()) => {
+                Err(LinkError::Closed)
+            }
+            Ok(Moved::Bytes(k)) => Ok(k),
+            Ok(Moved::NotNow) => Ok(0),
+            Err(e) => Err(link_error(&e)),
         }
     }
 }
