@@ -405,7 +405,12 @@ impl<S: Stream> TcpQpair<S> {
                     .frame_ids
                     .get_mut(cid * max_frames..cid * max_frames + f.len())
                     .ok_or(QpairError::BadPayload)?;
-                slot.copy_from_slice(f);
+                match (slot, f) {
+                    // One page, the usual command: a store, not a call to
+                    // copy a slice of unknown length.
+                    ([d], [s]) => *d = *s,
+                    (d, s) => d.copy_from_slice(s),
+                }
                 (dir, Source::Frames(f.len() as u16), f.len() * PAGE_SIZE)
             }
             Payload::Out(b) => {

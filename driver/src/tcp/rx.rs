@@ -432,29 +432,7 @@ impl<S: Stream> TcpQpair<S> {
         match t {
             PduType::IcResp => {
                 let resp = IcResp::parse(prefix(region).ok_or(bad_len)?, &self.icreq)?;
-                self.rx_framing = Framing {
-                    hdgst: resp.hdgst,
-                    ddgst: resp.ddgst,
-                    pda: self.icreq.hpda,
-                };
-                self.tx_framing = Framing {
-                    hdgst: resp.hdgst,
-                    ddgst: resp.ddgst,
-                    pda: resp.cpda,
-                };
-                self.maxh2cdata = resp.maxh2cdata;
-                self.tx.plain_capsule = plain_capsule_header(&self.tx_framing);
-                self.phase = Phase::Ready;
-                // Commands submitted while connecting go out now.
-                for cid in 0..self.cmds.len() as u16 {
-                    let live = self.cmds.get(usize::from(cid)).is_some_and(|c| c.live);
-                    if live {
-                        if let Some(c) = self.cmds.get_mut(usize::from(cid)) {
-                            c.tx_busy = 1;
-                        }
-                        self.tx.queue.push_back(TxItem::Capsule(cid));
-                    }
-                }
+                self.on_icresp(resp);
                 self.rx.next_pdu(ext.header);
             }
             PduType::C2hTermReq => {
@@ -488,6 +466,36 @@ impl<S: Stream> TcpQpair<S> {
             }
         }
         Ok(())
+    }
+
+    /// The connection is ready with what ICResp agreed to; commands
+    /// submitted while connecting go out now. Out of line: once per
+    /// connection, kept off the receive path's registers.
+    #[cold]
+    #[inline(never)]
+    fn on_icresp(&mut self, resp: IcResp) {
+        self.rx_framing = Framing {
+            hdgst: resp.hdgst,
+            ddgst: resp.ddgst,
+            pda: self.icreq.hpda,
+        };
+        self.tx_framing = Framing {
+            hdgst: resp.hdgst,
+            ddgst: resp.ddgst,
+            pda: resp.cpda,
+        };
+        self.maxh2cdata = resp.maxh2cdata;
+        self.tx.plain_capsule = plain_capsule_header(&self.tx_framing);
+        self.phase = Phase::Ready;
+        for cid in 0..self.cmds.len() as u16 {
+            let live = self.cmds.get(usize::from(cid)).is_some_and(|c| c.live);
+            if live {
+                if let Some(c) = self.cmds.get_mut(usize::from(cid)) {
+                    c.tx_busy = 1;
+                }
+                self.tx.queue.push_back(TxItem::Capsule(cid));
+            }
+        }
     }
 
     /// Checks a C2HData header against its command (3.3.2.1) and starts
