@@ -146,6 +146,7 @@ impl Rx {
         self.consume(n);
     }
     /// Marks the first `n` held bytes used.
+    #[inline]
     fn consume(&mut self, n: usize) {
         self.start = (self.start + n).min(self.end);
         if self.start == self.end {
@@ -500,6 +501,7 @@ impl<S: Stream> TcpQpair<S> {
 
     /// Checks a C2HData header against its command (3.3.2.1) and starts
     /// receiving its data.
+    #[inline(always)]
     fn on_c2h(&mut self, flags: u8, h: DataHeader) -> Result<(), TcpError> {
         use super::pdu::flags::{LAST_PDU, SUCCESS};
         let pdu = PduType::C2hData as u8;
