@@ -43,7 +43,7 @@ fn link_error(e: &std::io::Error) -> LinkError {
 pub struct NetStream(TcpStream);
 
 impl Stream for NetStream {
-    #[inline]
+    #[inline(always)]
     fn send(&mut self, bufs: &[&[u8]]) -> Result<usize, LinkError> {
         match sys::send(self.0.as_raw_fd(), bufs) {
             Ok(Moved::Bytes(k)) => Ok(k),
@@ -51,7 +51,7 @@ impl Stream for NetStream {
             Err(e) => Err(link_error(&e)),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError> {
         match sys::recv(self.0.as_raw_fd(), bufs) {
             // Nothing read into room: the peer closed.
