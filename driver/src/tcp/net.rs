@@ -1,6 +1,6 @@
 //! The TCP transport over the operating system's sockets (std): a
 //! non-blocking `std::net::TcpStream` per queue pair with Nagle off, its
-//! data moved by direct `readv`/`sendmsg` calls ([`super::sys`]), and
+//! data moved by direct `readv` and `send`/`sendmsg` calls (`tcp::sys`), and
 //! [`NvmeDevice::tcp`], a device from an `nvme-tcp://` name.
 
 use std::io::ErrorKind;
@@ -38,7 +38,7 @@ fn link_error(e: &std::io::Error) -> LinkError {
 }
 
 /// A connected, non-blocking TCP stream. The data path calls the socket
-/// directly ([`super::sys`]); the `TcpStream` owns the descriptor.
+/// directly (`tcp::sys`); the `TcpStream` owns the descriptor.
 #[derive(Debug)]
 pub struct NetStream(TcpStream);
 
