@@ -610,7 +610,7 @@ impl<S: Stream> Qpair for TcpQpair<S> {
         let result = self.service(max);
         let n = max.min(self.ready.len());
         let mut taken = 0;
-        while let Some(&e) = self.ready.get(taken..n).and_then(|rest| rest.first()) {
+        while let Some(&e) = self.ready.get(taken).filter(|_| taken < n) {
             match take(e) {
                 Ok(true) => taken += 1,
                 Ok(false) => break,
@@ -620,7 +620,9 @@ impl<S: Stream> Qpair for TcpQpair<S> {
                 }
             }
         }
-        out.extend_from_slice(self.ready.get(taken..n).unwrap_or(&[]));
+        if taken < n {
+            out.extend_from_slice(self.ready.get(taken..n).unwrap_or(&[]));
+        }
         if n == self.ready.len() {
             self.ready.clear();
         } else {
