@@ -32,14 +32,15 @@
 //! device is validated before use; a device that lies gets an error, never
 //! a panic or an out-of-bounds access. The crate is `no_std` + `alloc`
 //! without `emu` and `vfio`, and has no unsafe code outside the VFIO
-//! backend's memory-mapping and system-call modules.
+//! backend's memory-mapping and system-call modules and the TCP
+//! transport's socket calls.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
 // Unsafe code is confined to the VFIO backend's two leaf modules
-// (`pcie::vfio::mapping`, `pcie::vfio::sys`), which opt in with
-// `allow(unsafe_code)`.
-#![cfg_attr(not(feature = "vfio"), forbid(unsafe_code))]
-#![cfg_attr(feature = "vfio", deny(unsafe_code))]
+// (`pcie::vfio::mapping`, `pcie::vfio::sys`) and the TCP socket calls
+// (`tcp::sys`, std), which opt in with `allow(unsafe_code)`.
+#![cfg_attr(not(feature = "std"), forbid(unsafe_code))]
+#![cfg_attr(feature = "std", deny(unsafe_code))]
 
 extern crate alloc;
 
