@@ -32,14 +32,15 @@
 //! device is validated before use; a device that lies gets an error, never
 //! a panic or an out-of-bounds access. The crate is `no_std` + `alloc`
 //! without `emu` and `vfio`, and has no unsafe code outside the VFIO
-//! backend's memory-mapping and system-call modules.
+//! backend's memory-mapping and system-call modules and the emulated
+//! controller's DMA arena.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
-// Unsafe code is confined to the VFIO backend's two leaf modules
-// (`pcie::vfio::mapping`, `pcie::vfio::sys`), which opt in with
-// `allow(unsafe_code)`.
-#![cfg_attr(not(feature = "vfio"), forbid(unsafe_code))]
-#![cfg_attr(feature = "vfio", deny(unsafe_code))]
+// Unsafe code is confined to three leaf modules: the VFIO backend's two
+// (`pcie::vfio::mapping`, `pcie::vfio::sys`) and the emulated controller's
+// DMA arena (`pcie::emu::pages`), which opt in with `allow(unsafe_code)`.
+#![cfg_attr(not(any(feature = "vfio", feature = "emu")), forbid(unsafe_code))]
+#![cfg_attr(any(feature = "vfio", feature = "emu"), deny(unsafe_code))]
 
 extern crate alloc;
 
