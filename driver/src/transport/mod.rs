@@ -202,6 +202,11 @@ pub trait Qpair: Send + 'static {
     /// error from `take` ends the poll with that error. Returns how many
     /// entries were read.
     ///
+    /// A plain success (status all zero) may be offered with DW0 and DW1
+    /// unread (zero): PCIe reads them only for entries that need them,
+    /// and the I/O queue takes only plain successes, whose DW0 it does
+    /// not use. Entries appended to `out` are whole.
+    ///
     /// The default polls into `out` and offers the entries afterwards;
     /// a transport that reads completions one by one (PCIe) offers each
     /// as it reads it, and one that keeps a list of ready completions
