@@ -171,16 +171,15 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
         let bpp = self.geometry.blocks_per_page();
         match *command {
             Command::Read { lba, frames } | Command::Write { lba, frames, .. } => {
-                let count = self.arena.frame_count();
-                if frames.iter().any(|f| f.0 >= count) {
-                    return Err(DevError::InvalidRequest);
-                }
                 let sqe = |slba: u64, blocks: u32| match *command {
                     Command::Write { fua, .. } => SubmissionEntry::write(nsid, slba, blocks, fua),
                     _ => SubmissionEntry::read(nsid, slba, blocks),
                 };
                 if frames.len() <= self.chunk_frames {
-                    // One NVMe command: the usual case.
+                    // One NVMe command: the usual case. The transport
+                    // refuses a frame outside the arena before anything
+                    // is sent (`QpairError::BadPayload`), and the request
+                    // is withdrawn.
                     let tag = self.new_request(None)?;
                     let blocks = (frames.len() as u64 * bpp) as u32;
                     if let Err(e) = self.issue(tag, sqe(lba.0, blocks), Payload::Frames(frames)) {
@@ -189,6 +188,12 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                         }
                     }
                     return Ok(Tag(u32::from(tag)));
+                }
+                // Every frame is checked before the first piece goes
+                // out, so a bad one refuses the whole request.
+                let count = self.arena.frame_count();
+                if frames.iter().any(|f| f.0 >= count) {
+                    return Err(DevError::InvalidRequest);
                 }
                 let pieces = frames.len().div_ceil(self.chunk_frames);
                 if pieces > self.table.capacity() {
