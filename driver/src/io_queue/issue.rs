@@ -167,26 +167,20 @@ impl<T: Transport> NvmeQueue<T> {
     }
 
     /// Accounts a released command's result to its request `tag`, and
-    /// finishes the request if that was its last piece.
+    /// finishes the request if that was its last piece (its completion
+    /// then waits for the poll's hand-back).
     #[inline]
     fn account(&mut self, tag: u16, result: Result<(), DevError>) {
+        if result.is_ok() {
+            self.ctrl.note_success();
+        }
         let mut none = |_| {};
         let mut out = HandBack {
             done: &mut none,
             room: 0,
             handed: 0,
         };
-        self.account_to(tag, result, &mut out);
-    }
-
-    /// As [`account`](Self::account), handing a finished request
-    /// straight to `out` when it can.
-    #[inline]
-    fn account_to(&mut self, tag: u16, result: Result<(), DevError>, out: &mut HandBack<'_>) {
-        if result.is_ok() {
-            self.ctrl.note_success();
-        }
-        self.table.account(tag, result, out);
+        self.table.account(tag, result, &mut out);
     }
 
     pub(super) fn resubmit(&mut self, cid: u16) -> bool {
@@ -212,13 +206,12 @@ impl<T: Transport> NvmeQueue<T> {
     ) -> Result<(), ProtocolError<T::Error>> {
         let cid = e.cid();
         if e.plain_success() {
-            // The usual case: releasing the id is the check that it was
+            // The usual case: ending the command is the check that it was
             // in flight.
-            let tag = self
-                .table
-                .release(cid)
-                .ok_or(ProtocolError::UnknownCid(cid))?;
-            self.account_to(tag, Ok(()), out);
+            if !self.table.succeed(cid, out) {
+                return Err(ProtocolError::UnknownCid(cid));
+            }
+            self.ctrl.note_success();
             return Ok(());
         }
         let Some(c) = self.table.command_mut(cid) else {
@@ -255,9 +248,10 @@ impl<T: Transport> NvmeQueue<T> {
                 return Ok(false);
             }
             let cid = e.cid();
-            let tag = table.release(cid).ok_or(ProtocolError::UnknownCid(cid))?;
+            if !table.succeed(cid, out) {
+                return Err(ProtocolError::UnknownCid(cid));
+            }
             ctrl.note_success();
-            table.account(tag, Ok(()), out);
             Ok(true)
         });
         for i in 0..self.reaped.len() {

@@ -223,7 +223,24 @@ impl Table {
             return;
         }
         e.open = false;
+        // A finished request has nothing in flight, so its lead id is
+        // idle unless another request's piece took it since.
+        let idle = !e.busy;
         self.open -= 1;
+        self.hand_to(tag, idle, result, out);
+    }
+    /// Hands finished request `tag`'s completion to `out` if it has room
+    /// and none is waiting before it, freeing the tag if its id is
+    /// `idle`; else the completion waits for
+    /// [`hand_back`](Self::hand_back).
+    #[inline]
+    fn hand_to(
+        &mut self,
+        tag: u16,
+        idle: bool,
+        result: Result<(), DevError>,
+        out: &mut HandBack<'_>,
+    ) {
         let c = Completion {
             tag: Tag(u32::from(tag)),
             result,
@@ -232,12 +249,42 @@ impl Table {
             self.done.push(c);
             return;
         }
-        // A finished request has nothing in flight, so its lead id is
-        // idle.
-        if !e.busy {
+        if idle {
             self.ids.release(tag);
         }
         out.give(c);
+    }
+    /// A plain success of command `cid`, accounted as it is read: the
+    /// command ends, and its request with it if that was its last piece.
+    /// `false` if no command with that id is in flight (an unknown or
+    /// duplicate completion), and then nothing changes.
+    // Always inlined into the queue's reap (its hot path): out of line
+    // it counted 16 more instructions per I/O.
+    #[inline(always)]
+    pub fn succeed(&mut self, cid: u16, out: &mut HandBack<'_>) -> bool {
+        let Some(e) = self.entries.get_mut(usize::from(cid)) else {
+            return false;
+        };
+        if !e.busy {
+            return false;
+        }
+        if e.tag == cid && e.open && e.rest.is_none() && e.merge == Merge::new(1) {
+            // A one-command request, the usual case: the command and its
+            // request end together in the one entry.
+            e.busy = false;
+            e.open = false;
+            self.busy -= 1;
+            self.open -= 1;
+            self.hand_to(cid, true, Ok(()), out);
+            return true;
+        }
+        match self.release(cid) {
+            Some(tag) => {
+                self.account(tag, Ok(()), out);
+                true
+            }
+            None => false,
+        }
     }
     /// Accounts a released command's `result` to its request `tag`, and
     /// finishes the request (straight to `out` when it can) if that was
@@ -378,6 +425,37 @@ mod tests {
         t.withdraw(a);
         assert_eq!((t.available(), t.in_flight()), (3, 0));
         assert_eq!(t.issue(a), None, "not a request any more");
+    }
+
+    #[test]
+    fn a_plain_success_ends_its_command_and_a_request_whose_last_piece_it_was() {
+        let mut t = Table::new(4);
+        let mut seen = Vec::new();
+        let (a, b);
+        {
+            let mut out = HandBack {
+                done: &mut |c| seen.push(c),
+                room: 4,
+                handed: 0,
+            };
+            a = t.start(None).unwrap();
+            t.issue(a).unwrap();
+            assert!(t.succeed(a, &mut out), "a one-command request");
+            assert!(!t.succeed(a, &mut out), "a duplicate completion");
+            assert_eq!((out.handed, t.in_flight(), t.available()), (1, 0, 4));
+            b = t.start(None).unwrap();
+            let first = t.issue(b).unwrap();
+            let second = t.issue(b).unwrap();
+            assert!(t.succeed(second, &mut out));
+            assert_eq!(out.handed, 1, "one piece still out");
+            assert!(!t.succeed(second, &mut out));
+            assert!(t.succeed(first, &mut out));
+            assert_eq!((out.handed, t.in_flight(), t.available()), (2, 0, 4));
+            assert!(!t.succeed(9, &mut out), "out of range");
+        }
+        let tags: Vec<Tag> = seen.iter().map(|c| c.tag).collect();
+        assert_eq!(tags, [Tag(a.into()), Tag(b.into())]);
+        assert!(seen.iter().all(|c| c.result.is_ok()));
     }
 
     #[test]
