@@ -262,7 +262,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             if self.generation != self.ctrl.generation() {
                 self.resync();
             }
-            if self.reap(now, &mut out).is_err() {
+            if !self.reap(now, &mut out) {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
@@ -272,7 +272,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             let resyncs = self.stats.resyncs;
             self.check_timeouts(now);
             // Commands resubmitted by a recovery may already have completed.
-            if self.stats.resyncs != resyncs && self.reap(now, &mut out).is_err() {
+            if self.stats.resyncs != resyncs && !self.reap(now, &mut out) {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
