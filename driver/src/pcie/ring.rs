@@ -37,6 +37,10 @@ pub struct Ring<D: DmaRegion> {
     sq_tail: u16,
     /// Last SQ head the controller reported.
     sq_head: u16,
+    /// Entries from `sq_head` up to the tail: submitted, and not yet
+    /// reported consumed. A reported head may move forward at most this
+    /// far.
+    unconsumed: u16,
     cq_head: u16,
     /// The SQ id and phase tag a new entry carries, where they sit in the
     /// entry's second word ([`ID_AND_PHASE`]): the phase flips each pass.
@@ -60,6 +64,7 @@ impl<D: DmaRegion> Ring<D> {
             cq,
             sq_tail: 0,
             sq_head: 0,
+            unconsumed: 0,
             cq_head: 0,
             expect: 0,
             sq_doorbell: sq_tail_doorbell(qid, dstrd),
@@ -74,6 +79,7 @@ impl<D: DmaRegion> Ring<D> {
         self.cq.fill(0, usize::from(self.entries) * CQE_SIZE, 0)?;
         self.sq_tail = 0;
         self.sq_head = 0;
+        self.unconsumed = 0;
         self.cq_head = 0;
         self.expect = (u64::from(self.qid) << SQ_ID_SHIFT) | PHASE;
         Ok(())
@@ -105,7 +111,7 @@ impl<D: DmaRegion> Ring<D> {
     /// True when the SQ has no free entry (by the last reported head).
     #[inline]
     pub fn sq_full(&self) -> bool {
-        self.next(self.sq_tail) == self.sq_head
+        self.unconsumed + 1 >= self.entries
     }
     /// Copies `sqe` into the tail slot and rings the tail doorbell. The
     /// Release fence orders the entry's bytes before the doorbell write, so
@@ -124,27 +130,32 @@ impl<D: DmaRegion> Ring<D> {
             .write_u32s(off, &sqe.dw)
             .map_err(|_| QpairError::Broken)?;
         self.sq_tail = self.next(self.sq_tail);
+        self.unconsumed += 1;
         fence(Ordering::Release);
         regs.write32(self.sq_doorbell, u32::from(self.sq_tail));
         Ok(())
     }
-    /// True if `head` lies in the window the controller may report: from
-    /// the last reported head up to the tail, inclusive.
+    /// Takes a reported SQ head if it lies in the window the controller
+    /// may report (from the last reported head up to the tail,
+    /// inclusive); `false`, and nothing changes, if it does not.
     #[inline]
-    fn head_in_window(&self, head: u16) -> bool {
+    fn take_head(&mut self, head: u16) -> bool {
         if head >= self.entries {
             return false;
         }
-        // Distances forward around the ring, without a division: both ends
-        // are below `entries`.
-        let dist = |a: u16, b: u16| {
-            if b >= a {
-                b - a
-            } else {
-                b + (self.entries - a)
-            }
+        // How far the head moved forward around the ring, without a
+        // division: both ends are below `entries`.
+        let moved = if head >= self.sq_head {
+            head - self.sq_head
+        } else {
+            head + (self.entries - self.sq_head)
         };
-        dist(self.sq_head, head) <= dist(self.sq_head, self.sq_tail)
+        if moved > self.unconsumed {
+            return false;
+        }
+        self.unconsumed -= moved;
+        self.sq_head = head;
+        true
     }
     /// Pops the next new completion, if any, whole (see
     /// [`pop_high`](Self::pop_high)).
@@ -187,10 +198,9 @@ impl<D: DmaRegion> Ring<D> {
         if !ours {
             return Err(ProtocolError::WrongSqId(e.sq_id()));
         }
-        if !self.head_in_window(e.sq_head()) {
+        if !self.take_head(e.sq_head()) {
             return Err(ProtocolError::BadSqHead(e.sq_head()));
         }
-        self.sq_head = e.sq_head();
         Ok(Some((e, off)))
     }
     /// Reads DW0 and DW1 of the entry [`pop_high`](Self::pop_high) popped
