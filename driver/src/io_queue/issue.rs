@@ -47,10 +47,23 @@ impl<T: Transport> NvmeQueue<T> {
     pub(super) fn issue(
         &mut self,
         tag: u16,
-        mut sqe: SubmissionEntry,
+        sqe: SubmissionEntry,
         payload: Payload<'_>,
     ) -> Result<(), DevError> {
         let cid = self.table.issue(tag).ok_or(DevError::QueueFull)?;
+        self.send(cid, sqe, payload)
+    }
+
+    /// Hands command `cid`, already in flight in the table, and its data
+    /// to the transport; a command the transport refuses is taken out of
+    /// the table again.
+    #[inline]
+    pub(super) fn send(
+        &mut self,
+        cid: u16,
+        mut sqe: SubmissionEntry,
+        payload: Payload<'_>,
+    ) -> Result<(), DevError> {
         sqe.set_cid(cid);
         if let Err(e) = self.qp.submit(&sqe, payload) {
             self.table.unissue(cid);

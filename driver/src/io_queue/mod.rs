@@ -180,9 +180,9 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                     // refuses a frame outside the arena before anything
                     // is sent (`QpairError::BadPayload`), and the request
                     // is withdrawn.
-                    let tag = self.new_request(None)?;
+                    let tag = self.table.start_one().ok_or(DevError::QueueFull)?;
                     let blocks = (frames.len() as u64 * bpp) as u32;
-                    if let Err(e) = self.issue(tag, sqe(lba.0, blocks), Payload::Frames(frames)) {
+                    if let Err(e) = self.send(tag, sqe(lba.0, blocks), Payload::Frames(frames)) {
                         if let Some(e) = self.abandon(tag, e) {
                             return Err(e);
                         }

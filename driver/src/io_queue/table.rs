@@ -130,6 +130,25 @@ impl Table {
         self.open += 1;
         Some(tag)
     }
+    /// Starts a one-command request, the usual case: a free id becomes
+    /// its tag with its command in flight on it
+    /// ([`start`](Self::start) and [`issue`](Self::issue) as one step);
+    /// `None` when no id is free.
+    #[inline]
+    pub fn start_one(&mut self) -> Option<u16> {
+        let tag = self.ids.alloc()?;
+        let e = self.entries.get_mut(usize::from(tag))?;
+        *e = Entry {
+            busy: true,
+            open: true,
+            tag,
+            merge: Merge::new(1),
+            ..Entry::default()
+        };
+        self.open += 1;
+        self.busy += 1;
+        Some(tag)
+    }
     /// The id for request `tag`'s next command: its lead id if no command
     /// of its own is in flight there, else a free one. The command counts
     /// as in flight from here; [`unissue`](Self::unissue) undoes this if it
@@ -456,6 +475,22 @@ mod tests {
         let tags: Vec<Tag> = seen.iter().map(|c| c.tag).collect();
         assert_eq!(tags, [Tag(a.into()), Tag(b.into())]);
         assert!(seen.iter().all(|c| c.result.is_ok()));
+    }
+
+    #[test]
+    fn a_one_command_start_is_a_start_and_an_issue() {
+        let mut t = Table::new(2);
+        let a = t.start_one().unwrap();
+        assert_eq!((t.commands(), t.in_flight(), t.available()), (1, 1, 1));
+        assert!(t.is_busy(a) && t.command_mut(a).is_some_and(|c| c.retries == 0));
+        assert_eq!(t.request(a).unwrap().merge.outstanding(), 1);
+        t.unissue(a);
+        t.withdraw(a);
+        assert_eq!((t.commands(), t.in_flight(), t.available()), (0, 0, 2));
+        let b = t.start_one().unwrap();
+        let c = t.start_one().unwrap();
+        assert_ne!(b, c);
+        assert_eq!(t.start_one(), None, "no id free");
     }
 
     #[test]
