@@ -166,11 +166,12 @@ impl<T: Transport> NvmeQueue<T> {
 impl<T: Transport> DeviceQueue for NvmeQueue<T> {
     fn submit(&mut self, command: &Command<'_>) -> Result<Tag, DevError> {
         self.ensure_live()?;
-        command.validate(&self.geometry)?;
         let nsid = self.ctrl.config().nsid;
         let bpp = self.geometry.blocks_per_page();
         match *command {
             Command::Read { lba, frames } | Command::Write { lba, frames, .. } => {
+                // `Command::validate` for a transfer, inlined.
+                self.geometry.check_transfer(lba, frames.len())?;
                 let sqe = |slba: u64, blocks: u32| match *command {
                     Command::Write { fua, .. } => SubmissionEntry::write(nsid, slba, blocks, fua),
                     _ => SubmissionEntry::read(nsid, slba, blocks),
@@ -217,6 +218,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                 Ok(Tag(u32::from(tag)))
             }
             Command::Flush => {
+                command.validate(&self.geometry)?;
                 let tag = self.new_request(None)?;
                 if let Err(e) = self.issue(tag, SubmissionEntry::flush(nsid), Payload::None) {
                     if let Some(e) = self.abandon(tag, e) {
@@ -226,6 +228,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                 Ok(Tag(u32::from(tag)))
             }
             Command::Deallocate { lba, blocks } | Command::WriteZeroes { lba, blocks } => {
+                command.validate(&self.geometry)?;
                 let ident = &self.ctrl.info().identify;
                 let zeroes = matches!(command, Command::WriteZeroes { .. });
                 if zeroes && !ident.supports_write_zeroes() {
