@@ -51,21 +51,21 @@ impl<T: Transport> NvmeQueue<T> {
         payload: Payload<'_>,
     ) -> Result<(), DevError> {
         let cid = self.table.issue(tag).ok_or(DevError::QueueFull)?;
-        self.send(cid, sqe, payload)
+        self.send(cid, || sqe, payload)
     }
 
     /// Hands command `cid`, already in flight in the table, and its data
-    /// to the transport; a command the transport refuses is taken out of
-    /// the table again.
+    /// to the transport, the entry built by `build` (where the transport
+    /// keeps it); a command the transport refuses is taken out of the
+    /// table again.
     #[inline]
     pub(super) fn send(
         &mut self,
         cid: u16,
-        mut sqe: SubmissionEntry,
+        build: impl FnOnce() -> SubmissionEntry,
         payload: Payload<'_>,
     ) -> Result<(), DevError> {
-        sqe.set_cid(cid);
-        if let Err(e) = self.qp.submit(&sqe, payload) {
+        if let Err(e) = self.qp.submit_with(cid, build, payload) {
             self.table.unissue(cid);
             return Err(refused(e));
         }

@@ -183,7 +183,8 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                     // is withdrawn.
                     let tag = self.table.start_one().ok_or(DevError::QueueFull)?;
                     let blocks = (frames.len() as u64 * bpp) as u32;
-                    if let Err(e) = self.send(tag, sqe(lba.0, blocks), Payload::Frames(frames)) {
+                    let build = || sqe(lba.0, blocks);
+                    if let Err(e) = self.send(tag, build, Payload::Frames(frames)) {
                         if let Some(e) = self.abandon(tag, e) {
                             return Err(e);
                         }

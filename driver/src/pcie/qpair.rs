@@ -237,12 +237,23 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Qpair for PcieQpair<R, A
     // call boundary here costs more than the work it does.
     #[inline]
     fn submit(&mut self, sqe: &SubmissionEntry, payload: Payload<'_>) -> Result<(), QpairError> {
-        let cid = sqe.cid();
+        self.submit_with(sqe.cid(), || *sqe, payload)
+    }
+    // The entry is built in its resend slot, and the SQ entry copied from
+    // there.
+    #[inline]
+    fn submit_with(
+        &mut self,
+        cid: u16,
+        build: impl FnOnce() -> SubmissionEntry,
+        payload: Payload<'_>,
+    ) -> Result<(), QpairError> {
         let slot = self
             .sent
             .get_mut(usize::from(cid))
             .ok_or(QpairError::BadCid)?;
-        *slot = *sqe;
+        *slot = build();
+        slot.set_cid(cid);
         // The command is described in place in its slot, so the common
         // cases (no data, one frame) copy the entry once.
         match payload {

@@ -116,7 +116,7 @@ impl<D: DmaRegion> Ring<D> {
     /// Copies `sqe` into the tail slot and rings the tail doorbell. The
     /// Release fence orders the entry's bytes before the doorbell write, so
     /// the controller never fetches a half-written entry.
-    #[inline]
+    #[inline(always)]
     pub fn submit<R: Registers + ?Sized>(
         &mut self,
         regs: &R,
