@@ -75,6 +75,12 @@ impl<'a> WordView<'a> {
     /// loaded inline; anything else takes the byte path out of line.
     #[inline]
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
+        if offset % 8 != 0 || dst.len() % 8 != 0 {
+            return self.read_slow(offset, dst);
+        }
+        // Whole words are in bounds or not at all, so a caller whose span
+        // is known to be word aligned (a queue entry's word) never reaches
+        // the byte path.
         match self.aligned(offset, dst.len()) {
             Some(words) if offset + dst.len() <= self.len => {
                 for (w, d) in words.iter().zip(dst.chunks_exact_mut(8)) {
@@ -82,7 +88,7 @@ impl<'a> WordView<'a> {
                 }
                 Ok(())
             }
-            _ => self.read_slow(offset, dst),
+            _ => Err(DmaError::OutOfBounds),
         }
     }
     #[inline(never)]
@@ -124,6 +130,9 @@ impl<'a> WordView<'a> {
     /// inline.
     #[inline]
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
+        if offset % 8 != 0 || src.len() % 8 != 0 {
+            return self.write_slow(offset, src);
+        }
         match self.aligned(offset, src.len()) {
             Some(words) if offset + src.len() <= self.len => {
                 for (w, c) in words.iter().zip(src.chunks_exact(8)) {
@@ -133,7 +142,7 @@ impl<'a> WordView<'a> {
                 }
                 Ok(())
             }
-            _ => self.write_slow(offset, src),
+            _ => Err(DmaError::OutOfBounds),
         }
     }
     /// Writes `src` as consecutive little-endian `u32`s: pairs of dwords
@@ -152,6 +161,7 @@ impl<'a> WordView<'a> {
                 }
                 Ok(())
             }
+            Some(_) if src.len() % 2 == 0 => Err(DmaError::OutOfBounds),
             _ => {
                 self.check(offset, n)?;
                 for (i, &v) in src.iter().enumerate() {
