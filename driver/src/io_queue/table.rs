@@ -80,9 +80,10 @@ pub(super) struct Table {
     /// half).
     done: Vec<Completion>,
     next: usize,
-    /// The tag given back last: a one-command request tries it first,
-    /// which skips the search for the lowest free id (at low depth it is
-    /// nearly always free again).
+    /// The tag given back last: a one-command request on an idle queue
+    /// takes it, which skips the search for the lowest free id (on a busy
+    /// queue it is mostly taken, and a failed try costs more than the
+    /// search saves).
     recent: u16,
 }
 
@@ -141,7 +142,7 @@ impl Table {
     /// `None` when no id is free.
     #[inline]
     pub fn start_one(&mut self) -> Option<u16> {
-        let tag = if self.ids.take(self.recent) {
+        let tag = if self.ids.in_use() == 0 && self.ids.take(self.recent) {
             self.recent
         } else {
             self.ids.alloc()?
