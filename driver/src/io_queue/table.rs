@@ -8,8 +8,11 @@
 //! long trim or zero range) take ids of their own, given back as each
 //! completes, and a later piece reuses the lead id once its first command
 //! is done. So a one-command request, the usual case, costs one id
-//! allocation, and its completion is checked, released and accounted in
-//! the one entry the command id names.
+//! allocation and starts with its command in flight in one step
+//! ([`Table::start_one`]; on an idle queue it takes the tag given back
+//! last, without a search), and its plain-success completion is checked,
+//! released and accounted in the one entry the command id names
+//! ([`Table::succeed`]).
 
 use alloc::vec;
 use alloc::vec::Vec;

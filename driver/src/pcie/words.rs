@@ -4,8 +4,11 @@
 //! Memory that a device (or another thread) may touch at any moment cannot
 //! be copied with plain loads and stores without a data race; atomic words
 //! make every access well defined. Whole words are loaded with Acquire and
-//! stored with Release, so a completion's status dword written last is
-//! seen only after the rest of the entry. A write that covers part of a
+//! stored with Release, so a completion's word holding the status (its
+//! second, DW2 and DW3), written last, is seen only after the rest of the
+//! entry. An access whose offset and length are whole words is in bounds
+//! or refused outright, so the queue's entry accesses inline to plain
+//! loads and stores. A write that covers part of a
 //! word is a compare-and-swap on that word: callers must not do partial
 //! writes to words the device may be writing at the same time (the driver
 //! writes whole entries, whole PRP words, and frames it owns).
