@@ -17,7 +17,7 @@
 use alloc::vec;
 use alloc::vec::Vec;
 
-use pollfs_core::dev::requests::Merge;
+use pollfs_core::dev::requests::{Finished, Merge};
 use pollfs_core::dev::{Completion, DevError, Tag};
 use pollfs_core::units::Nanos;
 
@@ -52,6 +52,12 @@ pub(super) struct Entry {
     pub rest: Option<Unissued>,
 }
 
+/// True if a command with id `cid` is in flight in `entries`.
+#[inline]
+fn busy(entries: &[Entry], cid: u16) -> bool {
+    entries.get(usize::from(cid)).is_some_and(|e| e.busy)
+}
+
 /// Where a poll hands completions back: the caller's callback, with room
 /// for `room` more.
 pub(super) struct HandBack<'a> {
@@ -78,11 +84,8 @@ pub(super) struct Table {
     busy: usize,
     /// Requests started and not finished.
     open: usize,
-    /// Finished requests' completions, oldest first, read from `next`
-    /// (cleared whenever all are read, compacted once the cursor passes
-    /// half).
-    done: Vec<Completion>,
-    next: usize,
+    /// Finished requests' completions waiting to be handed back.
+    finished: Finished,
     /// The tag given back last: a one-command request on an idle queue
     /// takes it, which skips the search for the lowest free id (on a busy
     /// queue it is mostly taken, and a failed try costs more than the
@@ -98,8 +101,7 @@ impl Table {
             entries: vec![Entry::default(); usize::from(capacity)],
             busy: 0,
             open: 0,
-            done: Vec::with_capacity(usize::from(capacity)),
-            next: 0,
+            finished: Finished::with_capacity(usize::from(capacity)),
             recent: 0,
         }
     }
@@ -120,7 +122,7 @@ impl Table {
     /// True if a command with id `cid` is in flight.
     #[inline]
     pub fn is_busy(&self, cid: u16) -> bool {
-        self.entries.get(usize::from(cid)).is_some_and(|e| e.busy)
+        busy(&self.entries, cid)
     }
     /// True if request `tag` can issue a piece now: its lead id is idle,
     /// or another id is free.
@@ -236,7 +238,7 @@ impl Table {
             if e.open {
                 e.open = false;
                 self.open -= 1;
-                self.done.push(Completion {
+                self.finished.push(Completion {
                     tag: Tag(u32::from(tag)),
                     result,
                 });
@@ -277,8 +279,8 @@ impl Table {
             tag: Tag(u32::from(tag)),
             result,
         };
-        if out.room == 0 || self.next != self.done.len() {
-            self.done.push(c);
+        if out.room == 0 || !self.finished.is_empty() {
+            self.finished.push(c);
             return;
         }
         if idle {
@@ -352,37 +354,27 @@ impl Table {
     /// room, and frees their tags.
     #[inline]
     pub fn hand_back(&mut self, out: &mut HandBack<'_>) {
-        if self.next == self.done.len() {
+        if self.finished.is_empty() {
             return;
         }
         self.hand_back_waiting(out);
     }
     fn hand_back_waiting(&mut self, out: &mut HandBack<'_>) {
-        while out.room > 0 {
-            let Some(&c) = self.done.get(self.next) else {
-                break;
-            };
-            self.next += 1;
+        let (ids, entries) = (&mut self.ids, &self.entries);
+        self.finished.hand_back(out.room, |c| {
             // A finished request has nothing in flight, so its lead id is
-            // idle.
+            // idle unless another request's piece took it since.
             let tag = c.tag.0 as u16;
-            if !self.is_busy(tag) {
-                self.ids.release(tag);
+            if !busy(entries, tag) {
+                ids.release(tag);
             }
             out.give(c);
-        }
-        if self.next == self.done.len() {
-            self.done.clear();
-            self.next = 0;
-        } else if self.next >= self.done.len() / 2 {
-            self.done.drain(..self.next);
-            self.next = 0;
-        }
+        });
     }
     /// Requests whose tag is taken: open, or finished and not handed back.
     #[inline]
     pub fn in_flight(&self) -> usize {
-        self.open + self.done.len() - self.next
+        self.open + self.finished.len()
     }
 }
 
