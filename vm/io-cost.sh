@@ -12,8 +12,9 @@
 #   queue memory.
 # - emu-split: the same over emulated memory kept as atomic words and
 #   accessed by VFIO memory's own code (pcie/words.rs), which claims no
-#   page atomicity, so each completion's status dword is read before the
-#   rest of the entry: the memory path the driver takes on VFIO.
+#   page atomicity, so each completion's word holding the status is read
+#   first, in one load, and the rest of the entry only when needed: the
+#   memory path the driver takes on VFIO.
 # - tcp: over NVMe/TCP on loopback to the test target running in another
 #   process (driver/examples/tcp_target). Polls that find nothing while
 #   the data is on its way are the caller waiting, not work per I/O: the

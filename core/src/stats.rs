@@ -98,6 +98,10 @@ counters! {
     /// their file's pages home themselves: the background write-home did
     /// not keep up.
     home_on_sync,
+    /// Syncs that woke the write-home thread from its sleep (a system
+    /// call and a wake-up on the sync's own time; a napping thread needs
+    /// none).
+    home_wakes,
 }
 
 impl Counters {

@@ -22,8 +22,8 @@
 //!
 //! - `split`: on the emulated controller over memory kept as atomic words
 //!   and accessed by VFIO memory's own code (`EmuMemory::with_split_reads`),
-//!   so the driver reads each completion's status dword before the entry,
-//!   as on VFIO memory.
+//!   so the driver reads each completion's word holding the status in one
+//!   load before the rest of the entry, as on VFIO memory.
 //!
 //! Usage: `io_cost [ios] [queue-depth] [tcp URL | split]` (defaults
 //! 200000, 32).

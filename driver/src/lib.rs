@@ -31,17 +31,19 @@
 //! [`Transport::Error`]. Every value read from the
 //! device is validated before use; a device that lies gets an error, never
 //! a panic or an out-of-bounds access. The crate is `no_std` + `alloc`
-//! without `emu` and `vfio`, and has no unsafe code outside the VFIO
-//! backend's memory-mapping and system-call modules and the emulated
-//! controller's page copy.
+//! without `std` (which `emu` and `vfio` imply), and has no unsafe code
+//! outside the VFIO backend's memory-mapping and system-call modules, the
+//! TCP transport's socket calls, the emulated controller's DMA arena and
+//! the page copy.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
-// Unsafe code is confined to leaf modules: the VFIO backend's two
-// (`pcie::vfio::mapping`, `pcie::vfio::sys`) and the emulated DMA
-// memory's page copy (`pcie::page_copy`), which opt in with
-// `allow(unsafe_code)`.
-#![cfg_attr(not(any(feature = "vfio", feature = "emu")), forbid(unsafe_code))]
-#![cfg_attr(any(feature = "vfio", feature = "emu"), deny(unsafe_code))]
+// Unsafe code is confined to five leaf modules: the VFIO backend's two
+// (`pcie::vfio::mapping`, `pcie::vfio::sys`), the TCP socket calls
+// (`tcp::sys`), the emulated controller's DMA arena (`pcie::emu::pages`)
+// and the page copy (`pcie::page_copy`), all under `std` (`emu` implies
+// it), which opt in with `allow(unsafe_code)`.
+#![cfg_attr(not(feature = "std"), forbid(unsafe_code))]
+#![cfg_attr(feature = "std", deny(unsafe_code))]
 
 extern crate alloc;
 

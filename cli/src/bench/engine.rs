@@ -177,6 +177,7 @@ pub fn pollfs<D: BlockDevice>(
         log_writes: d.log_writes,
         homed_pages: d.homed_pages,
         home_on_sync: d.home_on_sync,
+        home_wakes: d.home_wakes,
     };
     recs.iter()
         .map(|r| Sample::new(engine.name(), r, Some(counters.clone())))

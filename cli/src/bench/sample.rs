@@ -263,6 +263,8 @@ pub struct Counters {
     /// Small syncs that wrote logged pages home themselves (the log's
     /// share for data was full).
     pub home_on_sync: u64,
+    /// Syncs that woke the sleeping write-home thread.
+    pub home_wakes: u64,
 }
 
 impl Sample {

@@ -64,8 +64,32 @@ impl Geometry {
         self.capacity / self.blocks_per_page()
     }
     /// Largest number of 4 KiB frames one command may carry.
+    #[inline]
     pub fn max_frames_per_command(&self) -> usize {
         (self.max_transfer as usize / PAGE_SIZE).max(1)
+    }
+    /// Checks a transfer of `frames` 4 KiB frames from `lba` (a read or
+    /// write, see [`Command::validate`]): at least one frame, no more than
+    /// one command carries, inside the device.
+    #[inline]
+    pub fn check_transfer(&self, lba: Lba, frames: usize) -> Result<(), DevError> {
+        if frames == 0 || frames > self.max_frames_per_command() {
+            return Err(DevError::InvalidRequest);
+        }
+        self.check_blocks(lba, frames as u64 * self.blocks_per_page())
+    }
+    /// Checks a span of `count` logical blocks from `lba`: not empty,
+    /// inside the device.
+    #[inline]
+    pub fn check_blocks(&self, lba: Lba, count: u64) -> Result<(), DevError> {
+        let end = lba.0.checked_add(count).ok_or(DevError::OutOfRange)?;
+        if count == 0 {
+            return Err(DevError::InvalidRequest);
+        }
+        if end > self.capacity {
+            return Err(DevError::OutOfRange);
+        }
+        Ok(())
     }
 }
 
@@ -235,21 +259,15 @@ impl Command<'_> {
     /// Checks the command against the geometry: in range, not empty, not
     /// larger than the maximum transfer.
     pub fn validate(&self, geometry: &Geometry) -> Result<(), DevError> {
-        if let Command::Read { frames, .. } | Command::Write { frames, .. } = self {
-            if frames.is_empty() || frames.len() > geometry.max_frames_per_command() {
-                return Err(DevError::InvalidRequest);
+        match *self {
+            Command::Read { lba, frames } | Command::Write { lba, frames, .. } => {
+                geometry.check_transfer(lba, frames.len())
             }
+            Command::Deallocate { lba, blocks } | Command::WriteZeroes { lba, blocks } => {
+                geometry.check_blocks(lba, blocks)
+            }
+            Command::Flush => Ok(()),
         }
-        if let Some((lba, count)) = self.block_span(geometry) {
-            let end = lba.0.checked_add(count).ok_or(DevError::OutOfRange)?;
-            if count == 0 {
-                return Err(DevError::InvalidRequest);
-            }
-            if end > geometry.capacity {
-                return Err(DevError::OutOfRange);
-            }
-        }
-        Ok(())
     }
 }
 
@@ -376,4 +394,40 @@ pub trait BlockDevice: Send + Sync + 'static {
     fn frames(&self) -> &Self::Frames;
     /// A new independent queue.
     fn open_queue(&self) -> Result<Self::Queue, DevError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_and_block_spans_are_checked_against_the_geometry() {
+        let g = Geometry {
+            block_size: 512,
+            capacity: 64,
+            max_transfer: 8192,
+            queue_depth: 4,
+            fua: false,
+        };
+        assert_eq!(g.check_transfer(Lba(0), 2), Ok(()));
+        assert_eq!(g.check_transfer(Lba(56), 1), Ok(()), "the last page");
+        assert_eq!(g.check_transfer(Lba(57), 1), Err(DevError::OutOfRange));
+        assert_eq!(g.check_transfer(Lba(0), 0), Err(DevError::InvalidRequest));
+        assert_eq!(g.check_transfer(Lba(0), 3), Err(DevError::InvalidRequest));
+        assert_eq!(g.check_blocks(Lba(u64::MAX), 1), Err(DevError::OutOfRange));
+        assert_eq!(g.check_blocks(Lba(0), 0), Err(DevError::InvalidRequest));
+        let frames = [FrameId(0); 2];
+        let write = Command::Write {
+            lba: Lba(50),
+            frames: &frames,
+            fua: false,
+        };
+        assert_eq!(write.validate(&g), Err(DevError::OutOfRange));
+        let trim = Command::Deallocate {
+            lba: Lba(60),
+            blocks: 4,
+        };
+        assert_eq!(trim.validate(&g), Ok(()));
+        assert_eq!(Command::Flush.validate(&g), Ok(()));
+    }
 }

@@ -2,7 +2,8 @@
 //! pieces (a volume's legs): the slots keyed by the tag handed to the
 //! caller, the merge of the pieces' results ([`Merge`], which the NVMe
 //! queue uses too, in its own table keyed by command id), and the
-//! finished requests waiting for `poll` to hand them back.
+//! finished requests waiting for `poll` to hand them back ([`Finished`],
+//! which the NVMe queue's table uses too).
 //!
 //! Slots are kept when freed, with whatever buffers they grew, so the hot
 //! path stops allocating once the table has grown to the queue's working
@@ -22,18 +23,75 @@ enum State {
     Finished,
 }
 
+/// Finished requests' completions waiting for a poll to hand them back,
+/// oldest first: the hand-back of every queue that finishes requests
+/// before the caller polls (a volume's [`Requests`], the NVMe queue's
+/// table).
+///
+/// A poll usually hands back everything it finished, so this costs a
+/// push and a read per request; the part already read is dropped
+/// whenever the cursor has passed half of it.
+#[derive(Debug, Default)]
+pub struct Finished {
+    done: Vec<Completion>,
+    /// The oldest completion not yet handed back.
+    next: usize,
+}
+
+impl Finished {
+    /// Room for `n` completions before the first allocation.
+    pub fn with_capacity(n: usize) -> Finished {
+        Finished {
+            done: Vec::with_capacity(n),
+            next: 0,
+        }
+    }
+    /// Queues a finished request's completion behind the others.
+    #[inline]
+    pub fn push(&mut self, c: Completion) {
+        self.done.push(c);
+    }
+    /// True if no completion waits.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.next == self.done.len()
+    }
+    /// Completions waiting.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.done.len() - self.next
+    }
+    /// Hands up to `max` waiting completions to `each`, oldest first;
+    /// returns how many.
+    #[inline]
+    pub fn hand_back(&mut self, max: usize, mut each: impl FnMut(Completion)) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(&c) = self.done.get(self.next) else {
+                break;
+            };
+            self.next += 1;
+            each(c);
+            n += 1;
+        }
+        if self.next == self.done.len() {
+            self.done.clear();
+            self.next = 0;
+        } else if self.next >= self.done.len() / 2 {
+            self.done.drain(..self.next);
+            self.next = 0;
+        }
+        n
+    }
+}
+
 /// A queue's requests, each with caller state `T`.
 #[derive(Debug)]
 pub struct Requests<T> {
     slots: Vec<(State, T)>,
     free: Vec<u32>,
     live: usize,
-    /// Finished requests' completions, oldest first, read from `next`: a
-    /// poll usually hands back everything it finished, so this costs a
-    /// push and a read per request; the read part is dropped whenever the
-    /// cursor has passed half of it.
-    done: Vec<Completion>,
-    next: usize,
+    finished: Finished,
 }
 
 impl<T: Default> Default for Requests<T> {
@@ -42,8 +100,7 @@ impl<T: Default> Default for Requests<T> {
             slots: Vec::new(),
             free: Vec::new(),
             live: 0,
-            done: Vec::new(),
-            next: 0,
+            finished: Finished::default(),
         }
     }
 }
@@ -103,7 +160,7 @@ impl<T> Requests<T> {
             if slot.0 == State::Live {
                 slot.0 = State::Finished;
                 self.live -= 1;
-                self.done.push(Completion {
+                self.finished.push(Completion {
                     tag: Tag(tag),
                     result,
                 });
@@ -126,27 +183,14 @@ impl<T> Requests<T> {
     /// first, and frees their tags; returns how many.
     #[inline]
     pub fn hand_back(&mut self, max: usize, done: &mut dyn FnMut(Completion)) -> usize {
-        let mut n = 0;
-        while n < max {
-            let Some(&c) = self.done.get(self.next) else {
-                break;
-            };
-            self.next += 1;
-            if let Some(slot) = self.slots.get_mut(c.tag.0 as usize) {
+        let (slots, free) = (&mut self.slots, &mut self.free);
+        self.finished.hand_back(max, |c| {
+            if let Some(slot) = slots.get_mut(c.tag.0 as usize) {
                 slot.0 = State::Free;
-                self.free.push(c.tag.0);
+                free.push(c.tag.0);
             }
             done(c);
-            n += 1;
-        }
-        if self.next == self.done.len() {
-            self.done.clear();
-            self.next = 0;
-        } else if self.next >= self.done.len() / 2 {
-            self.done.drain(..self.next);
-            self.next = 0;
-        }
-        n
+        })
     }
     /// Requests taken and not yet finished.
     #[inline]
@@ -156,7 +200,7 @@ impl<T> Requests<T> {
     /// Requests whose tag is taken: live, or finished and not handed back.
     #[inline]
     pub fn in_flight(&self) -> usize {
-        self.live + self.done.len() - self.next
+        self.live + self.finished.len()
     }
 }
 
@@ -262,7 +306,7 @@ mod tests {
         r.finish(tags[4], Err(DevError::Media));
         r.hand_back(8, &mut |c| seen.push(c.tag.0));
         assert_eq!(seen, tags);
-        assert_eq!((r.in_flight(), r.done.len()), (0, 0));
+        assert_eq!((r.in_flight(), r.finished.done.len()), (0, 0));
     }
 
     #[test]

@@ -69,6 +69,14 @@ impl<D: BlockDevice> Session<D> {
         Ok((kept, ticket))
     }
 
+    /// After this sync staged data records: wakes the write-home thread
+    /// if it sleeps and pages are due, counting the wake-up.
+    fn data_staged(&self) {
+        if self.fs.data_staged() {
+            self.counters.add(Counter::home_wakes, 1);
+        }
+    }
+
     /// The pages of `inode` a sync must make durable and no data record
     /// holds: dirty and not logged, among those in `range` (see
     /// [`Inode::log_range`]).
@@ -109,7 +117,7 @@ impl<D: BlockDevice> Session<D> {
                 // The last resort: the share is full, this sync writes the
                 // file's pages home (see `home`).
                 self.counters.add(Counter::home_on_sync, 1);
-                self.fs.data_staged();
+                self.data_staged();
             }
             return Ok(None);
         }
@@ -197,7 +205,7 @@ impl<D: BlockDevice> Session<D> {
                     let _tree = self.fs.tree.read();
                     j.stage_all(head.into_iter().chain(data.into_iter().map(|r| (r, None))));
                 }
-                self.fs.data_staged();
+                self.data_staged();
                 Ok(true)
             }
             Err(e) => Err(e),

@@ -165,12 +165,14 @@ impl<D: BlockDevice> Shared<D> {
 
     /// Called after a sync staged data records: wakes the write-home
     /// thread if it sleeps and logged pages are due (see `home_thread` for
-    /// why no wake-up is lost). Without a thread, nothing.
-    pub(crate) fn data_staged(&self) {
+    /// why no wake-up is lost); true if it did. Without a thread, nothing.
+    pub(crate) fn data_staged(&self) -> bool {
         #[cfg(feature = "std")]
         if self.home_signal.asleep() && self.journal.home_due() {
             self.home_signal.kick();
+            return true;
         }
+        false
     }
 
     /// The live inode `ino`.

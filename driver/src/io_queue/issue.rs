@@ -47,12 +47,25 @@ impl<T: Transport> NvmeQueue<T> {
     pub(super) fn issue(
         &mut self,
         tag: u16,
-        mut sqe: SubmissionEntry,
+        sqe: SubmissionEntry,
         payload: Payload<'_>,
     ) -> Result<(), DevError> {
         let cid = self.table.issue(tag).ok_or(DevError::QueueFull)?;
-        sqe.set_cid(cid);
-        if let Err(e) = self.qp.submit(&sqe, payload) {
+        self.send(cid, || sqe, payload)
+    }
+
+    /// Hands command `cid`, already in flight in the table, and its data
+    /// to the transport, the entry built by `build` (where the transport
+    /// keeps it); a command the transport refuses is taken out of the
+    /// table again.
+    #[inline]
+    pub(super) fn send(
+        &mut self,
+        cid: u16,
+        build: impl FnOnce() -> SubmissionEntry,
+        payload: Payload<'_>,
+    ) -> Result<(), DevError> {
+        if let Err(e) = self.qp.submit_with(cid, build, payload) {
             self.table.unissue(cid);
             return Err(refused(e));
         }
@@ -167,26 +180,20 @@ impl<T: Transport> NvmeQueue<T> {
     }
 
     /// Accounts a released command's result to its request `tag`, and
-    /// finishes the request if that was its last piece.
+    /// finishes the request if that was its last piece (its completion
+    /// then waits for the poll's hand-back).
     #[inline]
     fn account(&mut self, tag: u16, result: Result<(), DevError>) {
+        if result.is_ok() {
+            self.ctrl.note_success();
+        }
         let mut none = |_| {};
         let mut out = HandBack {
             done: &mut none,
             room: 0,
             handed: 0,
         };
-        self.account_to(tag, result, &mut out);
-    }
-
-    /// As [`account`](Self::account), handing a finished request
-    /// straight to `out` when it can.
-    #[inline]
-    fn account_to(&mut self, tag: u16, result: Result<(), DevError>, out: &mut HandBack<'_>) {
-        if result.is_ok() {
-            self.ctrl.note_success();
-        }
-        self.table.account(tag, result, out);
+        self.table.account(tag, result, &mut out);
     }
 
     pub(super) fn resubmit(&mut self, cid: u16) -> bool {
@@ -212,13 +219,12 @@ impl<T: Transport> NvmeQueue<T> {
     ) -> Result<(), ProtocolError<T::Error>> {
         let cid = e.cid();
         if e.plain_success() {
-            // The usual case: releasing the id is the check that it was
+            // The usual case: ending the command is the check that it was
             // in flight.
-            let tag = self
-                .table
-                .release(cid)
-                .ok_or(ProtocolError::UnknownCid(cid))?;
-            self.account_to(tag, Ok(()), out);
+            if !self.table.succeed(cid, out) {
+                return Err(ProtocolError::UnknownCid(cid));
+            }
+            self.ctrl.note_success();
             return Ok(());
         }
         let Some(c) = self.table.command_mut(cid) else {
@@ -235,14 +241,12 @@ impl<T: Transport> NvmeQueue<T> {
     }
 
     /// Takes what completed from the transport and accounts it, handing
-    /// finished requests to `out` as far as it has room; an error means
-    /// the controller broke the queue protocol.
+    /// finished requests to `out` as far as it has room. `false` means the
+    /// controller broke the queue protocol (the queue needs a reset); the
+    /// caller only counts it, so which rule was broken is not carried out
+    /// of the hot path.
     #[inline]
-    pub(super) fn reap(
-        &mut self,
-        now: Nanos,
-        out: &mut HandBack<'_>,
-    ) -> Result<(), ProtocolError<T::Error>> {
+    pub(super) fn reap(&mut self, now: Nanos, out: &mut HandBack<'_>) -> bool {
         self.reaped.clear();
         let limit = usize::from(self.qp.entries());
         // The usual completion, a plain success, is accounted as it is
@@ -255,15 +259,18 @@ impl<T: Transport> NvmeQueue<T> {
                 return Ok(false);
             }
             let cid = e.cid();
-            let tag = table.release(cid).ok_or(ProtocolError::UnknownCid(cid))?;
+            if !table.succeed(cid, out) {
+                return Err(ProtocolError::UnknownCid(cid));
+            }
             ctrl.note_success();
-            table.account(tag, Ok(()), out);
             Ok(true)
         });
         for i in 0..self.reaped.len() {
             let e = self.reaped[i];
-            self.on_completion(e, out)?;
+            if self.on_completion(e, out).is_err() {
+                return false;
+            }
         }
-        polled.map(drop)
+        polled.is_ok()
     }
 }

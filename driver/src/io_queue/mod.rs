@@ -166,29 +166,36 @@ impl<T: Transport> NvmeQueue<T> {
 impl<T: Transport> DeviceQueue for NvmeQueue<T> {
     fn submit(&mut self, command: &Command<'_>) -> Result<Tag, DevError> {
         self.ensure_live()?;
-        command.validate(&self.geometry)?;
         let nsid = self.ctrl.config().nsid;
         let bpp = self.geometry.blocks_per_page();
         match *command {
             Command::Read { lba, frames } | Command::Write { lba, frames, .. } => {
-                let count = self.arena.frame_count();
-                if frames.iter().any(|f| f.0 >= count) {
-                    return Err(DevError::InvalidRequest);
-                }
+                // `Command::validate` for a transfer, inlined.
+                self.geometry.check_transfer(lba, frames.len())?;
                 let sqe = |slba: u64, blocks: u32| match *command {
                     Command::Write { fua, .. } => SubmissionEntry::write(nsid, slba, blocks, fua),
                     _ => SubmissionEntry::read(nsid, slba, blocks),
                 };
                 if frames.len() <= self.chunk_frames {
-                    // One NVMe command: the usual case.
-                    let tag = self.new_request(None)?;
+                    // One NVMe command: the usual case. The transport
+                    // refuses a frame outside the arena before anything
+                    // is sent (`QpairError::BadPayload`), and the request
+                    // is withdrawn.
+                    let tag = self.table.start_one().ok_or(DevError::QueueFull)?;
                     let blocks = (frames.len() as u64 * bpp) as u32;
-                    if let Err(e) = self.issue(tag, sqe(lba.0, blocks), Payload::Frames(frames)) {
+                    let build = || sqe(lba.0, blocks);
+                    if let Err(e) = self.send(tag, build, Payload::Frames(frames)) {
                         if let Some(e) = self.abandon(tag, e) {
                             return Err(e);
                         }
                     }
                     return Ok(Tag(u32::from(tag)));
+                }
+                // Every frame is checked before the first piece goes
+                // out, so a bad one refuses the whole request.
+                let count = self.arena.frame_count();
+                if frames.iter().any(|f| f.0 >= count) {
+                    return Err(DevError::InvalidRequest);
                 }
                 let pieces = frames.len().div_ceil(self.chunk_frames);
                 if pieces > self.table.capacity() {
@@ -212,6 +219,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                 Ok(Tag(u32::from(tag)))
             }
             Command::Flush => {
+                command.validate(&self.geometry)?;
                 let tag = self.new_request(None)?;
                 if let Err(e) = self.issue(tag, SubmissionEntry::flush(nsid), Payload::None) {
                     if let Some(e) = self.abandon(tag, e) {
@@ -221,6 +229,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
                 Ok(Tag(u32::from(tag)))
             }
             Command::Deallocate { lba, blocks } | Command::WriteZeroes { lba, blocks } => {
+                command.validate(&self.geometry)?;
                 let ident = &self.ctrl.info().identify;
                 let zeroes = matches!(command, Command::WriteZeroes { .. });
                 if zeroes && !ident.supports_write_zeroes() {
@@ -257,7 +266,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             if self.generation != self.ctrl.generation() {
                 self.resync();
             }
-            if self.reap(now, &mut out).is_err() {
+            if !self.reap(now, &mut out) {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }
@@ -267,7 +276,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             let resyncs = self.stats.resyncs;
             self.check_timeouts(now);
             // Commands resubmitted by a recovery may already have completed.
-            if self.stats.resyncs != resyncs && self.reap(now, &mut out).is_err() {
+            if self.stats.resyncs != resyncs && !self.reap(now, &mut out) {
                 self.stats.protocol_errors += 1;
                 self.recover();
             }

@@ -237,12 +237,23 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Qpair for PcieQpair<R, A
     // call boundary here costs more than the work it does.
     #[inline]
     fn submit(&mut self, sqe: &SubmissionEntry, payload: Payload<'_>) -> Result<(), QpairError> {
-        let cid = sqe.cid();
+        self.submit_with(sqe.cid(), || *sqe, payload)
+    }
+    // The entry is built in its resend slot, and the SQ entry copied from
+    // there.
+    #[inline]
+    fn submit_with(
+        &mut self,
+        cid: u16,
+        build: impl FnOnce() -> SubmissionEntry,
+        payload: Payload<'_>,
+    ) -> Result<(), QpairError> {
         let slot = self
             .sent
             .get_mut(usize::from(cid))
             .ok_or(QpairError::BadCid)?;
-        *slot = *sqe;
+        *slot = build();
+        slot.set_cid(cid);
         // The command is described in place in its slot, so the common
         // cases (no data, one frame) copy the entry once.
         match payload {
@@ -306,14 +317,28 @@ impl<R: Registers + 'static, A: DmaAllocator + 'static> Qpair for PcieQpair<R, A
             if n >= max {
                 break Ok(n);
             }
-            match self.ring.pop() {
-                Ok(Some(e)) => {
+            match self.ring.pop_high() {
+                Ok(Some((mut e, off))) => {
                     n += 1;
+                    // A plain success is offered without DW0 and DW1 (see
+                    // `Qpair::poll_each`); an entry kept in `out` is read
+                    // whole.
+                    let partial = offering && e.plain_success();
+                    if !partial {
+                        if let Err(err) = self.ring.read_low(off, &mut e) {
+                            break Err(err);
+                        }
+                    }
                     if offering {
                         match take(e) {
                             Ok(true) => continue,
                             Ok(false) => offering = false,
                             Err(err) => break Err(err),
+                        }
+                    }
+                    if partial {
+                        if let Err(err) = self.ring.read_low(off, &mut e) {
+                            break Err(err);
                         }
                     }
                     out.push(e);
@@ -442,7 +467,8 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            let e = CompletionEntry::new(0, slot as u16 + 1, 1, slot as u16, true, status);
+            let dw0 = 100 + slot as u32;
+            let e = CompletionEntry::new(dw0, slot as u16 + 1, 1, slot as u16, true, status);
             qp.ring.cq().write(slot * CQE_SIZE, &e.to_bytes()).unwrap();
         }
         let (mut taken, mut out) = (Vec::new(), Vec::new());
@@ -458,6 +484,11 @@ mod tests {
         assert_eq!(n, 3, "at most `max` entries are read");
         assert_eq!(taken, [0]);
         assert_eq!(out.iter().map(|e| e.cid()).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(
+            out.iter().map(|e| e.dw0).collect::<Vec<_>>(),
+            [101, 102],
+            "entries kept are read whole, a plain success after the declined one too"
+        );
         let err = qp.poll_each(Nanos(0), 8, &mut out, &mut |e: CompletionEntry| {
             Err(ProtocolError::UnknownCid(e.cid()))
         });

@@ -13,9 +13,17 @@ use core::sync::atomic::{fence, Ordering};
 use crate::pcie::hal::{DmaError, DmaRegion, Iova, Registers};
 use crate::qpair::ProtocolError;
 use crate::spec::command::{SubmissionEntry, SQE_SIZE};
-use crate::spec::completion::{CompletionEntry, CQE_DW3, CQE_SIZE};
+use crate::spec::completion::{CompletionEntry, CQE_DW2, CQE_SIZE};
 use crate::spec::regs::{cq_head_doorbell, sq_tail_doorbell};
 use crate::transport::QpairError;
+
+/// Where the SQ id (DW2 bits 31:16) sits in an entry's second 8-byte word
+/// (DW2, then DW3).
+const SQ_ID_SHIFT: u32 = 16;
+/// The phase tag (DW3 bit 16) in an entry's second word.
+const PHASE: u64 = 1 << 48;
+/// The SQ id and the phase tag in an entry's second word.
+const ID_AND_PHASE: u64 = (0xffff << SQ_ID_SHIFT) | PHASE;
 
 /// An SQ/CQ ring pair with its doorbells. `entries` is the same for both
 /// rings, and at most `entries - 1` commands are ever in flight (the
@@ -29,8 +37,14 @@ pub struct Ring<D: DmaRegion> {
     sq_tail: u16,
     /// Last SQ head the controller reported.
     sq_head: u16,
+    /// Entries from `sq_head` up to the tail: submitted, and not yet
+    /// reported consumed. A reported head may move forward at most this
+    /// far.
+    unconsumed: u16,
     cq_head: u16,
-    phase: bool,
+    /// The SQ id and phase tag a new entry carries, where they sit in the
+    /// entry's second word ([`ID_AND_PHASE`]): the phase flips each pass.
+    expect: u64,
     sq_doorbell: usize,
     cq_doorbell: usize,
 }
@@ -50,8 +64,9 @@ impl<D: DmaRegion> Ring<D> {
             cq,
             sq_tail: 0,
             sq_head: 0,
+            unconsumed: 0,
             cq_head: 0,
-            phase: true,
+            expect: 0,
             sq_doorbell: sq_tail_doorbell(qid, dstrd),
             cq_doorbell: cq_head_doorbell(qid, dstrd),
         };
@@ -64,8 +79,9 @@ impl<D: DmaRegion> Ring<D> {
         self.cq.fill(0, usize::from(self.entries) * CQE_SIZE, 0)?;
         self.sq_tail = 0;
         self.sq_head = 0;
+        self.unconsumed = 0;
         self.cq_head = 0;
-        self.phase = true;
+        self.expect = (u64::from(self.qid) << SQ_ID_SHIFT) | PHASE;
         Ok(())
     }
     /// Queue id.
@@ -95,12 +111,12 @@ impl<D: DmaRegion> Ring<D> {
     /// True when the SQ has no free entry (by the last reported head).
     #[inline]
     pub fn sq_full(&self) -> bool {
-        self.next(self.sq_tail) == self.sq_head
+        self.unconsumed + 1 >= self.entries
     }
     /// Copies `sqe` into the tail slot and rings the tail doorbell. The
     /// Release fence orders the entry's bytes before the doorbell write, so
     /// the controller never fetches a half-written entry.
-    #[inline]
+    #[inline(always)]
     pub fn submit<R: Registers + ?Sized>(
         &mut self,
         regs: &R,
@@ -114,79 +130,102 @@ impl<D: DmaRegion> Ring<D> {
             .write_u32s(off, &sqe.dw)
             .map_err(|_| QpairError::Broken)?;
         self.sq_tail = self.next(self.sq_tail);
+        self.unconsumed += 1;
         fence(Ordering::Release);
         regs.write32(self.sq_doorbell, u32::from(self.sq_tail));
         Ok(())
     }
-    /// True if `head` lies in the window the controller may report: from
-    /// the last reported head up to the tail, inclusive.
+    /// Takes a reported SQ head if it lies in the window the controller
+    /// may report (from the last reported head up to the tail,
+    /// inclusive); `false`, and nothing changes, if it does not.
     #[inline]
-    fn head_in_window(&self, head: u16) -> bool {
+    fn take_head(&mut self, head: u16) -> bool {
         if head >= self.entries {
             return false;
         }
-        // Distances forward around the ring, without a division: both ends
-        // are below `entries`.
-        let dist = |a: u16, b: u16| {
-            if b >= a {
-                b - a
-            } else {
-                b + (self.entries - a)
-            }
+        // How far the head moved forward around the ring, without a
+        // division: both ends are below `entries`.
+        let moved = if head >= self.sq_head {
+            head - self.sq_head
+        } else {
+            head + (self.entries - self.sq_head)
         };
-        dist(self.sq_head, head) <= dist(self.sq_head, self.sq_tail)
+        if moved > self.unconsumed {
+            return false;
+        }
+        self.unconsumed -= moved;
+        self.sq_head = head;
+        true
     }
-    /// Pops the next new completion, if any. The status dword is read first
-    /// (with Acquire ordering in the DMA implementation) and the rest of the
-    /// entry only after its phase says it is new; on memory that makes an
-    /// access within a page one unit ([`DmaRegion::page_atomic`]) the whole
-    /// entry is read at once instead, since that read cannot see it half
-    /// written. The entry's SQ id and SQ head are validated; the caller
-    /// validates the command id.
+    /// Pops the next new completion, if any, whole (see
+    /// [`pop_high`](Self::pop_high)).
+    #[inline]
+    pub fn pop(&mut self) -> Result<Option<CompletionEntry>, ProtocolError<DmaError>> {
+        let Some((mut e, off)) = self.pop_high()? else {
+            return Ok(None);
+        };
+        self.read_low(off, &mut e)?;
+        Ok(Some(e))
+    }
+    /// Pops the next new completion, if any, reading only its second
+    /// 8-byte word (DW2 and DW3: SQ head, SQ id, command id, phase,
+    /// status) in one aligned load, so the phase is read first and with
+    /// the fields the checks need; DW0 and DW1 are left zero, and
+    /// [`read_low`](Self::read_low) with the returned offset reads them
+    /// (a plain success of an I/O command carries nothing there that the
+    /// queue uses). The entry's SQ id and SQ head are validated (the
+    /// phase and the SQ id in one masked compare, the slow path telling
+    /// which failed); the caller validates the command id.
     // Inlined into the transport's poll loop: at queue depth 1 every poll
     // reads one entry that is new and one that is not yet, and a call
     // boundary with this return type costs more than either read.
     #[inline]
-    pub fn pop(&mut self) -> Result<Option<CompletionEntry>, ProtocolError<DmaError>> {
+    pub fn pop_high(
+        &mut self,
+    ) -> Result<Option<(CompletionEntry, usize)>, ProtocolError<DmaError>> {
         let off = usize::from(self.cq_head) * CQE_SIZE;
-        let unreadable = |_| ProtocolError::Unreadable;
-        let e = if self.cq.page_atomic() {
-            // Entries are 16-byte aligned, so none crosses a page.
-            let mut b = [0u8; CQE_SIZE];
-            self.cq.read(off, &mut b).map_err(unreadable)?;
-            let e = CompletionEntry::from_bytes(&b);
-            if e.phase() != self.phase {
-                return Ok(None);
-            }
-            e
-        } else {
-            let dw3 = self.cq.read_u32(off + CQE_DW3).map_err(unreadable)?;
-            let tag = CompletionEntry {
-                dw3,
-                ..CompletionEntry::default()
-            };
-            if tag.phase() != self.phase {
-                return Ok(None);
-            }
-            fence(Ordering::Acquire);
-            let mut b = [0u8; CQE_SIZE];
-            self.cq.read(off, &mut b).map_err(unreadable)?;
-            let mut e = CompletionEntry::from_bytes(&b);
-            e.dw3 = dw3;
-            e
-        };
+        let w = self.read_word(off + CQE_DW2)?;
+        // The usual case, a new entry from this queue's SQ, is one compare.
+        let ours = w & ID_AND_PHASE == self.expect;
+        if !ours && (w ^ self.expect) & PHASE != 0 {
+            return Ok(None);
+        }
+        let e = CompletionEntry::from_high_word(w);
         self.cq_head = self.next(self.cq_head);
         if self.cq_head == 0 {
-            self.phase = !self.phase;
+            self.expect ^= PHASE;
         }
-        if e.sq_id() != self.qid {
+        if !ours {
             return Err(ProtocolError::WrongSqId(e.sq_id()));
         }
-        if !self.head_in_window(e.sq_head()) {
+        if !self.take_head(e.sq_head()) {
             return Err(ProtocolError::BadSqHead(e.sq_head()));
         }
-        self.sq_head = e.sq_head();
-        Ok(Some(e))
+        Ok(Some((e, off)))
+    }
+    /// Reads DW0 and DW1 of the entry [`pop_high`](Self::pop_high) popped
+    /// at `off`. Its phase was read before (with Acquire ordering in the
+    /// DMA implementations), so the rest of the entry is complete.
+    #[inline]
+    pub fn read_low(
+        &self,
+        off: usize,
+        e: &mut CompletionEntry,
+    ) -> Result<(), ProtocolError<DmaError>> {
+        fence(Ordering::Acquire);
+        e.set_low_word(self.read_word(off)?);
+        Ok(())
+    }
+    /// The little-endian 8-byte word at `off` in the CQ, in one aligned
+    /// access (through the region's inlined `read`, which VFIO and the
+    /// emulated memory make one load or one page-locked copy).
+    #[inline(always)]
+    fn read_word(&self, off: usize) -> Result<u64, ProtocolError<DmaError>> {
+        let mut b = [0u8; 8];
+        self.cq
+            .read(off, &mut b)
+            .map_err(|_| ProtocolError::Unreadable)?;
+        Ok(u64::from_le_bytes(b))
     }
     /// Tells the controller the CQ entries up to the head are consumed.
     #[inline]
@@ -200,7 +239,7 @@ impl<D: DmaRegion> Ring<D> {
     }
     /// Current CQ phase the host expects (for tests).
     pub fn phase(&self) -> bool {
-        self.phase
+        self.expect & PHASE != 0
     }
 }
 

@@ -12,8 +12,10 @@ use super::status::Status;
 /// Size of a completion entry in the ring (CC.IOCQES = 4).
 pub const CQE_SIZE: usize = 16;
 
-/// Byte offset of DW3 (command id, phase, status) within an entry.
-pub const CQE_DW3: usize = 12;
+/// Byte offset of DW2 within an entry. DW2 (SQ head, SQ id) and DW3
+/// (command id, phase, status) make up the entry's second 8-byte word,
+/// which the host reads in one aligned load, the phase with it.
+pub const CQE_DW2: usize = 8;
 
 /// One completion queue entry (4.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -66,6 +68,23 @@ impl CompletionEntry {
     pub fn status(&self) -> Status {
         Status::from_field((self.dw3 >> 17) as u16)
     }
+    /// The entry's DW2 and DW3 from its second 8-byte word (read as a
+    /// little-endian `u64` at [`CQE_DW2`]); DW0 and DW1 are zero.
+    #[inline]
+    pub fn from_high_word(w: u64) -> CompletionEntry {
+        CompletionEntry {
+            dw2: w as u32,
+            dw3: (w >> 32) as u32,
+            ..CompletionEntry::default()
+        }
+    }
+    /// DW0 and DW1 from the entry's first 8-byte word (a little-endian
+    /// `u64` at offset 0).
+    #[inline]
+    pub fn set_low_word(&mut self, w: u64) {
+        self.dw0 = w as u32;
+        self.dw1 = (w >> 32) as u32;
+    }
     /// Little-endian wire bytes.
     pub fn to_bytes(&self) -> [u8; CQE_SIZE] {
         let mut b = [0u8; CQE_SIZE];
@@ -111,5 +130,13 @@ mod tests {
         assert!(!back.plain_success());
         let ok = CompletionEntry::new(0, 0, 1, 7, true, Status::SUCCESS);
         assert!(ok.plain_success() && ok.status().is_success());
+        let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+        let mut high = CompletionEntry::from_high_word(word(CQE_DW2));
+        assert_eq!(
+            (high.dw0, high.dw1, high.dw2, high.dw3),
+            (0, 0, e.dw2, e.dw3)
+        );
+        high.set_low_word(word(0));
+        assert_eq!(high, e, "the two words make the entry");
     }
 }

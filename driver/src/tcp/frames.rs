@@ -95,6 +95,7 @@ impl TcpFrames {
 
 impl TcpFrames {
     /// Frame `frame`, write-locked, for a receive that fills it in place.
+    #[inline]
     pub(crate) fn write_lock(
         &self,
         frame: FrameId,

@@ -7,7 +7,8 @@
 //!
 //! - [`stream`]: the byte stream and connector traits the rest runs on,
 //!   non-blocking; [`net`] (std) implements them over
-//!   `std::net::TcpStream`.
+//!   `std::net::TcpStream`, its data moved by `sys` (std), the TCP
+//!   transport's one leaf module with unsafe code: `readv` and `sendmsg`.
 //! - [`pdu`]: PDU formats, each header defined once with its size checked
 //!   at compile time, parsed through checked constructors; [`digest`]:
 //!   CRC-32C header and data digests; [`error`]: the fatal errors of a
@@ -43,6 +44,8 @@ mod tests;
 
 #[cfg(feature = "std")]
 pub mod net;
+#[cfg(feature = "std")]
+mod sys;
 #[cfg(feature = "emu")]
 pub mod target;
 

@@ -739,6 +739,7 @@ impl DataHeader {
     /// Reads a checked data PDU header whose data is `data` bytes long:
     /// DATAL must agree with the PDU length, and DATAO and DATAL must be
     /// dword multiples.
+    #[inline]
     pub fn parse(b: &[u8; DATA_HLEN], t: PduType, data: usize) -> Result<DataHeader, TcpError> {
         let h = DataHeader {
             cccid: le16(b, offset_of!(DataLayout, cccid)),

@@ -445,6 +445,45 @@ fn c2hdata_is_checked_against_its_command() {
 }
 
 #[test]
+fn a_common_header_one_byte_off_the_last_accepted_one_is_checked_in_full() {
+    // A C2HData header, the same as the one just accepted but for one
+    // byte of its common header: flags (a header digest nobody
+    // negotiated), HLEN, PDO, PLEN.
+    let cases: [(&str, usize, u8, TcpError); 4] = [
+        (
+            "a header digest flag",
+            1,
+            flags::HDGSTF | flags::LAST_PDU | flags::SUCCESS,
+            TcpError::HeaderField { pdu: 7, offset: 1 },
+        ),
+        ("HLEN", 2, 25, TcpError::HeaderField { pdu: 7, offset: 2 }),
+        ("PDO", 3, 20, TcpError::HeaderField { pdu: 7, offset: 3 }),
+        // PLEN 0x1018 -> 0x11018: more data than any command's buffer.
+        ("PLEN", 6, 0x01, TcpError::HeaderField { pdu: 7, offset: 4 }),
+    ];
+    for (what, at, byte, expect) in cases {
+        let mut r = rig();
+        let fl = flags::LAST_PDU | flags::SUCCESS;
+        let w = r.submit(2, false, &[FrameId(0)]);
+        r.c2h(w, 0, &page(1), fl);
+        assert_eq!(r.poll().unwrap().len(), 1, "{what}: the first read");
+        let w = r.submit(2, false, &[FrameId(0)]);
+        let mut hdr = [0u8; TX_HEADER_MAX];
+        let h = DataHeader {
+            cccid: w,
+            ttag: 0,
+            datao: 0,
+            datal: 4096,
+        };
+        let n = h.encode(PduType::C2hData, fl, &r.framing, &mut hdr);
+        hdr[at] = byte;
+        r.wire.feed(&hdr[..n]);
+        r.wire.feed(&page(2));
+        assert_eq!(r.error(), expect, "{what}");
+    }
+}
+
+#[test]
 fn responses_are_checked_against_the_queue_and_the_data() {
     let mut r = rig();
     let w = r.submit(0, false, &[FrameId(0)]);

@@ -165,6 +165,9 @@ impl<S: Stream> TcpQpair<S> {
             }
             let t = &mut self.tx;
             (t.len, t.count, t.reported, t.done, t.data) = (0, 0, 0, 0, None);
+            if t.queue.is_empty() {
+                return Ok(());
+            }
         }
     }
 

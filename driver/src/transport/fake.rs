@@ -171,13 +171,16 @@ pub struct FakeQpair {
     /// The controller's token for this queue's connection (0: none).
     token: u64,
     sent: Vec<Option<SubmissionEntry>>,
+    /// Frames in the arena the queue was created over (a frame outside
+    /// it is refused, as every transport refuses it).
+    frames: u32,
     inbound: Vec<[u8; IDENTIFY_SIZE]>,
     /// Completions and the time they become visible.
     pending: Vec<(Nanos, CompletionEntry)>,
 }
 
 impl FakeQpair {
-    fn new(state: Arc<Mutex<State>>, qid: u16, entries: u16) -> FakeQpair {
+    fn new(state: Arc<Mutex<State>>, qid: u16, entries: u16, frames: u32) -> FakeQpair {
         let ids = usize::from(entries) - 1;
         FakeQpair {
             qid,
@@ -185,6 +188,7 @@ impl FakeQpair {
             state,
             token: 0,
             sent: vec![None; ids],
+            frames,
             inbound: vec![[0; IDENTIFY_SIZE]; if qid == 0 { ids } else { 0 }],
             pending: Vec::new(),
         }
@@ -271,7 +275,7 @@ impl Qpair for FakeQpair {
     }
     fn submit(&mut self, sqe: &SubmissionEntry, payload: Payload<'_>) -> Result<(), QpairError> {
         if let Payload::Frames(f) = payload {
-            if f.is_empty() {
+            if f.is_empty() || f.iter().any(|x| x.0 >= self.frames) {
                 return Err(QpairError::BadPayload);
             }
         }
@@ -364,7 +368,7 @@ impl Transport for FakeTransport {
         Ok(())
     }
     fn create_admin_qpair(&self, entries: u16) -> Result<FakeQpair, DriverError<Infallible>> {
-        Ok(FakeQpair::new(self.state.clone(), 0, entries))
+        Ok(FakeQpair::new(self.state.clone(), 0, entries, 0))
     }
     fn enable_admin(&self, admin: &mut FakeQpair) -> Result<(), DriverError<Infallible>> {
         admin.pending.clear();
@@ -377,9 +381,14 @@ impl Transport for FakeTransport {
     fn create_qpair(
         &self,
         spec: QpairSpec,
-        _: &Arc<FakeFrames>,
+        frames: &Arc<FakeFrames>,
     ) -> Result<FakeQpair, DriverError<Infallible>> {
-        Ok(FakeQpair::new(self.state.clone(), spec.qid, spec.entries))
+        Ok(FakeQpair::new(
+            self.state.clone(),
+            spec.qid,
+            spec.entries,
+            frames.0,
+        ))
     }
     fn connect_qpair(
         &self,

@@ -176,6 +176,21 @@ pub trait Qpair: Send + 'static {
     /// transport keeps what it needs to send the same command again with
     /// [`resubmit`](Self::resubmit) until the id is reused.
     fn submit(&mut self, sqe: &SubmissionEntry, payload: Payload<'_>) -> Result<(), QpairError>;
+    /// As [`submit`](Self::submit), with the entry `build` returns given
+    /// command id `cid`: a transport that keeps the entry (PCIe, to send
+    /// it again) builds it straight where it keeps it, with no copy in
+    /// between. The default builds it and calls `submit`.
+    #[inline]
+    fn submit_with(
+        &mut self,
+        cid: u16,
+        build: impl FnOnce() -> SubmissionEntry,
+        payload: Payload<'_>,
+    ) -> Result<(), QpairError> {
+        let mut sqe = build();
+        sqe.set_cid(cid);
+        self.submit(&sqe, payload)
+    }
     /// Sends again the command last submitted with `cid`, with the same
     /// data (a retry after an error status or after a reconnect).
     fn resubmit(&mut self, cid: u16) -> Result<(), QpairError>;
@@ -201,6 +216,11 @@ pub trait Qpair: Send + 'static {
     /// appended to `out` in order instead, as `poll` appends them. An
     /// error from `take` ends the poll with that error. Returns how many
     /// entries were read.
+    ///
+    /// A plain success (status all zero) may be offered with DW0 and DW1
+    /// unread (zero): PCIe reads them only for entries that need them,
+    /// and the I/O queue takes only plain successes, whose DW0 it does
+    /// not use. Entries appended to `out` are whole.
     ///
     /// The default polls into `out` and offers the entries afterwards;
     /// a transport that reads completions one by one (PCIe) offers each

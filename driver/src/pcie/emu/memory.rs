@@ -2,12 +2,13 @@
 //! by the driver (through [`DmaRegion`]) and the device (through bus
 //! addresses).
 //!
-//! A region is plain bytes in 4 KiB pages, each behind its own lock, so
-//! "CPU" and "device" accesses are well defined in safe Rust, each access is
+//! A region is plain bytes in 4 KiB pages, each behind its own lock
+//! ([`LockedPages`]: one contiguous allocation, laid out as a VFIO arena
+//! is), so "CPU" and "device" accesses are well defined, each access is
 //! atomic within its page (a completion entry is never seen half-written),
-//! and bulk copies run at memcpy speed. (Atomic words, the other safe
-//! choice, copy four times slower, and every cached read and write of the
-//! page cache goes through this memory.)
+//! and bulk copies run at memcpy speed. (Atomic words, the other choice
+//! without unsafe code, copy four times slower, and every cached read and
+//! write of the page cache goes through this memory.)
 //!
 //! An address space made with [`EmuMemory::with_split_reads`] keeps its
 //! regions as atomic words instead, read and written by the same code as
@@ -20,11 +21,11 @@ use std::sync::{Arc, Weak};
 
 use spin::RwLock;
 
+use super::pages::{LockedPages, PAGE as PAGE_BYTES};
 use crate::pcie::hal::{DmaAllocator, DmaError, DmaRegion, Iova};
 use crate::pcie::words::WordView;
 
-const PAGE: u64 = 4096;
-const PAGE_BYTES: usize = PAGE as usize;
+const PAGE: u64 = PAGE_BYTES as u64;
 /// First bus address handed out; zero stays unmapped so a null PRP faults.
 const IOVA_BASE: u64 = 0x1_0000_0000;
 
@@ -32,7 +33,7 @@ const IOVA_BASE: u64 = 0x1_0000_0000;
 /// accessed, atomic words.
 #[derive(Debug)]
 pub struct DmaBytes {
-    pages: Box<[RwLock<Box<[u8; PAGE_BYTES]>>]>,
+    pages: LockedPages,
     /// Non-empty (and `pages` empty) for memory kept as atomic words.
     words: Box<[AtomicU64]>,
     len: usize,
@@ -40,22 +41,19 @@ pub struct DmaBytes {
 
 impl DmaBytes {
     /// `len` zeroed bytes.
-    pub fn new(len: usize) -> DmaBytes {
-        let pages = (0..len.div_ceil(PAGE_BYTES))
-            .map(|_| RwLock::new(Box::new([0u8; PAGE_BYTES])))
-            .collect();
-        DmaBytes {
-            pages,
+    pub fn new(len: usize) -> Result<DmaBytes, DmaError> {
+        Ok(DmaBytes {
+            pages: LockedPages::new(len.div_ceil(PAGE_BYTES))?,
             words: Box::default(),
             len,
-        }
+        })
     }
     /// `len` zeroed bytes kept as atomic words and accessed through
     /// [`WordView`], as VFIO memory is: no access is atomic beyond a word.
     pub fn words(len: usize) -> DmaBytes {
         let words = (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
         DmaBytes {
-            pages: Box::default(),
+            pages: LockedPages::empty(),
             words,
             len,
         }
@@ -76,18 +74,15 @@ impl DmaBytes {
     fn check(&self, offset: usize, n: usize) -> Result<(), DmaError> {
         crate::pcie::hal::check_span(offset, n, self.len)
     }
-    /// Calls `f(page, range in page, range in the caller's buffer)` for each
-    /// page `[offset, offset + n)` touches.
+    /// Calls `f(page index, range in page, range in the caller's buffer)`
+    /// for each page `[offset, offset + n)` touches; `f` returns `None` for
+    /// a page that does not exist.
     #[inline]
     fn each(
         &self,
         offset: usize,
         n: usize,
-        mut f: impl FnMut(
-            &RwLock<Box<[u8; PAGE_BYTES]>>,
-            core::ops::Range<usize>,
-            core::ops::Range<usize>,
-        ),
+        mut f: impl FnMut(usize, core::ops::Range<usize>, core::ops::Range<usize>) -> Option<()>,
     ) -> Result<(), DmaError> {
         self.check(offset, n)?;
         let mut done = 0;
@@ -95,22 +90,21 @@ impl DmaBytes {
             let pos = offset + done;
             let (p, at) = (pos / PAGE_BYTES, pos % PAGE_BYTES);
             let k = (PAGE_BYTES - at).min(n - done);
-            let page = self.pages.get(p).ok_or(DmaError::OutOfBounds)?;
-            f(page, at..at + k, done..done + k);
+            f(p, at..at + k, done..done + k).ok_or(DmaError::OutOfBounds)?;
             done += k;
         }
         Ok(())
     }
-    /// The page holding all of `[offset, offset + n)` and where the span
-    /// starts in it, if the span is checked and lies in one page (every
-    /// page-cache frame copy): the copy then skips the page walk.
+    /// The index of the page holding all of `[offset, offset + n)` and
+    /// where the span starts in it, if the span is checked and lies in one
+    /// page (every queue entry): the copy then skips the page walk.
     #[inline(always)]
-    fn one_page(&self, offset: usize, n: usize) -> Option<(&RwLock<Box<[u8; PAGE_BYTES]>>, usize)> {
+    fn one_page(&self, offset: usize, n: usize) -> Option<(usize, usize)> {
         let at = offset % PAGE_BYTES;
         if at + n > PAGE_BYTES || self.check(offset, n).is_err() {
             return None;
         }
-        Some((self.pages.get(offset / PAGE_BYTES)?, at))
+        Some((offset / PAGE_BYTES, at))
     }
     /// Copies bytes out. A span within one page (a queue entry, a frame)
     /// is copied inline (always: the driver's queue-entry accesses must
@@ -121,8 +115,9 @@ impl DmaBytes {
         if let Some(view) = self.view() {
             return view.read(offset, dst);
         }
-        if let Some((page, at)) = self.one_page(offset, dst.len()) {
-            dst.copy_from_slice(&page.read()[at..at + dst.len()]);
+        if let Some((p, at)) = self.one_page(offset, dst.len()) {
+            let page = self.pages.read(p).ok_or(DmaError::OutOfBounds)?;
+            dst.copy_from_slice(&page[at..at + dst.len()]);
             return Ok(());
         }
         self.read_pages(offset, dst)
@@ -138,9 +133,15 @@ impl DmaBytes {
         if self.view().is_some() {
             return self.read(crate::pcie::hal::page_offset(page, at, dst.len())?, dst);
         }
+        self.read_locked_page(page, at, dst)
+    }
+    /// [`read_page`](Self::read_page) of memory kept in pages, for a caller
+    /// that knows it is (memory kept as words has no pages: every page is
+    /// out of bounds).
+    #[inline(always)]
+    fn read_locked_page(&self, page: usize, at: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         let end = at.checked_add(dst.len()).ok_or(DmaError::OutOfBounds)?;
-        let page = self.pages.get(page).ok_or(DmaError::OutOfBounds)?;
-        let bytes = page.read();
+        let bytes = self.pages.read(page).ok_or(DmaError::OutOfBounds)?;
         crate::pcie::page_copy::copy(dst, bytes.get(at..end).ok_or(DmaError::OutOfBounds)?);
         Ok(())
     }
@@ -151,9 +152,14 @@ impl DmaBytes {
         if self.view().is_some() {
             return self.write(crate::pcie::hal::page_offset(page, at, src.len())?, src);
         }
+        self.write_locked_page(page, at, src)
+    }
+    /// [`write_page`](Self::write_page) of memory kept in pages, as
+    /// [`read_locked_page`](Self::read_locked_page).
+    #[inline(always)]
+    fn write_locked_page(&self, page: usize, at: usize, src: &[u8]) -> Result<(), DmaError> {
         let end = at.checked_add(src.len()).ok_or(DmaError::OutOfBounds)?;
-        let page = self.pages.get(page).ok_or(DmaError::OutOfBounds)?;
-        let mut bytes = page.write();
+        let mut bytes = self.pages.write(page).ok_or(DmaError::OutOfBounds)?;
         let dst = bytes.get_mut(at..end).ok_or(DmaError::OutOfBounds)?;
         crate::pcie::page_copy::copy(dst, src);
         Ok(())
@@ -170,8 +176,9 @@ impl DmaBytes {
     }
     #[inline(never)]
     fn read_pages(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
-        self.each(offset, dst.len(), |page, src, out| {
-            dst[out].copy_from_slice(&page.read()[src])
+        self.each(offset, dst.len(), |p, src, out| {
+            dst[out].copy_from_slice(&self.pages.read(p)?[src]);
+            Some(())
         })
     }
     /// Copies bytes in; as [`read`](Self::read), a span within one page
@@ -181,8 +188,9 @@ impl DmaBytes {
         if let Some(view) = self.view() {
             return view.write(offset, src);
         }
-        if let Some((page, at)) = self.one_page(offset, src.len()) {
-            page.write()[at..at + src.len()].copy_from_slice(src);
+        if let Some((p, at)) = self.one_page(offset, src.len()) {
+            let mut page = self.pages.write(p).ok_or(DmaError::OutOfBounds)?;
+            page[at..at + src.len()].copy_from_slice(src);
             return Ok(());
         }
         self.write_pages(offset, src)
@@ -207,8 +215,9 @@ impl DmaBytes {
     }
     #[inline(never)]
     fn write_pages(&self, offset: usize, src: &[u8]) -> Result<(), DmaError> {
-        self.each(offset, src.len(), |page, dst, input| {
-            page.write()[dst].copy_from_slice(&src[input])
+        self.each(offset, src.len(), |p, dst, input| {
+            self.pages.write(p)?[dst].copy_from_slice(&src[input]);
+            Some(())
         })
     }
     /// Sets a run of bytes.
@@ -216,7 +225,10 @@ impl DmaBytes {
         if let Some(view) = self.view() {
             return view.fill(offset, len, byte);
         }
-        self.each(offset, len, |page, dst, _| page.write()[dst].fill(byte))
+        self.each(offset, len, |p, dst, _| {
+            self.pages.write(p)?[dst].fill(byte);
+            Some(())
+        })
     }
 }
 
@@ -337,13 +349,22 @@ impl DmaRegion for EmuRegion {
     fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         self.mem.read(offset, dst)
     }
+    // The frames branch on `page_atomic` (this region's `split`) just
+    // before a page copy; branching on the same field here lets the
+    // compiler fold the two checks into one.
     #[inline(always)]
     fn read_page(&self, page: usize, at: usize, dst: &mut [u8]) -> Result<(), DmaError> {
-        self.mem.read_page(page, at, dst)
+        if self.split {
+            return self.mem.read_page(page, at, dst);
+        }
+        self.mem.read_locked_page(page, at, dst)
     }
     #[inline(always)]
     fn write_page(&self, page: usize, at: usize, src: &[u8]) -> Result<(), DmaError> {
-        self.mem.write_page(page, at, src)
+        if self.split {
+            return self.mem.write_page(page, at, src);
+        }
+        self.mem.write_locked_page(page, at, src)
     }
     #[inline(always)]
     fn read_u32(&self, offset: usize) -> Result<u32, DmaError> {
@@ -379,7 +400,7 @@ impl DmaAllocator for EmuMemory {
         let mem = Arc::new(if self.space.split {
             DmaBytes::words(len)
         } else {
-            DmaBytes::new(len)
+            DmaBytes::new(len)?
         });
         self.space.regions.write().insert(iova, mem.clone());
         Ok(EmuRegion {

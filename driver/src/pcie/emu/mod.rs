@@ -16,6 +16,7 @@ mod controller;
 mod faults;
 mod medium;
 mod memory;
+mod pages;
 #[cfg(test)]
 mod tests;
 
