@@ -172,8 +172,10 @@ io-cost MODE="emu" IOS="100000" QD="32":
 
 # Instructions per cached 4 KiB read and per cached 4 KiB overwrite through
 # the file API under callgrind (`just read-cost read`, `... write`, or both).
-read-cost WHAT="both" OPS="100000":
-    bash vm/read-write-cost.sh {{WHAT}} {{OPS}}
+# `just read-cost read 100000 words` reads over DMA memory accessed as VFIO
+# memory is (a real controller's page copy).
+read-cost WHAT="both" OPS="100000" MEMORY="locked":
+    bash vm/read-write-cost.sh {{WHAT}} {{OPS}} {{MEMORY}}
 
 # The NVMe/TCP initiator against the Linux kernel's nvmet-tcp in the VM:
 # identify, data at many sizes with and without digests, a reconnect under

@@ -9,6 +9,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 what="${1:-both}"
 ops="${2:-100000}"
+memory="${3:-locked}"
 command -v valgrind >/dev/null || { echo "read-write-cost: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 target="${CARGO_TARGET_DIR:-$repo/target}"
 out="$(mktemp)"
@@ -24,7 +25,7 @@ count() { # name example fn args...
     echo "$name: $((total / ops)) instructions per 4 KiB operation ($total over $ops)"
 }
 case "$what" in
-    read|both) count "cached read" read_cost one_read "$ops" ;;
+    read|both) count "cached read ($memory memory)" read_cost one_read "$ops" "$memory" ;;
 esac
 case "$what" in
     write|both) count "cached overwrite" write_cost one_write count 1 "$ops" ;;

@@ -1,25 +1,54 @@
 //! Cached 4 KiB reads of a 4 MiB file, for counting instructions per read:
-//! `read_cost [reads]` makes a fixed number of random reads through the
-//! `#[inline(never)]` function `one_read`, for
+//! `read_cost [reads] [words]` makes a fixed number of random reads through
+//! the `#[inline(never)]` function `one_read`, for
 //! `valgrind --tool=callgrind --toggle-collect='read_cost::one_read*'`
 //! (`just read-cost`): instructions per cached read, the page copy
 //! included, which do not depend on the machine's speed.
+//!
+//! The emulated controller's DMA memory is page-locked memory by default;
+//! with `words` it is kept as atomic words and accessed by VFIO memory's
+//! own code (`EmuMemory::with_split_reads`, as `io_cost split`), so the
+//! count is a real controller's: its page copy is `WordView`'s.
 //!
 //! Every page is read once before counting, so every counted read finds
 //! its page in the cache: the bench's steady state for a 4 MiB file.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pollfs_core::{Config, File, Fs};
-use pollfs_driver::{EmulatedDevice, NvmeDevice};
+use pollfs_driver::emu::StdClock;
+use pollfs_driver::{
+    DriverConfig, EmuConfig, EmuController, EmuMemory, EmulatedDevice, NvmeDevice, PcieTransport,
+};
 use pollfs_host_tests::rng::Rng;
 
 const BS: usize = 4096;
 const SIZE: u64 = 4 << 20;
 const BLOCKS: u64 = SIZE / BS as u64;
 
-fn fs_with_file() -> (Fs<EmulatedDevice>, File<EmulatedDevice>) {
+/// The file system on an emulated controller over page-locked memory, or,
+/// with `words`, over memory accessed as VFIO memory is.
+fn fs_with_file(words: bool) -> (Fs<EmulatedDevice>, File<EmulatedDevice>) {
     let pages = BLOCKS as u32;
-    let dev = NvmeDevice::emulated(SIZE + (16 << 20), 4096, pages + 64).unwrap();
+    let bytes = SIZE + (16 << 20);
+    let dev = if words {
+        let emu = EmuConfig {
+            bytes,
+            block_size: 4096,
+            ..EmuConfig::default()
+        };
+        let memory = EmuMemory::with_split_reads();
+        let ctrl = EmuController::new(emu, memory.clone());
+        let transport = PcieTransport::new(ctrl, memory);
+        NvmeDevice::new(
+            transport,
+            StdClock::new(),
+            DriverConfig::default(),
+            pages + 64,
+        )
+        .unwrap()
+    } else {
+        NvmeDevice::emulated(bytes, 4096, pages + 64).unwrap()
+    };
     let config = Config {
         cache_pages: pages + 64,
         ..pollfs_core::hosted::config()
@@ -44,11 +73,17 @@ fn one_read(f: &File<EmulatedDevice>, buf: &mut [u8], off: u64) -> usize {
 }
 
 fn main() {
-    let reads: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(100_000);
-    let (_fs, f) = fs_with_file();
+    let mut args = std::env::args().skip(1);
+    let reads: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let words = match args.next().as_deref() {
+        None | Some("locked") => false,
+        Some("words") => true,
+        Some(other) => {
+            eprintln!("read_cost: memory {other:?}: give `locked` (the default) or `words`");
+            std::process::exit(2);
+        }
+    };
+    let (_fs, f) = fs_with_file(words);
     let mut buf = vec![0u8; BS];
     let mut rng = Rng::new(7);
     let mut total = 0usize;
