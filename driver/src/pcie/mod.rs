@@ -9,7 +9,8 @@
 //! - [`qpair`]: [`PcieQpair`], a ring pair plus per-command PRP scratch.
 //! - [`frames`]: the page-cache frames in DMA memory ([`NvmeFrames`]).
 //! - [`words`]: byte access to shared DMA memory as atomic words.
-//! - `page_copy` (feature `emu`): a whole page's copy in 32-byte moves.
+//! - `page_copy` (feature `std`): a whole page's copy in 32-byte moves,
+//!   for the emulated arena and, in inline assembly, for `words`.
 //! - `emu` (feature `emu`) and `vfio` (feature `vfio`): the two providers
 //!   of registers and DMA memory, an emulated controller over plain memory
 //!   and a real one through VFIO.
@@ -27,7 +28,7 @@ pub mod words;
 
 #[cfg(feature = "emu")]
 pub mod emu;
-#[cfg(feature = "emu")]
+#[cfg(feature = "std")]
 pub(crate) mod page_copy;
 #[cfg(all(feature = "vfio", target_os = "linux"))]
 pub mod vfio;

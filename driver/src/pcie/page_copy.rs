@@ -9,13 +9,128 @@
 //! of eight 32-byte moves a round, with no dispatch, when the CPU has
 //! AVX2 (one cached flag test); without it, and for any other length,
 //! `copy_from_slice` as before.
+//!
+//! Memory shared with a device as atomic words (VFIO memory, through
+//! [`WordView`](crate::pcie::words::WordView)) cannot be copied with Rust
+//! loads and stores: the device, or a page-cache writer under the cache's
+//! seqlock, may write it during the copy, and a plain access would be a
+//! data race. Word by word with atomics it costs about 1,400 instructions
+//! a page, which LLVM cannot vectorize. [`from_words`] and [`to_words`]
+//! copy a whole page in inline assembly instead (`vmovdqu`, 32 bytes a
+//! move, `vzeroupper` after): the assembly is opaque to the compiler and
+//! forms no Rust reference to the shared bytes, so a racing writer is a
+//! race at the hardware level, where x86 keeps every aligned 8-byte part
+//! of each move whole and orders loads and stores as the atomics' Acquire
+//! loads and Release stores are ordered (plain moves under x86-TSO). A
+//! copy that raced is what the atomic copy would give, and the seqlock's
+//! version re-check discards it. Under Miri, which cannot run assembly,
+//! and without AVX2 they copy nothing and the caller copies word by word.
 #![allow(unsafe_code)]
+
+use core::sync::atomic::AtomicU64;
 
 /// Bytes in a page.
 const PAGE: usize = 4096;
+/// 64-bit words in a page.
+pub const PAGE_WORDS: usize = PAGE / 8;
+
+/// Copies a page of shared words into `dst`, as if by Acquire loads of
+/// each word; returns false, having copied nothing, where the assembly
+/// copy cannot run (the caller then copies word by word).
+#[inline(always)]
+pub fn from_words(dst: &mut [u8; PAGE], src: &[AtomicU64; PAGE_WORDS]) -> bool {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (tested just above). `dst` is a
+        // borrowed 4096-byte buffer no one else can touch; `src` is 512
+        // words borrowed for the call (so the memory, VFIO's mapping
+        // included, outlives it), and a pointer from the whole array is
+        // valid for reads of all 4096 bytes, which others may write at the same
+        // time: only the assembly reads them, and no Rust reference to
+        // their bytes is formed.
+        unsafe { page_asm(dst.as_mut_ptr(), src.as_ptr().cast::<u8>()) };
+        return true;
+    }
+    let _ = (dst, src);
+    false
+}
+
+/// Copies `src` into a page of shared words, as if by Release stores of
+/// each word; returns false, having copied nothing, where the assembly
+/// copy cannot run (the caller then copies word by word).
+#[inline(always)]
+pub fn to_words(dst: &[AtomicU64; PAGE_WORDS], src: &[u8; PAGE]) -> bool {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (tested just above). `dst` is 512
+        // words borrowed for the call (the memory outlives it), and a
+        // pointer from the whole array is valid for writes of all 4096
+        // bytes through a shared reference (atomic words are interior
+        // mutable); others may read or write them at the same time: only
+        // the assembly writes them, and no Rust reference to their bytes
+        // is formed. `src` is a borrowed 4096-byte buffer, which cannot
+        // overlap words (a `&[u8]` cannot alias an `UnsafeCell`).
+        unsafe { page_asm(dst.as_ptr().cast::<u8>().cast_mut(), src.as_ptr()) };
+        return true;
+    }
+    let _ = (dst, src);
+    false
+}
+
+/// Copies 4096 bytes from `src` to `dst` in 32-byte `vmovdqu` moves,
+/// eight loads then eight stores a round, in address order, then
+/// `vzeroupper`.
+///
+/// # Safety
+///
+/// The CPU must have AVX2; `src` must be valid for reads and `dst` for
+/// writes of 4096 bytes for the whole call, and they must not overlap.
+/// Either may be written by others during the call (that is the point:
+/// the race is the hardware's, not Rust's).
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+#[target_feature(enable = "avx2")]
+unsafe fn page_asm(dst: *mut u8, src: *const u8) {
+    // SAFETY: the caller passes pointers valid for 4096 bytes each, not
+    // overlapping, and a CPU with AVX2. The loop reads `src + i` and
+    // writes `dst + i` for `i` in `[0, 4096)` only (`end` counts up from
+    // -4096 to 0 by 256, each round moving bytes `end .. end + 256`
+    // before the pointers' ends); it touches no stack, and clobbers the
+    // eight ymm registers it names, `end` and the flags.
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "vmovdqu ymm0, [{s} + {i}]",
+            "vmovdqu ymm1, [{s} + {i} + 32]",
+            "vmovdqu ymm2, [{s} + {i} + 64]",
+            "vmovdqu ymm3, [{s} + {i} + 96]",
+            "vmovdqu ymm4, [{s} + {i} + 128]",
+            "vmovdqu ymm5, [{s} + {i} + 160]",
+            "vmovdqu ymm6, [{s} + {i} + 192]",
+            "vmovdqu ymm7, [{s} + {i} + 224]",
+            "vmovdqu [{d} + {i}], ymm0",
+            "vmovdqu [{d} + {i} + 32], ymm1",
+            "vmovdqu [{d} + {i} + 64], ymm2",
+            "vmovdqu [{d} + {i} + 96], ymm3",
+            "vmovdqu [{d} + {i} + 128], ymm4",
+            "vmovdqu [{d} + {i} + 160], ymm5",
+            "vmovdqu [{d} + {i} + 192], ymm6",
+            "vmovdqu [{d} + {i} + 224], ymm7",
+            "add {i}, 256",
+            "jnz 2b",
+            "vzeroupper",
+            s = in(reg) src.wrapping_add(PAGE),
+            d = in(reg) dst.wrapping_add(PAGE),
+            i = inout(reg) -(PAGE as isize) => _,
+            out("ymm0") _, out("ymm1") _, out("ymm2") _, out("ymm3") _,
+            out("ymm4") _, out("ymm5") _, out("ymm6") _, out("ymm7") _,
+            options(nostack),
+        );
+    }
+}
 
 /// Copies `src` into `dst`; the lengths must match (as for
 /// `copy_from_slice`, which panics otherwise: callers pass equal spans).
+#[cfg(feature = "emu")]
 #[inline(always)]
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     #[cfg(target_arch = "x86_64")]
@@ -42,7 +157,7 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
 /// # Safety
 ///
 /// The CPU must have AVX2.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(feature = "emu", target_arch = "x86_64"))]
 #[target_feature(enable = "avx2")]
 unsafe fn page_avx2(dst: &mut [u8; PAGE], src: &[u8; PAGE]) {
     use core::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_storeu_si256};
