@@ -15,40 +15,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pollfs_core::{Config, File, Fs};
-use pollfs_driver::emu::StdClock;
-use pollfs_driver::{
-    DriverConfig, EmuConfig, EmuController, EmuMemory, EmulatedDevice, NvmeDevice, PcieTransport,
-};
+use pollfs_driver::EmulatedDevice;
+use pollfs_host_tests::cached::{emulated, Memory};
 use pollfs_host_tests::rng::Rng;
 
 const BS: usize = 4096;
 const SIZE: u64 = 4 << 20;
 const BLOCKS: u64 = SIZE / BS as u64;
 
-/// The file system on an emulated controller over page-locked memory, or,
-/// with `words`, over memory accessed as VFIO memory is.
-fn fs_with_file(words: bool) -> (Fs<EmulatedDevice>, File<EmulatedDevice>) {
+fn fs_with_file(memory: Memory) -> (Fs<EmulatedDevice>, File<EmulatedDevice>) {
     let pages = BLOCKS as u32;
-    let bytes = SIZE + (16 << 20);
-    let dev = if words {
-        let emu = EmuConfig {
-            bytes,
-            block_size: 4096,
-            ..EmuConfig::default()
-        };
-        let memory = EmuMemory::with_split_reads();
-        let ctrl = EmuController::new(emu, memory.clone());
-        let transport = PcieTransport::new(ctrl, memory);
-        NvmeDevice::new(
-            transport,
-            StdClock::new(),
-            DriverConfig::default(),
-            pages + 64,
-        )
-        .unwrap()
-    } else {
-        NvmeDevice::emulated(bytes, 4096, pages + 64).unwrap()
-    };
+    let dev = emulated(SIZE + (16 << 20), pages + 64, memory);
     let config = Config {
         cache_pages: pages + 64,
         ..pollfs_core::hosted::config()
@@ -75,15 +52,14 @@ fn one_read(f: &File<EmulatedDevice>, buf: &mut [u8], off: u64) -> usize {
 fn main() {
     let mut args = std::env::args().skip(1);
     let reads: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(100_000);
-    let words = match args.next().as_deref() {
-        None | Some("locked") => false,
-        Some("words") => true,
-        Some(other) => {
-            eprintln!("read_cost: memory {other:?}: give `locked` (the default) or `words`");
+    let memory = match args.next() {
+        None => Memory::Locked,
+        Some(arg) => Memory::parse(&arg).unwrap_or_else(|| {
+            eprintln!("read_cost: memory {arg:?}: give `locked` (the default) or `words`");
             std::process::exit(2);
-        }
+        }),
     };
-    let (_fs, f) = fs_with_file(words);
+    let (_fs, f) = fs_with_file(memory);
     let mut buf = vec![0u8; BS];
     let mut rng = Rng::new(7);
     let mut total = 0usize;

@@ -2,26 +2,77 @@
 //! loop that the criterion bench `overwrite_4k_64MiB` (`benches/cache.rs`)
 //! and the cost examples (`examples/write_cost.rs`,
 //! `examples/disjoint_writers.rs`) share, so that what the examples count
-//! under callgrind is what the bench times.
+//! under callgrind is what the bench times; and the emulated device over
+//! either kind of DMA memory ([`Memory`]) for the read examples.
 
 use std::time::{Duration, Instant};
 
 use pollfs_core::units::PAGE_SIZE;
 use pollfs_core::{Config, File, Fs};
-use pollfs_driver::{EmulatedDevice, NvmeDevice};
+use pollfs_driver::emu::StdClock;
+use pollfs_driver::{
+    DriverConfig, EmuConfig, EmuController, EmuMemory, EmulatedDevice, NvmeDevice, PcieTransport,
+};
 
 use crate::rng::Rng;
 
 /// The file every workload here writes.
 pub const FILE: &str = "f";
 
+/// The emulated controller's DMA memory, where the page cache's frames
+/// live and every cached read and write copies its page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    /// Plain bytes in page-locked pages (`EmuMemory::new`).
+    Locked,
+    /// Atomic words read and written by VFIO memory's own code
+    /// (`EmuMemory::with_split_reads`): a real controller's memory path.
+    Words,
+}
+
+impl Memory {
+    /// The memory an example's argument names: `locked` or `words`.
+    pub fn parse(arg: &str) -> Option<Memory> {
+        match arg {
+            "locked" => Some(Memory::Locked),
+            "words" => Some(Memory::Words),
+            _ => None,
+        }
+    }
+}
+
+/// The driver on an emulated controller over a zeroed namespace of
+/// `bytes` bytes in 4 KiB blocks, with `frames` page-cache frames in
+/// `memory`.
+pub fn emulated(bytes: u64, frames: u32, memory: Memory) -> EmulatedDevice {
+    match memory {
+        Memory::Locked => NvmeDevice::emulated(bytes, 4096, frames).unwrap(),
+        Memory::Words => {
+            let emu = EmuConfig {
+                bytes,
+                block_size: 4096,
+                ..EmuConfig::default()
+            };
+            let memory = EmuMemory::with_split_reads();
+            let ctrl = EmuController::new(emu, memory.clone());
+            let transport = PcieTransport::new(ctrl, memory);
+            NvmeDevice::new(transport, StdClock::new(), DriverConfig::default(), frames).unwrap()
+        }
+    }
+}
+
 /// A filesystem on the emulated NVMe controller holding [`FILE`], `size`
 /// bytes of 0xa5, written and synced, with a cache that holds every page
 /// of it and lets every page be dirty at once. `file_lock` as in
 /// [`Config`].
 pub fn fs_with_file(size: u64, file_lock: bool) -> Fs<EmulatedDevice> {
+    fs_with_file_on(size, file_lock, Memory::Locked)
+}
+
+/// As [`fs_with_file`], the cache's frames in `memory`.
+pub fn fs_with_file_on(size: u64, file_lock: bool, memory: Memory) -> Fs<EmulatedDevice> {
     let pages = (size / PAGE_SIZE as u64) as u32;
-    let dev = NvmeDevice::emulated(size + (16 << 20), 4096, pages + 64).unwrap();
+    let dev = emulated(size + (16 << 20), pages + 64, memory);
     let config = Config {
         cache_pages: pages + 64,
         dirty_limit_pages: pages,
