@@ -172,7 +172,7 @@ io-cost MODE="emu" IOS="100000" QD="32":
 
 # Instructions per cached 4 KiB read and per cached 4 KiB overwrite through
 # the file API under callgrind (`just read-cost read`, `... write`, or both).
-# `just read-cost read 100000 words` reads over DMA memory accessed as VFIO
+# `just read-cost both 100000 words` over DMA memory accessed as VFIO
 # memory is (a real controller's page copy).
 read-cost WHAT="both" OPS="100000" MEMORY="locked":
     bash vm/read-write-cost.sh {{WHAT}} {{OPS}} {{MEMORY}}

@@ -4,7 +4,10 @@
 # callgrind: host-tests/examples/read_cost and write_cost, collection on
 # only inside their one_read/one_write wrappers. Counts do not depend on
 # the machine's speed. Needs valgrind.
-# Usage: bash vm/read-write-cost.sh [read|write|both] [ops]
+# MEMORY is the emulated controller's DMA memory: `locked` (page-locked,
+# the default) or `words` (atomic words accessed by VFIO memory's own
+# code: a real controller's page copy).
+# Usage: bash vm/read-write-cost.sh [read|write|both] [ops] [locked|words]
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 what="${1:-both}"
@@ -28,5 +31,5 @@ case "$what" in
     read|both) count "cached read ($memory memory)" read_cost one_read "$ops" "$memory" ;;
 esac
 case "$what" in
-    write|both) count "cached overwrite" write_cost one_write count 1 "$ops" ;;
+    write|both) count "cached overwrite ($memory memory)" write_cost one_write count 1 "$ops" "$memory" ;;
 esac

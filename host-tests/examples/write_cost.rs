@@ -5,11 +5,13 @@
 //!   `rounds` times, printing each round's ns per write and the ratio of
 //!   2-thread to 1-thread throughput, beside the same for plain 4 KiB
 //!   copies into 64 MiB of memory (the ceiling the machine allows).
-//! - `write_cost count THREADS [writes]`: a fixed number of writes through
-//!   the `#[inline(never)]` function `one_write`, for
+//! - `write_cost count THREADS [writes] [locked|words]`: a fixed number of
+//!   writes through the `#[inline(never)]` function `one_write`, for
 //!   `valgrind --tool=callgrind --collect-bus=yes --toggle-collect='write_cost::one_write*'`:
 //!   instructions and atomic read-modify-write instructions (callgrind's
-//!   `Ge`) per write, which do not depend on the machine's speed.
+//!   `Ge`) per write, which do not depend on the machine's speed. With
+//!   `words` the DMA memory is accessed as VFIO memory is
+//!   (`cached::Memory::Words`).
 //!
 //! Every page is written once before measuring, so every write finds its
 //! page cached and already dirty: the bench's steady state.
@@ -20,7 +22,7 @@ use std::time::{Duration, Instant};
 use pollfs_core::units::PAGE_SIZE as BS;
 use pollfs_core::File;
 use pollfs_driver::EmulatedDevice;
-use pollfs_host_tests::cached::{dirty_every_page, fs_with_file, overwrite};
+use pollfs_host_tests::cached::{dirty_every_page, fs_with_file_on, overwrite, Memory};
 use pollfs_host_tests::rng::Rng;
 
 const SIZE: u64 = 64 << 20;
@@ -56,7 +58,14 @@ fn memcpy(mem: &mut [u8], threads: u64, writes: u64) -> Duration {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let fs = fs_with_file(SIZE, false);
+    let memory = match args.get(3).filter(|_| args[0] == "count") {
+        None => Memory::Locked,
+        Some(arg) => Memory::parse(arg).unwrap_or_else(|| {
+            eprintln!("write_cost: memory {arg:?}: give `locked` (the default) or `words`");
+            std::process::exit(2);
+        }),
+    };
+    let fs = fs_with_file_on(SIZE, false, memory);
     dirty_every_page(&fs);
     match args.first().map(String::as_str) {
         Some("count") => {
