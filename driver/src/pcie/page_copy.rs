@@ -19,12 +19,15 @@
 //! copy a whole page in inline assembly instead (`vmovdqu`, 32 bytes a
 //! move, `vzeroupper` after): the assembly is opaque to the compiler and
 //! forms no Rust reference to the shared bytes, so a racing writer is a
-//! race at the hardware level, where x86 keeps every aligned 8-byte part
-//! of each move whole and orders loads and stores as the atomics' Acquire
-//! loads and Release stores are ordered (plain moves under x86-TSO). A
-//! copy that raced is what the atomic copy would give, and the seqlock's
-//! version re-check discards it. Under Miri, which cannot run assembly,
-//! and without AVX2 they copy nothing and the caller copies word by word.
+//! race at the hardware level only, where x86 orders the moves' loads and
+//! stores as the atomics' Acquire loads and Release stores are ordered
+//! (plain moves under x86-TSO). A copy that raced a page-cache writer
+//! fails the seqlock's version re-check and is discarded, and a frame the
+//! device writes is read only after its completion, so no copy that raced
+//! is used (whether a 32-byte move keeps each aligned word whole, which
+//! the CPU does not promise, does not matter). Under Miri, which cannot
+//! run assembly, and without AVX2 they copy nothing and the caller copies
+//! word by word.
 #![allow(unsafe_code)]
 
 use core::sync::atomic::AtomicU64;

@@ -15,8 +15,9 @@
 //!
 //! A whole page at a word-aligned offset (a cached read's or overwrite's
 //! copy) moves in 32-byte moves where the CPU has AVX2
-//! (`pcie::page_copy`, inline assembly, in hosted builds), with the same effect as the word loop: every aligned word whole,
-//! loads ordered as Acquire, stores as Release.
+//! (`pcie::page_copy`, inline assembly, in hosted builds), its loads and
+//! stores ordered as the word loop's; a copy that races a writer is never
+//! used (`page_copy` says why that holds).
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -382,7 +383,10 @@ mod tests {
         // One thread rewrites a page with one byte value after another
         // for as long as another copies it out: a copy may mix writes,
         // but each word must come from one of them (its eight bytes
-        // equal), as when each word is loaded atomically.
+        // equal), as when each word is loaded atomically. The word loop
+        // promises it; the 32-byte moves keep it on x86 CPUs as built
+        // (a move is split, if at all, at a cache-line boundary), which
+        // this checks on the machine at hand.
         const PAGE: usize = 4096;
         const COPIES: usize = 5000;
         let words: Vec<AtomicU64> = (0..PAGE / 8).map(|_| AtomicU64::new(0)).collect();
