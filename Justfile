@@ -293,8 +293,8 @@ log-record-replay path:
 loom:
     RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p pollfs-core --lib --release loom
 
-# Miri over the engine's and the driver's unit tests (the driver's unsafe
-# code is VFIO-only and needs a real device; this covers everything else).
+# Miri over the engine's and the driver's unit tests (the driver's VFIO
+# unsafe code needs a real device; this covers everything else).
 miri:
     rustup component add miri rust-src --toolchain nightly
     cargo +nightly miri test -p pollfs-core --lib

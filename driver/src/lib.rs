@@ -31,16 +31,17 @@
 //! [`Transport::Error`]. Every value read from the
 //! device is validated before use; a device that lies gets an error, never
 //! a panic or an out-of-bounds access. The crate is `no_std` + `alloc`
-//! without `std` (which `emu` and `vfio` imply), and has no unsafe code outside the VFIO
-//! backend's memory-mapping and system-call modules, the TCP transport's
-//! socket calls and the emulated controller's DMA arena.
+//! without `std` (which `emu` and `vfio` imply), and has no unsafe code
+//! outside the VFIO backend's memory-mapping and system-call modules, the
+//! TCP transport's socket calls, the emulated controller's DMA arena and
+//! the page copy.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![warn(missing_docs)]
-// Unsafe code is confined to four leaf modules: the VFIO backend's two
+// Unsafe code is confined to five leaf modules: the VFIO backend's two
 // (`pcie::vfio::mapping`, `pcie::vfio::sys`), the TCP socket calls
-// (`tcp::sys`) and the emulated controller's DMA arena (`pcie::emu::pages`),
-// all under `std` (`emu` implies it), which opt in with
-// `allow(unsafe_code)`.
+// (`tcp::sys`), the emulated controller's DMA arena (`pcie::emu::pages`)
+// and the page copy (`pcie::page_copy`), all under `std` (`emu` implies
+// it), which opt in with `allow(unsafe_code)`.
 #![cfg_attr(not(feature = "std"), forbid(unsafe_code))]
 #![cfg_attr(feature = "std", deny(unsafe_code))]
 

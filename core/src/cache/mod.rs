@@ -171,9 +171,8 @@ impl PageCache {
     }
 
     /// Copies `dst.len()` bytes of page `(ino, index)` from `offset` without
-    /// taking any lock. Always inlined: a cached read's lookup is a few
-    /// dozen instructions, and a call would add a third of that again.
-    #[inline(always)]
+    /// taking any lock, trying again while the slot changes under the copy.
+    #[inline]
     pub fn read<A: FrameArena>(
         &self,
         arena: &A,
@@ -184,39 +183,63 @@ impl PageCache {
         dst: &mut [u8],
     ) -> Lookup {
         loop {
-            let Some(s) = map.get(index) else {
-                return Lookup::Miss;
-            };
-            let Some(slot) = self.slot(s) else {
-                return Lookup::Miss;
-            };
-            let before = slot.state.load(Ordering::Acquire);
-            if !slot.holds(ino, index) {
-                return Lookup::Miss;
+            if let Some(found) = self.try_read(arena, map, ino, index, offset, dst) {
+                return found;
             }
-            if before & LOCKED != 0 {
-                return Lookup::Busy(s);
-            }
-            if before & UPTODATE == 0 {
-                return Lookup::Miss;
-            }
-            if let Err(e) = arena.read(FrameId(s), offset, dst) {
-                return Lookup::Failed(e);
-            }
-            fence(Ordering::Acquire);
-            let after = slot.state.load(Ordering::Relaxed);
-            if version(after) != version(before) || after & LOCKED != 0 {
-                #[cfg(feature = "mutants")]
-                if crate::mutants::active(crate::mutants::Mutant::ReadSkipsVersionCheck) {
-                    return Lookup::Hit;
-                }
-                continue;
-            }
-            if before & REFERENCED == 0 {
-                slot.state.fetch_or(REFERENCED, Ordering::Relaxed);
-            }
-            return Lookup::Hit;
         }
+    }
+
+    /// One attempt of [`read`](Self::read): `None` if the slot was locked
+    /// or changed identity during the copy (the bytes copied may be
+    /// another page's; try again). Always inlined and without a loop: a
+    /// cached read's lookup is a few dozen instructions, a call would add
+    /// a third of that again, and a retry loop around it lets the
+    /// compiler hoist work for every lookup out of it, the rare ones'
+    /// included.
+    #[inline(always)]
+    pub fn try_read<A: FrameArena>(
+        &self,
+        arena: &A,
+        map: &Radix,
+        ino: InodeId,
+        index: PageIndex,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Option<Lookup> {
+        let Some(s) = map.get(index) else {
+            return Some(Lookup::Miss);
+        };
+        let Some(slot) = self.slot(s) else {
+            return Some(Lookup::Miss);
+        };
+        let before = slot.state.load(Ordering::Acquire);
+        if !slot.holds(ino, index) {
+            return Some(Lookup::Miss);
+        }
+        if before & LOCKED != 0 {
+            return Some(Lookup::Busy(s));
+        }
+        if before & UPTODATE == 0 {
+            return Some(Lookup::Miss);
+        }
+        if let Err(e) = arena.read(FrameId(s), offset, dst) {
+            return Some(Lookup::Failed(e));
+        }
+        fence(Ordering::Acquire);
+        let after = slot.state.load(Ordering::Relaxed);
+        // `before` was not locked, so a version bump or a lock taken since
+        // shows as a differing bit in one mask.
+        if (after ^ before) & (VERSION_MASK | LOCKED) != 0 {
+            #[cfg(feature = "mutants")]
+            if crate::mutants::active(crate::mutants::Mutant::ReadSkipsVersionCheck) {
+                return Some(Lookup::Hit);
+            }
+            return None;
+        }
+        if before & REFERENCED == 0 {
+            slot.state.fetch_or(REFERENCED, Ordering::Relaxed);
+        }
+        Some(Lookup::Hit)
     }
 
     /// Waits until slot `s` is neither locked nor under writeback nor

@@ -52,6 +52,8 @@ pub const PIN: u64 = 1 << 8;
 /// All pin bits.
 pub const PIN_MASK: u64 = 0xffff << 8;
 const VERSION_SHIFT: u32 = 32;
+/// The version field's bits.
+pub const VERSION_MASK: u64 = !0 << VERSION_SHIFT;
 
 /// The version field of a state word.
 pub fn version(state: u64) -> u64 {
@@ -76,6 +78,8 @@ mod tests {
     fn version_survives_flag_changes_and_wraps() {
         let s = next_version(0, LOCKED);
         assert_eq!(version(s), 1);
+        assert_eq!(version(VERSION_MASK), u64::from(u32::MAX));
+        assert_eq!(VERSION_MASK & (PIN_MASK | INLOG | 0xff), 0);
         assert_eq!(s & LOCKED, LOCKED);
         let top = !0xffff_ffffu64;
         assert_eq!(version(next_version(top, 0)), 0);

@@ -160,9 +160,20 @@ impl<D: BlockDevice> Session<D> {
     }
     /// [`Session::read_at`] for a file of this session's filesystem (a
     /// session lent through the file's own handle is one by construction).
-    #[inline]
+    /// A read its page answers whole is done here; any other goes out of
+    /// line, so the common one is straight-line code.
+    #[inline(always)]
     pub(crate) fn read_at_mine(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
         debug_assert!(self.mine(f).is_ok(), "a file of another filesystem");
+        if self.read_hit(&f.inode, &f.readahead, buf, offset) {
+            return Ok(buf.len());
+        }
+        self.read_not_hit(f, buf, offset)
+    }
+    /// A [`Session::read_at`] that is not one page's hit: across pages,
+    /// past EOF, a page to wait for or to fill, or file-lock mode.
+    #[inline(never)]
+    fn read_not_hit(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
         match self.read_cached(&f.inode, &f.readahead, buf, offset) {
             Cached::Done(r) => r,
             Cached::Rest(at) => self.read_rest_blocking(f, at, buf),

@@ -137,10 +137,44 @@ impl<D: BlockDevice> Session<D> {
         }
     }
 
+    /// The common read, answered whole: inside one page and inside the
+    /// file, its page present and idle, no file lock configured. One
+    /// lookup, no loop, nothing built; true if `buf` was filled. Anything
+    /// else (a miss, a busy page, a copy that failed or raced a change
+    /// of the slot, a read across pages or past EOF) returns false having
+    /// changed nothing but bytes of `buf`, and the caller takes the
+    /// general way, [`read_cached`](Self::read_cached), out of line,
+    /// which copies them again: a miss looks its page up twice, against
+    /// a device read.
+    #[inline(always)]
+    pub(crate) fn read_hit(&self, inode: &Inode, ra: &Readahead, buf: &mut [u8], off: u64) -> bool {
+        let fs = &*self.fs;
+        let in_page = (off % PAGE_SIZE_U64) as usize;
+        // `len - 1 < PAGE_SIZE - in_page`: not empty, and inside the page.
+        let len = buf.len();
+        if fs.config.file_lock
+            || len.wrapping_sub(1) >= PAGE_SIZE - in_page
+            || off
+                .checked_add(len as u64)
+                .is_none_or(|end| end > inode.size())
+        {
+            return false;
+        }
+        let index = PageIndex::containing(off);
+        let copied = fs
+            .cache
+            .try_read(fs.frames(), &inode.pages, inode.id, index, in_page, buf);
+        if !matches!(copied, Some(Lookup::Hit)) {
+            return false;
+        }
+        ra.on_hit(index.0, index.0 + 1, fs.config.readahead_pages);
+        self.counters.add(Counter::cache_hits, 1);
+        true
+    }
+
     /// As much of a read as the cache can answer without waiting: the
     /// whole of it when every page is present and idle, which is how a
     /// synchronous caller reads cached data without building a future.
-    #[inline]
     pub(crate) fn read_cached(
         &self,
         inode: &Inode,
@@ -150,44 +184,6 @@ impl<D: BlockDevice> Session<D> {
     ) -> Cached {
         if self.fs.config.file_lock {
             return Cached::Locked;
-        }
-        let in_page = (off % PAGE_SIZE_U64) as usize;
-        let len = buf.len();
-        // The common read, inside one page and inside the file: one
-        // lookup, no loop; anything else (or a page that is not present
-        // and idle) goes the general way.
-        if len > 0
-            && in_page + len <= PAGE_SIZE
-            && off
-                .checked_add(len as u64)
-                .is_some_and(|end| end <= inode.size())
-        {
-            let index = PageIndex::containing(off);
-            let max = self.fs.config.readahead_pages;
-            let cache = &self.fs.cache;
-            return match cache.read(
-                self.fs.frames(),
-                &inode.pages,
-                inode.id,
-                index,
-                in_page,
-                buf,
-            ) {
-                Lookup::Hit => {
-                    ra.on_hit(index.0, index.0 + 1, max);
-                    self.counters.add(Counter::cache_hits, 1);
-                    Cached::Done(Ok(len))
-                }
-                Lookup::Failed(e) => Cached::Done(Err(e.into())),
-                Lookup::Miss | Lookup::Busy(_) => Cached::Rest(ReadPos {
-                    off,
-                    pos: off,
-                    end: off + len as u64,
-                    last: index.0 + 1,
-                    window: ra.on_read(index.0, index.0 + 1, max),
-                    just_filled: u64::MAX,
-                }),
-            };
         }
         let Some(mut at) = self.start_read(inode, ra, buf.len(), off) else {
             return Cached::Done(Ok(0));

@@ -9,6 +9,7 @@
 //! - [`qpair`]: [`PcieQpair`], a ring pair plus per-command PRP scratch.
 //! - [`frames`]: the page-cache frames in DMA memory ([`NvmeFrames`]).
 //! - [`words`]: byte access to shared DMA memory as atomic words.
+//! - `page_copy` (feature `emu`): a whole page's copy in 32-byte moves.
 //! - `emu` (feature `emu`) and `vfio` (feature `vfio`): the two providers
 //!   of registers and DMA memory, an emulated controller over plain memory
 //!   and a real one through VFIO.
@@ -26,6 +27,8 @@ pub mod words;
 
 #[cfg(feature = "emu")]
 pub mod emu;
+#[cfg(feature = "emu")]
+pub(crate) mod page_copy;
 #[cfg(all(feature = "vfio", target_os = "linux"))]
 pub mod vfio;
 

@@ -142,7 +142,7 @@ impl DmaBytes {
     fn read_locked_page(&self, page: usize, at: usize, dst: &mut [u8]) -> Result<(), DmaError> {
         let end = at.checked_add(dst.len()).ok_or(DmaError::OutOfBounds)?;
         let bytes = self.pages.read(page).ok_or(DmaError::OutOfBounds)?;
-        dst.copy_from_slice(bytes.get(at..end).ok_or(DmaError::OutOfBounds)?);
+        crate::pcie::page_copy::copy(dst, bytes.get(at..end).ok_or(DmaError::OutOfBounds)?);
         Ok(())
     }
     /// Copies bytes into 4 KiB page `page` at byte `at`, as
@@ -160,10 +160,8 @@ impl DmaBytes {
     fn write_locked_page(&self, page: usize, at: usize, src: &[u8]) -> Result<(), DmaError> {
         let end = at.checked_add(src.len()).ok_or(DmaError::OutOfBounds)?;
         let mut bytes = self.pages.write(page).ok_or(DmaError::OutOfBounds)?;
-        bytes
-            .get_mut(at..end)
-            .ok_or(DmaError::OutOfBounds)?
-            .copy_from_slice(src);
+        let dst = bytes.get_mut(at..end).ok_or(DmaError::OutOfBounds)?;
+        crate::pcie::page_copy::copy(dst, src);
         Ok(())
     }
     /// Reads a little-endian `u32` (memory kept as words: one load).
