@@ -58,60 +58,35 @@ impl PageLock {
     /// their increment, so the count below it never reaches it).
     const WRITER: usize = 1 << (usize::BITS - 1);
 
-    /// Takes the lock shared.
+    /// Takes the lock shared: while a writer holds it, undoes this
+    /// reader's increment and waits for the writer to leave. (The wait is
+    /// a loop here, not a call: a call on the fast path, even one never
+    /// taken, makes every copy under the lock keep its arguments in
+    /// saved registers.)
     #[inline(always)]
     fn read(&self) -> PageReadLock<'_> {
-        if self.0.fetch_add(1, Ordering::Acquire) & Self::WRITER != 0 {
-            self.read_contended();
-        }
-        PageReadLock(self)
-    }
-
-    /// A writer holds the lock: undoes this reader's increment, waits for
-    /// the writer to leave, and takes the lock shared.
-    #[cold]
-    #[inline(never)]
-    fn read_contended(&self) {
-        loop {
+        while self.0.fetch_add(1, Ordering::Acquire) & Self::WRITER != 0 {
             self.0.fetch_sub(1, Ordering::Relaxed);
             while self.0.load(Ordering::Relaxed) & Self::WRITER != 0 {
                 spin_loop();
             }
-            if self.0.fetch_add(1, Ordering::Acquire) & Self::WRITER == 0 {
-                return;
-            }
         }
+        PageReadLock(self)
     }
 
-    /// Takes the lock exclusive.
+    /// Takes the lock exclusive, waiting until nobody holds it.
     #[inline(always)]
     fn write(&self) -> PageWriteLock<'_> {
-        if self
+        while self
             .0
-            .compare_exchange(0, Self::WRITER, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange_weak(0, Self::WRITER, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            self.write_contended();
-        }
-        PageWriteLock(self)
-    }
-
-    /// Readers or a writer hold the lock: waits until nobody does.
-    #[cold]
-    #[inline(never)]
-    fn write_contended(&self) {
-        loop {
             while self.0.load(Ordering::Relaxed) != 0 {
                 spin_loop();
             }
-            if self
-                .0
-                .compare_exchange_weak(0, Self::WRITER, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-            {
-                return;
-            }
         }
+        PageWriteLock(self)
     }
 }
 
