@@ -20,7 +20,8 @@
 //! The page lock is one word ([`PageLock`]) rather than a general
 //! reader-writer lock: the driver takes it on each of its three queue
 //! accesses per I/O, so its uncontended path is one atomic operation to
-//! take it and one to give it back, with nothing else inline.
+//! take it and one to give it back, with no other check (spin's `RwLock`
+//! added a reader-overflow check and an upgrade bit).
 #![allow(unsafe_code)]
 
 use core::hint::spin_loop;
