@@ -203,9 +203,11 @@ impl DmaBytes {
         if let Some(view) = self.view() {
             return view.write_u32s(offset, src);
         }
-        if let Ok(dws) = <&[u32; 16]>::try_from(src) {
-            // A submission entry: one fixed-size copy.
-            return self.write(offset, dws.map(u32::to_le_bytes).as_flattened());
+        if let (Ok(dws), Some((p, at))) = (<&[u32; 16]>::try_from(src), self.one_page(offset, 64)) {
+            // A submission entry: copied under the page lock straight from
+            // its dwords, with no byte copy of it built first.
+            let mut page = self.pages.write(p).ok_or(DmaError::OutOfBounds)?;
+            return page.put_u32s(at, dws).ok_or(DmaError::OutOfBounds);
         }
         self.check(offset, src.len().saturating_mul(4))?;
         for (i, &v) in src.iter().enumerate() {
@@ -495,6 +497,16 @@ mod tests {
                 assert_eq!(b, [1, 2, 3, 4, 5, 6, 7, 8]);
             }
             assert!(r.write_u32s(2 * 4096 - 4, &dws).is_err());
+            // A submission entry's 16 dwords, within a page and across the
+            // boundary.
+            let entry: [u32; 16] = core::array::from_fn(|i| 0x0101_0101 * (i as u32 + 1));
+            for off in [64, 4096 - 32] {
+                r.write_u32s(off, &entry).unwrap();
+                let mut b = [0u8; 64];
+                r.read(off, &mut b).unwrap();
+                assert!(b.iter().enumerate().all(|(i, &x)| x == (i / 4 + 1) as u8));
+            }
+            assert!(r.write_u32s(2 * 4096 - 32, &entry).is_err());
         }
     }
 }
