@@ -376,7 +376,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(miri, ignore = "Miri has no mmap")]
     fn anonymous_mappings_are_bounds_checked() {
         let m = LinuxSys.map_anon(8192).unwrap();
         assert_eq!(m.len(), 8192);
