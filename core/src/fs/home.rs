@@ -14,6 +14,12 @@
 //! stages its home record and lets it go. The home records ride on the
 //! next commit's log write, so a sync still costs one log write.
 //!
+//! The other wait a sync could meet is the log's checkpoint, written when
+//! the log is more than half full: [`Session::background_step`] is a
+//! write-home step and then, if due, a checkpoint written while commits
+//! go on beside it; commits then checkpoint themselves only if the log
+//! passes three quarters.
+//!
 //! Any session can drive the step (a reactor's idle loop, with no OS); a
 //! hosted filesystem drives it from a thread of its own (`home_thread`).
 //! Why the order is safe: docs/design.md, section 7, "Writing logged pages
@@ -77,6 +83,24 @@ impl<D: BlockDevice> Session<D> {
     /// Synchronous [`Session::write_home_step_async`].
     pub fn write_home_step(&self) -> Result<usize> {
         self.block_on(self.write_home_step_async())
+    }
+
+    /// One step of the log's background work: a write-home step
+    /// ([`Session::write_home_step_async`]), then a checkpoint if the log
+    /// is more than half full, written while commits go on beside it (see
+    /// `Log::checkpoint_background`), so no sync pays for it. Returns the
+    /// pages written home plus the checkpoints written (0: nothing was
+    /// due, or what was due is busy).
+    pub async fn background_step_async(&self) -> Result<usize> {
+        let homed = self.write_home_step_async().await;
+        let checkpointed = self.checkpoint_step().await;
+        let homed = homed?;
+        Ok(homed + usize::from(checkpointed?))
+    }
+
+    /// Synchronous [`Session::background_step_async`].
+    pub fn background_step(&self) -> Result<usize> {
+        self.block_on(self.background_step_async())
     }
 
     /// Writes home those of `indices` that are still logged and idle;

@@ -163,12 +163,13 @@ impl<D: BlockDevice> Shared<D> {
         }
     }
 
-    /// Called after a sync staged data records: wakes the write-home
-    /// thread if it sleeps and logged pages are due (see `home_thread` for
+    /// Called after a sync staged data records and after each log write:
+    /// wakes the log's background thread if it sleeps and has work
+    /// (logged pages due home, or a checkpoint due; see `home_thread` for
     /// why no wake-up is lost); true if it did. Without a thread, nothing.
-    pub(crate) fn data_staged(&self) -> bool {
+    pub(crate) fn wake_background(&self) -> bool {
         #[cfg(feature = "std")]
-        if self.home_signal.asleep() && self.journal.home_due() {
+        if self.home_signal.asleep() && self.journal.background_due() {
             self.home_signal.kick();
             return true;
         }
