@@ -328,16 +328,22 @@ impl<D: BlockDevice> Session<D> {
     /// A checkpoint off the sync path, if the log is more than half full
     /// (see `home`); true if it wrote one.
     pub(super) async fn checkpoint_step(&self) -> Result<bool> {
-        self.fs
-            .journal
-            .checkpoint_background(&self.meta_env())
-            .await
+        // Frames of its own: commits write theirs meanwhile.
+        let env = SessionEnv {
+            session: self,
+            frames: self.fs.checkpoint_frames(),
+        };
+        let wrote = self.fs.journal.checkpoint_background(&env).await?;
+        if wrote {
+            self.counters.add(Counter::background_checkpoints, 1);
+        }
+        Ok(wrote)
     }
 
     fn meta_env(&self) -> SessionEnv<'_, D> {
         SessionEnv {
             session: self,
-            frames: self.fs.meta_frames.clone(),
+            frames: self.fs.commit_frames(),
         }
     }
 }

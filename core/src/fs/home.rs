@@ -302,6 +302,40 @@ mod tests {
     }
 
     #[test]
+    fn with_background_steps_commits_leave_the_half_full_log_to_a_step() {
+        let plan = FaultPlan::new();
+        let (fs, s, f) = setup(&plan);
+        fs.set_background_steps(true);
+        let journal = &fs.shared.journal;
+        let before = fs.stats().checkpoints;
+        let mut syncs = 0;
+        while !journal.checkpoint_due() {
+            log(&s, &f, syncs % 40..syncs % 40 + 1);
+            s.write_home_step().unwrap();
+            syncs += 1;
+            assert!(syncs < 500, "the log never filled");
+        }
+        assert_eq!(fs.stats().checkpoints, before, "no commit checkpointed");
+        assert!(s.background_step().unwrap() >= 1);
+        assert!(!journal.checkpoint_due());
+        assert_eq!(fs.stats().checkpoints, before + 1, "the step did");
+        // With no step to come, a commit checkpoints itself past three
+        // quarters, a quarter of the log later than without steps.
+        let mut more = 0;
+        while fs.stats().checkpoints == before + 1 {
+            log(&s, &f, more % 40..more % 40 + 1);
+            s.write_home_step().unwrap();
+            more += 1;
+            assert!(more < 500, "no commit checkpointed");
+        }
+        assert!(
+            more > syncs,
+            "{more} syncs to three quarters, {syncs} to half"
+        );
+        fs.check_invariants().unwrap();
+    }
+
+    #[test]
     fn syncs_that_outrun_the_step_write_home_themselves_and_count_it() {
         let plan = FaultPlan::new();
         let (fs, s, f) = setup(&plan);

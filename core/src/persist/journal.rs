@@ -492,7 +492,6 @@ impl Log {
 
     /// Says whether a background worker checkpoints when
     /// [`Log::checkpoint_due`] (see [`Log::checkpoint_background`]).
-    #[cfg(feature = "std")]
     pub(crate) fn set_background(&self, on: bool) {
         self.background.store(on, Ordering::Relaxed);
     }
@@ -532,8 +531,9 @@ impl Log {
     /// superblock then moves the log's head to that position: every
     /// record before it is in the image, every one after it is replayed.
     /// Until the superblock lands, the old checkpoint and the whole log
-    /// stay valid, and appends never pass the old head. True if it wrote
-    /// one.
+    /// stay valid, and appends never pass the old head. `env` writes
+    /// through frames of its own: commits use theirs meanwhile. True if
+    /// it wrote one.
     pub(crate) async fn checkpoint_background<E: CommitEnv>(&self, env: &E) -> Result<bool> {
         if !self.checkpoint_due() {
             return Ok(false);
@@ -554,6 +554,9 @@ impl Log {
         }
         let view = self.take_view();
         drop(leader);
+        // Commits queued behind the view go first: on a reactor that
+        // drives this step and the syncs on one thread, too.
+        crate::sync::yield_now().await;
         self.write_checkpoint(env, view, &[]).await?;
         Ok(true)
     }
@@ -915,7 +918,7 @@ impl Journal {
 
     /// True if the log is due a checkpoint (see [`Log::checkpoint_due`];
     /// never without a log).
-    #[cfg(feature = "std")]
+    #[cfg(any(feature = "std", test))]
     pub(crate) fn checkpoint_due(&self) -> bool {
         match self {
             Journal::Log(l) => l.checkpoint_due(),
@@ -932,7 +935,6 @@ impl Journal {
 
     /// Says whether a background worker checkpoints (see
     /// [`Log::set_background`]).
-    #[cfg(feature = "std")]
     pub(crate) fn set_background(&self, on: bool) {
         if let Journal::Log(l) = self {
             l.set_background(on);

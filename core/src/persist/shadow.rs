@@ -43,13 +43,16 @@ pub struct Shadow {
     /// durable bytes are in a data record rather than in their block. The
     /// bytes are shared, so a checkpoint takes them without a copy
     /// ([`Shadow::image_parts`]).
-    data: BTreeMap<(u64, u64), (u64, Arc<[u8]>)>,
+    data: BTreeMap<(u64, u64), LiveData>,
     /// Extended attributes: (inode, name) -> value.
     pub xattrs: BTreeMap<(u64, String), Vec<u8>>,
     /// Bytes of this state's inode, attribute and data records in a checkpoint image
     /// (the tree counts its entries').
     image_len: u64,
 }
+
+/// A page of live data: its block and its bytes, shared.
+pub type LiveData = (u64, Arc<[u8]>);
 
 /// A checkpoint image taken apart ([`Shadow::image_parts`]).
 #[derive(Debug)]
@@ -128,7 +131,7 @@ impl Shadow {
     }
 
     /// Live data: `((ino, page), (block, bytes))` in inode and page order.
-    pub fn data(&self) -> impl Iterator<Item = (&(u64, u64), &(u64, Arc<[u8]>))> {
+    pub fn data(&self) -> impl Iterator<Item = (&(u64, u64), &LiveData)> {
         self.data.iter()
     }
 
