@@ -18,10 +18,15 @@
 //! queue is deleted or re-created (a controller reset) while its data
 //! moves is not completed: each queue carries a serial number, checked
 //! when the lock is taken again.
+//!
+//! The driver calls `tick` on every poll; one with no delayed completion
+//! to release (no latency or reorder fault) only records the time and
+//! takes no lock, so polling threads do not contend with the queues'
+//! doorbell writers.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use pollfs_core::rng::SplitMix64;
@@ -488,6 +493,14 @@ pub struct EmuController {
     park: AtomicU16,
     /// Data transfers waiting on `park`.
     parked: AtomicUsize,
+    /// The latest time passed to `tick`, which commands completed later
+    /// count their latency from.
+    now: AtomicU64,
+    /// Whether the state holds completions for `tick` to release, as of
+    /// the last release of the state lock: a `tick` with none to release
+    /// (every poll of a driver whose completions are not delayed) then
+    /// leaves the lock to the queues' doorbell writers.
+    holding: AtomicBool,
 }
 
 impl EmuController {
@@ -498,6 +511,8 @@ impl EmuController {
             mem,
             park: AtomicU16::new(0),
             parked: AtomicUsize::new(0),
+            now: AtomicU64::new(0),
+            holding: AtomicBool::new(false),
         })
     }
     /// The namespace's size in bytes: whole blocks.
@@ -586,19 +601,36 @@ impl EmuController {
         }
         self.parked.fetch_sub(1, Ordering::AcqRel);
     }
+    /// Takes the state lock, its clock at the latest `tick`.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        let mut s = self.state.lock();
+        s.now = Nanos(self.now.load(Ordering::Acquire));
+        s
+    }
+    /// Releases the state lock, noting whether it holds completions.
+    fn unlock(&self, s: MutexGuard<'_, State>) {
+        self.holding.store(!s.held.is_empty(), Ordering::Release);
+        drop(s);
+    }
     /// An SQ tail doorbell write: the queue's commands run up to the new
     /// tail, each data transfer with the state lock (`s`) released.
-    fn sq_doorbell<'a>(&'a self, mut s: MutexGuard<'a, State>, qid: u16, tail: u32) {
+    fn sq_doorbell<'a>(
+        &'a self,
+        mut s: MutexGuard<'a, State>,
+        qid: u16,
+        tail: u32,
+    ) -> MutexGuard<'a, State> {
         if !s.ring_sq(qid, tail) {
-            return;
+            return s;
         }
         while let Some(t) = s.run_sq(qid) {
-            drop(s);
+            self.unlock(s);
             self.wait_if_parked(qid);
             let status = t.run(&self.mem, &self.medium);
-            s = self.state.lock();
+            s = self.lock();
             s.finish(&t, status);
         }
+        s
     }
 }
 
@@ -622,7 +654,7 @@ impl Registers for EmuController {
         }
     }
     fn write32(&self, off: usize, value: u32) {
-        let mut s = self.state.lock();
+        let mut s = self.lock();
         match off {
             offset::CC => s.write_cc(value),
             offset::AQA => s.aqa = value,
@@ -634,14 +666,21 @@ impl Registers for EmuController {
                 let dstrd = s.cap.doorbell_stride();
                 match decode_doorbell(o, dstrd) {
                     Some((qid, true)) => s.cq_doorbell(qid, value),
-                    Some((qid, false)) => self.sq_doorbell(s, qid, value),
+                    Some((qid, false)) => s = self.sq_doorbell(s, qid, value),
                     None => {}
                 }
             }
             _ => {}
         }
+        self.unlock(s);
     }
     fn tick(&self, now: Nanos) {
-        self.state.lock().tick(now);
+        self.now.store(now.0, Ordering::Release);
+        if !self.holding.load(Ordering::Acquire) {
+            return;
+        }
+        let mut s = self.lock();
+        s.tick(now);
+        self.unlock(s);
     }
 }

@@ -313,3 +313,23 @@ fn write_zeroes_and_deallocate_move_outside_the_lock_too() {
     assert!(image[4096..8192].iter().all(|&x| x == 9));
     assert!(image[8192..].iter().all(|&x| x == 0));
 }
+
+#[test]
+fn latency_counts_from_the_last_tick_though_idle_ticks_take_no_lock() {
+    use pollfs_core::units::Nanos;
+    let rig = Rig::new();
+    // Nothing is held: these ticks leave the state lock alone, but the
+    // time they carry is what the next command's latency counts from.
+    rig.emu.tick(Nanos(500));
+    rig.emu.tick(Nanos(1000));
+    rig.emu.set_faults(|f| f.latency = 500);
+    let (_a, _, a1, _) = rig.data(4096, 1);
+    rig.put(1, 0, &write(0, 4096, 1, (a1, 0)));
+    rig.ring(1, 1);
+    rig.emu.tick(Nanos(1499));
+    assert!(rig.completions(1).is_empty(), "held until 1,500");
+    rig.emu.tick(Nanos(1500));
+    let done = rig.completions(1);
+    assert_eq!(done.len(), 1);
+    assert!(done[0].plain_success() && done[0].cid() == 1);
+}
