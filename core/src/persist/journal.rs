@@ -254,7 +254,16 @@ impl Log {
             Record::Data { ino, page, .. } => Some((ino, page)),
             _ => None,
         });
-        let mut out: Vec<(u64, u64)> = st.shadow.data().map(|(&k, _)| k).chain(staged).collect();
+        // The durable view's pages come in order: its first `max` and the
+        // staged ones hold the first `max` of all, so the lock is held for
+        // a batch's worth of pages, not the whole share's.
+        let mut out: Vec<(u64, u64)> = st
+            .shadow
+            .data()
+            .map(|(&k, _)| k)
+            .take(max)
+            .chain(staged)
+            .collect();
         out.sort_unstable();
         out.dedup();
         out.truncate(max);
