@@ -110,6 +110,13 @@ struct State {
     durable_ticket: u64,
     /// Records staged and not yet durable, in staging order.
     pending: Vec<Staged>,
+    /// The last batch's vector, emptied, to take `pending`'s place at the
+    /// next commit: the two are reused, never freed and grown again, so a
+    /// thread that stages (the log thread) does not reallocate memory
+    /// another thread's allocator owns, which makes the two take turns on
+    /// that allocator's lock (a futex wake, an interrupt to the other
+    /// core).
+    spare: Vec<Staged>,
     /// Data records among them.
     pending_data: usize,
     /// Home records among them: pages whose data the next commit retires.
@@ -177,6 +184,7 @@ impl Log {
                 next_ticket: 1,
                 durable_ticket: 0,
                 pending: Vec::new(),
+                spare: Vec::new(),
                 pending_data: 0,
                 pending_home: 0,
                 pending_frees: Vec::new(),
@@ -336,11 +344,21 @@ impl Log {
             let mut st = self.st.lock();
             st.pending_data = 0;
             st.pending_home = 0;
-            (core::mem::take(&mut st.pending), st.next_ticket - 1)
+            let spare = core::mem::take(&mut st.spare);
+            (
+                core::mem::replace(&mut st.pending, spare),
+                st.next_ticket - 1,
+            )
         };
         match self.write_records(env, &batch).await {
             Ok(()) => {
-                self.st.lock().durable_ticket = last;
+                let mut batch = batch;
+                batch.clear();
+                {
+                    let mut st = self.st.lock();
+                    st.durable_ticket = last;
+                    st.spare = batch;
+                }
                 self.release_frees(env).await;
                 // A failed checkpoint leaves the old one valid and the log
                 // intact; the next commit tries again.
