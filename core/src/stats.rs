@@ -89,6 +89,9 @@ counters! {
     log_writes,
     /// Checkpoints written.
     checkpoints,
+    /// Of those, checkpoints written off the sync path (the log's
+    /// background step, `Session::background_step`).
+    background_checkpoints,
     /// Pages read or written by direct I/O (past the cache).
     direct_pages,
     /// Logged pages written home off the sync path (the background

@@ -6,7 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use pollfs_host_tests::crash::files::{
-    generated, home_over_trim, until_full, workloads, write_home, Op,
+    checkpoint_beside, generated, home_over_trim, until_full, workloads, write_home, Op,
 };
 use pollfs_host_tests::crash::run::{check_run, run_workload};
 
@@ -37,6 +37,21 @@ fn a_crash_during_a_background_write_home_loses_no_synced_byte() {
             run.oracle.homed
         );
         total += check_run(&run, 21, &format!("write-home (fua {fua})"));
+    }
+    println!("crash states checked: {total}");
+}
+
+#[test]
+fn a_crash_while_a_checkpoint_is_written_beside_commits_loses_no_synced_byte() {
+    let mut total = 0;
+    for fua in [true, false] {
+        let run = run_workload(&checkpoint_beside(), fua);
+        assert!(
+            run.oracle.beside >= 3,
+            "fua {fua}: {} checkpoints written beside a sync",
+            run.oracle.beside
+        );
+        total += check_run(&run, 22, &format!("checkpoint beside (fua {fua})"));
     }
     println!("crash states checked: {total}");
 }

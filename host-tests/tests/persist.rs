@@ -546,3 +546,48 @@ fn the_write_home_thread_writes_logged_pages_home() {
     fs.open("f").unwrap().read_exact_at(&mut got, 0).unwrap();
     assert!(got == want, "contents after a remount");
 }
+
+/// The log thread also checkpoints (`Session::background_step`), with
+/// frames of its own, while syncs go on committing: small syncs on a
+/// 32 MiB device (a log of 256 blocks, half full every few dozen syncs)
+/// until the thread has written checkpoints, then a remount shows every
+/// synced byte and fsck finds nothing wrong.
+#[test]
+fn the_log_thread_checkpoints_beside_syncs() {
+    let dev = device();
+    let fs = Fs::format(dev.clone(), config(64), 12).unwrap();
+    let f = fs.create("f").unwrap();
+    f.write_all_at(&pattern(1, 0, 100 * 4096), 0).unwrap();
+    f.sync_all().unwrap();
+    let mut want = vec![0u8; 100 * 4096];
+    f.read_exact_at(&mut want, 0).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut i = 0u64;
+    while fs.stats().background_checkpoints < 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log thread wrote {} checkpoints in 60 s ({i} syncs)",
+            fs.stats().background_checkpoints
+        );
+        let off = (i * 37 % 100) * 4096 + i % 3000;
+        let bytes = pattern(i + 2, off, 300);
+        f.write_all_at(&bytes, off).unwrap();
+        want[off as usize..off as usize + 300].copy_from_slice(&bytes);
+        f.sync_data().unwrap();
+        i += 1;
+    }
+    drop(f);
+    drop(fs);
+    let fs = mount(&dev);
+    let mut got = vec![0u8; want.len()];
+    fs.open("f").unwrap().read_exact_at(&mut got, 0).unwrap();
+    assert!(got == want, "contents after a remount ({i} syncs)");
+    drop(fs);
+    let report = pollfs_core::persist::check(
+        &dev,
+        pollfs_core::hosted::monotonic_clock,
+        std::thread::yield_now,
+    )
+    .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}

@@ -73,6 +73,7 @@ impl Target {
                 needed.div_ceil(legs).div_ceil(*chunk) * chunk + chunk
             }
             DeviceSpec::Mirror(_) => needed.div_ceil(page) * page + HEADER_PAGES * page,
+            DeviceSpec::One(Leaf::Emu) => phase.emu_device_bytes(),
             DeviceSpec::One(_) => needed,
         };
         // Once looked at, the device holds what the bench wrote: later

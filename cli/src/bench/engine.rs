@@ -178,6 +178,8 @@ pub fn pollfs<D: BlockDevice>(
         homed_pages: d.homed_pages,
         home_on_sync: d.home_on_sync,
         home_wakes: d.home_wakes,
+        checkpoints: d.checkpoints,
+        background_checkpoints: d.background_checkpoints,
     };
     recs.iter()
         .map(|r| Sample::new(engine.name(), r, Some(counters.clone())))

@@ -236,14 +236,16 @@ pub fn render(device: &str, results: &[JobResult], seed_list: &[Seed]) -> String
             if c.syncs > 0 {
                 let _ = writeln!(
                     o,
-                    "  per sync: {:.2} device writes, {:.2} flushes, {:.2} log writes ({} syncs; {} wrote logged pages home, {} woke the write-home thread, {} pages written home off the sync path)",
+                    "  per sync: {:.2} device writes, {:.2} flushes, {:.2} log writes ({} syncs; {} wrote logged pages home, {} woke the write-home thread, {} pages written home off the sync path; {} checkpoints, {} of them off the sync path)",
                     c.dev_writes as f64 / c.syncs as f64,
                     c.dev_flushes as f64 / c.syncs as f64,
                     c.log_writes as f64 / c.syncs as f64,
                     c.syncs,
                     c.home_on_sync,
                     c.home_wakes,
-                    c.homed_pages
+                    c.homed_pages,
+                    c.checkpoints,
+                    c.background_checkpoints
                 );
             }
         }

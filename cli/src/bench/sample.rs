@@ -265,6 +265,10 @@ pub struct Counters {
     pub home_on_sync: u64,
     /// Syncs that woke the sleeping write-home thread.
     pub home_wakes: u64,
+    /// Checkpoints written.
+    pub checkpoints: u64,
+    /// Of those, written off the sync path.
+    pub background_checkpoints: u64,
 }
 
 impl Sample {

@@ -69,10 +69,11 @@ impl<D: BlockDevice> Session<D> {
         Ok((kept, ticket))
     }
 
-    /// After this sync staged data records: wakes the write-home thread
-    /// if it sleeps and pages are due, counting the wake-up.
-    fn data_staged(&self) {
-        if self.fs.data_staged() {
+    /// After this sync staged data records, or a log write: wakes the
+    /// log's background thread if it sleeps and has work, counting the
+    /// wake-up.
+    fn wake_background(&self) {
+        if self.fs.wake_background() {
             self.counters.add(Counter::home_wakes, 1);
         }
     }
@@ -117,7 +118,7 @@ impl<D: BlockDevice> Session<D> {
                 // The last resort: the share is full, this sync writes the
                 // file's pages home (see `home`).
                 self.counters.add(Counter::home_on_sync, 1);
-                self.data_staged();
+                self.wake_background();
             }
             return Ok(None);
         }
@@ -205,7 +206,7 @@ impl<D: BlockDevice> Session<D> {
                     let _tree = self.fs.tree.read();
                     j.stage_all(head.into_iter().chain(data.into_iter().map(|r| (r, None))));
                 }
-                self.data_staged();
+                self.wake_background();
                 Ok(true)
             }
             Err(e) => Err(e),
@@ -324,10 +325,25 @@ impl<D: BlockDevice> Session<D> {
         self.block_on(self.fs.journal.checkpoint_now(&self.meta_env()))
     }
 
+    /// A checkpoint off the sync path, if the log is more than half full
+    /// (see `home`); true if it wrote one.
+    pub(super) async fn checkpoint_step(&self) -> Result<bool> {
+        // Frames of its own: commits write theirs meanwhile.
+        let env = SessionEnv {
+            session: self,
+            frames: self.fs.checkpoint_frames(),
+        };
+        let wrote = self.fs.journal.checkpoint_background(&env).await?;
+        if wrote {
+            self.counters.add(Counter::background_checkpoints, 1);
+        }
+        Ok(wrote)
+    }
+
     fn meta_env(&self) -> SessionEnv<'_, D> {
         SessionEnv {
             session: self,
-            frames: self.fs.meta_frames.clone(),
+            frames: self.fs.commit_frames(),
         }
     }
 }
@@ -472,6 +488,9 @@ impl<D: BlockDevice> CommitEnv for SessionEnv<'_, D> {
             Counter::log_writes
         };
         self.session.counters.add(c, 1);
+        if !checkpoint {
+            self.session.wake_background();
+        }
     }
 }
 

@@ -14,6 +14,12 @@
 //! stages its home record and lets it go. The home records ride on the
 //! next commit's log write, so a sync still costs one log write.
 //!
+//! The other wait a sync could meet is the log's checkpoint, written when
+//! the log is more than half full: [`Session::background_step`] is a
+//! write-home step and then, if due, a checkpoint written while commits
+//! go on beside it; commits then checkpoint themselves only if the log
+//! passes three quarters.
+//!
 //! Any session can drive the step (a reactor's idle loop, with no OS); a
 //! hosted filesystem drives it from a thread of its own (`home_thread`).
 //! Why the order is safe: docs/design.md, section 7, "Writing logged pages
@@ -77,6 +83,24 @@ impl<D: BlockDevice> Session<D> {
     /// Synchronous [`Session::write_home_step_async`].
     pub fn write_home_step(&self) -> Result<usize> {
         self.block_on(self.write_home_step_async())
+    }
+
+    /// One step of the log's background work: a write-home step
+    /// ([`Session::write_home_step_async`]), then a checkpoint if the log
+    /// is more than half full, written while commits go on beside it (see
+    /// `Log::checkpoint_background`), so no sync pays for it. Returns the
+    /// pages written home plus the checkpoints written (0: nothing was
+    /// due, or what was due is busy).
+    pub async fn background_step_async(&self) -> Result<usize> {
+        let homed = self.write_home_step_async().await;
+        let checkpointed = self.checkpoint_step().await;
+        let homed = homed?;
+        Ok(homed + usize::from(checkpointed?))
+    }
+
+    /// Synchronous [`Session::background_step_async`].
+    pub fn background_step(&self) -> Result<usize> {
+        self.block_on(self.background_step_async())
     }
 
     /// Writes home those of `indices` that are still logged and idle;
@@ -275,6 +299,40 @@ mod tests {
         fs.check_invariants().unwrap();
         assert_eq!(s.write_home_step().unwrap(), 4, "written next time");
         assert_eq!(fs.dirty_pages(), 0);
+    }
+
+    #[test]
+    fn with_background_steps_commits_leave_the_half_full_log_to_a_step() {
+        let plan = FaultPlan::new();
+        let (fs, s, f) = setup(&plan);
+        fs.set_background_steps(true);
+        let journal = &fs.shared.journal;
+        let before = fs.stats().checkpoints;
+        let mut syncs = 0;
+        while !journal.checkpoint_due() {
+            log(&s, &f, syncs % 40..syncs % 40 + 1);
+            s.write_home_step().unwrap();
+            syncs += 1;
+            assert!(syncs < 500, "the log never filled");
+        }
+        assert_eq!(fs.stats().checkpoints, before, "no commit checkpointed");
+        assert!(s.background_step().unwrap() >= 1);
+        assert!(!journal.checkpoint_due());
+        assert_eq!(fs.stats().checkpoints, before + 1, "the step did");
+        // With no step to come, a commit checkpoints itself past three
+        // quarters, a quarter of the log later than without steps.
+        let mut more = 0;
+        while fs.stats().checkpoints == before + 1 {
+            log(&s, &f, more % 40..more % 40 + 1);
+            s.write_home_step().unwrap();
+            more += 1;
+            assert!(more < 500, "no commit checkpointed");
+        }
+        assert!(
+            more > syncs,
+            "{more} syncs to three quarters, {syncs} to half"
+        );
+        fs.check_invariants().unwrap();
     }
 
     #[test]

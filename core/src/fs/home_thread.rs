@@ -1,7 +1,8 @@
-//! The hosted filesystem's write-home thread (see `home`): it drives
-//! [`Session::write_home_step`] on a session of its own while logged pages
-//! are due, and sleeps otherwise, until a sync that staged data finds
-//! them due and wakes it.
+//! The hosted filesystem's log thread (see `home`): it drives
+//! [`Session::background_step`] on a session of its own while logged pages
+//! are due home or the log is due a checkpoint, and sleeps otherwise,
+//! until a sync that staged data or a log write finds work due and wakes
+//! it.
 //!
 //! The thread is owned by the mount's handles (`Handles`, with the lender):
 //! when the last `Fs` or `File` drops, it is stopped and joined, so it
@@ -32,6 +33,7 @@ use std::time::Duration;
 
 use super::{Session, Shared};
 use crate::dev::BlockDevice;
+use crate::persist::Journal;
 
 /// How long the thread sleeps after a step that failed (the device
 /// refused a write) before it tries again, unless woken sooner; and the
@@ -126,11 +128,12 @@ pub(crate) struct HomeWriter {
 }
 
 impl HomeWriter {
-    /// Starts the thread for `shared` if its journal has a log and small
-    /// syncs log data; `None` otherwise, or if no thread can be started
-    /// (then syncs write home themselves when the share is full).
+    /// Starts the thread for `shared` if its journal has a log; `None`
+    /// otherwise, or if no thread can be started (then syncs write home
+    /// themselves when the share is full, and checkpoint when the log is
+    /// half full).
     pub(crate) fn start<D: BlockDevice>(shared: &Arc<Shared<D>>) -> Option<HomeWriter> {
-        if !shared.config.home_writer || shared.config.log_data_pages == 0 {
+        if !shared.config.home_writer {
             return None;
         }
         // `Fs::new` has no log: nothing to write home, ever.
@@ -143,6 +146,7 @@ impl HomeWriter {
             .name("pollfs-home".into())
             .spawn(move || run(fs))
             .ok()?;
+        shared.journal.set_background(true);
         Some(HomeWriter {
             signal,
             thread: Some(thread),
@@ -161,7 +165,18 @@ impl Drop for HomeWriter {
     }
 }
 
+/// Turns the journal's background mode off when the thread ends, however
+/// it ends: commits then checkpoint at half full again.
+struct BackgroundOff<'a>(&'a Journal);
+
+impl Drop for BackgroundOff<'_> {
+    fn drop(&mut self) {
+        self.0.set_background(false);
+    }
+}
+
 fn run<D: BlockDevice>(fs: Arc<Shared<D>>) {
+    let _off = BackgroundOff(&fs.journal);
     // Its session (a device queue) is opened when pages are first due,
     // not before: the user's threads open theirs first. With none to be
     // had, syncs write home themselves when the share is full.
@@ -171,11 +186,11 @@ fn run<D: BlockDevice>(fs: Arc<Shared<D>>) {
     // sleeps until a sync wakes it.
     let mut idle = NAPS_BEFORE_SLEEP;
     loop {
-        if fs.journal.home_due() {
+        if fs.journal.background_due() {
             if session.is_none() {
                 session = Session::open(fs.clone()).ok();
             }
-            match session.as_ref().map(|s| s.write_home_step()) {
+            match session.as_ref().map(|s| s.background_step()) {
                 Some(Ok(1..)) => idle = 0,
                 // Nothing written while due: the pages are busy under a
                 // sync or a writeback, free again within a nap.
@@ -203,7 +218,7 @@ fn run<D: BlockDevice>(fs: Arc<Shared<D>>) {
             continue;
         }
         signal.asleep.store(true, Ordering::SeqCst);
-        if fs.journal.home_due() {
+        if fs.journal.background_due() {
             signal.asleep.store(false, Ordering::SeqCst);
             continue;
         }

@@ -199,6 +199,15 @@ impl<D: BlockDevice> Fs<D> {
         s
     }
 
+    /// Says whether the caller drives [`Session::background_step`] (from an
+    /// idle loop, say) often enough to checkpoint the log: then commits
+    /// leave checkpoints to it and write one themselves only if the log
+    /// passes three quarters full. The hosted log thread
+    /// ([`Config::home_writer`]) turns this on while it runs.
+    pub fn set_background_steps(&self, on: bool) {
+        self.shared.journal.set_background(on);
+    }
+
     /// Free blocks on the device.
     pub fn free_blocks(&self) -> u64 {
         self.shared.space.lock().free_blocks()

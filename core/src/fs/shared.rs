@@ -42,7 +42,8 @@ pub(crate) struct Shared<D: BlockDevice> {
     /// Where metadata changes go: the log, for a filesystem on disk
     /// (`Fs::format`/`mount`), or memory (`Fs::new`).
     pub(crate) journal: Journal,
-    /// Frames kept out of the cache for metadata I/O.
+    /// Frames kept out of the cache for metadata I/O: see
+    /// [`Shared::commit_frames`] and [`Shared::checkpoint_frames`].
     pub(crate) meta_frames: core::ops::Range<u32>,
     /// Bytes a checkpoint of the in-memory metadata would take (the sum of
     /// every live inode's `meta_len`): blocks for it are held back from
@@ -163,16 +164,32 @@ impl<D: BlockDevice> Shared<D> {
         }
     }
 
-    /// Called after a sync staged data records: wakes the write-home
-    /// thread if it sleeps and logged pages are due (see `home_thread` for
+    /// Called after a sync staged data records and after each log write:
+    /// wakes the log's background thread if it sleeps and has work
+    /// (logged pages due home, or a checkpoint due; see `home_thread` for
     /// why no wake-up is lost); true if it did. Without a thread, nothing.
-    pub(crate) fn data_staged(&self) -> bool {
+    pub(crate) fn wake_background(&self) -> bool {
         #[cfg(feature = "std")]
-        if self.home_signal.asleep() && self.journal.home_due() {
+        if self.home_signal.asleep() && self.journal.background_due() {
             self.home_signal.kick();
             return true;
         }
         false
+    }
+
+    /// The metadata frames of commits, and of the checkpoints they write
+    /// themselves: the first half, used only under the journal's commit
+    /// lock.
+    pub(crate) fn commit_frames(&self) -> core::ops::Range<u32> {
+        let r = &self.meta_frames;
+        r.start..r.start + r.len() as u32 / 2
+    }
+
+    /// The metadata frames of a checkpoint written off the sync path: the
+    /// second half, used only under the journal's checkpoint lock without
+    /// the commit lock, while commits use theirs.
+    pub(crate) fn checkpoint_frames(&self) -> core::ops::Range<u32> {
+        self.commit_frames().end..self.meta_frames.end
     }
 
     /// The live inode `ino`.

@@ -201,17 +201,22 @@ impl<D: BlockDevice> Session<D> {
     /// while the page is claimed, so it lands in the log after that data
     /// record and before any later one.
     pub(super) fn log_home(&self, inode: &Inode, frames: &[FrameId]) {
-        let j = &self.fs.journal;
         let cache = &self.fs.cache;
-        for f in frames.iter().filter(|f| cache.in_log(f.0)) {
-            let page = cache.index_of(f.0).0;
-            j.stage(
-                Record::Home {
+        let homes: Vec<(Record, Option<u64>)> = frames
+            .iter()
+            .filter(|f| cache.in_log(f.0))
+            .map(|f| {
+                let page = cache.index_of(f.0).0;
+                let home = Record::Home {
                     ino: inode.id.0,
                     page,
-                },
-                None,
-            );
+                };
+                (home, None)
+            })
+            .collect();
+        // One turn of the journal's lock for the run, not one per page.
+        if !homes.is_empty() {
+            self.fs.journal.stage_all(homes);
         }
     }
 

@@ -16,7 +16,7 @@ use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use core::future::Future;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::format::{
     Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, MAX_SEQUENCE,
@@ -24,7 +24,7 @@ use super::format::{
 use super::metaio::MetaIo;
 use super::record::Record;
 use super::recover::{first_location, Recovered};
-use super::shadow::Shadow;
+use super::shadow::{ImageParts, Shadow};
 use crate::error::{Result, SpaceError};
 use crate::lock::{Held, Level, Mode, RangeLock};
 use crate::sync::Mutex;
@@ -71,6 +71,19 @@ pub(crate) trait CommitEnv: MetaIo {
     fn unflushed_again(&self);
 }
 
+/// What a checkpoint writes, taken under the journal's lock
+/// ([`Log::take_view`]).
+struct View {
+    image: ImageParts,
+    /// The last sequence number the image covers.
+    lsn: u64,
+    /// The log's append position when it was taken: the new head.
+    pos: u64,
+    generation: u64,
+    /// A failed log write's sequence number is covered (`lsn`).
+    skip: bool,
+}
+
 /// The checkpoint the superblock names.
 #[derive(Clone, Debug, Default)]
 struct Checkpoint {
@@ -97,6 +110,13 @@ struct State {
     durable_ticket: u64,
     /// Records staged and not yet durable, in staging order.
     pending: Vec<Staged>,
+    /// The last batch's vector, emptied, to take `pending`'s place at the
+    /// next commit: the two are reused, never freed and grown again, so a
+    /// thread that stages (the log thread) does not reallocate memory
+    /// another thread's allocator owns, which makes the two take turns on
+    /// that allocator's lock (a futex wake, an interrupt to the other
+    /// core).
+    spare: Vec<Staged>,
     /// Data records among them.
     pending_data: usize,
     /// Home records among them: pages whose data the next commit retires.
@@ -121,8 +141,15 @@ pub(crate) struct Log {
     layout: Layout,
     uuid: u64,
     lba_size: u32,
-    /// Serialises commits and checkpoints; taken with no other lock held.
+    /// Serialises commits; taken with no other lock held.
     commit_lock: RangeLock,
+    /// Serialises checkpoints; taken after `commit_lock` when both are.
+    /// A checkpoint written off the sync path ([`Log::checkpoint_background`])
+    /// holds only this one while it writes, so commits go on beside it.
+    ckpt_lock: RangeLock,
+    /// A background worker checkpoints when the log passes half full, so
+    /// commits checkpoint themselves only past three quarters.
+    background: AtomicBool,
     st: Mutex<State>,
     /// Bytes of the durable metadata's checkpoint image, for the space
     /// held back for the next checkpoint.
@@ -141,6 +168,8 @@ impl Log {
             uuid: sb.uuid,
             lba_size: sb.lba_size,
             commit_lock: RangeLock::new(Level::Inode),
+            ckpt_lock: RangeLock::new(Level::Inode),
+            background: AtomicBool::new(false),
             durable_image: AtomicU64::new(rec.shadow.image_len()),
             st: Mutex::new(State {
                 next_lsn: rec.newest_lsn + 1,
@@ -155,6 +184,7 @@ impl Log {
                 next_ticket: 1,
                 durable_ticket: 0,
                 pending: Vec::new(),
+                spare: Vec::new(),
                 pending_data: 0,
                 pending_home: 0,
                 pending_frees: Vec::new(),
@@ -232,7 +262,16 @@ impl Log {
             Record::Data { ino, page, .. } => Some((ino, page)),
             _ => None,
         });
-        let mut out: Vec<(u64, u64)> = st.shadow.data().map(|(&k, _)| k).chain(staged).collect();
+        // The durable view's pages come in order: its first `max` and the
+        // staged ones hold the first `max` of all, so the lock is held for
+        // a batch's worth of pages, not the whole share's.
+        let mut out: Vec<(u64, u64)> = st
+            .shadow
+            .data()
+            .map(|(&k, _)| k)
+            .take(max)
+            .chain(staged)
+            .collect();
         out.sort_unstable();
         out.dedup();
         out.truncate(max);
@@ -305,11 +344,21 @@ impl Log {
             let mut st = self.st.lock();
             st.pending_data = 0;
             st.pending_home = 0;
-            (core::mem::take(&mut st.pending), st.next_ticket - 1)
+            let spare = core::mem::take(&mut st.spare);
+            (
+                core::mem::replace(&mut st.pending, spare),
+                st.next_ticket - 1,
+            )
         };
         match self.write_records(env, &batch).await {
             Ok(()) => {
-                self.st.lock().durable_ticket = last;
+                let mut batch = batch;
+                batch.clear();
+                {
+                    let mut st = self.st.lock();
+                    st.durable_ticket = last;
+                    st.spare = batch;
+                }
                 self.release_frees(env).await;
                 // A failed checkpoint leaves the old one valid and the log
                 // intact; the next commit tries again.
@@ -456,13 +505,36 @@ impl Log {
         }
     }
 
-    /// Checkpoints when more than half the log is in use.
+    /// Log blocks in use: from the live head to the append position.
+    fn log_used(&self) -> u64 {
+        let st = self.st.lock();
+        (st.pos + self.layout.log_blocks - st.head) % self.layout.log_blocks
+    }
+
+    /// True if more than half the log is in use: time for a checkpoint,
+    /// which frees the log up to the append position.
+    pub(crate) fn checkpoint_due(&self) -> bool {
+        self.log_used() * 2 > self.layout.log_blocks
+    }
+
+    /// Says whether a background worker checkpoints when
+    /// [`Log::checkpoint_due`] (see [`Log::checkpoint_background`]).
+    pub(crate) fn set_background(&self, on: bool) {
+        self.background.store(on, Ordering::Relaxed);
+    }
+
+    /// After a commit: checkpoints when more than half the log is in use,
+    /// or, with a background worker that does that, only past three
+    /// quarters (the worker fell behind).
     async fn checkpoint_if_needed<E: CommitEnv>(&self, env: &E) -> Result<()> {
-        let used = {
-            let st = self.st.lock();
-            (st.pos + self.layout.log_blocks - st.head) % self.layout.log_blocks
+        let used = self.log_used();
+        let blocks = self.layout.log_blocks;
+        let needed = if self.background.load(Ordering::Relaxed) {
+            used * 4 > blocks * 3
+        } else {
+            used * 2 > blocks
         };
-        if used * 2 > self.layout.log_blocks {
+        if needed {
             self.checkpoint(env, &[]).await?;
         }
         Ok(())
@@ -479,31 +551,104 @@ impl Log {
         self.checkpoint(env, &[]).await
     }
 
-    /// Writes the durable view, followed by `extra` (encoded records being
-    /// made durable by this checkpoint), as a chain of frames in free data
-    /// blocks; flushes; then points the superblock at it with the log's
-    /// head moved to the append position. Until that superblock write, the
-    /// old checkpoint and log stay valid. The caller holds the commit lock.
+    /// A checkpoint off the sync path, if [`Log::checkpoint_due`]: the
+    /// durable view is taken under the commit lock, between two commits,
+    /// and written with only the checkpoint lock held, while commits go
+    /// on appending to the log after the position it was taken at. The
+    /// superblock then moves the log's head to that position: every
+    /// record before it is in the image, every one after it is replayed.
+    /// Until the superblock lands, the old checkpoint and the whole log
+    /// stay valid, and appends never pass the old head. `env` writes
+    /// through frames of its own: commits use theirs meanwhile. True if
+    /// it wrote one.
+    pub(crate) async fn checkpoint_background<E: CommitEnv>(&self, env: &E) -> Result<bool> {
+        if !self.checkpoint_due() {
+            return Ok(false);
+        }
+        let held = Held::new();
+        let leader = self
+            .commit_lock
+            .lock(ByteRange::from(0), Mode::Exclusive, &held)
+            .await;
+        let ckpt_held = Held::new();
+        let _ckpt = self
+            .ckpt_lock
+            .lock(ByteRange::from(0), Mode::Exclusive, &ckpt_held)
+            .await;
+        // A commit may have checkpointed while this waited.
+        if !self.checkpoint_due() {
+            return Ok(false);
+        }
+        let view = self.take_view();
+        drop(leader);
+        // Commits queued behind the view go first: on a reactor that
+        // drives this step and the syncs on one thread, too.
+        crate::sync::yield_now().await;
+        self.write_checkpoint(env, view, &[]).await?;
+        Ok(true)
+    }
+
+    /// Writes a checkpoint with `extra` (encoded records being made
+    /// durable by this checkpoint) folded in. The caller holds the commit
+    /// lock, so the view taken is everything durable.
     async fn checkpoint<E: CommitEnv>(&self, env: &E, extra: &[u8]) -> Result<()> {
-        let (stream, lsn, pos, generation, skip) = {
-            let st = self.st.lock();
-            // The image, then what this checkpoint makes durable besides
-            // (replayed like the log, after the image's end marker).
-            let mut stream = st.shadow.image();
-            stream.extend_from_slice(extra);
+        // Waits for a background checkpoint, which holds no commit lock
+        // while it writes.
+        let held = Held::new();
+        let _ckpt = self
+            .ckpt_lock
+            .lock(ByteRange::from(0), Mode::Exclusive, &held)
+            .await;
+        let view = self.take_view();
+        self.write_checkpoint(env, view, extra).await
+    }
+
+    /// The durable view and where the log stands, for a checkpoint: with
+    /// no commit running, the records up to `lsn` are all applied to the
+    /// view and the log after them starts at `pos`. The data's pages are
+    /// shared, not copied.
+    fn take_view(&self) -> View {
+        let st = self.st.lock();
+        View {
+            image: st.shadow.image_parts(),
             // After a failed log write, the checkpoint covers its sequence
             // number too, so that write can never be replayed.
-            let lsn = if st.skip_lsn {
+            lsn: if st.skip_lsn {
                 st.next_lsn
             } else {
                 st.next_lsn - 1
-            };
-            (stream, lsn, st.pos, st.generation + 1, st.skip_lsn)
-        };
+            },
+            pos: st.pos,
+            generation: st.generation + 1,
+            skip: st.skip_lsn,
+        }
+    }
+
+    /// Writes `view`'s image, followed by `extra`, as a chain of frames in
+    /// free data blocks; flushes; then points the superblock at it with
+    /// the log's head moved to the view's position. Until that superblock
+    /// write, the old checkpoint and log stay valid. The caller holds the
+    /// checkpoint lock.
+    async fn write_checkpoint<E: CommitEnv>(
+        &self,
+        env: &E,
+        view: View,
+        extra: &[u8],
+    ) -> Result<()> {
+        let View {
+            image,
+            lsn,
+            pos,
+            generation,
+            skip,
+        } = view;
         // A superblock the decoder would refuse is never written.
         if lsn > MAX_SEQUENCE || generation > MAX_SEQUENCE {
             return Err(SpaceError::SequenceExhausted.into());
         }
+        // The image, then what this checkpoint makes durable besides
+        // (replayed like the log, after the image's end marker).
+        let stream = image.encode(extra);
         let runs = self.alloc_chain(env, stream.len())?;
         let written = self.write_chain(env, &runs, &stream, lsn).await;
         if let Err(e) = written {
@@ -795,6 +940,40 @@ impl Journal {
         match self {
             Journal::Log(l) => l.checkpoint_now(env).await,
             Journal::Memory(_) => Ok(()),
+        }
+    }
+
+    /// True if the log is due a checkpoint (see [`Log::checkpoint_due`];
+    /// never without a log).
+    #[cfg(any(feature = "std", test))]
+    pub(crate) fn checkpoint_due(&self) -> bool {
+        match self {
+            Journal::Log(l) => l.checkpoint_due(),
+            Journal::Memory(_) => false,
+        }
+    }
+
+    /// True if a background step has work: logged pages due to be written
+    /// home, or a checkpoint due.
+    #[cfg(feature = "std")]
+    pub(crate) fn background_due(&self) -> bool {
+        self.home_due() || self.checkpoint_due()
+    }
+
+    /// Says whether a background worker checkpoints (see
+    /// [`Log::set_background`]).
+    pub(crate) fn set_background(&self, on: bool) {
+        if let Journal::Log(l) = self {
+            l.set_background(on);
+        }
+    }
+
+    /// A checkpoint off the sync path, if one is due (see
+    /// [`Log::checkpoint_background`]); true if it wrote one.
+    pub(crate) async fn checkpoint_background<E: CommitEnv>(&self, env: &E) -> Result<bool> {
+        match self {
+            Journal::Log(l) => l.checkpoint_background(env).await,
+            Journal::Memory(_) => Ok(false),
         }
     }
 }

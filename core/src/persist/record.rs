@@ -505,13 +505,7 @@ impl Record {
                 page,
                 block,
                 bytes,
-            } => {
-                e.u8(TAG_DATA);
-                e.u64(*ino);
-                e.u64(*page);
-                e.u64(*block);
-                e.bytes(bytes);
-            }
+            } => encode_data(e, *ino, *page, *block, bytes),
             Record::Home { ino, page } => {
                 e.u8(TAG_HOME);
                 e.u64(*ino);
@@ -611,6 +605,16 @@ impl Record {
         }
         e.0
     }
+}
+
+/// Encodes a [`Record::Data`] from borrowed bytes (a checkpoint encodes
+/// the durable view's shared pages without copying them into records).
+pub(crate) fn encode_data(e: &mut Enc, ino: u64, page: u64, block: u64, bytes: &[u8]) {
+    e.u8(TAG_DATA);
+    e.u64(ino);
+    e.u64(page);
+    e.u64(block);
+    e.bytes(bytes);
 }
 
 pub(crate) fn encode_inode(e: &mut Enc, ino: u64, m: &InodeMeta) {

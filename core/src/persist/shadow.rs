@@ -17,11 +17,14 @@
 
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use super::format::{Enc, Layout};
 use super::problems::{space_problems, xattr_problems, Problem};
-use super::record::{encode_inode, xattr_len, InodeMeta, Kind, Record, DATA_RECORD_LEN};
+use super::record::{
+    encode_data, encode_inode, xattr_len, InodeMeta, Kind, Record, DATA_RECORD_LEN,
+};
 use super::tree::{Effects, Node, Tree};
 use crate::error::{Damage, ReplayDamage};
 use crate::space::Extent;
@@ -37,13 +40,41 @@ pub struct Shadow {
     /// The namespace.
     pub tree: Tree,
     /// Live data: (inode, page) -> (its block, its bytes), for pages whose
-    /// durable bytes are in a data record rather than in their block.
-    data: BTreeMap<(u64, u64), (u64, Vec<u8>)>,
+    /// durable bytes are in a data record rather than in their block. The
+    /// bytes are shared, so a checkpoint takes them without a copy
+    /// ([`Shadow::image_parts`]).
+    data: BTreeMap<(u64, u64), LiveData>,
     /// Extended attributes: (inode, name) -> value.
     pub xattrs: BTreeMap<(u64, String), Vec<u8>>,
     /// Bytes of this state's inode, attribute and data records in a checkpoint image
     /// (the tree counts its entries').
     image_len: u64,
+}
+
+/// A page of live data: its block and its bytes, shared.
+pub type LiveData = (u64, Arc<[u8]>);
+
+/// A checkpoint image taken apart ([`Shadow::image_parts`]).
+#[derive(Debug)]
+pub struct ImageParts {
+    /// The metadata records and the end marker, encoded (with room for
+    /// the data).
+    meta: Enc,
+    /// The live data: (inode, page, block, bytes).
+    data: Vec<(u64, u64, u64, Arc<[u8]>)>,
+}
+
+impl ImageParts {
+    /// The image encoded, followed by `extra` (records a checkpoint makes
+    /// durable besides).
+    pub fn encode(self, extra: &[u8]) -> Vec<u8> {
+        let ImageParts { mut meta, data } = self;
+        for (ino, page, block, bytes) in &data {
+            encode_data(&mut meta, *ino, *page, *block, bytes);
+        }
+        meta.0.extend_from_slice(extra);
+        meta.0
+    }
 }
 
 /// The device block `m` maps page `page` to, if any.
@@ -100,7 +131,7 @@ impl Shadow {
     }
 
     /// Live data: `((ino, page), (block, bytes))` in inode and page order.
-    pub fn data(&self) -> impl Iterator<Item = (&(u64, u64), &(u64, Vec<u8>))> {
+    pub fn data(&self) -> impl Iterator<Item = (&(u64, u64), &LiveData)> {
         self.data.iter()
     }
 
@@ -200,7 +231,7 @@ impl Shadow {
                 }
                 if self
                     .data
-                    .insert((*ino, *page), (*block, bytes.clone()))
+                    .insert((*ino, *page), (*block, Arc::from(bytes.as_slice())))
                     .is_none()
                 {
                     self.image_len += DATA_RECORD_LEN;
@@ -269,6 +300,13 @@ impl Shadow {
     /// extended attribute, every entry, the [`Record::ImageEnd`] marker,
     /// and the live data.
     pub fn image(&self) -> Vec<u8> {
+        self.image_parts().encode(&[])
+    }
+
+    /// This state's checkpoint image in two parts: the metadata encoded
+    /// now, the live data's pages shared. A checkpoint takes the parts
+    /// under the journal's lock and encodes the data after letting it go.
+    pub fn image_parts(&self) -> ImageParts {
         let mut e = Enc(Vec::with_capacity(self.image_len() as usize));
         for (&ino, m) in &self.inodes {
             encode_inode(&mut e, ino, m);
@@ -290,17 +328,16 @@ impl Shadow {
             .encode(&mut e);
         }
         Record::ImageEnd.encode(&mut e);
-        for (&(ino, page), (block, bytes)) in &self.data {
-            Record::Data {
-                ino,
-                page,
-                block: *block,
-                bytes: bytes.clone(),
-            }
-            .encode(&mut e);
-        }
-        debug_assert_eq!(e.0.len() as u64, self.image_len());
-        e.0
+        let data = self
+            .data
+            .iter()
+            .map(|(&(ino, page), (block, bytes))| (ino, page, *block, bytes.clone()))
+            .collect();
+        debug_assert_eq!(
+            e.0.len() as u64 + DATA_RECORD_LEN * self.data.len() as u64,
+            self.image_len()
+        );
+        ImageParts { meta: e, data }
     }
 
     /// Drops the extents of `ino` that `keep` refuses (for repair).

@@ -64,6 +64,14 @@ pub enum Op {
     SyncData(usize),
     /// `sync_all` the file.
     SyncAll(usize),
+    /// A sync of the file in slot `.0` beside a background checkpoint
+    /// (`Session::background_step`, polled with it on this thread, the
+    /// sync first): the sync's log write lands after the checkpoint took
+    /// its view of the log and before the checkpoint's superblock.
+    SyncBesideCheckpoint(usize),
+    /// From now on commits leave checkpoints to background steps until the
+    /// log is three quarters full (`Fs::set_background_steps`).
+    BackgroundSteps,
     /// One step of the background write-home (`Session::write_home_step`),
     /// as the write-home thread would take between operations.
     WriteHome,
@@ -101,6 +109,8 @@ pub struct Oracle {
     pub refused: usize,
     /// Pages the write-home steps wrote home.
     pub homed: usize,
+    /// Checkpoints written beside a sync (`Op::SyncBesideCheckpoint`).
+    pub beside: usize,
 }
 
 /// Runs `ops` on `fs` and returns what the oracle learned; `position()`
@@ -114,6 +124,7 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
     let mut op_no = 0u64;
     let mut refused = 0;
     let mut homed = 0;
+    let mut beside = 0;
     // Operations name a slot; each create gives the slot a new model id, so
     // every inode keeps its own history.
     let mut slots: BTreeMap<usize, usize> = BTreeMap::new();
@@ -162,6 +173,7 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
             }
             Op::SyncFs => Op::SyncFs,
             Op::WriteHome => Op::WriteHome,
+            Op::BackgroundSteps => Op::BackgroundSteps,
             Op::SetLen(slot, a) => Op::SetLen(slots.get(&slot).copied().unwrap_or(usize::MAX), a),
             Op::Punch(slot, a, b) => {
                 Op::Punch(slots.get(&slot).copied().unwrap_or(usize::MAX), a, b)
@@ -176,12 +188,16 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
             Op::Remove(slot) => Op::Remove(slots.get(&slot).copied().unwrap_or(usize::MAX)),
             Op::SyncData(slot) => Op::SyncData(slots.get(&slot).copied().unwrap_or(usize::MAX)),
             Op::SyncAll(slot) => Op::SyncAll(slots.get(&slot).copied().unwrap_or(usize::MAX)),
+            Op::SyncBesideCheckpoint(slot) => {
+                Op::SyncBesideCheckpoint(slots.get(&slot).copied().unwrap_or(usize::MAX))
+            }
         };
         let op = &op;
         match op {
             Op::Create(_) | Op::CreateLong(..) => {}
             // Writes bytes the log already holds: it touches no file.
             Op::WriteHome => homed += fs.session().unwrap().write_home_step().unwrap(),
+            Op::BackgroundSteps => fs.set_background_steps(true),
             Op::Fill(id) => {
                 let Some(f) = files.get_mut(*id).filter(|f| f.live) else {
                     continue;
@@ -336,15 +352,21 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
                 f.live = false;
                 touched.entry(*id).or_default().push(start);
             }
-            Op::SyncData(id) | Op::SyncAll(id) => {
+            Op::SyncData(id) | Op::SyncAll(id) | Op::SyncBesideCheckpoint(id) => {
                 let Some(f) = files.get(*id).filter(|f| f.live) else {
                     continue;
                 };
                 let h = fs.open(&f.name).unwrap();
-                if matches!(op, Op::SyncAll(_)) {
-                    h.sync_all().unwrap()
-                } else {
-                    h.sync_data().unwrap()
+                match op {
+                    Op::SyncAll(_) => h.sync_all().unwrap(),
+                    Op::SyncBesideCheckpoint(_) => {
+                        let before = fs.stats().checkpoints;
+                        let (sync, step) = sync_beside_checkpoint(fs, &h);
+                        sync.unwrap();
+                        step.unwrap();
+                        beside += (fs.stats().checkpoints - before) as usize;
+                    }
+                    _ => h.sync_data().unwrap(),
                 }
                 syncs.push(Synced {
                     id: *id,
@@ -362,6 +384,7 @@ pub fn run_ops<D: BlockDevice>(fs: &Fs<D>, position: &dyn Fn() -> usize, ops: &[
         files,
         refused,
         homed,
+        beside,
     }
 }
 
@@ -609,6 +632,67 @@ pub fn write_home() -> Vec<Op> {
         ops.push(Op::SyncData(1));
     }
     ops
+}
+
+/// Small syncs of two files with commits leaving checkpoints to
+/// background steps, every third sync made beside a background step
+/// ([`Op::SyncBesideCheckpoint`]): crash states with a checkpoint's view
+/// taken and a log write landed after it, before, during and after the
+/// checkpoint's chain and superblock writes. The log of the crash tests'
+/// device is half full every few dozen syncs.
+pub fn checkpoint_beside() -> Vec<Op> {
+    let mut ops = vec![Op::BackgroundSteps];
+    for f in 0..2 {
+        ops.extend([Op::Create(f), Op::Write(f, 0, 8 * 4096), Op::SyncAll(f)]);
+    }
+    for round in 0..96u64 {
+        let f = (round % 2) as usize;
+        ops.push(Op::Write(f, (round * 5 % 8) * 4096 + round, 500));
+        ops.push(if round % 3 == 2 {
+            Op::SyncBesideCheckpoint(f)
+        } else {
+            Op::SyncData(f)
+        });
+    }
+    ops
+}
+
+/// Polls a sync of `h` and a background step on another session in turn
+/// on this thread, the sync first, until both end: the sync's commit
+/// yields before it takes the commit lock, the step takes its view of the
+/// log and yields, and the sync's log write lands before the step writes
+/// its checkpoint. Returns both results.
+fn sync_beside_checkpoint<D: BlockDevice>(
+    fs: &Fs<D>,
+    h: &pollfs_core::File<D>,
+) -> (pollfs_core::Result<()>, pollfs_core::Result<usize>) {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+    let step_session = fs.session().unwrap();
+    let mut sync = pin!(h.sync_data_async());
+    let mut step = pin!(step_session.background_step_async());
+    let mut cx = Context::from_waker(Waker::noop());
+    let (mut synced, mut stepped) = (None, None);
+    for _ in 0..1_000_000 {
+        if synced.is_none() {
+            if let Poll::Ready(r) = sync.as_mut().poll(&mut cx) {
+                synced = Some(r);
+            }
+        }
+        if stepped.is_none() {
+            if let Poll::Ready(r) = step.as_mut().poll(&mut cx) {
+                stepped = Some(r);
+            }
+        }
+        if synced.is_some() && stepped.is_some() {
+            break;
+        }
+    }
+    match (synced, stepped) {
+        (Some(a), Some(b)) => (a, b),
+        _ => panic!("a sync beside a background step never ended"),
+    }
 }
 
 /// A logged page written home by FUA to a block whose trim the device

@@ -1,5 +1,10 @@
 //! Command execution of the emulated controller: the admin set (chapter 5)
-//! and the NVM set (chapter 6) over a RAM namespace.
+//! and the NVM set (chapter 6) over its namespace.
+//!
+//! Everything here runs under the state lock. An admin command runs whole
+//! (its data is at most a page); an NVM command that moves data is only
+//! checked and counted here, and hands back the [`Work`] that
+//! [`super::transfer`] does with the lock released.
 //!
 //! The emulated device is as strict with the host as the driver is with
 //! the device: every field the host supplies is range-checked and bad
@@ -9,8 +14,7 @@ use std::collections::VecDeque;
 
 use super::controller::{Cq, Sq, State};
 use super::faults::Hostile;
-use super::medium::Medium;
-use crate::pcie::prp;
+use super::transfer::{HostData, Work};
 use crate::spec::command::{
     admin_opcode, cns, feature, io_opcode, log_page, DsmRange, SubmissionEntry,
 };
@@ -33,27 +37,33 @@ fn specific_err(sc: u8) -> (Status, u32) {
     (Status::new(StatusType::CommandSpecific, sc, true), 0)
 }
 
+/// What an I/O command came to under the state lock.
+#[derive(Debug)]
+pub(super) enum Exec {
+    /// Finished: the completion's status and DW0.
+    Done(Status, u32),
+    /// Checked and counted; its data moves outside the lock.
+    Move(Work),
+}
+
+impl From<(Status, u32)> for Exec {
+    fn from((status, dw0): (Status, u32)) -> Exec {
+        Exec::Done(status, dw0)
+    }
+}
+
 impl State {
-    /// Moves `len` bytes between the host memory named by the command's
-    /// PRPs and `buf` (`to_host`: device -> host).
+    /// Moves `buf.len()` bytes between the host memory named by the
+    /// command's PRPs and `buf` (`to_host`: device -> host), under the
+    /// state lock: admin data and a deallocate's range list, all small.
     fn transfer(&self, sqe: &SubmissionEntry, buf: &mut [u8], to_host: bool) -> Result<(), ()> {
-        let mem = &self.mem;
-        let segs = prp::walk(sqe.prp1(), sqe.prp2(), buf.len(), PAGE, &mut |a| {
-            mem.read_u64(a).ok()
-        })
-        .map_err(|_| ())?;
-        let mut done = 0;
-        for (addr, n) in segs {
-            let chunk = buf.get_mut(done..done + n).ok_or(())?;
-            let r = if to_host {
-                mem.write(addr, chunk)
-            } else {
-                mem.read(addr, chunk)
-            };
-            r.map_err(|_| ())?;
-            done += n;
-        }
-        Ok(())
+        let host = HostData::of(&self.mem, sqe, buf.len()).ok_or(())?;
+        let done = if to_host {
+            host.write(&self.mem, 0, buf)
+        } else {
+            host.read(&self.mem, 0, buf)
+        };
+        done.then_some(()).ok_or(())
     }
 
     fn mdts_bytes(&self) -> u64 {
@@ -166,11 +176,14 @@ impl State {
         if sqe.cdw(11) & 1 == 0 || sqe.prp1() % PAGE as u64 != 0 || sqe.prp1() == 0 {
             return generic_err(generic::INVALID_FIELD);
         }
+        let serial = self.next_serial();
         self.sqs[qid] = Some(Sq {
             base: sqe.prp1(),
             entries,
             head: 0,
+            tail: 0,
             cqid,
+            serial,
         });
         ok()
     }
@@ -311,91 +324,60 @@ impl State {
         Some(usize::try_from(slba * bs).ok()?..usize::try_from(end * bs).ok()?)
     }
 
-    fn read_write(&mut self, sqe: &SubmissionEntry, write: bool) -> (Status, u32) {
+    /// Checks and counts a Read or Write; its data moves outside the lock.
+    fn read_write(&mut self, sqe: &SubmissionEntry, write: bool) -> Exec {
         let blocks = u64::from(sqe.nlb());
         let Some(r) = self.range(sqe.slba(), blocks) else {
-            return generic_err(generic::LBA_OUT_OF_RANGE);
+            return generic_err(generic::LBA_OUT_OF_RANGE).into();
         };
         if r.len() as u64 > self.mdts_bytes() {
-            return generic_err(generic::INVALID_FIELD);
+            return generic_err(generic::INVALID_FIELD).into();
         }
-        let result = match &mut self.medium {
-            // RAM: move data straight between host memory and the medium.
-            Medium::Ram(v) => {
-                let mut ram = std::mem::take(v);
-                let result = match ram.get_mut(r) {
-                    Some(slice) => self.transfer(sqe, slice, !write),
-                    None => Err(()),
-                };
-                self.medium = Medium::Ram(ram);
-                result
-            }
-            Medium::File { .. } => {
-                let pos = r.start as u64;
-                let mut buf = vec![0u8; r.len()];
-                if write {
-                    self.transfer(sqe, &mut buf, false)
-                        .and_then(|()| self.medium.write_at(pos, &buf).then_some(()).ok_or(()))
-                } else {
-                    self.medium
-                        .read_at(pos, &mut buf)
-                        .then_some(())
-                        .ok_or(())
-                        .and_then(|()| self.transfer(sqe, &mut buf, true))
-                }
-            }
-        };
+        let (pos, len) = (r.start as u64, r.len());
         if write {
             self.stats.writes += 1;
             self.stats.fua_writes += u64::from(sqe.fua());
+            Exec::Move(Work::Write { pos, len })
         } else {
             self.stats.reads += 1;
-        }
-        match result {
-            Ok(()) => ok(),
-            Err(()) => generic_err(generic::DATA_TRANSFER_ERROR),
+            Exec::Move(Work::Read { pos, len })
         }
     }
 
-    fn zero(&mut self, slba: u64, blocks: u64) -> bool {
-        match self.range(slba, blocks) {
-            Some(r) => self.medium.zero(r.start as u64, r.len() as u64),
-            None => false,
-        }
+    /// The medium bytes of `blocks` blocks from `slba`, to zero, if in range.
+    fn zero(&self, slba: u64, blocks: u64) -> Option<(u64, u64)> {
+        self.range(slba, blocks)
+            .map(|r| (r.start as u64, r.len() as u64))
     }
 
-    fn dataset_management(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+    fn dataset_management(&mut self, sqe: &SubmissionEntry) -> Exec {
         self.stats.dsm += 1;
         let ranges = (sqe.cdw(10) & 0xff) as usize + 1;
         let mut raw = vec![0u8; ranges * 16];
         if self.transfer(sqe, &mut raw, false).is_err() {
-            return generic_err(generic::DATA_TRANSFER_ERROR);
+            return generic_err(generic::DATA_TRANSFER_ERROR).into();
         }
-        let list: Vec<DsmRange> = raw
+        let zero: Option<Vec<(u64, u64)>> = raw
             .chunks_exact(16)
             .map(|c| {
                 let mut b = [0u8; 16];
                 b.copy_from_slice(c);
-                DsmRange::from_bytes(&b)
+                let d = DsmRange::from_bytes(&b);
+                self.zero(d.slba, u64::from(d.blocks))
             })
             .collect();
-        if list
-            .iter()
-            .any(|d| self.range(d.slba, u64::from(d.blocks)).is_none())
-        {
-            return generic_err(generic::LBA_OUT_OF_RANGE);
-        }
+        let Some(zero) = zero else {
+            return generic_err(generic::LBA_OUT_OF_RANGE).into();
+        };
         if sqe.cdw(11) & (1 << 2) != 0 {
             // Deallocated blocks read back as zeroes here.
-            for d in list {
-                self.zero(d.slba, u64::from(d.blocks));
-            }
+            return Exec::Move(Work::Zero(zero));
         }
-        ok()
+        ok().into()
     }
 
-    /// Executes one NVM command.
-    pub(super) fn io(&mut self, sqe: &SubmissionEntry) -> (Status, u32) {
+    /// Executes one NVM command, or checks and counts one that moves data.
+    pub(super) fn io(&mut self, sqe: &SubmissionEntry) -> Exec {
         if self.faults.fail_io > 0 {
             self.faults.fail_io -= 1;
             self.stats.injected += 1;
@@ -404,30 +386,29 @@ impl State {
                 crate::spec::status::media::UNRECOVERED_READ,
                 true,
             ));
-            return (st, 0);
+            return Exec::Done(st, 0);
         }
         let nsid_ok =
             sqe.nsid() == NSID || (sqe.opcode() == io_opcode::FLUSH && sqe.nsid() == u32::MAX);
         if !nsid_ok {
-            return generic_err(generic::INVALID_NAMESPACE);
+            return generic_err(generic::INVALID_NAMESPACE).into();
         }
         match sqe.opcode() {
             io_opcode::READ => self.read_write(sqe, false),
             io_opcode::WRITE => self.read_write(sqe, true),
             io_opcode::FLUSH => {
                 self.stats.flushes += 1;
-                ok()
+                ok().into()
             }
             io_opcode::WRITE_ZEROES => {
                 self.stats.write_zeroes += 1;
-                if self.zero(sqe.slba(), u64::from(sqe.nlb())) {
-                    ok()
-                } else {
-                    generic_err(generic::LBA_OUT_OF_RANGE)
+                match self.zero(sqe.slba(), u64::from(sqe.nlb())) {
+                    Some(range) => Exec::Move(Work::Zero(vec![range])),
+                    None => generic_err(generic::LBA_OUT_OF_RANGE).into(),
                 }
             }
             io_opcode::DATASET_MANAGEMENT => self.dataset_management(sqe),
-            _ => generic_err(generic::INVALID_OPCODE),
+            _ => generic_err(generic::INVALID_OPCODE).into(),
         }
     }
 }

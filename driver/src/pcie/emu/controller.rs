@@ -1,24 +1,48 @@
 //! The emulated controller's register file, queues and completion posting.
 //!
-//! Commands are processed synchronously inside the SQ tail doorbell write,
-//! which keeps every run deterministic: what the device does depends only
-//! on what the driver wrote and the time the driver passed to `tick`.
+//! Commands are processed inside the SQ tail doorbell write, on the
+//! writer's thread. Queue state, counters and fault knobs live in one
+//! [`State`] behind one lock; a command that moves data (Read, Write,
+//! Write Zeroes, deallocate) is fetched, checked and counted under it,
+//! moves its data with the lock released ([`super::transfer`]), and is
+//! completed under it again, so each queue's doorbell writer serves that
+//! queue in parallel with the others, as a real controller's queues are
+//! served. One queue's commands still run one after another in
+//! submission order, so a run on one queue stays deterministic: what the
+//! device does depends only on what the driver wrote and the time the
+//! driver passed to `tick`.
+//!
+//! Two writers of one queue's doorbell (the admin queue, a hostile host)
+//! share its commands: each is fetched once, by whichever takes it first
+//! under the lock, and completed once, by the same writer. A command whose
+//! queue is deleted or re-created (a controller reset) while its data
+//! moves is not completed: each queue carries a serial number, checked
+//! when the lock is taken again.
+//!
+//! The driver calls `tick` on every poll; one with no delayed completion
+//! to release (no latency or reorder fault) only records the time and
+//! takes no lock, so polling threads do not contend with the queues'
+//! doorbell writers.
 
 use std::collections::VecDeque;
 use std::fs::File;
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use pollfs_core::rng::SplitMix64;
 use pollfs_core::units::Nanos;
-use spin::Mutex;
+use spin::{Mutex, MutexGuard};
 
+use super::commands::Exec;
 use super::faults::{Faults, Hostile};
 use super::medium::Medium;
 use super::memory::EmuMemory;
+use super::transfer::Transfer;
 use crate::pcie::hal::Registers;
 use crate::spec::command::{SubmissionEntry, SQE_SIZE};
 use crate::spec::completion::{CompletionEntry, CQE_SIZE};
 use crate::spec::regs::{decode_doorbell, offset, Aqa, Cap, Cc, Csts};
+use crate::spec::status::Status;
 
 /// Shape of the emulated controller and its one namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +109,11 @@ pub(super) struct Sq {
     pub base: u64,
     pub entries: u16,
     pub head: u16,
+    /// The last tail the host wrote to the doorbell.
+    pub tail: u16,
     pub cqid: u16,
+    /// Unique per queue creation (never reused, not even across resets).
+    pub serial: u64,
 }
 
 #[derive(Debug)]
@@ -118,8 +146,9 @@ pub(super) struct State {
     pub acq: u64,
     pub sqs: Vec<Option<Sq>>,
     pub cqs: Vec<Option<Cq>>,
-    pub medium: Medium,
     pub blocks: u64,
+    /// The next [`Sq::serial`].
+    pub serials: u64,
     pub granted_queues: u16,
     pub now: Nanos,
     pub held: Vec<Held>,
@@ -130,15 +159,16 @@ pub(super) struct State {
     pub rng: SplitMix64,
 }
 
+/// The block size `config` asks for (512 unless 4096) and the namespace's
+/// size in blocks.
+fn geometry(config: &EmuConfig) -> (u32, u64) {
+    let block_size = if config.block_size == 4096 { 4096 } else { 512 };
+    (block_size, config.bytes / u64::from(block_size))
+}
+
 impl State {
-    fn new(config: EmuConfig, mem: EmuMemory, file: Option<File>) -> State {
-        let block_size = if config.block_size == 4096 { 4096 } else { 512 };
-        let blocks = config.bytes / u64::from(block_size);
-        let bytes = blocks * u64::from(block_size);
-        let medium = match file {
-            Some(file) => Medium::File { file, len: bytes },
-            None => Medium::Ram(vec![0u8; usize::try_from(bytes).unwrap_or(0)]),
-        };
+    fn new(config: EmuConfig, mem: EmuMemory) -> State {
+        let (block_size, blocks) = geometry(&config);
         let mqes = config.max_queue_entries.clamp(2, 4096) - 1;
         let queues = usize::from(config.max_io_queues) + 1;
         State {
@@ -155,8 +185,8 @@ impl State {
             acq: 0,
             sqs: (0..queues).map(|_| None).collect(),
             cqs: (0..queues).map(|_| None).collect(),
-            medium,
             blocks,
+            serials: 0,
             granted_queues: 0,
             now: Nanos(0),
             held: Vec::new(),
@@ -169,6 +199,12 @@ impl State {
 
     pub fn random(&mut self) -> u64 {
         self.rng.next_u64()
+    }
+
+    /// A serial number for a new submission queue.
+    pub fn next_serial(&mut self) -> u64 {
+        self.serials += 1;
+        self.serials
     }
 
     fn bar_size(&self) -> usize {
@@ -204,11 +240,14 @@ impl State {
             self.csts |= Csts::CFS;
             return;
         }
+        let serial = self.next_serial();
         self.sqs[0] = Some(Sq {
             base: self.asq,
             entries: aqa.sq_entries() as u16,
             head: 0,
+            tail: 0,
             cqid: 0,
+            serial,
         });
         self.cqs[0] = Some(Cq {
             base: self.acq,
@@ -331,48 +370,92 @@ impl State {
         }
     }
 
-    fn sq_doorbell(&mut self, qid: u16, tail: u32) {
+    /// Records a new SQ tail from the host; `false` if the queue is not
+    /// there, the controller is not running or the tail is out of range
+    /// (the write is then ignored).
+    fn ring_sq(&mut self, qid: u16, tail: u32) -> bool {
         if !self.running() {
-            return;
+            return false;
         }
-        let Some(Some(sq)) = self.sqs.get(usize::from(qid)).copied() else {
-            return;
+        let Some(Some(sq)) = self.sqs.get_mut(usize::from(qid)) else {
+            return false;
         };
-        if tail >= u32::from(sq.entries) {
-            return;
+        let Ok(tail) = u16::try_from(tail) else {
+            return false;
+        };
+        if tail >= sq.entries {
+            return false;
         }
-        let tail = tail as u16;
-        let mut head = sq.head;
-        while head != tail {
-            let mut raw = [0u8; SQE_SIZE];
-            let addr = sq.base.wrapping_add(u64::from(head) * SQE_SIZE as u64);
-            head = if head + 1 >= sq.entries { 0 } else { head + 1 };
-            if let Some(Some(s)) = self.sqs.get_mut(usize::from(qid)) {
-                s.head = head;
+        sq.tail = tail;
+        true
+    }
+
+    /// Fetches and executes queue `qid`'s commands from its head up to the
+    /// tail the host last wrote, completing each, until the queue is empty
+    /// (`None`) or a command's data must move (returned, fetched, checked
+    /// and counted: the caller moves it with the lock released and then
+    /// calls [`finish`](Self::finish)).
+    fn run_sq(&mut self, qid: u16) -> Option<Transfer> {
+        while self.running() {
+            let sq = self.sqs.get_mut(usize::from(qid))?.as_mut()?;
+            if sq.head == sq.tail {
+                return None;
             }
+            let addr = sq.base.wrapping_add(u64::from(sq.head) * SQE_SIZE as u64);
+            sq.head = if sq.head + 1 >= sq.entries {
+                0
+            } else {
+                sq.head + 1
+            };
+            let serial = sq.serial;
+            let mut raw = [0u8; SQE_SIZE];
             if self.mem.read(addr, &mut raw).is_err() {
                 self.csts |= Csts::CFS;
-                return;
+                return None;
             }
             let sqe = SubmissionEntry::from_bytes(&raw);
             let (status, dw0) = if qid == 0 {
                 self.admin(&sqe)
             } else {
-                self.io(&sqe)
+                match self.io(&sqe) {
+                    Exec::Done(status, dw0) => (status, dw0),
+                    Exec::Move(work) => {
+                        return Some(Transfer {
+                            qid,
+                            serial,
+                            sqe,
+                            work,
+                        })
+                    }
+                }
             };
-            // An admin command (queue deletion) may have removed this SQ.
-            let Some(Some(now_sq)) = self.sqs.get(usize::from(qid)).copied() else {
-                return;
-            };
-            let entry = CompletionEntry::new(dw0, head, qid, sqe.cid(), false, status);
-            if qid == 0 {
-                self.post(now_sq.cqid, entry);
-            } else {
-                self.complete_io(now_sq.cqid, entry);
-            }
-            if !self.running() {
-                return;
-            }
+            self.complete(qid, serial, &sqe, status, dw0);
+        }
+        None
+    }
+
+    /// Completes a transfer that moved its data outside the lock.
+    fn finish(&mut self, t: &Transfer, status: Status) {
+        if self.running() {
+            self.complete(t.qid, t.serial, &t.sqe, status, 0);
+        }
+    }
+
+    /// Posts the completion of `sqe`, fetched from queue `qid` when its
+    /// serial was `serial`; nothing if that queue is gone (an admin command
+    /// deleted it, or a reset did while the command's data moved).
+    fn complete(&mut self, qid: u16, serial: u64, sqe: &SubmissionEntry, status: Status, dw0: u32) {
+        let Some(Some(sq)) = self.sqs.get(usize::from(qid)).copied() else {
+            return;
+        };
+        if sq.serial != serial {
+            return;
+        }
+        let entry = CompletionEntry::new(dw0, sq.head, qid, sqe.cid(), false, status);
+        if qid == 0 {
+            self.post(sq.cqid, entry);
+        } else {
+            self.complete_io(sq.cqid, entry);
         }
     }
 
@@ -394,15 +477,53 @@ impl State {
 /// The emulated controller: registers in, DMA through [`EmuMemory`].
 #[derive(Debug)]
 pub struct EmuController {
+    /// Registers, queues, counters and fault knobs. Held for the whole of
+    /// a register access except while a command's data moves; taken
+    /// before any host page lock or medium chunk lock, never while one is
+    /// held.
     state: Mutex<State>,
+    /// The namespace's blocks, shared by every queue's data transfers
+    /// (it synchronises itself, a chunk at a time).
+    medium: Medium,
+    /// Host memory, for data transfers outside the state lock (the same
+    /// address space as the state's).
+    mem: EmuMemory,
+    /// Test hook: the I/O queue whose data transfers wait before moving
+    /// any data, outside the state lock (0: none).
+    park: AtomicU16,
+    /// Data transfers waiting on `park`.
+    parked: AtomicUsize,
+    /// The latest time passed to `tick`, which commands completed later
+    /// count their latency from.
+    now: AtomicU64,
+    /// Whether the state holds completions for `tick` to release, as of
+    /// the last release of the state lock: a `tick` with none to release
+    /// (every poll of a driver whose completions are not delayed) then
+    /// leaves the lock to the queues' doorbell writers.
+    holding: AtomicBool,
 }
 
 impl EmuController {
+    fn with_medium(config: EmuConfig, mem: EmuMemory, medium: Medium) -> Arc<EmuController> {
+        Arc::new(EmuController {
+            state: Mutex::new(State::new(config, mem.clone())),
+            medium,
+            mem,
+            park: AtomicU16::new(0),
+            parked: AtomicUsize::new(0),
+            now: AtomicU64::new(0),
+            holding: AtomicBool::new(false),
+        })
+    }
+    /// The namespace's size in bytes: whole blocks.
+    fn medium_bytes(config: &EmuConfig) -> u64 {
+        let (block_size, blocks) = geometry(config);
+        blocks * u64::from(block_size)
+    }
     /// A controller over a RAM namespace; its DMA goes through `mem`.
     pub fn new(config: EmuConfig, mem: EmuMemory) -> Arc<EmuController> {
-        Arc::new(EmuController {
-            state: Mutex::new(State::new(config, mem, None)),
-        })
+        let medium = Medium::ram(Self::medium_bytes(&config));
+        Self::with_medium(config, mem, medium)
     }
     /// A controller whose namespace lives in `file` (grown to the
     /// namespace size if shorter), so its contents outlive the process.
@@ -411,14 +532,11 @@ impl EmuController {
         mem: EmuMemory,
         file: File,
     ) -> std::io::Result<Arc<EmuController>> {
-        let bs = if config.block_size == 4096 { 4096 } else { 512 };
-        let bytes = config.bytes / bs * bs;
+        let bytes = Self::medium_bytes(&config);
         if file.metadata()?.len() < bytes {
             file.set_len(bytes)?;
         }
-        Ok(Arc::new(EmuController {
-            state: Mutex::new(State::new(config, mem, Some(file))),
-        }))
+        Ok(Self::with_medium(config, mem, Medium::file(file, bytes)))
     }
     /// Changes the fault knobs.
     pub fn set_faults(&self, f: impl FnOnce(&mut Faults)) {
@@ -446,11 +564,73 @@ impl EmuController {
     }
     /// Copies raw namespace bytes out (past the end reads as zero).
     pub fn read_medium(&self, offset: u64, dst: &mut [u8]) {
-        let _ = self.state.lock().medium.read_at(offset, dst);
+        let _ = self.medium.read_at(offset, dst);
     }
     /// Copies raw bytes into the namespace (clipped at the end).
     pub fn write_medium(&self, offset: u64, src: &[u8]) {
-        let _ = self.state.lock().medium.write_at(offset, src);
+        let _ = self.medium.write_at(offset, src);
+    }
+    /// Test hook: from now on, each data transfer of I/O queue `qid`
+    /// (Read, Write, Write Zeroes, deallocate) waits after its command is
+    /// fetched, checked and counted, outside the state lock and before
+    /// any data moves, until the hook is moved to another queue or turned
+    /// off (`qid` 0). [`parked_transfers`](Self::parked_transfers) counts
+    /// the waiting ones, so a test can act while a transfer is in
+    /// progress without depending on timing.
+    pub fn park_transfers(&self, qid: u16) {
+        self.park.store(qid, Ordering::Release);
+    }
+    /// Data transfers waiting on [`park_transfers`](Self::park_transfers).
+    pub fn parked_transfers(&self) -> usize {
+        self.parked.load(Ordering::Acquire)
+    }
+    /// Whether the state lock is held (by anyone), for tests that check a
+    /// parked transfer holds no lock.
+    #[cfg(test)]
+    pub(super) fn state_locked(&self) -> bool {
+        self.state.is_locked()
+    }
+    /// Waits while the test hook parks queue `qid`'s transfers.
+    fn wait_if_parked(&self, qid: u16) {
+        if self.park.load(Ordering::Acquire) != qid {
+            return;
+        }
+        self.parked.fetch_add(1, Ordering::AcqRel);
+        while self.park.load(Ordering::Acquire) == qid {
+            std::thread::yield_now();
+        }
+        self.parked.fetch_sub(1, Ordering::AcqRel);
+    }
+    /// Takes the state lock, its clock at the latest `tick`.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        let mut s = self.state.lock();
+        s.now = Nanos(self.now.load(Ordering::Acquire));
+        s
+    }
+    /// Releases the state lock, noting whether it holds completions.
+    fn unlock(&self, s: MutexGuard<'_, State>) {
+        self.holding.store(!s.held.is_empty(), Ordering::Release);
+        drop(s);
+    }
+    /// An SQ tail doorbell write: the queue's commands run up to the new
+    /// tail, each data transfer with the state lock (`s`) released.
+    fn sq_doorbell<'a>(
+        &'a self,
+        mut s: MutexGuard<'a, State>,
+        qid: u16,
+        tail: u32,
+    ) -> MutexGuard<'a, State> {
+        if !s.ring_sq(qid, tail) {
+            return s;
+        }
+        while let Some(t) = s.run_sq(qid) {
+            self.unlock(s);
+            self.wait_if_parked(qid);
+            let status = t.run(&self.mem, &self.medium);
+            s = self.lock();
+            s.finish(&t, status);
+        }
+        s
     }
 }
 
@@ -474,7 +654,7 @@ impl Registers for EmuController {
         }
     }
     fn write32(&self, off: usize, value: u32) {
-        let mut s = self.state.lock();
+        let mut s = self.lock();
         match off {
             offset::CC => s.write_cc(value),
             offset::AQA => s.aqa = value,
@@ -486,14 +666,21 @@ impl Registers for EmuController {
                 let dstrd = s.cap.doorbell_stride();
                 match decode_doorbell(o, dstrd) {
                     Some((qid, true)) => s.cq_doorbell(qid, value),
-                    Some((qid, false)) => s.sq_doorbell(qid, value),
+                    Some((qid, false)) => s = self.sq_doorbell(s, qid, value),
                     None => {}
                 }
             }
             _ => {}
         }
+        self.unlock(s);
     }
     fn tick(&self, now: Nanos) {
-        self.state.lock().tick(now);
+        self.now.store(now.0, Ordering::Release);
+        if !self.holding.load(Ordering::Acquire) {
+            return;
+        }
+        let mut s = self.lock();
+        s.tick(now);
+        self.unlock(s);
     }
 }

@@ -3,8 +3,10 @@
 //!
 //! [`EmuController`] implements [`crate::pcie::hal::Registers`];
 //! [`EmuMemory`] implements [`crate::pcie::hal::DmaAllocator`] and lets the
-//! device reach host memory by bus address. Commands run synchronously when the SQ doorbell
-//! is written, against a namespace in RAM or in a file, and the fault knobs
+//! device reach host memory by bus address. Commands run when the SQ
+//! doorbell is written, on the writer's thread, against a namespace in RAM
+//! or in a file; data moves outside the controller's state lock, so
+//! different queues' transfers run in parallel. The fault knobs
 //! ([`Faults`]) make it slow, out of order, failing, forgetful, fatal or
 //! hostile on demand.
 //!
@@ -19,6 +21,9 @@ mod memory;
 mod pages;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_parallel;
+mod transfer;
 
 use std::sync::Arc;
 use std::time::Instant;
