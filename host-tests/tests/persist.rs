@@ -7,7 +7,7 @@ use std::future::Future;
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::error::{CheckpointDamage, Damage};
-use pollfs_core::{Error, Fs};
+use pollfs_core::{Error, File, Fs};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::setup::config;
 
@@ -509,6 +509,35 @@ fn allocated_blocks_and_sizes_survive_a_remount() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
 
+/// A hosted mount (its log thread running) with one file of 100 pages,
+/// synced, and the file's bytes.
+fn one_synced_file(dev: &RamDevice, uuid: u64) -> (Fs<RamDevice>, File<RamDevice>, Vec<u8>) {
+    let fs = Fs::format(dev.clone(), config(64), uuid).unwrap();
+    let f = fs.create("f").unwrap();
+    f.write_all_at(&pattern(1, 0, 100 * 4096), 0).unwrap();
+    f.sync_all().unwrap();
+    let mut want = vec![0u8; 100 * 4096];
+    f.read_exact_at(&mut want, 0).unwrap();
+    (fs, f, want)
+}
+
+/// Writes `len` bytes of pattern `i` at `off` into `f` and `want`, and
+/// syncs the data: a small sync, its page logged.
+fn small_sync(f: &File<RamDevice>, want: &mut [u8], i: u64, off: u64, len: usize) {
+    let bytes = pattern(i + 2, off, len);
+    f.write_all_at(&bytes, off).unwrap();
+    want[off as usize..off as usize + len].copy_from_slice(&bytes);
+    f.sync_data().unwrap();
+}
+
+/// Remounts `dev` and checks that file "f" holds `want`.
+fn remount_holds(dev: &RamDevice, want: &[u8], what: &str) {
+    let fs = mount(dev);
+    let mut got = vec![0u8; want.len()];
+    fs.open("f").unwrap().read_exact_at(&mut got, 0).unwrap();
+    assert!(got == want, "contents after a remount ({what})");
+}
+
 /// The write-home thread of a hosted mount (`Config::home_writer`, on in
 /// `hosted::config`): small syncs past the log's low-water mark for data
 /// wake it, it writes logged pages home, and the mount's last handle
@@ -516,19 +545,10 @@ fn allocated_blocks_and_sizes_survive_a_remount() {
 #[test]
 fn the_write_home_thread_writes_logged_pages_home() {
     let dev = device();
-    let fs = Fs::format(dev.clone(), config(64), 11).unwrap();
-    let f = fs.create("f").unwrap();
-    f.write_all_at(&pattern(1, 0, 100 * 4096), 0).unwrap();
-    f.sync_all().unwrap();
-    let mut want = vec![0u8; 100 * 4096];
-    f.read_exact_at(&mut want, 0).unwrap();
+    let (fs, f, mut want) = one_synced_file(&dev, 11);
     // 32 MiB: a log of 256 blocks, a share of 64 pages, due from 16.
     for i in 0..100u64 {
-        let off = (i * 37 % 100) * 4096 + i;
-        let bytes = pattern(i + 2, off, 200);
-        f.write_all_at(&bytes, off).unwrap();
-        want[off as usize..off as usize + 200].copy_from_slice(&bytes);
-        f.sync_data().unwrap();
+        small_sync(&f, &mut want, i, (i * 37 % 100) * 4096 + i, 200);
     }
     // The thread was woken when pages came due; it runs on its own time.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -541,10 +561,7 @@ fn the_write_home_thread_writes_logged_pages_home() {
     }
     drop(f);
     drop(fs);
-    let fs = mount(&dev);
-    let mut got = vec![0u8; want.len()];
-    fs.open("f").unwrap().read_exact_at(&mut got, 0).unwrap();
-    assert!(got == want, "contents after a remount");
+    remount_holds(&dev, &want, "100 syncs");
 }
 
 /// The log thread also checkpoints (`Session::background_step`), with
@@ -555,12 +572,7 @@ fn the_write_home_thread_writes_logged_pages_home() {
 #[test]
 fn the_log_thread_checkpoints_beside_syncs() {
     let dev = device();
-    let fs = Fs::format(dev.clone(), config(64), 12).unwrap();
-    let f = fs.create("f").unwrap();
-    f.write_all_at(&pattern(1, 0, 100 * 4096), 0).unwrap();
-    f.sync_all().unwrap();
-    let mut want = vec![0u8; 100 * 4096];
-    f.read_exact_at(&mut want, 0).unwrap();
+    let (fs, f, mut want) = one_synced_file(&dev, 12);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let mut i = 0u64;
     while fs.stats().background_checkpoints < 20 {
@@ -569,20 +581,12 @@ fn the_log_thread_checkpoints_beside_syncs() {
             "the log thread wrote {} checkpoints in 60 s ({i} syncs)",
             fs.stats().background_checkpoints
         );
-        let off = (i * 37 % 100) * 4096 + i % 3000;
-        let bytes = pattern(i + 2, off, 300);
-        f.write_all_at(&bytes, off).unwrap();
-        want[off as usize..off as usize + 300].copy_from_slice(&bytes);
-        f.sync_data().unwrap();
+        small_sync(&f, &mut want, i, (i * 37 % 100) * 4096 + i % 3000, 300);
         i += 1;
     }
     drop(f);
     drop(fs);
-    let fs = mount(&dev);
-    let mut got = vec![0u8; want.len()];
-    fs.open("f").unwrap().read_exact_at(&mut got, 0).unwrap();
-    assert!(got == want, "contents after a remount ({i} syncs)");
-    drop(fs);
+    remount_holds(&dev, &want, &format!("{i} syncs"));
     let report = pollfs_core::persist::check(
         &dev,
         pollfs_core::hosted::monotonic_clock,
