@@ -19,6 +19,18 @@ fn mount(dev: &RamDevice) -> Fs<RamDevice> {
     Fs::mount(dev.clone(), config(64)).unwrap()
 }
 
+/// fsck of `dev`: it must find no problem.
+fn fsck_clean(dev: &RamDevice) -> pollfs_core::persist::CheckReport {
+    let report = pollfs_core::persist::check(
+        dev,
+        pollfs_core::hosted::monotonic_clock,
+        std::thread::yield_now,
+    )
+    .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    report
+}
+
 #[test]
 fn synced_files_survive_a_remount() {
     let dev = device();
@@ -49,13 +61,7 @@ fn synced_files_survive_a_remount() {
     c.read_at(&mut buf, 0).unwrap();
     assert_eq!(buf, pattern(2, 0, 5000));
     fs.check_invariants().unwrap();
-    let report = pollfs_core::persist::check(
-        &dev,
-        pollfs_core::hosted::monotonic_clock,
-        std::thread::yield_now,
-    )
-    .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let report = fsck_clean(&dev);
     assert_eq!(report.files, 3, "two files and the root");
 }
 
@@ -500,13 +506,7 @@ fn allocated_blocks_and_sizes_survive_a_remount() {
     a.read_exact_at(&mut buf, 0).unwrap();
     assert_eq!(buf, want);
     fs.check_invariants().unwrap();
-    let report = pollfs_core::persist::check(
-        &dev,
-        pollfs_core::hosted::monotonic_clock,
-        std::thread::yield_now,
-    )
-    .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    fsck_clean(&dev);
 }
 
 /// A hosted mount (its log thread running) with one file of 100 pages,
@@ -587,11 +587,5 @@ fn the_log_thread_checkpoints_beside_syncs() {
     drop(f);
     drop(fs);
     remount_holds(&dev, &want, &format!("{i} syncs"));
-    let report = pollfs_core::persist::check(
-        &dev,
-        pollfs_core::hosted::monotonic_clock,
-        std::thread::yield_now,
-    )
-    .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    fsck_clean(&dev);
 }
