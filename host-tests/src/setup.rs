@@ -45,3 +45,16 @@ pub fn ram_fs(bytes: u64, cache_pages: u32) -> Fs<RamDevice> {
     let ram = RamDevice::new(bytes, 4096, cache_pages).expect("ram device");
     Fs::new(ram, config(cache_pages)).expect("mount")
 }
+
+/// fsck of `dev` (the hosted clock, yielding while it waits): it must
+/// find no problem. Returns its report.
+pub fn fsck_clean<D: pollfs_core::dev::BlockDevice>(dev: &D) -> pollfs_core::persist::CheckReport {
+    let report = pollfs_core::persist::check(
+        dev,
+        pollfs_core::hosted::monotonic_clock,
+        std::thread::yield_now,
+    )
+    .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    report
+}

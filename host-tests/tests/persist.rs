@@ -9,7 +9,7 @@ use pollfs_core::dev::BlockDevice;
 use pollfs_core::error::{CheckpointDamage, Damage};
 use pollfs_core::{Error, File, Fs};
 use pollfs_host_tests::model::pattern;
-use pollfs_host_tests::setup::config;
+use pollfs_host_tests::setup::{config, fsck_clean};
 
 fn device() -> RamDevice {
     RamDevice::new(32 << 20, 4096, 96).unwrap()
@@ -17,18 +17,6 @@ fn device() -> RamDevice {
 
 fn mount(dev: &RamDevice) -> Fs<RamDevice> {
     Fs::mount(dev.clone(), config(64)).unwrap()
-}
-
-/// fsck of `dev`: it must find no problem.
-fn fsck_clean(dev: &RamDevice) -> pollfs_core::persist::CheckReport {
-    let report = pollfs_core::persist::check(
-        dev,
-        pollfs_core::hosted::monotonic_clock,
-        std::thread::yield_now,
-    )
-    .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
-    report
 }
 
 #[test]

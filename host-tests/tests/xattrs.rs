@@ -29,13 +29,7 @@ fn crash_copy(dev: &RamDevice) -> RamDevice {
 }
 
 fn clean(dev: &RamDevice) {
-    let report = pollfs_core::persist::check(
-        dev,
-        pollfs_core::hosted::monotonic_clock,
-        std::thread::yield_now,
-    )
-    .unwrap();
-    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    pollfs_host_tests::setup::fsck_clean(dev);
 }
 
 fn err(e: XattrError) -> Result<(), Error> {
