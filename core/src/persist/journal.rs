@@ -71,6 +71,10 @@ pub(crate) trait CommitEnv: MetaIo {
     fn unflushed_again(&self);
 }
 
+/// Staged records whose room the journal keeps between commits (see
+/// `State::spare`): far more than a sync stages.
+const SPARE_MAX: usize = 4096;
+
 /// What a checkpoint writes, taken under the journal's lock
 /// ([`Log::take_view`]).
 struct View {
@@ -357,7 +361,10 @@ impl Log {
                 {
                     let mut st = self.st.lock();
                     st.durable_ticket = last;
-                    st.spare = batch;
+                    // A rare huge batch's room is not kept for ever.
+                    if batch.capacity() <= SPARE_MAX {
+                        st.spare = batch;
+                    }
                 }
                 self.release_frees(env).await;
                 // A failed checkpoint leaves the old one valid and the log
