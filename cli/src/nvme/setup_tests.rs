@@ -10,9 +10,18 @@ use super::sysfs::Host;
 
 const ADDR: &str = "0000:01:00.0";
 
+/// Removes a fake root's tree when the test ends, passed or failed.
+struct Tree(PathBuf);
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A fresh fake root: one NVMe function in IOMMU group 7, both drivers
-/// registered, root user, nothing mounted.
-fn fake(driver: Option<&str>) -> PathBuf {
+/// registered, root user, nothing mounted; and its tree's remover.
+fn fake(driver: Option<&str>) -> (PathBuf, Tree) {
     static N: AtomicU32 = AtomicU32::new(0);
     let root = std::env::temp_dir().join(format!(
         "pollfs-setup-{}-{}",
@@ -50,7 +59,7 @@ fn fake(driver: Option<&str>) -> PathBuf {
         "proc /proc proc rw 0 0\n/dev/sda1 / ext4 rw 0 0\n",
     )
     .unwrap();
-    root
+    (root.clone(), Tree(root))
 }
 
 /// The kernel nvme driver's namespace and partition directories.
@@ -77,7 +86,7 @@ fn read(root: &Path, rel: &str) -> String {
 
 #[test]
 fn not_root_is_refused() {
-    let root = fake(Some("nvme"));
+    let (root, _tree) = fake(Some("nvme"));
     fs::write(root.join("proc/self/status"), "Uid:\t0\t1000\t1000\t1000\n").unwrap();
     assert_eq!(bind(&Host::new(&root), ADDR, 0), Err(SetupError::NotRoot));
     assert!(SetupError::NotRoot.to_string().contains("root"));
@@ -85,7 +94,7 @@ fn not_root_is_refused() {
 
 #[test]
 fn missing_device_and_bad_address() {
-    let root = fake(None);
+    let (root, _tree) = fake(None);
     let host = Host::new(&root);
     assert_eq!(
         bind(&host, "0000:02:00.0", 0),
@@ -99,7 +108,7 @@ fn missing_device_and_bad_address() {
 
 #[test]
 fn no_iommu_group_is_explained() {
-    let root = fake(Some("nvme"));
+    let (root, _tree) = fake(Some("nvme"));
     fs::remove_file(
         root.join("sys/bus/pci/devices")
             .join(ADDR)
@@ -113,7 +122,7 @@ fn no_iommu_group_is_explained() {
 
 #[test]
 fn mounted_partition_is_refused_and_nothing_is_written() {
-    let root = fake(Some("nvme"));
+    let (root, _tree) = fake(Some("nvme"));
     add_namespace(&root);
     fs::write(
         root.join("proc/mounts"),
@@ -134,7 +143,7 @@ fn mounted_partition_is_refused_and_nothing_is_written() {
 
 #[test]
 fn unmounted_controller_is_unbound_overridden_and_probed() {
-    let root = fake(Some("nvme"));
+    let (root, _tree) = fake(Some("nvme"));
     add_namespace(&root);
     // The fake kernel does not react to writes, so the device stays on
     // nvme and bind reports that honestly.
@@ -154,7 +163,7 @@ fn unmounted_controller_is_unbound_overridden_and_probed() {
 
 #[test]
 fn bound_device_gets_hugepages_and_reports_its_group() {
-    let root = fake(None);
+    let (root, _tree) = fake(None);
     pretend_probe(&root, "vfio-pci");
     let done = bind(&Host::new(&root), ADDR, 32).unwrap();
     assert!(done.iter().any(|l| l.contains("IOMMU group 7")), "{done:?}");
@@ -163,7 +172,7 @@ fn bound_device_gets_hugepages_and_reports_its_group() {
 
 #[test]
 fn missing_vfio_driver_is_explained() {
-    let root = fake(Some("nvme"));
+    let (root, _tree) = fake(Some("nvme"));
     fs::remove_dir_all(root.join("sys/bus/pci/drivers/vfio-pci")).unwrap();
     let e = bind(&Host::new(&root), ADDR, 0).unwrap_err();
     assert_eq!(e, SetupError::DriverMissing("vfio-pci"));
@@ -171,7 +180,7 @@ fn missing_vfio_driver_is_explained() {
 
 #[test]
 fn reset_clears_the_override_and_probes_for_nvme() {
-    let root = fake(Some("vfio-pci"));
+    let (root, _tree) = fake(Some("vfio-pci"));
     let e = release(&Host::new(&root), ADDR).unwrap_err();
     assert!(matches!(e, SetupError::NotBound { want: "nvme", .. }));
     assert_eq!(read(&root, "sys/bus/pci/drivers/vfio-pci/unbind"), ADDR);
