@@ -534,12 +534,10 @@ impl Log {
     /// or, with a background worker that does that, only past three
     /// quarters (the worker fell behind).
     async fn checkpoint_if_needed<E: CommitEnv>(&self, env: &E) -> Result<()> {
-        let used = self.log_used();
-        let blocks = self.layout.log_blocks;
         let needed = if self.background.load(Ordering::Relaxed) {
-            used * 4 > blocks * 3
+            self.log_used() * 4 > self.layout.log_blocks * 3
         } else {
-            used * 2 > blocks
+            self.checkpoint_due()
         };
         if needed {
             self.checkpoint(env, &[]).await?;
