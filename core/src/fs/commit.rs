@@ -33,6 +33,7 @@ type Kept = (Arc<Inode>, Vec<u32>);
 impl<D: BlockDevice> Session<D> {
     /// `sync_data`/`sync_all`.
     pub(crate) async fn sync_logged(&self, inode: &Inode, j: &Journal) -> Result<()> {
+        let _syncer = j.syncer();
         let (kept, ticket) = self.capture(inode, j).await?;
         let committed = j.commit(&self.meta_env(), ticket).await;
         self.release_kept(inode, &kept, committed.is_ok());
@@ -248,6 +249,7 @@ impl<D: BlockDevice> Session<D> {
     /// changed metadata is written back and captured, and one commit covers
     /// them all.
     pub async fn sync_all_files_async(&self) -> Result<()> {
+        let _syncer = self.fs.journal.syncer();
         let inodes = self.fs.open_inodes();
         let mut kept: Vec<Kept> = Vec::new();
         let mut first_err = None;
@@ -290,6 +292,7 @@ impl<D: BlockDevice> Session<D> {
             return Err(crate::error::NamespaceError::NotADirectory.into());
         }
         let j = &self.fs.journal;
+        let _syncer = j.syncer();
         let (_, ticket) = self.capture(&inode, j).await?;
         j.commit(&self.meta_env(), ticket).await
     }
@@ -547,6 +550,34 @@ mod tests {
         s.sync_data(&f).unwrap();
         assert_eq!(fs.stats().log_writes, after.log_writes, "nothing new");
         assert_eq!(fs.stats().dev_flushes, after.dev_flushes);
+    }
+
+    #[test]
+    fn a_lone_sync_commits_at_once_and_one_beside_another_sync_gives_it_a_turn() {
+        use core::future::Future;
+        use core::task::{Context, Poll, Waker};
+        let fs = Fs::format(device(), config(), 3).unwrap();
+        let s = fs.session().unwrap();
+        let f = fs.create("a").unwrap();
+        let mut cx = Context::from_waker(Waker::noop());
+        s.write_all_at(&f, &[5; 4096], 0).unwrap();
+        let before = fs.stats().log_writes;
+        let lone = core::pin::pin!(s.sync_data_async(&f));
+        assert!(
+            lone.poll(&mut cx).is_ready(),
+            "no other sync: the commit leads at once"
+        );
+        assert_eq!(fs.stats().log_writes, before + 1);
+        // Another sync under way (counted, not yet staged): the commit
+        // yields once, so that sync could stage into its batch.
+        s.write_all_at(&f, &[6; 4096], 4096).unwrap();
+        let other = fs.shared.journal.syncer();
+        let mut beside = core::pin::pin!(s.sync_data_async(&f));
+        assert!(beside.as_mut().poll(&mut cx).is_pending(), "gave a turn");
+        assert_eq!(fs.stats().log_writes, before + 1, "not yet written");
+        assert!(matches!(beside.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
+        assert_eq!(fs.stats().log_writes, before + 2);
+        drop(other);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::vec::Vec;
 use core::future::Future;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use super::format::{
     Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, MAX_SEQUENCE,
@@ -154,6 +154,9 @@ pub(crate) struct Log {
     /// A background worker checkpoints when the log passes half full, so
     /// commits checkpoint themselves only past three quarters.
     background: AtomicBool,
+    /// Syncs under way (see [`Journal::syncer`]): a commit gives the
+    /// others a turn to stage before it leads only when there are some.
+    syncers: AtomicUsize,
     st: Mutex<State>,
     /// Bytes of the durable metadata's checkpoint image, for the space
     /// held back for the next checkpoint.
@@ -174,6 +177,7 @@ impl Log {
             commit_lock: RangeLock::new(Level::Inode),
             ckpt_lock: RangeLock::new(Level::Inode),
             background: AtomicBool::new(false),
+            syncers: AtomicUsize::new(0),
             durable_image: AtomicU64::new(rec.shadow.image_len()),
             st: Mutex::new(State {
                 next_lsn: rec.newest_lsn + 1,
@@ -333,9 +337,13 @@ impl Log {
     /// take the commit lock leads: one flush and one log write (or
     /// checkpoint) for everything staged so far.
     pub(crate) async fn commit<E: CommitEnv>(&self, env: &E, ticket: u64) -> Result<()> {
-        // Let other syncers that are ready stage before a leader takes the
-        // batch: then one flush and one log write serve them all.
-        crate::sync::yield_now().await;
+        // Let other syncs under way stage before a leader takes the batch:
+        // then one flush and one log write serve them all. A lone sync
+        // does not yield: under `block_on` a yield is a system call on
+        // every sync, and nobody would stage meanwhile.
+        if self.syncers.load(Ordering::Acquire) > 1 {
+            crate::sync::yield_now().await;
+        }
         let held = Held::new();
         let _leader = self
             .commit_lock
@@ -758,6 +766,18 @@ pub(crate) enum Journal {
     Memory(Memory),
 }
 
+/// A sync under way, counted by [`Journal::syncer`] until dropped.
+#[derive(Debug)]
+pub(crate) struct Syncer<'a>(Option<&'a AtomicUsize>);
+
+impl Drop for Syncer<'_> {
+    fn drop(&mut self) {
+        if let Some(n) = self.0 {
+            n.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
 /// The journal of a filesystem with no log: nothing it stages outlives
 /// the filesystem, so staged records are dropped, no free waits for a
 /// commit, no block is held back for checkpoints, and a commit is one
@@ -927,6 +947,19 @@ impl Journal {
         match self {
             Journal::Log(l) => l.reserve(more_bytes),
             Journal::Memory(_) => 0,
+        }
+    }
+
+    /// Counts a sync under way until the guard drops: taken before the
+    /// sync stages anything, so that a commit knows whether another sync
+    /// may stage into its batch if it waits a turn (see [`Log::commit`]).
+    pub(crate) fn syncer(&self) -> Syncer<'_> {
+        match self {
+            Journal::Log(l) => {
+                l.syncers.fetch_add(1, Ordering::AcqRel);
+                Syncer(Some(&l.syncers))
+            }
+            Journal::Memory(_) => Syncer(None),
         }
     }
 
