@@ -9,6 +9,11 @@
 //! and AWUPF are zero, one block); a file is written and read with
 //! positioned calls on a shared handle. As on a real device, commands on
 //! different queues that touch the same blocks land in no promised order.
+//!
+//! A RAM chunk takes memory when it is first written, not before, and
+//! gives it back when zeroed whole (Write Zeroes, deallocate): a
+//! namespace of 1 GiB written only where a filesystem's metadata and a
+//! job's files are costs what they hold, as a thin-provisioned drive does.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -31,19 +36,21 @@ pub struct Medium {
 
 #[derive(Debug)]
 enum Store {
-    /// Zero-filled memory in chunks, each behind its own lock (the lock
-    /// guards that chunk's bytes only; no transfer holds two at once).
-    Ram(Box<[RwLock<Box<[u8]>>]>),
+    /// Memory in chunks, each behind its own lock (the lock guards that
+    /// chunk's bytes only; no transfer holds two at once); a chunk never
+    /// written, or zeroed whole since, holds nothing and reads as zeros.
+    Ram(Box<[Chunk]>),
     /// A file of at least the medium's length.
     File(File),
 }
 
 impl Medium {
-    /// `len` zeroed bytes of RAM (none if `len` does not fit in memory).
+    /// `len` zeroed bytes of RAM (none if `len` does not fit in memory),
+    /// each chunk allocated when first written.
     pub fn ram(len: u64) -> Medium {
         let len = usize::try_from(len).unwrap_or(0);
         let chunks = (0..len.div_ceil(CHUNK))
-            .map(|i| RwLock::new(vec![0u8; (len - i * CHUNK).min(CHUNK)].into_boxed_slice()))
+            .map(|_| RwLock::new(None))
             .collect();
         Medium {
             store: Store::Ram(chunks),
@@ -98,10 +105,14 @@ impl Medium {
         let n = self.clip(pos, n);
         match &self.store {
             Store::Ram(chunks) => self.pieces(pos, n).all(|(c, range, off)| {
-                chunks
-                    .get(c)
-                    .and_then(|chunk| chunk.read().get(range).map(|src| f(off, src)))
-                    .unwrap_or(false)
+                let Some(chunk) = chunks.get(c) else {
+                    return false;
+                };
+                let held = chunk.read();
+                match held.as_deref() {
+                    Some(bytes) => bytes.get(range).is_some_and(|src| f(off, src)),
+                    None => ZEROS.get(range).is_some_and(|src| f(off, src)),
+                }
             }),
             Store::File(file) => {
                 let mut buf = vec![0u8; n];
@@ -122,10 +133,21 @@ impl Medium {
         let n = self.clip(pos, n);
         match &self.store {
             Store::Ram(chunks) => self.pieces(pos, n).all(|(c, range, off)| {
-                chunks
-                    .get(c)
-                    .and_then(|chunk| chunk.write().get_mut(range).map(|dst| f(off, dst)))
-                    .unwrap_or(false)
+                let Some(chunk) = chunks.get(c) else {
+                    return false;
+                };
+                let mut held = chunk.write();
+                if held.is_none() {
+                    // Out of memory: the write fails (a device error), it
+                    // does not abort the process.
+                    let Some(bytes) = zeroed(self.chunk_len(c)) else {
+                        return false;
+                    };
+                    *held = Some(bytes);
+                }
+                held.as_deref_mut()
+                    .and_then(|bytes| bytes.get_mut(range))
+                    .is_some_and(|dst| f(off, dst))
             }),
             Store::File(file) => {
                 let mut buf = vec![0u8; n];
@@ -150,24 +172,66 @@ impl Medium {
             true
         })
     }
-    /// Zeroes `len` bytes at `pos`, a chunk at a time.
+    /// Zeroes `len` bytes at `pos` (clipped at the end), a chunk at a
+    /// time: a RAM chunk zeroed whole gives its memory back, a part of
+    /// one never written is zero already.
     pub fn zero(&self, pos: u64, len: u64) -> bool {
-        let mut done = 0u64;
-        while done < len {
-            let n = (len - done).min(CHUNK as u64) as usize;
-            let Some(at) = pos.checked_add(done) else {
+        let n = self.clip(pos, usize::try_from(len).unwrap_or(usize::MAX));
+        let Store::Ram(chunks) = &self.store else {
+            return self.zero_file(pos, n);
+        };
+        self.pieces(pos, n).all(|(c, range, _)| {
+            let Some(chunk) = chunks.get(c) else {
+                return false;
+            };
+            let mut held = chunk.write();
+            if range.len() == self.chunk_len(c) {
+                *held = None;
+            } else if let Some(dst) = held.as_deref_mut().and_then(|b| b.get_mut(range)) {
+                dst.fill(0);
+            }
+            true
+        })
+    }
+
+    /// Zeroes `n` bytes of the file at `pos`, a chunk's worth at a time.
+    fn zero_file(&self, pos: u64, n: usize) -> bool {
+        let mut done = 0;
+        while done < n {
+            let k = (n - done).min(CHUNK);
+            let Some(at) = pos.checked_add(done as u64) else {
                 return true;
             };
-            if !self.write_with(at, n, |_, dst| {
+            if !self.write_with(at, k, |_, dst| {
                 dst.fill(0);
                 true
             }) {
                 return false;
             }
-            done += n as u64;
+            done += k;
         }
         true
     }
+
+    /// Bytes in RAM chunk `c`: [`CHUNK`], less for the last one.
+    fn chunk_len(&self, c: usize) -> usize {
+        let len = usize::try_from(self.len).unwrap_or(0);
+        len.saturating_sub(c.saturating_mul(CHUNK)).min(CHUNK)
+    }
+}
+
+/// One RAM chunk: its bytes once written, `None` before (zeros).
+type Chunk = RwLock<Option<Box<[u8]>>>;
+
+/// What a RAM chunk never written reads as.
+static ZEROS: [u8; CHUNK] = [0; CHUNK];
+
+/// `n` zeroed bytes, or `None` if the memory cannot be had.
+fn zeroed(n: usize) -> Option<Box<[u8]>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, 0);
+    Some(v.into_boxed_slice())
 }
 
 #[cfg(test)]
@@ -234,5 +298,34 @@ mod tests {
         }));
         assert_eq!(pieces, [(0, 4096), (4096, CHUNK), (4096 + CHUNK, 4096)]);
         assert!(!m.is_empty() && Medium::ram(0).is_empty());
+    }
+
+    /// RAM chunks that hold memory.
+    fn held(m: &Medium) -> usize {
+        match &m.store {
+            Store::Ram(chunks) => chunks.iter().filter(|c| c.read().is_some()).count(),
+            Store::File(_) => 0,
+        }
+    }
+
+    #[test]
+    fn ram_is_taken_where_written_and_given_back_where_zeroed_whole() {
+        let m = Medium::ram(1 << 30);
+        assert_eq!(held(&m), 0, "nothing written, nothing held");
+        let mut b = [9u8; 4096];
+        assert!(m.read_at(5 << 20, &mut b));
+        assert!(b.iter().all(|&x| x == 0), "never written: zeros");
+        assert_eq!(held(&m), 0, "a read takes nothing");
+        assert!(m.write_at(3 * CHUNK as u64 + 10, &[4; 100]));
+        assert_eq!(held(&m), 1);
+        assert!(m.zero(3 * CHUNK as u64, 64));
+        assert_eq!(held(&m), 1, "a part of a chunk is zeroed in place");
+        assert!(m.read_at(3 * CHUNK as u64, &mut b));
+        assert!(b[..64].iter().all(|&x| x == 0));
+        assert!(b[64..110].iter().all(|&x| x == 4));
+        assert!(m.zero(2 * CHUNK as u64, 3 * CHUNK as u64));
+        assert_eq!(held(&m), 0, "zeroed whole: given back");
+        assert!(m.read_at(3 * CHUNK as u64, &mut b));
+        assert!(b.iter().all(|&x| x == 0));
     }
 }
