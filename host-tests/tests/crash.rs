@@ -48,7 +48,7 @@ fn a_crash_while_a_checkpoint_is_written_beside_commits_loses_no_synced_byte() {
         let run = run_workload(&checkpoint_beside(), fua);
         assert!(
             run.oracle.beside >= 3,
-            "fua {fua}: {} checkpoints written beside a sync",
+            "fua {fua}: {} syncs ended inside a background checkpoint",
             run.oracle.beside
         );
         total += check_run(&run, 22, &format!("checkpoint beside (fua {fua})"));
