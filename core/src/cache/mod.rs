@@ -539,6 +539,13 @@ impl PageCache {
             .is_some_and(|slot| slot.state.load(Ordering::Acquire) & LOGGED != 0)
     }
 
+    /// True if someone waits for slot `s` to be released (see
+    /// [`PageCache::wait_clear`]).
+    pub fn has_waiters(&self, s: u32) -> bool {
+        self.slot(s)
+            .is_some_and(|slot| slot.state.load(Ordering::Acquire) & WAITERS != 0)
+    }
+
     /// True if a data record for the page in slot `s` is staged or live
     /// (the caller holds the page under writeback).
     pub fn in_log(&self, s: u32) -> bool {

@@ -11,8 +11,9 @@
 //! writes them to their blocks durably (FUA writes, after a flush if a
 //! write or trim may still be unflushed, see `volatile`; on a device
 //! without FUA, writes and then a flush) and only then, each page still claimed,
-//! stages its home record and lets it go. The home records ride on the
-//! next commit's log write, so a sync still costs one log write.
+//! stages its home record and lets it go, [`HOMES_PER_COMMIT`] pages for
+//! each commit (see `Session::retire`). The home records ride on the next
+//! commits' log writes, so a sync still costs one log write.
 //!
 //! The other wait a sync could meet is the log's checkpoint, written when
 //! the log is more than half full: [`Session::background_step`] is a
@@ -37,12 +38,19 @@ use crate::cache::Claim;
 use crate::dev::{BlockDevice, Command, DevError, Tag};
 use crate::error::Result;
 use crate::stats::Counter;
-use crate::units::{InodeId, Lba, PageIndex};
+use crate::units::{FrameId, InodeId, Lba, PageIndex};
 
 /// Logged pages one step writes home at most: a page a sync wants to log
 /// again while it is claimed waits for its write, so the batch is kept
 /// small beside the share.
 pub(crate) const HOME_BATCH: usize = 32;
+
+/// Home records a step stages for one commit (see `Session::retire`).
+const HOMES_PER_COMMIT: usize = 4;
+
+/// Polls a step waits for a commit to carry its last home records before
+/// it stages the rest at once.
+const HOMES_WAIT_POLLS: u32 = 256;
 
 impl<D: BlockDevice> Session<D> {
     /// One step of the background write-home: if the log's share for data
@@ -151,36 +159,41 @@ impl<D: BlockDevice> Session<D> {
             };
             inflight.push(self.submit(&cmd).await);
         }
-        let mut written = 0;
-        let mut unflushed: Vec<(&Run, core::result::Result<(), DevError>)> = Vec::new();
+        let mut done: Vec<(&Run, core::result::Result<(), DevError>)> =
+            Vec::with_capacity(runs.len());
         for (run, submitted) in runs.iter().zip(inflight) {
             let r = match submitted {
                 Ok(tag) => self.wait(tag).await,
                 Err(e) => Err(e),
             };
-            if fua {
-                // Durable on completion: retired at once, so the page is
-                // claimed no longer than its own write.
-                written += self.retire(inode, run, r, &mut first_err);
-            } else {
+            if !fua {
                 self.fs.volatile.note();
-                unflushed.push((run, r));
+            }
+            done.push((run, r));
+        }
+        // FUA writes are durable on completion; others after a flush.
+        let flushed = if fua || planted || done.iter().all(|(_, r)| r.is_err()) {
+            Ok(())
+        } else {
+            self.flush().await
+        };
+        let mut homed: Vec<FrameId> = Vec::with_capacity(claimed.len());
+        for (run, r) in done {
+            match r.and(flushed) {
+                Ok(()) => homed.extend_from_slice(&run.frames),
+                // Dirty again, still logged.
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                    for f in &run.frames {
+                        self.end(inode, cache, f.0, false);
+                    }
+                }
             }
         }
-        if !unflushed.is_empty() {
-            let flushed = if planted || unflushed.iter().all(|(_, r)| r.is_err()) {
-                Ok(())
-            } else {
-                self.flush().await
-            };
-            for (run, r) in unflushed {
-                let r = r.and(flushed);
-                written += self.retire(inode, run, r, &mut first_err);
-            }
-        }
+        self.retire(inode, &homed).await;
         match first_err {
             Some(e) => Err(e.into()),
-            None => Ok(written),
+            None => Ok(homed.len()),
         }
     }
 
@@ -203,31 +216,54 @@ impl<D: BlockDevice> Session<D> {
         Ok(())
     }
 
-    /// Ends the claim of a run written home: on success its pages' home
-    /// records are staged first, while the pages are still claimed, so
-    /// each lands after the page's data records and before any later one;
-    /// on failure the pages are dirty again, still logged.
-    fn retire(
-        &self,
-        inode: &Inode,
-        run: &Run,
-        r: core::result::Result<(), DevError>,
-        first_err: &mut Option<DevError>,
-    ) -> usize {
-        let ok = r.is_ok();
-        if let Err(e) = r {
-            first_err.get_or_insert(e);
-        } else {
-            self.log_home(inode, &run.frames);
+    /// Ends the claims of pages written home (durably), their home
+    /// records staged first, while each page is still claimed, so each
+    /// lands after the page's data records and before any later one.
+    ///
+    /// The records go [`HOMES_PER_COMMIT`] at a time, each few after a
+    /// commit made the ones before durable: every home record costs the
+    /// commit that carries it (it retires a page of live data from the
+    /// durable view), and a step's 32 in one commit made that sync several
+    /// times slower than the others. The pages not yet staged stay
+    /// claimed. The rest go at once if a sync waits for one of those
+    /// pages (it may be the sync whose commit this waits for), or if no
+    /// commit came within [`HOMES_WAIT_POLLS`] polls.
+    async fn retire(&self, inode: &Inode, homed: &[FrameId]) {
+        let mut rest = homed;
+        while !rest.is_empty() {
+            let (now, later) = rest.split_at(rest.len().min(HOMES_PER_COMMIT));
+            let ticket = self.log_home(inode, now);
+            for f in now {
+                self.end(inode, &self.fs.cache, f.0, true);
+            }
+            rest = later;
+            if let Some(ticket) = ticket.filter(|_| !rest.is_empty()) {
+                if !self.committed(ticket, rest).await {
+                    // Nobody commits, or a sync waits: the rest at once.
+                    self.log_home(inode, rest);
+                    for f in rest {
+                        self.end(inode, &self.fs.cache, f.0, true);
+                    }
+                    return;
+                }
+            }
         }
-        for f in &run.frames {
-            self.end(inode, &self.fs.cache, f.0, ok);
+    }
+
+    /// Waits until a commit makes `ticket` durable (true), or gives up
+    /// (false) after [`HOMES_WAIT_POLLS`] polls or once a sync waits for
+    /// one of the pages `claimed`.
+    async fn committed(&self, ticket: u64, claimed: &[FrameId]) -> bool {
+        for _ in 0..HOMES_WAIT_POLLS {
+            if self.fs.journal.durable(ticket) {
+                return true;
+            }
+            if claimed.iter().any(|f| self.fs.cache.has_waiters(f.0)) {
+                return false;
+            }
+            crate::sync::yield_now().await;
         }
-        if ok {
-            run.frames.len()
-        } else {
-            0
-        }
+        self.fs.journal.durable(ticket)
     }
 }
 
@@ -285,6 +321,64 @@ mod tests {
         log(&s, &f, 20..21);
         assert_eq!(fs.stats().log_writes, after.log_writes + 1);
         assert_eq!(fs.stats().home_on_sync, 0);
+        fs.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_step_stages_its_home_records_a_few_for_each_commit() {
+        use core::future::Future;
+        use core::task::{Context, Poll, Waker};
+        let plan = FaultPlan::new();
+        let (fs, s, f) = setup(&plan);
+        log(&s, &f, 0..8);
+        let journal = &fs.shared.journal;
+        let mut cx = Context::from_waker(Waker::noop());
+        let step_session = fs.session().unwrap();
+        let mut step = core::pin::pin!(step_session.write_home_step_async());
+        assert!(
+            step.as_mut().poll(&mut cx).is_pending(),
+            "waits for a commit"
+        );
+        assert_eq!(journal.staged_homes(), 4, "the first four");
+        // A sync's commit carries them; the step stages the next four.
+        log(&s, &f, 20..21);
+        assert_eq!(journal.staged_homes(), 0);
+        assert!(matches!(step.as_mut().poll(&mut cx), Poll::Ready(Ok(8))));
+        assert_eq!(journal.staged_homes(), 4);
+        log(&s, &f, 21..22);
+        assert_eq!(journal.staged_homes(), 0);
+        assert_eq!(fs.stats().home_on_sync, 0);
+        fs.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_step_stages_the_rest_at_once_when_no_commit_comes_or_a_sync_waits() {
+        use core::future::Future;
+        use core::task::{Context, Poll, Waker};
+        let plan = FaultPlan::new();
+        let (fs, s, f) = setup(&plan);
+        let journal = &fs.shared.journal;
+        // No sync comes: after its polls the step stages them all.
+        log(&s, &f, 0..8);
+        assert_eq!(s.write_home_step().unwrap(), 8);
+        assert_eq!(journal.staged_homes(), 8);
+        log(&s, &f, 20..21);
+        // A sync waits for a page the step still holds (to log its new
+        // bytes): the step stages the rest and lets them go at its next
+        // poll.
+        log(&s, &f, 0..8);
+        let mut cx = Context::from_waker(Waker::noop());
+        let step_session = fs.session().unwrap();
+        let mut step = core::pin::pin!(step_session.write_home_step_async());
+        assert!(step.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(journal.staged_homes(), 4);
+        s.write_all_at(&f, &[9; 100], 6 * 4096).unwrap();
+        let mut sync = core::pin::pin!(s.sync_data_async(&f));
+        assert!(sync.as_mut().poll(&mut cx).is_pending(), "page 6 is held");
+        assert!(step.as_mut().poll(&mut cx).is_ready());
+        assert!(journal.staged_homes() >= 8, "the rest at once");
+        assert!(matches!(sync.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
+        assert_eq!(journal.staged_homes(), 0, "the sync's commit carried them");
         fs.check_invariants().unwrap();
     }
 

@@ -199,8 +199,9 @@ impl<D: BlockDevice> Session<D> {
     /// Logs a home record for each page of `frames` (just written to its
     /// block, still under writeback) that a data record holds: staged
     /// while the page is claimed, so it lands in the log after that data
-    /// record and before any later one.
-    pub(super) fn log_home(&self, inode: &Inode, frames: &[FrameId]) {
+    /// record and before any later one. Returns the ticket of the commit
+    /// that makes them durable, if any was staged.
+    pub(super) fn log_home(&self, inode: &Inode, frames: &[FrameId]) -> Option<u64> {
         let cache = &self.fs.cache;
         let homes: Vec<(Record, Option<u64>)> = frames
             .iter()
@@ -215,9 +216,7 @@ impl<D: BlockDevice> Session<D> {
             })
             .collect();
         // One turn of the journal's lock for the run, not one per page.
-        if !homes.is_empty() {
-            self.fs.journal.stage_all(homes);
-        }
+        (!homes.is_empty()).then(|| self.fs.journal.stage_all(homes))
     }
 
     /// Ends writeback of `slot`, re-counting it as dirty on failure.

@@ -286,6 +286,11 @@ impl Log {
         out
     }
 
+    /// True once a commit made every record staged up to `ticket` durable.
+    pub(crate) fn durable(&self, ticket: u64) -> bool {
+        self.st.lock().durable_ticket >= ticket
+    }
+
     /// A ticket for a sync with no record to stage: the commit that covers
     /// it flushes everything written before this call.
     pub(crate) fn ticket(&self) -> u64 {
@@ -889,6 +894,24 @@ impl Journal {
         match self {
             Journal::Log(l) => l.home_due(),
             Journal::Memory(_) => false,
+        }
+    }
+
+    /// Home records staged and not yet made durable by a commit.
+    #[cfg(test)]
+    pub(crate) fn staged_homes(&self) -> usize {
+        match self {
+            Journal::Log(l) => l.st.lock().pending_home,
+            Journal::Memory(_) => 0,
+        }
+    }
+
+    /// True once the records staged up to `ticket` are durable (see
+    /// [`Log::durable`]); at once without a log, which stages none.
+    pub(crate) fn durable(&self, ticket: u64) -> bool {
+        match self {
+            Journal::Log(l) => l.durable(ticket),
+            Journal::Memory(_) => true,
         }
     }
 

@@ -662,9 +662,11 @@ pub fn checkpoint_beside() -> Vec<Op> {
 /// due the step takes its view of the log and yields, and the sync's log
 /// write lands before the step writes its checkpoint. Returns both
 /// results, and whether the sync ended while the step, pending, had a
-/// checkpoint still to write, which it then wrote (on the crash tests'
-/// device every command completes when submitted, so the step pends only
-/// at that yield).
+/// checkpoint still to write, which it then wrote. Pages due home are
+/// written first, so the step's write-home part has nothing to wait for
+/// (it waits for commits to carry its home records), and on the crash
+/// tests' device every command completes when submitted: the step pends
+/// only at the checkpoint's yield.
 fn sync_beside_checkpoint<D: BlockDevice>(
     fs: &Fs<D>,
     h: &pollfs_core::File<D>,
@@ -673,6 +675,7 @@ fn sync_beside_checkpoint<D: BlockDevice>(
     use std::pin::pin;
     use std::task::{Context, Poll, Waker};
     let step_session = fs.session().unwrap();
+    while step_session.write_home_step().unwrap() > 0 {}
     let mut sync = pin!(h.sync_data_async());
     let mut step = pin!(step_session.background_step_async());
     let mut cx = Context::from_waker(Waker::noop());
