@@ -354,7 +354,7 @@ impl Log {
             .commit_lock
             .lock(ByteRange::from(0), Mode::Exclusive, &held)
             .await;
-        if self.st.lock().durable_ticket >= ticket {
+        if self.durable(ticket) {
             return Ok(());
         }
         let (batch, last) = {
