@@ -229,9 +229,9 @@ impl<D: BlockDevice> Session<D> {
     /// pages (it may be the sync whose commit this waits for), or if no
     /// commit came within [`HOMES_WAIT_POLLS`] polls.
     async fn retire(&self, inode: &Inode, homed: &[FrameId]) {
-        let mut rest = homed;
+        let (mut rest, mut per_commit) = (homed, HOMES_PER_COMMIT);
         while !rest.is_empty() {
-            let (now, later) = rest.split_at(rest.len().min(HOMES_PER_COMMIT));
+            let (now, later) = rest.split_at(rest.len().min(per_commit));
             let ticket = self.log_home(inode, now);
             for f in now {
                 self.end(inode, &self.fs.cache, f.0, true);
@@ -240,11 +240,7 @@ impl<D: BlockDevice> Session<D> {
             if let Some(ticket) = ticket.filter(|_| !rest.is_empty()) {
                 if !self.committed(ticket, rest).await {
                     // Nobody commits, or a sync waits: the rest at once.
-                    self.log_home(inode, rest);
-                    for f in rest {
-                        self.end(inode, &self.fs.cache, f.0, true);
-                    }
-                    return;
+                    per_commit = rest.len();
                 }
             }
         }
