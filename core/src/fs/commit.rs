@@ -56,7 +56,9 @@ impl<D: BlockDevice> Session<D> {
         let _inode_lock = self.inode_lock(inode, Mode::Exclusive, &held).await;
         let _unblock = self.drain_writers(inode).await;
         let kept = self.writeback(inode, true).await?;
-        let seq = inode.meta_seq.load(Ordering::Acquire);
+        let Some(seq) = inode.seq_to_stage() else {
+            return Ok((kept, j.ticket()));
+        };
         // Under the namespace lock, so the link count and parent it carries
         // agree with the namespace records staged before it.
         let ticket = {
@@ -65,7 +67,9 @@ impl<D: BlockDevice> Session<D> {
                 ino: inode.id.0,
                 meta: inode.meta(),
             };
-            j.stage(record, Some(seq))
+            let ticket = j.stage(record, Some(seq));
+            inode.staged(seq);
+            ticket
         };
         Ok((kept, ticket))
     }
@@ -191,8 +195,8 @@ impl<D: BlockDevice> Session<D> {
         let records = self.data_records(inode, &claimed);
         let staged = match records {
             Ok(data) => {
-                let head = inode.meta_dirty().then(|| {
-                    let seq = inode.meta_seq.load(Ordering::Acquire);
+                let seq = inode.seq_to_stage();
+                let head = seq.map(|seq| {
                     (
                         Record::Inode {
                             ino: inode.id.0,
@@ -206,6 +210,9 @@ impl<D: BlockDevice> Session<D> {
                     // record.
                     let _tree = self.fs.tree.read();
                     j.stage_all(head.into_iter().chain(data.into_iter().map(|r| (r, None))));
+                    if let Some(seq) = seq {
+                        inode.staged(seq);
+                    }
                 }
                 self.wake_background();
                 Ok(true)
@@ -532,6 +539,33 @@ mod tests {
         s.sync_data(&f).unwrap();
         assert_eq!(fs.dirty_pages(), 0);
         assert!(!f.inode.meta_dirty(), "the commit covered its record");
+    }
+
+    #[test]
+    fn syncs_retried_after_failed_commits_queue_an_unchanged_inode_once() {
+        let plan = FaultPlan::new();
+        let fs = Fs::format(FaultyDevice::new(device(), plan.clone()), config(), 1).unwrap();
+        let s = fs.session().unwrap();
+        let f = fs.create("a").unwrap();
+        s.write_all_at(&f, &[5; 2 * 4096], 0).unwrap();
+        let crate::persist::Journal::Log(log) = &fs.shared.journal else {
+            panic!("a formatted filesystem has a log");
+        };
+        for _ in 0..4 {
+            plan.fail(CommandKind::Write, 1, DevError::Media);
+            assert!(s.sync_data(&f).is_err());
+            plan.fail(CommandKind::Write, 1, DevError::Media);
+            assert!(s.sync_all_files().is_err());
+        }
+        assert_eq!(
+            log.queued_inode_records(),
+            2,
+            "the create's record, then the sync's once, not once per try"
+        );
+        s.write_all_at(&f, &[7; 4096], 16 << 20).unwrap();
+        s.sync_data(&f).unwrap();
+        assert!(!f.inode.meta_dirty());
+        assert_eq!(log.queued_inode_records(), 0);
     }
 
     #[test]

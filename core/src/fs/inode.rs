@@ -208,6 +208,14 @@ pub(crate) struct Inode {
     pub(crate) meta_seq: AtomicU64,
     /// `meta_seq` of the newest state made durable.
     pub(crate) logged_seq: AtomicU64,
+    /// `meta_seq` of the newest record staged (durable or still queued).
+    /// A sync that finds `meta_seq` no newer stages nothing: the queued
+    /// record already says it, and its own later ticket covers that
+    /// record. Without this, every retry of a commit that failed (a
+    /// device full of blocks held for it) queued every dirty inode's
+    /// record again behind the first, and the checkpoint that had to
+    /// carry them all outgrew the space held back for it.
+    pub(crate) staged_seq: AtomicU64,
     /// This inode's record's share of the filesystem's metadata size
     /// estimate.
     pub(crate) meta_len: AtomicU64,
@@ -265,6 +273,7 @@ impl Inode {
             linkable: AtomicBool::new(false),
             meta_seq: AtomicU64::new(0),
             logged_seq: AtomicU64::new(0),
+            staged_seq: AtomicU64::new(0),
             meta_len: AtomicU64::new(0),
             writing: Mutex::new(InFlight::default()),
         }
@@ -363,6 +372,21 @@ impl Inode {
     /// True if a size or extent change is not yet durable.
     pub(crate) fn meta_dirty(&self) -> bool {
         self.meta_seq.load(Ordering::Acquire) > self.logged_seq.load(Ordering::Acquire)
+    }
+
+    /// The sequence a sync's record for this inode would carry, or `None`
+    /// if a record of that state (or a newer one) is already staged.
+    /// Called with writers held off, so the sequence cannot move.
+    pub(crate) fn seq_to_stage(&self) -> Option<u64> {
+        let seq = self.meta_seq.load(Ordering::Acquire);
+        (seq > self.logged_seq.load(Ordering::Acquire)
+            && seq > self.staged_seq.load(Ordering::Acquire))
+        .then_some(seq)
+    }
+
+    /// A record of this inode at `seq` was staged.
+    pub(crate) fn staged(&self, seq: u64) {
+        self.staged_seq.fetch_max(seq, Ordering::AcqRel);
     }
 
     /// Page `index` became dirty with new bytes.

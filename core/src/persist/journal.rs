@@ -126,6 +126,11 @@ struct State {
     /// Home records among them: pages whose data the next commit retires.
     pending_home: usize,
     pending_frees: Vec<PendingFree>,
+    /// Blocks a commit took from `pending_frees` to trim and free, not
+    /// yet back in the allocator: still held, for a writer that finds
+    /// the device full meanwhile must commit too (waiting on the commit
+    /// lock for that release) rather than answer `DeviceFull`.
+    releasing: u64,
     /// Per inode: the metadata sequence of its newest durable state.
     durable_seq: BTreeMap<u64, u64>,
     /// Inodes whose removal is durable.
@@ -161,6 +166,9 @@ pub(crate) struct Log {
     /// Bytes of the durable metadata's checkpoint image, for the space
     /// held back for the next checkpoint.
     durable_image: AtomicU64,
+    /// Bytes of the records staged and not yet durable: a checkpoint may
+    /// have to carry all of them after the image (see [`Log::reserve`]).
+    queued: AtomicU64,
 }
 
 impl Log {
@@ -179,6 +187,7 @@ impl Log {
             background: AtomicBool::new(false),
             syncers: AtomicUsize::new(0),
             durable_image: AtomicU64::new(rec.shadow.image_len()),
+            queued: AtomicU64::new(0),
             st: Mutex::new(State {
                 next_lsn: rec.newest_lsn + 1,
                 pos: rec.pos,
@@ -196,6 +205,7 @@ impl Log {
                 pending_data: 0,
                 pending_home: 0,
                 pending_frees: Vec::new(),
+                releasing: 0,
                 durable_seq,
                 removed: BTreeSet::new(),
                 shadow: rec.shadow.clone(),
@@ -217,14 +227,17 @@ impl Log {
         let mut st = self.st.lock();
         let ticket = st.next_ticket;
         st.next_ticket += 1;
+        let mut bytes = 0;
         for (record, seq) in records {
             match record {
                 Record::Data { .. } => st.pending_data += 1,
                 Record::Home { .. } => st.pending_home += 1,
                 _ => {}
             }
+            bytes += record.encoded_len();
             st.pending.push(Staged { record, seq });
         }
+        self.queued.fetch_add(bytes, Ordering::AcqRel);
         ticket
     }
 
@@ -300,6 +313,16 @@ impl Log {
         ticket
     }
 
+    /// Inode records staged and not yet durable (for tests).
+    #[cfg(test)]
+    pub(crate) fn queued_inode_records(&self) -> usize {
+        let st = self.st.lock();
+        st.pending
+            .iter()
+            .filter(|s| matches!(s.record, Record::Inode { .. }))
+            .count()
+    }
+
     /// Holds `f` until no durable record references its blocks; false if
     /// none does now (the caller frees them at once).
     pub(crate) fn hold_free(&self, f: PendingFree) -> bool {
@@ -311,9 +334,11 @@ impl Log {
         true
     }
 
-    /// Blocks held by [`Log::hold_free`].
+    /// Blocks held by [`Log::hold_free`], until a commit has returned
+    /// them to the allocator.
     pub(crate) fn held_blocks(&self) -> u64 {
-        self.st.lock().pending_frees.iter().map(|f| f.len).sum()
+        let st = self.st.lock();
+        st.pending_frees.iter().map(|f| f.len).sum::<u64>() + st.releasing
     }
 
     /// Runs of blocks the journal's checkpoints occupy.
@@ -328,9 +353,11 @@ impl Log {
     }
 
     /// Free blocks data may not take: room for a checkpoint of the durable
-    /// image plus `more_bytes` (what may become durable).
+    /// image, every record queued (a commit whose records do not fit a log
+    /// write folds them all in after the image), and `more_bytes` (what
+    /// may be staged yet: each live inode's record).
     fn reserve(&self, more_bytes: u64) -> u64 {
-        let bytes = self.durable_image_len() + more_bytes;
+        let bytes = self.durable_image_len() + self.queued.load(Ordering::Acquire) + more_bytes;
         // Worst case: free space so fragmented that every frame is one
         // block.
         let per_block = Frame::capacity(1) as u64;
@@ -369,6 +396,8 @@ impl Log {
         };
         match self.write_records(env, &batch).await {
             Ok(()) => {
+                let bytes: u64 = batch.iter().map(|s| s.record.encoded_len()).sum();
+                self.queued.fetch_sub(bytes, Ordering::AcqRel);
                 let mut batch = batch;
                 batch.clear();
                 {
@@ -518,10 +547,13 @@ impl Log {
                     .into_iter()
                     .partition(|f| st.releasable(f));
             st.pending_frees = keep;
+            st.releasing += ready.iter().map(|f| f.len).sum::<u64>();
             ready
         };
         if !ready.is_empty() {
+            let blocks: u64 = ready.iter().map(|f| f.len).sum();
             env.release(ready).await;
+            self.st.lock().releasing -= blocks;
         }
     }
 

@@ -466,6 +466,25 @@ fn inode_meta(d: &mut Dec<'_>, ino: u64) -> Result<InodeMeta, Damage> {
 }
 
 impl Record {
+    /// Bytes [`Record::encode`] appends, without encoding.
+    pub fn encoded_len(&self) -> u64 {
+        match self {
+            Record::Inode { meta, .. } => {
+                inode_record_len(meta.kind, meta.extents.len(), meta.target.len())
+            }
+            Record::Link { name, .. } => link_len(name.len()),
+            Record::Unlink { name, .. } => 1 + 8 + 2 + name.len() as u64,
+            Record::Rename {
+                from_name, to_name, ..
+            } => 1 + 2 * (8 + 2) + (from_name.len() + to_name.len()) as u64 + 1,
+            Record::Free { .. } => 1 + 8,
+            Record::ImageEnd => 1,
+            Record::Data { bytes, .. } => 1 + 3 * 8 + bytes.len() as u64,
+            Record::Home { .. } => 1 + 2 * 8,
+            Record::Xattr { name, value, .. } => xattr_len(name, value.as_deref()),
+        }
+    }
+
     /// Appends the encoding.
     pub fn encode(&self, e: &mut Enc) {
         match self {
@@ -737,6 +756,20 @@ pub(crate) mod tests {
             })
             .sum();
         assert_eq!(lens, bytes.len() as u64);
+        let more = [
+            Record::Data {
+                ino: 2,
+                page: 1,
+                block: 9,
+                bytes: alloc::vec![1u8; 4096],
+            },
+            Record::Home { ino: 2, page: 1 },
+        ];
+        for r in recs.iter().chain(&more) {
+            let mut e = Enc::default();
+            r.encode(&mut e);
+            assert_eq!(r.encoded_len(), e.0.len() as u64, "{r:?}");
+        }
         assert!(Record::decode_all(&[9]).is_err());
         assert!(Record::decode_all(&[TAG_INODE, 1, 0, 0, 0, 0, 0, 0, 0]).is_err());
     }
