@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pollfs_core::dev::ram::RamDevice;
-use pollfs_core::Fs;
+use pollfs_core::{Config, Fs};
 use pollfs_host_tests::deadline::{Crew, DEADLINE, STALL};
 use pollfs_host_tests::model::pattern;
-use pollfs_host_tests::setup::config;
+use pollfs_host_tests::setup::{config, fsck_clean};
 
 /// Files each dirtying thread keeps dirty: past twenty, the standard
 /// library's sort leaves insertion sort and can see an inconsistent order.
@@ -87,4 +87,109 @@ fn writing_through_a_small_cache_while_others_move_dirty_counts_does_not_panic()
         r.unwrap_or_else(|e| panic!("{name}: {e}"));
     }
     fs.sync().unwrap();
+}
+
+/// Blocks of the device of [`half_full_log`]: 8 MiB, a log of 64 blocks.
+const HALF_FULL_BLOCKS: u64 = 2048;
+
+/// A cleanly synced image whose log is over half full and was never
+/// checkpointed: files written and synced in one commit, then one small
+/// metadata sync per log block (data goes home, not into the log) until
+/// more than half the log is in use. Built without the log thread, with
+/// commits told a background step checkpoints (so they do not until three
+/// quarters); returns the device's bytes.
+fn half_full_log() -> Vec<u8> {
+    let dev = RamDevice::new(HALF_FULL_BLOCKS * 4096, 4096, 96).unwrap();
+    let quiet = Config {
+        home_writer: false,
+        log_data_pages: 0,
+        ..config(64)
+    };
+    let fs = Fs::format(dev.clone(), quiet, 13).unwrap();
+    fs.set_background_steps(true);
+    // Enough inodes that loading them takes a while.
+    let files: Vec<_> = (0..200)
+        .map(|i| {
+            let f = fs.create(&format!("f{i}")).unwrap();
+            f.write_all_at(&pattern(i, 0, 5000), 0).unwrap();
+            f
+        })
+        .collect();
+    fs.sync().unwrap();
+    let log_blocks = HALF_FULL_BLOCKS / 32;
+    for i in 0..log_blocks / 2 + 4 {
+        files[0].set_len(5000 + i).unwrap();
+        files[0].sync_all().unwrap();
+    }
+    let st = fs.stats();
+    assert_eq!(st.checkpoints, 0, "the log was never checkpointed");
+    assert!(
+        st.log_writes > log_blocks / 2,
+        "{} log writes",
+        st.log_writes
+    );
+    fs.check_invariants().unwrap();
+    drop(files);
+    drop(fs);
+    let mut image = vec![0; (HALF_FULL_BLOCKS * 4096) as usize];
+    dev.read_raw(0, &mut image);
+    image
+}
+
+/// Finding 13: a mount started the log thread before it had loaded the
+/// checkpoint's chain, the extents and the tree; on an image whose log is
+/// over half full the thread checkpoints at once, with blocks from an
+/// allocator that did not know them yet, and a clean image was refused as
+/// `Corrupt { Inconsistent }` or mounted with leaked blocks. Each round
+/// mounts the same image with the thread, lets its checkpoint finish, then
+/// checks the image it left, mounted without the thread.
+#[test]
+fn a_clean_image_with_a_half_full_log_mounts_every_time() {
+    let image = half_full_log();
+    let dev = RamDevice::new(HALF_FULL_BLOCKS * 4096, 4096, 96).unwrap();
+    // Threads that keep both cores busy, so the mounting thread is
+    // preempted at random points, as on a loaded machine.
+    let stop = Arc::new(AtomicBool::new(false));
+    let _stop = StopOnDrop(stop.clone());
+    let spinners: Vec<_> = (0..3)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    for round in 0..200 {
+        dev.write_raw(0, &image);
+        let fs = Fs::mount(dev.clone(), config(64))
+            .unwrap_or_else(|e| panic!("round {round}: a clean image was refused: {e:?}"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while fs.stats().background_checkpoints == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: no checkpoint in 20 s"
+            );
+            std::thread::yield_now();
+        }
+        // The last handle stops the thread and waits for it.
+        drop(fs);
+        let quiet = Config {
+            home_writer: false,
+            ..config(64)
+        };
+        let fs = Fs::mount(dev.clone(), quiet)
+            .unwrap_or_else(|e| panic!("round {round}: refused after the checkpoint: {e:?}"));
+        if let Err(e) = fs.check_invariants() {
+            panic!("round {round}: {e:?}");
+        }
+        assert_eq!(fs.list().len(), 200, "round {round}");
+        drop(fs);
+        fsck_clean(&dev);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in spinners {
+        t.join().unwrap();
+    }
 }
