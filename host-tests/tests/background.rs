@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use pollfs_core::dev::fault::{FaultPlan, FaultyDevice};
 use pollfs_core::dev::ram::RamDevice;
+use pollfs_core::dev::{CommandKind, DevError};
 use pollfs_core::{Config, Fs};
 use pollfs_host_tests::deadline::{Crew, DEADLINE, STALL};
 use pollfs_host_tests::model::pattern;
@@ -192,4 +194,79 @@ fn a_clean_image_with_a_half_full_log_mounts_every_time() {
     for t in spinners {
         t.join().unwrap();
     }
+}
+
+/// Finding 14: `check_invariants` holds only with nothing in flight, and
+/// a hosted user cannot stop the log thread, so a check beside its step
+/// reported dirty counts and leaked blocks that a check a moment later
+/// did not. Now a check pauses the background step. Each round makes
+/// pages due home and the log due a checkpoint (small syncs on a log of
+/// 64 blocks), then checks at once, while the thread works.
+#[test]
+fn invariant_checks_beside_a_busy_log_thread_report_nothing() {
+    let dev = RamDevice::new(HALF_FULL_BLOCKS * 4096, 4096, 96).unwrap();
+    let fs = Fs::format(dev, config(64), 14).unwrap();
+    let f = fs.create("f").unwrap();
+    f.write_all_at(&pattern(1, 0, 40 * 4096), 0).unwrap();
+    f.sync_data().unwrap();
+    let mut problems = Vec::new();
+    for round in 0..400u64 {
+        for i in 0..6 {
+            let off = ((round * 7 + i) % 40) * 4096 + i;
+            f.write_all_at(&pattern(round, off, 100), off).unwrap();
+            f.sync_data().unwrap();
+        }
+        if let Err(e) = fs.check_invariants() {
+            problems.push((round, e));
+        }
+    }
+    let st = fs.stats();
+    assert!(
+        st.homed_pages > 0 && st.background_checkpoints > 0,
+        "the thread worked beside the checks: {st:?}"
+    );
+    assert!(
+        problems.is_empty(),
+        "{} checks failed: {problems:?}",
+        problems.len()
+    );
+}
+
+/// Finding 14: a background step that failed was dropped in a catch-all,
+/// and nothing told the user. Paused, small syncs make pages due home;
+/// then every write fails, the pause ends, and the log thread's step
+/// fails: `Stats::background_errors` counts it. Healed, the thread writes
+/// the pages home and a check finds nothing wrong.
+#[test]
+fn a_failing_background_step_is_counted() {
+    let plan = FaultPlan::new();
+    let dev = RamDevice::new(HALF_FULL_BLOCKS * 4096, 4096, 96).unwrap();
+    let fs = Fs::format(FaultyDevice::new(dev, plan.clone()), config(64), 15).unwrap();
+    let f = fs.create("f").unwrap();
+    f.write_all_at(&pattern(1, 0, 40 * 4096), 0).unwrap();
+    f.sync_data().unwrap();
+    let paused = fs.pause_background();
+    // A log of 64 blocks: a share of 16 pages for data, due from 4.
+    for i in 0..8u64 {
+        f.write_all_at(&pattern(i, i * 4096, 100), i * 4096)
+            .unwrap();
+        f.sync_data().unwrap();
+    }
+    assert_eq!(fs.stats().homed_pages, 0, "no step ran while paused");
+    plan.fail(CommandKind::Write, u64::MAX, DevError::Media);
+    drop(paused);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fs.stats().background_errors == 0 {
+        assert!(Instant::now() < deadline, "no failed step counted in 20 s");
+        std::thread::yield_now();
+    }
+    plan.heal();
+    while fs.stats().homed_pages == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "nothing written home once healed"
+        );
+        std::thread::yield_now();
+    }
+    fs.check_invariants().unwrap();
 }

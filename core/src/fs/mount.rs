@@ -102,6 +102,7 @@ impl<D: BlockDevice> Fs<D> {
             meta_bytes: AtomicU64::new(0),
             unflushed: AtomicU64::new(0),
             volatile: super::volatile::Volatile::default(),
+            background: super::pause::Gate::default(),
             #[cfg(feature = "std")]
             home_signal: Arc::default(),
         });

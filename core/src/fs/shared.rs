@@ -56,6 +56,8 @@ pub(crate) struct Shared<D: BlockDevice> {
     /// Writes and trims a flush has not yet covered, for writes durable by
     /// FUA alone (see `volatile`).
     pub(crate) volatile: super::volatile::Volatile,
+    /// Lets background steps run, or keeps them paused (see `pause`).
+    pub(crate) background: super::pause::Gate,
     /// Wakes the write-home thread (see `home_thread`).
     #[cfg(feature = "std")]
     pub(crate) home_signal: Arc<super::home_thread::Signal>,
