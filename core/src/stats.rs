@@ -105,6 +105,10 @@ counters! {
     /// call and a wake-up on the sync's own time; a napping thread needs
     /// none).
     home_wakes,
+    /// Background steps (`Session::background_step`) that failed: a home
+    /// write, a checkpoint or the log thread's device queue refused. The
+    /// step is tried again later; the count says it happened.
+    background_errors,
 }
 
 impl Counters {

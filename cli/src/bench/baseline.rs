@@ -113,6 +113,7 @@ pub fn kernel(phase: &Phase<'_>, dir: &Path, progress: &Progress) -> anyhow::Res
         while window.open(&rec, 0) {
             let op = pick.next_op();
             let f = handles[op.file];
+            rec.submitted(1);
             let began = Instant::now();
             if op.read {
                 // Short reads happen past EOF of a file that starts empty.

@@ -239,6 +239,7 @@ impl<'f, D: BlockDevice> Thread<'_, 'f, D> {
         while self.window.open(self.rec, 0) {
             let op = self.pick.next_op();
             let f = &self.files[op.file];
+            self.rec.submitted(1);
             let began = Instant::now();
             self.s
                 .block_on(one_io(self.s, f, &mut buf, op, self.job.direct))?;
@@ -273,6 +274,7 @@ impl<'f, D: BlockDevice> Thread<'_, 'f, D> {
                         (buf, began, op, r)
                     }));
                     busy += 1;
+                    self.rec.submitted(busy);
                 }
                 let Some(fut) = slot.as_mut() else {
                     continue;

@@ -129,6 +129,7 @@ fn job_json(r: &JobResult, s: &Sample) -> Value {
         "job_runtime": (s.secs * 1000.0) as u64,
         "pollfs": {
             "engine": s.engine,
+            "max_in_flight": s.max_in_flight,
             "iops_over_time": s.iops_over_time,
             "counters": s.counters,
         },

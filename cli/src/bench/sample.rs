@@ -73,6 +73,10 @@ pub struct Recorder {
     pub series: Vec<u64>,
     /// When this thread's last I/O finished.
     pub end: Instant,
+    /// The most reads and writes this thread had in flight at once,
+    /// counted by the engine at each submission (not derived from
+    /// timings, so a busy machine does not change it).
+    pub max_in_flight: u64,
 }
 
 impl Recorder {
@@ -85,7 +89,14 @@ impl Recorder {
             sync: Dir::new()?,
             series: Vec::new(),
             end: start,
+            max_in_flight: 0,
         })
+    }
+
+    /// Notes a submission that leaves `in_flight` reads and writes in
+    /// flight on this thread, that one included.
+    pub fn submitted(&mut self, in_flight: u64) {
+        self.max_in_flight = self.max_in_flight.max(in_flight);
     }
 
     /// True once the ramp is over.
@@ -143,6 +154,7 @@ impl Recorder {
             *a += b;
         }
         self.end = self.end.max(other.end);
+        self.max_in_flight = self.max_in_flight.max(other.max_in_flight);
     }
 
     /// Seconds from the end of the ramp to the last completion.
@@ -233,6 +245,9 @@ pub struct Sample {
     pub sync: DirStats,
     /// Reads and writes per second in each `TICK`.
     pub iops_over_time: Vec<f64>,
+    /// The most I/Os one thread had in flight at once (see
+    /// [`Recorder::max_in_flight`]).
+    pub max_in_flight: u64,
     /// pollfs counters for the measured phase.
     pub counters: Option<Counters>,
     #[serde(skip)]
@@ -290,6 +305,7 @@ impl Sample {
             write: DirStats::of(&rec.write, secs),
             sync: DirStats::of(&rec.sync, secs),
             iops_over_time: rates(&rec.series, secs),
+            max_in_flight: rec.max_in_flight,
             counters,
             hist: all,
         })
@@ -351,6 +367,11 @@ mod tests {
         two.merge(&rec);
         assert_eq!((two.read.ios, two.write.ios, two.sync.ios), (2, 4, 2));
         assert_eq!((two.read.bytes, two.write.bytes), (8192, 2048));
+        let mut deep = Recorder::new(rec.start).unwrap();
+        deep.submitted(3);
+        deep.submitted(1);
+        two.merge(&deep);
+        assert_eq!(two.max_in_flight, 3, "the most of any thread");
         let s = Sample::new("x", &two, None).unwrap();
         assert_eq!((s.ops, s.bytes, s.syncs()), (6, 10240, 2));
         assert_eq!(s.latency.n, 6);

@@ -76,6 +76,7 @@ pub fn run(
                 .map_err(|_| anyhow!("io_uring submission queue full"))?;
             slot.busy = Some((op, Instant::now()));
             in_flight += 1;
+            rec.submitted(in_flight);
         }
         if in_flight == 0 {
             return Ok(());

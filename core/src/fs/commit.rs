@@ -260,7 +260,7 @@ impl<D: BlockDevice> Session<D> {
         let inodes = self.fs.open_inodes();
         let mut kept: Vec<Kept> = Vec::new();
         let mut first_err = None;
-        for inode in &inodes {
+        for inode in inodes.iter() {
             // The dirty count never undercounts: zero means no dirty page.
             if inode.dirty.load(Ordering::Acquire) == 0 && !inode.meta_dirty() {
                 continue;
@@ -278,9 +278,7 @@ impl<D: BlockDevice> Session<D> {
         for (inode, k) in &kept {
             self.release_kept(inode, k, committed.is_ok());
         }
-        for inode in &inodes {
-            self.fs.close(inode);
-        }
+        drop(inodes);
         match first_err {
             Some(e) => Err(e),
             None => committed,
@@ -309,13 +307,10 @@ impl<D: BlockDevice> Session<D> {
     pub(crate) async fn write_home(&self) -> Result<()> {
         let inodes = self.fs.open_inodes();
         let mut result = Ok(());
-        for inode in &inodes {
+        for inode in inodes.iter() {
             if result.is_ok() && inode.dirty.load(Ordering::Acquire) > 0 {
                 result = self.writeback(inode, false).await.map(|_| ());
             }
-        }
-        for inode in &inodes {
-            self.fs.close(inode);
         }
         result
     }

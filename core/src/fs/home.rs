@@ -99,11 +99,23 @@ impl<D: BlockDevice> Session<D> {
     /// `Log::checkpoint_background`), so no sync pays for it. Returns the
     /// pages written home plus the checkpoints written (0: nothing was
     /// due, or what was due is busy).
+    /// While [`Fs::pause_background`](super::Fs::pause_background) holds,
+    /// it does nothing and returns 0. An error is counted in
+    /// [`Stats::background_errors`](crate::Stats).
     pub async fn background_step_async(&self) -> Result<usize> {
+        let Some(_running) = self.fs.background.enter() else {
+            return Ok(0);
+        };
         let homed = self.write_home_step_async().await;
         let checkpointed = self.checkpoint_step().await;
-        let homed = homed?;
-        Ok(homed + usize::from(checkpointed?))
+        let r = match (homed, checkpointed) {
+            (Ok(h), Ok(c)) => Ok(h + usize::from(c)),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+        if r.is_err() {
+            self.counters.add(Counter::background_errors, 1);
+        }
+        r
     }
 
     /// Synchronous [`Session::background_step_async`].

@@ -199,9 +199,13 @@ fn run<D: BlockDevice>(fs: Arc<Shared<D>>) {
                         return;
                     }
                 }
-                // A failed write or no queue: wait a while, or for the
-                // next sync that stages data.
-                _ => {
+                // A failed step (it counted itself in `Stats`) or no
+                // queue (counted here, with the closed sessions' sum):
+                // wait a while, or for the next sync that stages data.
+                failed => {
+                    if failed.is_none() {
+                        fs.counters.lock().1.background_errors += 1;
+                    }
                     signal.asleep.store(true, Ordering::SeqCst);
                     if !signal.sleep(BACKOFF) {
                         return;

@@ -22,7 +22,8 @@
 //!   `write`, `size`, `allocate`, `sync_data`, `commit`: the I/O paths;
 //!   `home`: writing logged pages home off the sync path, a step any
 //!   session can drive, and `home_thread`: the hosted mount's thread that
-//!   drives it; `check`: the invariant checker.
+//!   drives it; `pause`: keeping the background step paused (for an
+//!   invariant check); `check`: the invariant checker.
 
 mod allocate;
 mod check;
@@ -43,6 +44,7 @@ mod lender;
 mod mount;
 mod namespace;
 mod ops;
+mod pause;
 mod read;
 mod session;
 mod shared;
@@ -64,6 +66,7 @@ pub use file::{File, Metadata};
 #[cfg(all(test, loom))]
 use inode::Inode;
 pub use namespace::{DirEntry, NewInode, RenameFlags, SetAttr};
+pub use pause::Paused;
 pub use session::Session;
 pub(crate) use shared::Shared;
 pub use statfs::StatFs;
@@ -230,9 +233,22 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Checks that extent maps and the allocator agree: no block owned twice
     /// or both owned and free, nothing leaked, no cached page past EOF,
-    /// dirty counts consistent. Run it when no operation is in flight.
+    /// dirty counts consistent. Run it when none of the caller's
+    /// operations is in flight; it pauses the background step itself
+    /// ([`Fs::pause_background`]).
     pub fn check_invariants(&self) -> core::result::Result<(), InvariantError> {
+        let _paused = self.pause_background();
         check::run(&self.shared)
+    }
+
+    /// Pauses the log's background step ([`Session::background_step`],
+    /// which the hosted log thread drives): waits for a step in progress
+    /// to end, and keeps new ones from starting until the returned guard
+    /// drops (they return 0 meanwhile). Syncs go on; past three quarters
+    /// of the log they checkpoint themselves. Do not call it from a thread
+    /// in the middle of driving a step: it would wait for itself.
+    pub fn pause_background(&self) -> Paused<'_> {
+        self.shared.background.pause(self.shared.config.idle)
     }
 
     /// The frames' arena (for tools that look at cached bytes).

@@ -45,20 +45,21 @@ impl<D: BlockDevice> Fs<D> {
         let blocks = dev.geometry().capacity_pages();
         let (uid, gid) = config.root_owner;
         let now = (config.wall_clock)();
-        let fs = Fs::build(dev, config, frames, (0, blocks), Journal::in_memory())?;
-        fs.load(&Shadow::empty(uid, gid, now), &[])?;
-        Ok(fs)
+        let shared = Fs::build(dev, config, frames, (0, blocks), Journal::in_memory())?;
+        Fs::load(&shared, &Shadow::empty(uid, gid, now), &[])?;
+        Ok(Fs::start(shared))
     }
 
     /// The shared constructor: `usable_frames` frames are the cache's to
-    /// take, blocks `[data.0, data.1)` the allocator's.
+    /// take, blocks `[data.0, data.1)` the allocator's. Nothing runs on
+    /// the state yet: see [`Fs::start`].
     fn build(
         dev: D,
         config: Config,
         usable_frames: u32,
         data: (u64, u64),
         journal: Journal,
-    ) -> Result<Fs<D>> {
+    ) -> Result<Arc<Shared<D>>> {
         let frames = dev.frames().frame_count();
         let meta_frames = usable_frames.min(frames)..frames;
         let geometry = dev.geometry();
@@ -101,13 +102,22 @@ impl<D: BlockDevice> Fs<D> {
             meta_bytes: AtomicU64::new(0),
             unflushed: AtomicU64::new(0),
             volatile: super::volatile::Volatile::default(),
+            background: super::pause::Gate::default(),
             #[cfg(feature = "std")]
             home_signal: Arc::default(),
         });
-        Ok(Fs {
+        Ok(shared)
+    }
+
+    /// The first handle on `shared`, once it is loaded: only now may the
+    /// log thread start (with the handles), since its first step may
+    /// checkpoint and so allocate blocks, which before the load ended
+    /// could be the checkpoint chain's or a file's (issue 31, finding 13).
+    fn start(shared: Arc<Shared<D>>) -> Fs<D> {
+        Fs {
             handles: Arc::new(Handles::new(&shared)),
             shared,
-        })
+        }
     }
 
     /// Writes an empty filesystem on `dev` and mounts it. `uuid` tells this
@@ -129,15 +139,15 @@ impl<D: BlockDevice> Fs<D> {
             crate::persist::recover_for_mount(&dev, frames.clone(), config.clock, config.idle)?;
         let log = Log::open(&rec);
         let layout = log.layout();
-        let fs = Fs::build(
+        let shared = Fs::build(
             dev,
             config,
             frames.start,
             (layout.data_start, layout.blocks),
             Journal::Log(alloc::boxed::Box::new(log)),
         )?;
-        fs.load(&rec.shadow, &rec.chain)?;
-        Ok(fs)
+        Fs::load(&shared, &rec.shadow, &rec.chain)?;
+        Ok(Fs::start(shared))
     }
 
     /// Builds inodes, the tree (the shadow's own, which recovery replayed)
@@ -145,8 +155,7 @@ impl<D: BlockDevice> Fs<D> {
     /// (which recovery checked: inode numbers in range, extents in the data
     /// area and disjoint, a connected tree), with `chain`'s blocks taken by
     /// the checkpoint; then reclaims orphans.
-    fn load(&self, shadow: &Shadow, chain: &[(u64, u64)]) -> Result<()> {
-        let shared = &self.shared;
+    fn load(shared: &Shared<D>, shadow: &Shadow, chain: &[(u64, u64)]) -> Result<()> {
         let overlap = |block| Error::Corrupt {
             block,
             damage: Damage::Inconsistent { problems: 1 },

@@ -405,11 +405,10 @@ impl<D: BlockDevice> Session<D> {
         let cache = &self.fs.cache;
         if cache.dirty_pages() > 0 {
             let mut result = Ok(());
-            for inode in self.fs.dirty_inodes() {
+            for inode in self.fs.dirty_inodes().iter() {
                 if result.is_ok() && !cache.has_room(need) {
-                    result = self.writeback(&inode, false).await.map(|_| ());
+                    result = self.writeback(inode, false).await.map(|_| ());
                 }
-                self.fs.close(&inode);
             }
             result?;
         }

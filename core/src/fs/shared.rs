@@ -56,6 +56,8 @@ pub(crate) struct Shared<D: BlockDevice> {
     /// Writes and trims a flush has not yet covered, for writes durable by
     /// FUA alone (see `volatile`).
     pub(crate) volatile: super::volatile::Volatile,
+    /// Lets background steps run, or keeps them paused (see `pause`).
+    pub(crate) background: super::pause::Gate,
     /// Wakes the write-home thread (see `home_thread`).
     #[cfg(feature = "std")]
     pub(crate) home_signal: Arc<super::home_thread::Signal>,
@@ -198,19 +200,21 @@ impl<D: BlockDevice> Shared<D> {
     }
 
     /// Every live inode that can be opened, each with an open reference
-    /// taken (release with [`Shared::close`]).
-    pub(crate) fn open_inodes(&self) -> Vec<Arc<Inode>> {
-        self.inodes
+    /// taken (let go when the returned value drops).
+    pub(crate) fn open_inodes(&self) -> Opened<'_, D> {
+        let inodes = self
+            .inodes
             .read()
             .values()
             .filter(|i| i.try_open())
             .cloned()
-            .collect()
+            .collect();
+        Opened { fs: self, inodes }
     }
 
     /// Live inodes with dirty pages, most dirty first, each with an open
-    /// reference taken (release with [`Shared::close`]).
-    pub(crate) fn dirty_inodes(&self) -> Vec<Arc<Inode>> {
+    /// reference taken (let go when the returned value drops).
+    pub(crate) fn dirty_inodes(&self) -> Opened<'_, D> {
         let mut v: Vec<Arc<Inode>> = self
             .inodes
             .read()
@@ -218,8 +222,11 @@ impl<D: BlockDevice> Shared<D> {
             .filter(|i| i.dirty.load(Ordering::Relaxed) > 0 && i.try_open())
             .cloned()
             .collect();
-        v.sort_by_key(|i| core::cmp::Reverse(i.dirty.load(Ordering::Relaxed)));
-        v
+        most_first(&mut v, |i| i.dirty.load(Ordering::Relaxed));
+        Opened {
+            fs: self,
+            inodes: v,
+        }
     }
 
     /// Drops an open reference; the last one on an unlinked file frees its
@@ -267,5 +274,86 @@ impl<D: BlockDevice> Shared<D> {
         }
         self.free_extents(inode, &freed);
         self.inodes.write().remove(&inode.id);
+    }
+}
+
+/// Inodes, each with an open reference taken, let go when this drops: also
+/// when the operation that took them fails, panics, or is a future dropped
+/// before it finished.
+pub(crate) struct Opened<'a, D: BlockDevice> {
+    fs: &'a Shared<D>,
+    inodes: Vec<Arc<Inode>>,
+}
+
+impl<D: BlockDevice> core::ops::Deref for Opened<'_, D> {
+    type Target = [Arc<Inode>];
+
+    fn deref(&self) -> &[Arc<Inode>] {
+        &self.inodes
+    }
+}
+
+impl<D: BlockDevice> Drop for Opened<'_, D> {
+    fn drop(&mut self) {
+        for inode in &self.inodes {
+            self.fs.close(inode);
+        }
+    }
+}
+
+/// Sorts `v` by `key`, largest first, reading each item's key once.
+/// Another session may change what `key` reads (a dirty count) while the
+/// sort runs; read at each comparison, the order it saw was no order, and
+/// the standard library's sort panics on that.
+fn most_first<T>(v: &mut Vec<T>, mut key: impl FnMut(&T) -> u64) {
+    let mut keyed: Vec<(u64, T)> = v.drain(..).map(|i| (key(&i), i)).collect();
+    keyed.sort_by_key(|&(k, _)| core::cmp::Reverse(k));
+    v.extend(keyed.into_iter().map(|(_, i)| i));
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use core::sync::atomic::Ordering;
+
+    use super::most_first;
+    use crate::dev::ram::RamDevice;
+    use crate::fs::{Config, Fs};
+
+    /// Finding 12 of issue 31, without threads: a key that changes at
+    /// every read (as another session's dirty count can) is read once per
+    /// item, so the sort sees one consistent order.
+    #[test]
+    fn a_key_that_moves_under_the_sort_is_read_once_per_item() {
+        let mut v: alloc::vec::Vec<u64> = (0..64).collect();
+        let mut reads = 0u64;
+        // Each read of an item's key gives a different value, most for
+        // the item read last: a total order only if read once.
+        most_first(&mut v, |&i| {
+            reads += 1;
+            (i * 7919 + reads * 104_729) % 1000
+        });
+        assert_eq!(reads, 64);
+    }
+
+    /// The open references `dirty_inodes` takes are let go when what it
+    /// returned is dropped, however the caller leaves (an error, a panic,
+    /// a future dropped before it finished).
+    #[test]
+    fn dropping_the_dirty_inodes_lets_their_references_go() {
+        let dev = RamDevice::new(4 << 20, 4096, 32).unwrap();
+        let fs = Fs::new(dev, Config::default()).unwrap();
+        let s = fs.session().unwrap();
+        let a = fs.create("a").unwrap();
+        let b = fs.create("b").unwrap();
+        s.write_all_at(&a, &[1; 4096], 0).unwrap();
+        s.write_all_at(&b, &[2; 8192], 0).unwrap();
+        let open = |f: &crate::fs::File<RamDevice>| f.inode.open.load(Ordering::Acquire);
+        let before = (open(&a), open(&b));
+        let taken = fs.shared.dirty_inodes();
+        assert_eq!(taken.len(), 2);
+        assert_eq!(taken[0].id, b.inode.id, "most dirty first");
+        assert_eq!((open(&a), open(&b)), (before.0 + 1, before.1 + 1));
+        drop(taken);
+        assert_eq!((open(&a), open(&b)), before);
     }
 }

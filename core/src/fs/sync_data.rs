@@ -262,13 +262,12 @@ impl<D: BlockDevice> Session<D> {
     pub(crate) async fn writeback_others(&self) -> Result<()> {
         let victims = self.fs.dirty_inodes();
         let mut result = Ok(());
-        for inode in &victims {
+        for inode in victims.iter() {
             if result.is_ok() && self.fs.cache.dirty_pages() > self.fs.dirty_limit / 2 {
                 if let Err(e) = self.writeback(inode, false).await {
                     result = Err(e);
                 }
             }
-            self.fs.close(inode);
         }
         result
     }
@@ -279,11 +278,10 @@ impl<D: BlockDevice> Session<D> {
     pub async fn drop_caches_async(&self) -> Result<u64> {
         let dirty = self.fs.dirty_inodes();
         let mut result = Ok(());
-        for inode in &dirty {
+        for inode in dirty.iter() {
             if result.is_ok() {
                 result = self.writeback(inode, false).await.map(|_| ());
             }
-            self.fs.close(inode);
         }
         result?;
         Ok(self.fs.cache.evict_clean())
