@@ -67,7 +67,8 @@ pub struct PollfsStat {
     pub size: u64,
     /// 4 KiB blocks mapped to the file.
     pub blocks: u64,
-    /// Last access, nanoseconds since the Unix epoch (not updated by reads).
+    /// Last access, nanoseconds since the Unix epoch (not updated by reads;
+    /// read it as an `int64_t`: a time before 1970 is negative).
     pub atime_ns: u64,
     /// Last modification of the contents.
     pub mtime_ns: u64,

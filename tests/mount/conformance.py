@@ -541,6 +541,19 @@ def utimensat_rules(d):
     return out
 
 
+def times_before_the_epoch(d):
+    """xfstests generic/258: a time before 1970 reads back as set
+    (`touch -a -d @-1000`), atime as mtime, to the nanosecond."""
+    f = d + "/f"
+    write(f)
+    utimensat(f, (-1000, 0), UTIME_OMIT)
+    out = [os.stat(f).st_atime_ns]
+    utimensat(f, (-2_208_988_800, 500), (-1, 999_999_999))
+    st = os.stat(f)
+    out += [st.st_atime_ns, st.st_mtime_ns]
+    return out
+
+
 def mknod_fifo_and_devices(d):
     return [
         r(os.mkfifo, d + "/fifo"),
@@ -864,6 +877,7 @@ CASES = [
     setuid_cleared_on_write_and_truncate,
     setgid_directories,
     utimensat_rules,
+    times_before_the_epoch,
     mknod_fifo_and_devices,
     symlink_loops,
     name_limits,

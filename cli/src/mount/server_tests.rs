@@ -480,6 +480,24 @@ fn setattr_changes_size_mode_owner_and_times() {
 }
 
 #[test]
+fn times_before_the_epoch_are_kept() {
+    // xfstests generic/258: `touch -a -d @-1000` must read back as -1000.
+    let s = server();
+    let i = ino(&touch(&s, ROOT, "t"));
+    let before = SystemTime::UNIX_EPOCH - Duration::new(1000, 250);
+    let long_ago = SystemTime::UNIX_EPOCH - Duration::from_secs(2_208_988_800);
+    let times = SetAttr {
+        atime: Some(TimeOrNow::SpecificTime(before)),
+        mtime: Some(TimeOrNow::SpecificTime(long_ago)),
+        ..SetAttr::default()
+    };
+    let a = s.setattr(i, None, times, Privs::default).unwrap();
+    assert_eq!((a.atime, a.mtime), (before, long_ago));
+    let a = s.lookup(ROOT, name("t")).unwrap();
+    assert_eq!((a.atime, a.mtime), (before, long_ago));
+}
+
+#[test]
 fn mknod_makes_every_node_kind() {
     let s = server();
     let kinds = [

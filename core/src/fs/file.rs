@@ -73,7 +73,8 @@ pub struct Metadata {
     pub len: u64,
     /// Device blocks (4 KiB) mapped to the file.
     pub blocks: u64,
-    /// Last access (nanoseconds since the Unix epoch; pollfs does not
+    /// Last access (nanoseconds since the Unix epoch, as a two's-complement
+    /// `i64`, so a time before 1970 reads back negative; pollfs does not
     /// update it on reads: noatime).
     pub atime: u64,
     /// Last modification of the contents.

@@ -73,7 +73,8 @@ pub struct SetAttr {
     pub uid: Option<u32>,
     /// New group.
     pub gid: Option<u32>,
-    /// New access time (nanoseconds since the Unix epoch).
+    /// New access time (nanoseconds since the Unix epoch, two's complement:
+    /// see [`Metadata::atime`](crate::Metadata::atime)).
     pub atime: Option<u64>,
     /// New modification time.
     pub mtime: Option<u64>,
