@@ -851,6 +851,29 @@ def acl_set_by_an_outsider_clears_setgid(d):
     return out
 
 
+def removed_directory_still_open(d):
+    """xfstests generic/035: a directory removed while open (or the working
+    directory) has no link, lists nothing and takes no new entry."""
+    os.mkdir(d + "/r")
+    fd = os.open(d + "/r", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.rmdir(d + "/r")
+        st = r(os.fstat, fd)
+        out = [st if isinstance(st, str) else (st.st_nlink, stat.S_ISDIR(st.st_mode))]
+        out.append(r(os.listdir, fd))
+        out.append(r(lambda: os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))))
+        out.append(r(lambda: os.mkdir("s", dir_fd=fd)))
+        here = os.getcwd()
+        os.fchdir(fd)
+        try:
+            out.append(r(lambda: os.stat(".").st_nlink))
+        finally:
+            os.chdir(here)
+    finally:
+        os.close(fd)
+    return out
+
+
 def directory_links(d):
     os.mkdir(d + "/a")
     os.mkdir(d + "/a/b")
@@ -890,6 +913,7 @@ CASES = [
     acl_values_checked,
     acl_set_by_an_outsider_clears_setgid,
     directory_links,
+    removed_directory_still_open,
 ]
 
 

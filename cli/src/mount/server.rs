@@ -14,7 +14,7 @@ use pollfs_core::dev::BlockDevice;
 use pollfs_core::{Allocate, File, Fs, Kind};
 
 use super::attr::{self, FuseIno};
-use super::handles::Files;
+use super::handles::{Files, KnownDirs};
 
 /// The errno for an engine error. Every engine error has one except
 /// "end of file" from `read_exact_at`, which the mount never calls.
@@ -113,11 +113,13 @@ pub struct StatFs {
     pub files_free: u64,
 }
 
-/// The mount's state: the filesystem and its open files.
+/// The mount's state: the filesystem, its open files and the directories
+/// the kernel knows.
 #[derive(Debug)]
 pub struct Server<D: BlockDevice> {
     pub(super) fs: Fs<D>,
     pub(super) files: Files<D>,
+    pub(super) dirs: KnownDirs<D>,
 }
 
 impl<D: BlockDevice> Server<D> {
@@ -126,6 +128,7 @@ impl<D: BlockDevice> Server<D> {
         Server {
             fs,
             files: Files::default(),
+            dirs: KnownDirs::default(),
         }
     }
 
@@ -343,9 +346,25 @@ impl<D: BlockDevice> Server<D> {
         }
     }
 
+    /// `forget`: the kernel drops `n` of its references to `ino` (only
+    /// directories are counted: see [`KnownDirs`]).
+    pub fn forget(&self, ino: FuseIno, n: u64) {
+        self.dirs.forget(ino.engine(), n);
+    }
+
+    /// Counts a reference the kernel takes to what `attr` describes, if it
+    /// is a directory (a reply to `lookup` or `mkdir`, or an entry of
+    /// `readdirplus`).
+    pub(super) fn known(&self, attr: &FileAttr) {
+        if attr.kind == fuser::FileType::Directory {
+            self.dirs.looked_up(&self.fs, attr.ino.0);
+        }
+    }
+
     /// Closes every handle (the mount is ending).
     pub fn close_all(&self) {
         self.files.clear();
+        self.dirs.clear();
     }
 }
 

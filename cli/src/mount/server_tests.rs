@@ -150,6 +150,53 @@ fn a_removed_file_shows_no_link_and_keeps_its_data_until_its_last_close() {
 }
 
 #[test]
+fn a_removed_directory_the_kernel_still_knows_shows_no_link_and_lists_nothing() {
+    // xfstests generic/035: fstat of a directory removed while open.
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    s.rmdir(ROOT, name("d")).unwrap();
+    let a = s.getattr(d, None).unwrap();
+    assert_eq!((a.nlink, a.kind), (0, FileType::Directory));
+    assert_eq!(s.opendir(d), Ok(0));
+    assert!(listing(&s, d, 0, 16).is_empty(), "not even . and ..");
+    let mut plus = 0;
+    s.readdir(d, 0, true, |_| {
+        plus += 1;
+        false
+    })
+    .unwrap();
+    assert_eq!(plus, 0);
+    assert_eq!(
+        s.create(d, name("f"), 0o644, 0, ME).map(|_| ()),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(
+        s.mkdir(d, name("s"), 0o755, ME).map(|_| ()),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(s.lookup(d, name("f")).map(|_| ()), Err(Errno::ENOENT));
+    s.forget(d, 1);
+    assert_eq!(s.getattr(d, None).map(|_| ()), Err(Errno::ENOENT));
+
+    // Each lookup and each entry of a readdirplus is a reference the
+    // kernel forgets in its own time; the directory stays until the last.
+    let e = mkdir(&s, ROOT, "e");
+    assert_eq!(ino(&s.lookup(ROOT, name("e")).unwrap()), e);
+    let mut seen = 0;
+    s.readdir(ROOT, 0, true, |l| {
+        seen += usize::from(l.name == "e");
+        false
+    })
+    .unwrap();
+    assert_eq!(seen, 1);
+    s.rmdir(ROOT, name("e")).unwrap();
+    s.forget(e, 2);
+    assert_eq!(s.getattr(e, None).unwrap().nlink, 0);
+    s.forget(e, 1);
+    assert_eq!(s.getattr(e, None).map(|_| ()), Err(Errno::ENOENT));
+}
+
+#[test]
 fn directories_nest_count_links_and_refuse_what_posix_refuses() {
     let s = server();
     let a = mkdir(&s, ROOT, "a");

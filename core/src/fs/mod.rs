@@ -34,6 +34,7 @@ mod direct;
 mod file;
 #[cfg(feature = "std")]
 mod file_io;
+mod held;
 mod home;
 #[cfg(feature = "std")]
 mod home_thread;
@@ -61,6 +62,7 @@ pub use config::Config;
 #[cfg(feature = "std")]
 pub use cursor::FileCursor;
 pub use file::{File, Metadata};
+pub use held::HeldDir;
 #[cfg(all(test, loom))]
 use inode::Inode;
 pub use namespace::{DirEntry, NewInode, RenameFlags, SetAttr};

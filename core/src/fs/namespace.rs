@@ -517,9 +517,16 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Entries of directory `dir` after the one whose cookie is `after`
     /// (0 for the start), at most `max`, in the order they were added.
-    /// `.` and `..` are not included.
+    /// `.` and `..` are not included. A removed directory still held
+    /// ([`Fs::hold_dir`]) lists nothing.
     pub fn read_dir(&self, dir: u64, after: u64, max: usize) -> Result<Vec<DirEntry>> {
         let tree = self.shared.tree.read();
+        if tree
+            .node(dir)
+            .is_some_and(|n| n.kind == Kind::Dir && n.nlink == 0)
+        {
+            return Ok(Vec::new());
+        }
         self.shared.dir(&tree, dir)?;
         Ok(tree
             .list(dir, after, max)

@@ -202,11 +202,15 @@ impl Tree {
     // ----- the rules of requests -----
 
     /// `ino` is a directory still linked into the tree (one removed while
-    /// a handle had it takes no entries).
+    /// a handle had it takes no entries: NotFound, as Linux answers for a
+    /// dead directory).
     pub fn may_hold_entries(&self, ino: u64) -> Result<Node, NamespaceError> {
         let n = self.node(ino).ok_or(NamespaceError::NotFound)?;
-        if n.kind != Kind::Dir || n.nlink == 0 {
+        if n.kind != Kind::Dir {
             return Err(NamespaceError::NotADirectory);
+        }
+        if n.nlink == 0 {
+            return Err(NamespaceError::NotFound);
         }
         Ok(n)
     }
@@ -834,7 +838,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             t.may_create(4, "x", Kind::File),
-            Err(NamespaceError::NotADirectory)
+            Err(NamespaceError::NotFound)
         );
         t.apply(&Record::Unlink {
             parent: 2,
