@@ -686,6 +686,35 @@ ACCESS = "system.posix_acl_access"
 DEFAULT = "system.posix_acl_default"
 
 
+def writes_take_file_capabilities_away(d):
+    """xfstests generic/093: a write or truncate removes
+    security.capability (Linux's file_remove_privs), even by root; other
+    attributes stay."""
+    caps = "security.capability"
+    # VFS_CAP_REVISION_2 with cap_setuid permitted and effective.
+    value = bytes([0, 0, 0, 2, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+    f = d + "/f"
+    write(f, b"0123456789")
+    out = []
+    for how in ("write", "truncate", "ftruncate", "o_trunc"):
+        os.setxattr(f, caps, value)
+        os.setxattr(f, "user.k", b"v")
+        if how == "write":
+            fd = os.open(f, os.O_WRONLY)
+            os.pwrite(fd, b"x", 3)
+            os.close(fd)
+        elif how == "truncate":
+            os.truncate(f, 5)
+        elif how == "ftruncate":
+            fd = os.open(f, os.O_WRONLY)
+            os.ftruncate(fd, 2)
+            os.close(fd)
+        else:
+            write(f, b"abc")
+        out.append((how, r(os.getxattr, f, caps), r(os.getxattr, f, "user.k")))
+    return out
+
+
 def acl(*entries):
     out = (2).to_bytes(4, "little")
     for tag, perm, *ident in entries:
@@ -907,6 +936,7 @@ CASES = [
     truncate_rules,
     statfs_fields,
     xattrs,
+    writes_take_file_capabilities_away,
     acl_named_entries_and_the_mask,
     acl_defaults_inherited,
     acl_chmod_and_minimal_acls,

@@ -545,6 +545,35 @@ fn times_before_the_epoch_are_kept() {
 }
 
 #[test]
+fn a_write_or_truncate_takes_security_capability_away() {
+    // xfstests generic/093: Linux's file_remove_privs drops file
+    // capabilities on every write, CAP_FSETID or not; in direct mode the
+    // write reaches only the server.
+    let s = server();
+    let caps = name("security.capability");
+    let (attr, fh) = s.create(ROOT, name("f"), 0o755, 0, ME).unwrap();
+    let i = ino(&attr);
+    let set = |s: &Server<RamDevice>| {
+        s.setxattr(i, caps, b"\x01\x00\x00\x02", 0, false).unwrap();
+        s.setxattr(i, name("user.k"), b"v", 0, false).unwrap();
+    };
+    set(&s);
+    assert_eq!(s.write(fh, 0, b"x", false, |_| true).unwrap().0, 1);
+    assert_eq!(xattr(&s, i, "security.capability"), Err(Errno::ENODATA));
+    assert_eq!(xattr(&s, i, "user.k"), Ok(b"v".to_vec()), "others stay");
+    set(&s);
+    let size = SetAttr {
+        size: Some(0),
+        ..SetAttr::default()
+    };
+    s.setattr(i, Some(fh), size, Privs::default).unwrap();
+    assert_eq!(xattr(&s, i, "security.capability"), Err(Errno::ENODATA));
+    // Nothing to take: a write is a write.
+    assert_eq!(s.write(fh, 0, b"y", false, |_| true).unwrap(), (1, false));
+    s.release(fh);
+}
+
+#[test]
 fn mknod_makes_every_node_kind() {
     let s = server();
     let kinds = [

@@ -128,6 +128,13 @@ impl<D: BlockDevice> File<D> {
         self.inode.id.0
     }
 
+    /// Whether the file has any extended attribute: one load, no lock, so
+    /// a write can skip looking for one it must take away (Linux's
+    /// `file_remove_privs`) on the many files that have none.
+    pub fn has_xattrs(&self) -> bool {
+        self.inode.xattr_len.load(Ordering::Acquire) > 0
+    }
+
     /// The file's attributes.
     pub fn metadata(&self) -> Metadata {
         Metadata::of(&self.inode)
