@@ -903,6 +903,24 @@ def removed_directory_still_open(d):
     return out
 
 
+def listing_while_renaming_away_and_back(d):
+    """xfstests generic/736: renaming each entry away and back while the
+    directory is read sees each name once (ext4: 3,000 of 3,000)."""
+    top = d + "/many"
+    os.mkdir(top)
+    for i in range(3000):
+        os.close(os.open("%s/f%d" % (top, i), os.O_CREAT | os.O_WRONLY, 0o644))
+    seen = []
+    with os.scandir(top) as it:
+        for e in it:
+            os.rename(top + "/" + e.name, top + "/T")
+            os.rename(top + "/T", top + "/" + e.name)
+            seen.append(e.name)
+            if len(seen) > 9000:
+                break
+    return [len(seen), len(set(seen))]
+
+
 def directory_links(d):
     os.mkdir(d + "/a")
     os.mkdir(d + "/a/b")
@@ -943,6 +961,7 @@ CASES = [
     acl_values_checked,
     acl_set_by_an_outsider_clears_setgid,
     directory_links,
+    listing_while_renaming_away_and_back,
     removed_directory_still_open,
 ]
 

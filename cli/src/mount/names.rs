@@ -281,8 +281,9 @@ impl<D: BlockDevice> Server<D> {
     /// `readdir` and `readdirplus` of directory `dir` from offset `off`:
     /// hands each entry to `add` until it returns true (the reply is
     /// full). Offsets 1 and 2 follow "." and ".."; every other offset is
-    /// the engine's cookie of the entry it follows, so a listing resumes
-    /// where it stopped whatever was made or removed meanwhile, and each
+    /// the engine's cookie of the entry it follows (a hash of its name),
+    /// so a listing resumes where it stopped whatever was made, removed or
+    /// renamed meanwhile, and each
     /// call copies only the entries it returns (and at most one step of
     /// entries that did not fit). With `plus`, each entry carries its
     /// attributes.

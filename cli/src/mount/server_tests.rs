@@ -335,18 +335,31 @@ fn readdir_resumes_by_cookie_whatever_changed_meanwhile() {
     for n in ["h", "b", "f", "d"] {
         touch(&s, d, n);
     }
+    // In the order of the names' hashes: a place that depends on the name
+    // alone (see `Tree::list`).
+    let order: Vec<String> = listing(&s, d, 0, 10).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(order.len(), 6);
     let first = listing(&s, d, 0, 4);
-    let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, [".", "..", "h", "b"], "in the order they were made");
-    // "b" (the last listed) and "f" go, "a" comes, before the next call.
-    s.unlink(d, name("b")).unwrap();
-    s.unlink(d, name("f")).unwrap();
+    assert_eq!(first[3].0, order[3]);
+    // The last listed and one not yet listed go, "a" comes, before the
+    // next call.
+    s.unlink(d, name(&order[3])).unwrap();
+    s.unlink(d, name(&order[4])).unwrap();
     touch(&s, d, "a");
-    let rest = listing(&s, d, first[3].1, 10);
-    let names: Vec<&str> = rest.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["d", "a"], "after b: nothing twice, nothing skipped");
+    let rest: Vec<String> = listing(&s, d, first[3].1, 10)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(rest.contains(&order[5]), "nothing skipped: {rest:?}");
+    assert!(
+        rest.iter().all(|n| *n == order[5] || n == "a"),
+        "nothing twice: {rest:?}"
+    );
     // An offset handed out earlier still works (seekdir).
-    assert_eq!(listing(&s, d, first[1].1, 1)[0].0, "h");
+    assert_eq!(
+        listing(&s, d, first[1].1, 1)[0].0,
+        listing(&s, d, 0, 3)[2].0
+    );
     assert_eq!(
         s.readdir(ino(&touch(&s, ROOT, "file")), 0, false, |_| false),
         Err(Errno::ENOTDIR)
@@ -361,11 +374,87 @@ fn a_long_listing_in_small_replies_returns_every_name_once() {
     for n in &made {
         touch(&s, d, n);
     }
-    for room in [1, 7, 64, 65, 1000] {
-        let mut got = all_names(&s, d, room);
-        assert_eq!(got.drain(..2).collect::<Vec<_>>(), [".", ".."]);
-        assert_eq!(got, made, "{room} entries per reply");
+    let whole = all_names(&s, d, 1000);
+    let mut sorted = whole[2..].to_vec();
+    sorted.sort();
+    assert_eq!(sorted, made);
+    for room in [1, 7, 64, 65] {
+        assert_eq!(all_names(&s, d, room), whole, "{room} entries per reply");
     }
+}
+
+#[test]
+fn a_listing_ends_when_each_entry_is_renamed_away_and_back_as_it_is_read() {
+    // xfstests generic/736: `for e in os.scandir(d): rename(e, T);
+    // rename(T, e)` must see each of 3,000 names once, as on ext4.
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    for i in 0..3000 {
+        touch(&s, d, &format!("file-{i}"));
+    }
+    let none = RenameFlags::empty();
+    let (mut seen, mut off) = (Vec::new(), 0);
+    'listing: loop {
+        // Replies of 50 entries, each entry renamed as it is read.
+        let got = listing(&s, d, off, 50);
+        let Some((_, next)) = got.last() else {
+            break;
+        };
+        off = *next;
+        for (n, _) in got {
+            if n == "." || n == ".." {
+                continue;
+            }
+            s.rename(d, name(&n), d, name("T"), none).unwrap();
+            s.rename(d, name("T"), d, name(&n), none).unwrap();
+            seen.push(n);
+            if seen.len() > 9000 {
+                break 'listing;
+            }
+        }
+    }
+    assert_eq!(seen.len(), 3000, "each name once");
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 3000);
+}
+
+#[test]
+fn entries_present_throughout_a_listing_are_returned_once_whatever_comes_and_goes() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    let kept: Vec<String> = (0..500).map(|i| format!("kept-{i}")).collect();
+    for n in &kept {
+        touch(&s, d, n);
+    }
+    let mut rng = pollfs_core::rng::SplitMix64::new(0x736);
+    let (mut seen, mut off, mut made) = (Vec::new(), 0, 0);
+    loop {
+        let got = listing(&s, d, off, 7);
+        let Some((_, next)) = got.last() else {
+            break;
+        };
+        off = *next;
+        seen.extend(got.into_iter().map(|(n, _)| n));
+        // Between calls: new names come, and some of them go again.
+        for _ in 0..5 {
+            if made < 2000 {
+                touch(&s, d, &format!("new-{made}"));
+                made += 1;
+            }
+        }
+        for _ in 0..3 {
+            let n = format!("new-{}", rng.below(made));
+            let _ = s.unlink(d, name(&n));
+        }
+    }
+    for n in &kept {
+        assert_eq!(seen.iter().filter(|s| *s == n).count(), 1, "{n}");
+    }
+    let mut names = seen.clone();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), seen.len(), "no name twice");
 }
 
 #[test]
