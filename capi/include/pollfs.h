@@ -306,7 +306,8 @@ int pollfs_stat(const struct PollfsFs *fs, const char *path, struct PollfsStat *
 // Reads the entry of directory `path` that follows `*cookie` (0 for the
 // first) into `*out` and advances `*cookie`. Returns 1 with an entry, 0
 // at the end, or a negative errno. `.` and `..` are not listed; entries
-// come in the order they were added. Thread-safe.
+// come in the order of a hash of their names (a cookie stays valid while
+// entries come and go). Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string, `cookie` and

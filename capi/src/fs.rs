@@ -67,7 +67,8 @@ pub struct PollfsStat {
     pub size: u64,
     /// 4 KiB blocks mapped to the file.
     pub blocks: u64,
-    /// Last access, nanoseconds since the Unix epoch (not updated by reads).
+    /// Last access, nanoseconds since the Unix epoch (not updated by reads;
+    /// read it as an `int64_t`: a time before 1970 is negative).
     pub atime_ns: u64,
     /// Last modification of the contents.
     pub mtime_ns: u64,
@@ -435,7 +436,8 @@ pub unsafe extern "C" fn pollfs_stat(
 /// Reads the entry of directory `path` that follows `*cookie` (0 for the
 /// first) into `*out` and advances `*cookie`. Returns 1 with an entry, 0
 /// at the end, or a negative errno. `.` and `..` are not listed; entries
-/// come in the order they were added. Thread-safe.
+/// come in the order of a hash of their names (a cookie stays valid while
+/// entries come and go). Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string, `cookie` and

@@ -137,3 +137,49 @@ fn unnamed_files_are_freed_or_named_whole_at_every_crash_point() {
     }
     assert!(checked > 20, "only {checked} crash images checked");
 }
+
+/// xfstests generic/035: a directory removed while held (an open
+/// descriptor, a working directory) stays an inode with no link, lists
+/// nothing and takes no entries until its holder lets go; held across a
+/// crash, mount reclaims it as an orphan.
+#[test]
+fn a_removed_directory_stays_while_held_and_is_reclaimed_after_a_crash() {
+    let ram = pollfs_core::dev::ram::RamDevice::new(DEV_BYTES, 4096, FRAMES).unwrap();
+    let fs = Fs::format(ram.clone(), config(CACHE), 0x035).unwrap();
+    let who = NewInode::new(0o755, 0, 0);
+    let root = pollfs_core::ROOT_INO;
+    let d = fs.mkdir("d").unwrap();
+    let held = fs.hold_dir(d).unwrap();
+    let again = fs.hold_dir(d).unwrap();
+    fs.rmdir("d").unwrap();
+    assert!(not_found(fs.lookup_in(root, "d")));
+    let m = fs.attr(d).unwrap();
+    assert_eq!((m.nlink, m.kind), (0, pollfs_core::Kind::Dir));
+    assert!(fs.read_dir(d, 0, 16).unwrap().is_empty());
+    assert!(not_found(fs.create_in(d, "f", who)));
+    assert!(not_found(fs.mkdir_in(d, "s", who)));
+    assert!(not_found(fs.lookup_in(d, "f")));
+    fs.check_invariants().unwrap();
+    drop(again);
+    assert_eq!(fs.attr(d).unwrap().nlink, 0, "one holder is left");
+    drop(held);
+    assert!(not_found(fs.attr(d)), "freed with its last holder");
+    assert!(not_found(fs.hold_dir(d)));
+    fs.check_invariants().unwrap();
+
+    // Removed, synced and still held when the filesystem stops.
+    let e = fs.mkdir("e").unwrap();
+    let held = fs.hold_dir(e).unwrap();
+    fs.rmdir("e").unwrap();
+    fs.sync().unwrap();
+    let mut image = vec![0u8; DEV_BYTES as usize];
+    ram.read_raw(0, &mut image);
+    drop(held);
+    drop(fs);
+    let dev = device_from(&image, FRAMES);
+    assert_fsck_clean(&dev, "a removed directory held at the crash");
+    let fs = Fs::mount(dev, config(CACHE)).unwrap();
+    fs.check_invariants().unwrap();
+    assert!(not_found(fs.attr(e)), "reclaimed as an orphan");
+    assert!(not_found(fs.lookup("e")));
+}

@@ -160,10 +160,10 @@ fn a_listing_stays_whole_while_entries_come_and_go() {
     }
     for i in 0..40 {
         assert!(seen.contains(&format!("keep{i}")), "keep{i} was skipped");
-        // Entries added during the listing come after it started: all
-        // are listed.
-        assert!(seen.contains(&format!("new{i}")), "new{i} was skipped");
     }
+    // Entries added during the listing come where their names' hashes put
+    // them: listed once (checked above) if after the listing's place, else
+    // not at all.
 }
 
 /// The tree as an engine would drive it: a request checked with `may`,

@@ -541,6 +541,19 @@ def utimensat_rules(d):
     return out
 
 
+def times_before_the_epoch(d):
+    """xfstests generic/258: a time before 1970 reads back as set
+    (`touch -a -d @-1000`), atime as mtime, to the nanosecond."""
+    f = d + "/f"
+    write(f)
+    utimensat(f, (-1000, 0), UTIME_OMIT)
+    out = [os.stat(f).st_atime_ns]
+    utimensat(f, (-2_208_988_800, 500), (-1, 999_999_999))
+    st = os.stat(f)
+    out += [st.st_atime_ns, st.st_mtime_ns]
+    return out
+
+
 def mknod_fifo_and_devices(d):
     return [
         r(os.mkfifo, d + "/fifo"),
@@ -671,6 +684,35 @@ USER_OBJ, USER, GROUP_OBJ, GROUP_ENTRY, MASK, OTHER = 1, 2, 4, 8, 0x10, 0x20
 NO_ID = 0xFFFFFFFF
 ACCESS = "system.posix_acl_access"
 DEFAULT = "system.posix_acl_default"
+
+
+def writes_take_file_capabilities_away(d):
+    """xfstests generic/093: a write or truncate removes
+    security.capability (Linux's file_remove_privs), even by root; other
+    attributes stay."""
+    caps = "security.capability"
+    # VFS_CAP_REVISION_2 with cap_setuid permitted and effective.
+    value = bytes([0, 0, 0, 2, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+    f = d + "/f"
+    write(f, b"0123456789")
+    out = []
+    for how in ("write", "truncate", "ftruncate", "o_trunc"):
+        os.setxattr(f, caps, value)
+        os.setxattr(f, "user.k", b"v")
+        if how == "write":
+            fd = os.open(f, os.O_WRONLY)
+            os.pwrite(fd, b"x", 3)
+            os.close(fd)
+        elif how == "truncate":
+            os.truncate(f, 5)
+        elif how == "ftruncate":
+            fd = os.open(f, os.O_WRONLY)
+            os.ftruncate(fd, 2)
+            os.close(fd)
+        else:
+            write(f, b"abc")
+        out.append((how, r(os.getxattr, f, caps), r(os.getxattr, f, "user.k")))
+    return out
 
 
 def acl(*entries):
@@ -838,6 +880,47 @@ def acl_set_by_an_outsider_clears_setgid(d):
     return out
 
 
+def removed_directory_still_open(d):
+    """xfstests generic/035: a directory removed while open (or the working
+    directory) has no link, lists nothing and takes no new entry."""
+    os.mkdir(d + "/r")
+    fd = os.open(d + "/r", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.rmdir(d + "/r")
+        st = r(os.fstat, fd)
+        out = [st if isinstance(st, str) else (st.st_nlink, stat.S_ISDIR(st.st_mode))]
+        out.append(r(os.listdir, fd))
+        out.append(r(lambda: os.close(os.open("f", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))))
+        out.append(r(lambda: os.mkdir("s", dir_fd=fd)))
+        here = os.getcwd()
+        os.fchdir(fd)
+        try:
+            out.append(r(lambda: os.stat(".").st_nlink))
+        finally:
+            os.chdir(here)
+    finally:
+        os.close(fd)
+    return out
+
+
+def listing_while_renaming_away_and_back(d):
+    """xfstests generic/736: renaming each entry away and back while the
+    directory is read sees each name once (ext4: 3,000 of 3,000)."""
+    top = d + "/many"
+    os.mkdir(top)
+    for i in range(3000):
+        os.close(os.open("%s/f%d" % (top, i), os.O_CREAT | os.O_WRONLY, 0o644))
+    seen = []
+    with os.scandir(top) as it:
+        for e in it:
+            os.rename(top + "/" + e.name, top + "/T")
+            os.rename(top + "/T", top + "/" + e.name)
+            seen.append(e.name)
+            if len(seen) > 9000:
+                break
+    return [len(seen), len(set(seen))]
+
+
 def directory_links(d):
     os.mkdir(d + "/a")
     os.mkdir(d + "/a/b")
@@ -864,18 +947,22 @@ CASES = [
     setuid_cleared_on_write_and_truncate,
     setgid_directories,
     utimensat_rules,
+    times_before_the_epoch,
     mknod_fifo_and_devices,
     symlink_loops,
     name_limits,
     truncate_rules,
     statfs_fields,
     xattrs,
+    writes_take_file_capabilities_away,
     acl_named_entries_and_the_mask,
     acl_defaults_inherited,
     acl_chmod_and_minimal_acls,
     acl_values_checked,
     acl_set_by_an_outsider_clears_setgid,
     directory_links,
+    listing_while_renaming_away_and_back,
+    removed_directory_still_open,
 ]
 
 

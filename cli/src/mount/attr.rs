@@ -77,19 +77,29 @@ pub fn file_type(kind: Kind) -> FileType {
     }
 }
 
-/// A time from the engine (nanoseconds since the Unix epoch).
+/// A time from the engine: nanoseconds since the Unix epoch, signed (see
+/// [`nanos`]).
 pub fn time(nanos: u64) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos)
+    let signed = nanos as i64;
+    let d = Duration::from_nanos(signed.unsigned_abs());
+    if signed < 0 {
+        SystemTime::UNIX_EPOCH - d
+    } else {
+        SystemTime::UNIX_EPOCH + d
+    }
 }
 
-/// A time for the engine: nanoseconds since the epoch, clamped to what a
-/// `u64` holds (1970 to 2554), as the VFS clamps a time to the range a
-/// filesystem can store.
+/// A time for the engine: nanoseconds since the epoch as a signed 64-bit
+/// count (two's complement in the engine's `u64`), so times before 1970
+/// are kept as ext4 and tmpfs keep them (xfstests generic/258); clamped
+/// to what it holds (1677 to 2262), as the VFS clamps a time to the range
+/// a filesystem can store.
 pub fn nanos(t: SystemTime) -> u64 {
-    match t.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(d) => u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
-        Err(_) => 0,
-    }
+    let signed = match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
+    };
+    signed as u64
 }
 
 /// What `stat` shows for an inode.
@@ -157,9 +167,12 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789);
         assert_eq!(nanos(t), 1_700_000_000_123_456_789);
         assert_eq!(time(nanos(t)), t);
-        let before = SystemTime::UNIX_EPOCH - Duration::from_secs(10);
-        assert_eq!(nanos(before), 0);
+        let before = SystemTime::UNIX_EPOCH - Duration::new(10, 7);
+        assert_eq!(nanos(before) as i64, -10_000_000_007);
+        assert_eq!(time(nanos(before)), before);
         let far = SystemTime::UNIX_EPOCH + Duration::from_secs(600 * 365 * 86_400);
-        assert_eq!(nanos(far), u64::MAX);
+        assert_eq!(nanos(far), i64::MAX as u64);
+        let long_ago = SystemTime::UNIX_EPOCH - Duration::from_secs(600 * 365 * 86_400);
+        assert_eq!(nanos(long_ago) as i64, i64::MIN);
     }
 }

@@ -234,6 +234,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         }
     }
 
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.server.forget(ino.into(), nlookup);
+    }
+
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.server.getattr(ino.into(), fh.map(|f| f.0)) {
             Ok(attr) => reply.attr(&self.ttl, &attr),

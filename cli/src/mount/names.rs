@@ -97,13 +97,16 @@ impl<D: BlockDevice> Server<D> {
         })
     }
 
-    /// `lookup`: `name` in directory `parent`.
+    /// `lookup`: `name` in directory `parent` (a directory found is one
+    /// more reference the kernel holds: [`Server::known`]).
     pub fn lookup(&self, parent: FuseIno, name: &OsStr) -> Res<FileAttr> {
         let ino = self
             .fs
             .lookup_in(parent.engine(), existing(name)?)
             .map_err(errno)?;
-        self.attr_of(ino)
+        let attr = self.attr_of(ino)?;
+        self.known(&attr);
+        Ok(attr)
     }
 
     /// `create`: makes the regular file `name` and opens it. Without
@@ -194,7 +197,9 @@ impl<D: BlockDevice> Server<D> {
             let _ = self.fs.rmdir_in(dir, name);
             return Err(e);
         }
-        self.attr_of(ino)
+        let attr = self.attr_of(ino)?;
+        self.known(&attr);
+        Ok(attr)
     }
 
     /// `symlink`: `name` in `parent` pointing at `target` (UTF-8, as
@@ -276,14 +281,19 @@ impl<D: BlockDevice> Server<D> {
     /// `readdir` and `readdirplus` of directory `dir` from offset `off`:
     /// hands each entry to `add` until it returns true (the reply is
     /// full). Offsets 1 and 2 follow "." and ".."; every other offset is
-    /// the engine's cookie of the entry it follows, so a listing resumes
-    /// where it stopped whatever was made or removed meanwhile, and each
+    /// the engine's cookie of the entry it follows (a hash of its name),
+    /// so a listing resumes where it stopped whatever was made, removed or
+    /// renamed meanwhile, and each
     /// call copies only the entries it returns (and at most one step of
     /// entries that did not fit). With `plus`, each entry carries its
     /// attributes.
     ///
     /// "." carries the directory's number and ".." its parent's, as
-    /// `Fs::parent_of` says at the start of the listing.
+    /// `Fs::parent_of` says at the start of the listing. A removed
+    /// directory the kernel still knows lists nothing at all, as Linux
+    /// lists a dead directory. Each directory a `readdirplus` entry
+    /// names is one more reference the kernel holds ([`Server::known`];
+    /// not "." and "..", which the kernel does not count).
     pub fn readdir(
         &self,
         dir: FuseIno,
@@ -292,7 +302,15 @@ impl<D: BlockDevice> Server<D> {
         mut add: impl FnMut(Listed<'_>) -> bool,
     ) -> Res<()> {
         let ino = dir.engine();
-        let parent = self.fs.parent_of(ino).map_err(errno)?;
+        let parent = match self.fs.parent_of(ino) {
+            Ok(p) => p,
+            Err(e) => {
+                return match self.fs.attr(ino) {
+                    Ok(m) if m.kind == Kind::Dir && m.nlink == 0 => Ok(()),
+                    _ => Err(errno(e)),
+                };
+            }
+        };
         for (i, (dot, of)) in [(".", ino), ("..", parent)].into_iter().enumerate() {
             if off < DOT_OFFSETS[i] {
                 let attr = if plus { Some(self.attr_of(of)?) } else { None };
@@ -330,6 +348,9 @@ impl<D: BlockDevice> Server<D> {
                 };
                 if add(entry) {
                     return Ok(());
+                }
+                if let Some(a) = &attr {
+                    self.known(a);
                 }
             }
             match step.last() {

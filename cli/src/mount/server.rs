@@ -11,10 +11,11 @@ use std::time::SystemTime;
 
 use fuser::{Errno, FileAttr, TimeOrNow};
 use pollfs_core::dev::BlockDevice;
+use pollfs_core::error::XattrError;
 use pollfs_core::{Allocate, File, Fs, Kind};
 
 use super::attr::{self, FuseIno};
-use super::handles::Files;
+use super::handles::{Files, KnownDirs};
 
 /// The errno for an engine error. Every engine error has one except
 /// "end of file" from `read_exact_at`, which the mount never calls.
@@ -23,6 +24,10 @@ pub fn errno(e: pollfs_core::Error) -> Errno {
 }
 
 pub(super) type Res<T> = Result<T, Errno>;
+
+/// The extended attribute holding a file's capabilities
+/// (`XATTR_NAME_CAPS`).
+const XATTR_NAME_CAPS: &str = "security.capability";
 
 /// The permission bits a write or truncate by a process without
 /// CAP_FSETID, or a chown, leaves, if it changes them: Linux
@@ -113,11 +118,13 @@ pub struct StatFs {
     pub files_free: u64,
 }
 
-/// The mount's state: the filesystem and its open files.
+/// The mount's state: the filesystem, its open files and the directories
+/// the kernel knows.
 #[derive(Debug)]
 pub struct Server<D: BlockDevice> {
     pub(super) fs: Fs<D>,
     pub(super) files: Files<D>,
+    pub(super) dirs: KnownDirs<D>,
 }
 
 impl<D: BlockDevice> Server<D> {
@@ -126,6 +133,7 @@ impl<D: BlockDevice> Server<D> {
         Server {
             fs,
             files: Files::default(),
+            dirs: KnownDirs::default(),
         }
     }
 
@@ -167,6 +175,7 @@ impl<D: BlockDevice> Server<D> {
                 Some(f) => f,
                 None => Arc::new(self.fs.open_ino(ino).map_err(errno)?),
             };
+            self.kill_caps(&f)?;
             f.set_len(size).map_err(errno)?;
         }
         let when = |t: TimeOrNow| match t {
@@ -218,6 +227,7 @@ impl<D: BlockDevice> Server<D> {
     /// O_TRUNC (for `create` of a name that exists).
     pub(super) fn keep_open(&self, f: File<D>, flags: i32) -> Res<(FileAttr, u64)> {
         if flags & libc::O_TRUNC != 0 && !f.is_empty() {
+            self.kill_caps(&f)?;
             f.set_len(0).map_err(errno)?;
         }
         let attr = attr::attr(&f.metadata());
@@ -242,13 +252,31 @@ impl<D: BlockDevice> Server<D> {
         Ok(buf)
     }
 
+    /// Takes `security.capability` away from `f`, as Linux's
+    /// `file_remove_privs` does before every write and truncate whoever
+    /// the writer is (`dentry_needs_remove_privs`, `cap_inode_killpriv`).
+    /// In kernel mode the kernel has already asked for that with a
+    /// `removexattr`; in direct mode a write reaches only the server. True
+    /// if there was one.
+    fn kill_caps(&self, f: &File<D>) -> Res<bool> {
+        if !f.has_xattrs() {
+            return Ok(false);
+        }
+        match self.fs.remove_xattr(f.ino(), XATTR_NAME_CAPS) {
+            Ok(()) => Ok(true),
+            Err(pollfs_core::Error::Xattr(XattrError::NotFound)) => Ok(false),
+            Err(e) => Err(errno(e)),
+        }
+    }
+
     /// `write`: all of `data` at `off`, or as much as the device took
     /// before it filled up or failed (an error only if nothing was
-    /// written). With `kill_suid` (the kernel's FUSE_WRITE_KILL_SUIDGID:
+    /// written). `security.capability` goes first ([`Server::kill_caps`]).
+    /// With `kill_suid` (the kernel's FUSE_WRITE_KILL_SUIDGID:
     /// the writer lacks CAP_FSETID) the set-user-id and set-group-id bits
-    /// go first, as [`without_privs`] says (`in_group`: whether the writer
-    /// is in a group); the reply says whether they went (the kernel's copy
-    /// of the mode is stale then).
+    /// go too, as [`without_privs`] says (`in_group`: whether the writer
+    /// is in a group); the reply says whether anything went (the kernel's
+    /// copy of the mode and ctime is stale then).
     pub fn write(
         &self,
         fh: u64,
@@ -258,7 +286,7 @@ impl<D: BlockDevice> Server<D> {
         in_group: impl FnOnce(u32) -> bool,
     ) -> Res<(u32, bool)> {
         let f = self.file(fh)?;
-        let mut privs_taken = false;
+        let mut privs_taken = self.kill_caps(&f)?;
         if kill_suid {
             let m = f.metadata();
             if let Some(perm) = without_privs(m.perm, || in_group(m.gid)) {
@@ -343,9 +371,25 @@ impl<D: BlockDevice> Server<D> {
         }
     }
 
+    /// `forget`: the kernel drops `n` of its references to `ino` (only
+    /// directories are counted: see [`KnownDirs`]).
+    pub fn forget(&self, ino: FuseIno, n: u64) {
+        self.dirs.forget(ino.engine(), n);
+    }
+
+    /// Counts a reference the kernel takes to what `attr` describes, if it
+    /// is a directory (a reply to `lookup` or `mkdir`, or an entry of
+    /// `readdirplus`).
+    pub(super) fn known(&self, attr: &FileAttr) {
+        if attr.kind == fuser::FileType::Directory {
+            self.dirs.looked_up(&self.fs, attr.ino.0);
+        }
+    }
+
     /// Closes every handle (the mount is ending).
     pub fn close_all(&self) {
         self.files.clear();
+        self.dirs.clear();
     }
 }
 

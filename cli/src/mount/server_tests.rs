@@ -150,6 +150,53 @@ fn a_removed_file_shows_no_link_and_keeps_its_data_until_its_last_close() {
 }
 
 #[test]
+fn a_removed_directory_the_kernel_still_knows_shows_no_link_and_lists_nothing() {
+    // xfstests generic/035: fstat of a directory removed while open.
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    s.rmdir(ROOT, name("d")).unwrap();
+    let a = s.getattr(d, None).unwrap();
+    assert_eq!((a.nlink, a.kind), (0, FileType::Directory));
+    assert_eq!(s.opendir(d), Ok(0));
+    assert!(listing(&s, d, 0, 16).is_empty(), "not even . and ..");
+    let mut plus = 0;
+    s.readdir(d, 0, true, |_| {
+        plus += 1;
+        false
+    })
+    .unwrap();
+    assert_eq!(plus, 0);
+    assert_eq!(
+        s.create(d, name("f"), 0o644, 0, ME).map(|_| ()),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(
+        s.mkdir(d, name("s"), 0o755, ME).map(|_| ()),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(s.lookup(d, name("f")).map(|_| ()), Err(Errno::ENOENT));
+    s.forget(d, 1);
+    assert_eq!(s.getattr(d, None).map(|_| ()), Err(Errno::ENOENT));
+
+    // Each lookup and each entry of a readdirplus is a reference the
+    // kernel forgets in its own time; the directory stays until the last.
+    let e = mkdir(&s, ROOT, "e");
+    assert_eq!(ino(&s.lookup(ROOT, name("e")).unwrap()), e);
+    let mut seen = 0;
+    s.readdir(ROOT, 0, true, |l| {
+        seen += usize::from(l.name == "e");
+        false
+    })
+    .unwrap();
+    assert_eq!(seen, 1);
+    s.rmdir(ROOT, name("e")).unwrap();
+    s.forget(e, 2);
+    assert_eq!(s.getattr(e, None).unwrap().nlink, 0);
+    s.forget(e, 1);
+    assert_eq!(s.getattr(e, None).map(|_| ()), Err(Errno::ENOENT));
+}
+
+#[test]
 fn directories_nest_count_links_and_refuse_what_posix_refuses() {
     let s = server();
     let a = mkdir(&s, ROOT, "a");
@@ -288,18 +335,31 @@ fn readdir_resumes_by_cookie_whatever_changed_meanwhile() {
     for n in ["h", "b", "f", "d"] {
         touch(&s, d, n);
     }
+    // In the order of the names' hashes: a place that depends on the name
+    // alone (see `Tree::list`).
+    let order: Vec<String> = listing(&s, d, 0, 10).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(order.len(), 6);
     let first = listing(&s, d, 0, 4);
-    let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, [".", "..", "h", "b"], "in the order they were made");
-    // "b" (the last listed) and "f" go, "a" comes, before the next call.
-    s.unlink(d, name("b")).unwrap();
-    s.unlink(d, name("f")).unwrap();
+    assert_eq!(first[3].0, order[3]);
+    // The last listed and one not yet listed go, "a" comes, before the
+    // next call.
+    s.unlink(d, name(&order[3])).unwrap();
+    s.unlink(d, name(&order[4])).unwrap();
     touch(&s, d, "a");
-    let rest = listing(&s, d, first[3].1, 10);
-    let names: Vec<&str> = rest.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["d", "a"], "after b: nothing twice, nothing skipped");
+    let rest: Vec<String> = listing(&s, d, first[3].1, 10)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert!(rest.contains(&order[5]), "nothing skipped: {rest:?}");
+    assert!(
+        rest.iter().all(|n| *n == order[5] || n == "a"),
+        "nothing twice: {rest:?}"
+    );
     // An offset handed out earlier still works (seekdir).
-    assert_eq!(listing(&s, d, first[1].1, 1)[0].0, "h");
+    assert_eq!(
+        listing(&s, d, first[1].1, 1)[0].0,
+        listing(&s, d, 0, 3)[2].0
+    );
     assert_eq!(
         s.readdir(ino(&touch(&s, ROOT, "file")), 0, false, |_| false),
         Err(Errno::ENOTDIR)
@@ -314,11 +374,87 @@ fn a_long_listing_in_small_replies_returns_every_name_once() {
     for n in &made {
         touch(&s, d, n);
     }
-    for room in [1, 7, 64, 65, 1000] {
-        let mut got = all_names(&s, d, room);
-        assert_eq!(got.drain(..2).collect::<Vec<_>>(), [".", ".."]);
-        assert_eq!(got, made, "{room} entries per reply");
+    let whole = all_names(&s, d, 1000);
+    let mut sorted = whole[2..].to_vec();
+    sorted.sort();
+    assert_eq!(sorted, made);
+    for room in [1, 7, 64, 65] {
+        assert_eq!(all_names(&s, d, room), whole, "{room} entries per reply");
     }
+}
+
+#[test]
+fn a_listing_ends_when_each_entry_is_renamed_away_and_back_as_it_is_read() {
+    // xfstests generic/736: `for e in os.scandir(d): rename(e, T);
+    // rename(T, e)` must see each of 3,000 names once, as on ext4.
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    for i in 0..3000 {
+        touch(&s, d, &format!("file-{i}"));
+    }
+    let none = RenameFlags::empty();
+    let (mut seen, mut off) = (Vec::new(), 0);
+    'listing: loop {
+        // Replies of 50 entries, each entry renamed as it is read.
+        let got = listing(&s, d, off, 50);
+        let Some((_, next)) = got.last() else {
+            break;
+        };
+        off = *next;
+        for (n, _) in got {
+            if n == "." || n == ".." {
+                continue;
+            }
+            s.rename(d, name(&n), d, name("T"), none).unwrap();
+            s.rename(d, name("T"), d, name(&n), none).unwrap();
+            seen.push(n);
+            if seen.len() > 9000 {
+                break 'listing;
+            }
+        }
+    }
+    assert_eq!(seen.len(), 3000, "each name once");
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 3000);
+}
+
+#[test]
+fn entries_present_throughout_a_listing_are_returned_once_whatever_comes_and_goes() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    let kept: Vec<String> = (0..500).map(|i| format!("kept-{i}")).collect();
+    for n in &kept {
+        touch(&s, d, n);
+    }
+    let mut rng = pollfs_core::rng::SplitMix64::new(0x736);
+    let (mut seen, mut off, mut made) = (Vec::new(), 0, 0);
+    loop {
+        let got = listing(&s, d, off, 7);
+        let Some((_, next)) = got.last() else {
+            break;
+        };
+        off = *next;
+        seen.extend(got.into_iter().map(|(n, _)| n));
+        // Between calls: new names come, and some of them go again.
+        for _ in 0..5 {
+            if made < 2000 {
+                touch(&s, d, &format!("new-{made}"));
+                made += 1;
+            }
+        }
+        for _ in 0..3 {
+            let n = format!("new-{}", rng.below(made));
+            let _ = s.unlink(d, name(&n));
+        }
+    }
+    for n in &kept {
+        assert_eq!(seen.iter().filter(|s| *s == n).count(), 1, "{n}");
+    }
+    let mut names = seen.clone();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), seen.len(), "no name twice");
 }
 
 #[test]
@@ -476,6 +612,53 @@ fn setattr_changes_size_mode_owner_and_times() {
     assert_eq!(s.write(fh, 0, b"x", true, |_| true).unwrap(), (1, true));
     assert_eq!(s.getattr(i, None).unwrap().perm, 0o750);
     assert_eq!(s.write(fh, 0, b"x", true, |_| true).unwrap(), (1, false));
+    s.release(fh);
+}
+
+#[test]
+fn times_before_the_epoch_are_kept() {
+    // xfstests generic/258: `touch -a -d @-1000` must read back as -1000.
+    let s = server();
+    let i = ino(&touch(&s, ROOT, "t"));
+    let before = SystemTime::UNIX_EPOCH - Duration::new(1000, 250);
+    let long_ago = SystemTime::UNIX_EPOCH - Duration::from_secs(2_208_988_800);
+    let times = SetAttr {
+        atime: Some(TimeOrNow::SpecificTime(before)),
+        mtime: Some(TimeOrNow::SpecificTime(long_ago)),
+        ..SetAttr::default()
+    };
+    let a = s.setattr(i, None, times, Privs::default).unwrap();
+    assert_eq!((a.atime, a.mtime), (before, long_ago));
+    let a = s.lookup(ROOT, name("t")).unwrap();
+    assert_eq!((a.atime, a.mtime), (before, long_ago));
+}
+
+#[test]
+fn a_write_or_truncate_takes_security_capability_away() {
+    // xfstests generic/093: Linux's file_remove_privs drops file
+    // capabilities on every write, CAP_FSETID or not; in direct mode the
+    // write reaches only the server.
+    let s = server();
+    let caps = name("security.capability");
+    let (attr, fh) = s.create(ROOT, name("f"), 0o755, 0, ME).unwrap();
+    let i = ino(&attr);
+    let set = |s: &Server<RamDevice>| {
+        s.setxattr(i, caps, b"\x01\x00\x00\x02", 0, false).unwrap();
+        s.setxattr(i, name("user.k"), b"v", 0, false).unwrap();
+    };
+    set(&s);
+    assert_eq!(s.write(fh, 0, b"x", false, |_| true).unwrap().0, 1);
+    assert_eq!(xattr(&s, i, "security.capability"), Err(Errno::ENODATA));
+    assert_eq!(xattr(&s, i, "user.k"), Ok(b"v".to_vec()), "others stay");
+    set(&s);
+    let size = SetAttr {
+        size: Some(0),
+        ..SetAttr::default()
+    };
+    s.setattr(i, Some(fh), size, Privs::default).unwrap();
+    assert_eq!(xattr(&s, i, "security.capability"), Err(Errno::ENODATA));
+    // Nothing to take: a write is a write.
+    assert_eq!(s.write(fh, 0, b"y", false, |_| true).unwrap(), (1, false));
     s.release(fh);
 }
 

@@ -73,7 +73,8 @@ pub struct Metadata {
     pub len: u64,
     /// Device blocks (4 KiB) mapped to the file.
     pub blocks: u64,
-    /// Last access (nanoseconds since the Unix epoch; pollfs does not
+    /// Last access (nanoseconds since the Unix epoch, as a two's-complement
+    /// `i64`, so a time before 1970 reads back negative; pollfs does not
     /// update it on reads: noatime).
     pub atime: u64,
     /// Last modification of the contents.
@@ -125,6 +126,13 @@ impl<D: BlockDevice> File<D> {
     /// The file's inode number.
     pub fn ino(&self) -> u64 {
         self.inode.id.0
+    }
+
+    /// Whether the file has any extended attribute: one load, no lock, so
+    /// a write can skip looking for one it must take away (Linux's
+    /// `file_remove_privs`) on the many files that have none.
+    pub fn has_xattrs(&self) -> bool {
+        self.inode.xattr_len.load(Ordering::Acquire) > 0
     }
 
     /// The file's attributes.

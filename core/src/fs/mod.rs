@@ -35,6 +35,7 @@ mod direct;
 mod file;
 #[cfg(feature = "std")]
 mod file_io;
+mod held;
 mod home;
 #[cfg(feature = "std")]
 mod home_thread;
@@ -63,6 +64,7 @@ pub use config::Config;
 #[cfg(feature = "std")]
 pub use cursor::FileCursor;
 pub use file::{File, Metadata};
+pub use held::HeldDir;
 #[cfg(all(test, loom))]
 use inode::Inode;
 pub use namespace::{DirEntry, NewInode, RenameFlags, SetAttr};

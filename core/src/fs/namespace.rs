@@ -13,8 +13,9 @@
 //! receives them in the order they were made. It is taken after an
 //! inode's own locks, never before them.
 //!
-//! `read_dir` returns entries in the order they were added, after a
-//! cookie (see [`Tree::list`]).
+//! `read_dir` returns entries in the order of their cookies, after a
+//! cookie: a hash of the name, so an entry's place depends on its name
+//! alone (see [`Tree::list`]).
 
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
@@ -73,7 +74,8 @@ pub struct SetAttr {
     pub uid: Option<u32>,
     /// New group.
     pub gid: Option<u32>,
-    /// New access time (nanoseconds since the Unix epoch).
+    /// New access time (nanoseconds since the Unix epoch, two's complement:
+    /// see [`Metadata::atime`](crate::Metadata::atime)).
     pub atime: Option<u64>,
     /// New modification time.
     pub mtime: Option<u64>,
@@ -515,10 +517,19 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Entries of directory `dir` after the one whose cookie is `after`
-    /// (0 for the start), at most `max`, in the order they were added.
-    /// `.` and `..` are not included.
+    /// (0 for the start), at most `max`, in cookie order (a hash of the
+    /// name: an entry keeps its place while it lives, and a name renamed
+    /// away and back takes the same place again).
+    /// `.` and `..` are not included. A removed directory still held
+    /// ([`Fs::hold_dir`]) lists nothing.
     pub fn read_dir(&self, dir: u64, after: u64, max: usize) -> Result<Vec<DirEntry>> {
         let tree = self.shared.tree.read();
+        if tree
+            .node(dir)
+            .is_some_and(|n| n.kind == Kind::Dir && n.nlink == 0)
+        {
+            return Ok(Vec::new());
+        }
         self.shared.dir(&tree, dir)?;
         Ok(tree
             .list(dir, after, max)

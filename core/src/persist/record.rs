@@ -160,7 +160,8 @@ pub struct InodeMeta {
     /// Size in bytes (a symbolic link: its target's length).
     pub size: u64,
     /// Last access, modification and change times, in nanoseconds since
-    /// the Unix epoch.
+    /// the Unix epoch (two's complement: a time before 1970 is an `i64`
+    /// below zero, kept as its bits).
     pub atime: u64,
     /// Modification time.
     pub mtime: u64,

@@ -16,10 +16,13 @@
 //! live inodes, and [`Effects`] says which inodes' link counts and parents
 //! a record changed, for the holder to copy.
 //!
-//! Each directory numbers its entries as they are added (cookies, kept in
-//! memory only, never compared): a listing continues after a cookie, so one
-//! that runs alongside creates and removes returns no entry twice and skips
-//! none that existed throughout.
+//! A directory lists its entries in the order of their cookies, each a
+//! keyed hash of the name (kept in memory only, never compared between
+//! trees): a listing continues after a cookie, and an entry keeps its
+//! cookie while it lives, so one that runs alongside creates, removes and
+//! renames returns no entry twice and skips none that existed throughout;
+//! a name renamed away and back takes its old place again, as in ext4's
+//! hash order (xfstests generic/736).
 //!
 //! A new kind of inode or entry-changing record is one change here: its
 //! [`Kind`] decides whether it holds entries ([`Kind::Dir`]) and how a link
@@ -53,22 +56,53 @@ struct Entry {
     cookie: u64,
 }
 
-/// A directory's entries, by name and in the order they were added.
-#[derive(Clone, Debug)]
+/// A directory's entries, by name and by cookie.
+#[derive(Clone, Debug, Default)]
 struct Dir {
     by_name: BTreeMap<String, Entry>,
     by_cookie: BTreeMap<u64, String>,
-    next_cookie: u64,
 }
 
-impl Default for Dir {
-    fn default() -> Dir {
-        Dir {
-            by_name: BTreeMap::new(),
-            by_cookie: BTreeMap::new(),
-            // Cookies 0..2 stand for `.` and `..` in a listing.
-            next_cookie: 3,
+/// The lowest cookie: 0 starts a listing, 1 and 2 stand for `.` and `..`.
+const FIRST_COOKIE: u64 = 3;
+
+/// Cookies stay below 2^63, so each is a positive `off_t` (`telldir`).
+const COOKIE_END: u64 = 1 << 63;
+
+/// The keys of the name hash: fixed, so a name has the same place in every
+/// tree (any keys would do; cookies are never stored).
+const HASH_KEYS: (u64, u64) = (0x706f_6c6c_6673_2d64, 0x6972_2d63_6f6f_6b69);
+
+/// Where `name` wants to sit in a listing: SipHash-2-4 of the name, in
+/// `FIRST_COOKIE..COOKIE_END`. `core`'s `SipHasher` is deprecated only
+/// in favour of std's unnamed hashers, whose output may change between
+/// releases; this one's is SipHash-2-4, fixed.
+fn name_hash(name: &str) -> u64 {
+    use core::hash::Hasher;
+    #[allow(deprecated)]
+    let mut h = core::hash::SipHasher::new_with_keys(HASH_KEYS.0, HASH_KEYS.1);
+    h.write(name.as_bytes());
+    FIRST_COOKIE + h.finish() % (COOKIE_END - FIRST_COOKIE)
+}
+
+impl Dir {
+    /// The cookie a new entry `name` takes: its hash, or, if another
+    /// entry holds that (two names with one hash), the next free one
+    /// above it (wrapping). The cookie is the entry's until it goes.
+    fn free_cookie(&self, name: &str) -> u64 {
+        self.free_from(name_hash(name))
+    }
+
+    /// The first cookie from `c` up (wrapping) that no entry holds.
+    fn free_from(&self, mut c: u64) -> u64 {
+        while self.by_cookie.contains_key(&c) {
+            c = if c + 1 == COOKIE_END {
+                FIRST_COOKIE
+            } else {
+                c + 1
+            };
         }
+        c
     }
 }
 
@@ -202,11 +236,15 @@ impl Tree {
     // ----- the rules of requests -----
 
     /// `ino` is a directory still linked into the tree (one removed while
-    /// a handle had it takes no entries).
+    /// a handle had it takes no entries: NotFound, as Linux answers for a
+    /// dead directory).
     pub fn may_hold_entries(&self, ino: u64) -> Result<Node, NamespaceError> {
         let n = self.node(ino).ok_or(NamespaceError::NotFound)?;
-        if n.kind != Kind::Dir || n.nlink == 0 {
+        if n.kind != Kind::Dir {
             return Err(NamespaceError::NotADirectory);
+        }
+        if n.nlink == 0 {
+            return Err(NamespaceError::NotFound);
         }
         Ok(n)
     }
@@ -549,8 +587,7 @@ impl Tree {
             e.ino = ino;
             return;
         }
-        let cookie = d.next_cookie;
-        d.next_cookie += 1;
+        let cookie = d.free_cookie(name);
         d.by_cookie.insert(cookie, name.to_string());
         d.by_name.insert(name.to_string(), Entry { ino, cookie });
         self.entry_bytes += link_len(name.len());
@@ -706,6 +743,44 @@ mod tests {
     }
 
     #[test]
+    fn a_name_keeps_its_place_in_a_listing_and_a_taken_place_passes_on() {
+        let mut t = Tree::with_root();
+        for (i, n) in ["m", "a", "z", "q"].iter().enumerate() {
+            make(&mut t, 2 + i as u64, ROOT_INO, n, Kind::File);
+        }
+        let listed = |t: &Tree| t.list(ROOT_INO, 0, usize::MAX);
+        let before = listed(&t);
+        let mut cookies: Vec<u64> = before.iter().map(|e| e.0).collect();
+        cookies.sort_unstable();
+        assert_eq!(cookies, before.iter().map(|e| e.0).collect::<Vec<_>>());
+        assert!(cookies[0] >= FIRST_COOKIE && cookies[3] < COOKIE_END);
+        let rename = |t: &mut Tree, a: &str, b: &str| {
+            t.apply(&Record::Rename {
+                from: ROOT_INO,
+                from_name: a.into(),
+                to: ROOT_INO,
+                to_name: b.into(),
+                exchange: false,
+            })
+            .unwrap();
+        };
+        // Away and back: the same place, whatever came and went meanwhile.
+        rename(&mut t, "m", "T");
+        make(&mut t, 9, ROOT_INO, "new", Kind::File);
+        rename(&mut t, "T", "m");
+        let after: Vec<_> = listed(&t).into_iter().filter(|e| e.1 != "new").collect();
+        assert_eq!(after, before);
+        // Two names with one hash: the second takes the next free cookie,
+        // wrapping below 2^63.
+        let mut d = Dir::default();
+        let h = name_hash("x");
+        d.by_cookie.insert(h, "y".into());
+        assert_eq!(d.free_cookie("x"), h + 1);
+        d.by_cookie.insert(COOKIE_END - 1, "w".into());
+        assert_eq!(d.free_from(COOKIE_END - 1), FIRST_COOKIE);
+    }
+
+    #[test]
     fn links_count_and_effects_name_what_changed() {
         let mut t = Tree::with_root();
         let e = make(&mut t, 2, ROOT_INO, "d", Kind::Dir);
@@ -834,7 +909,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             t.may_create(4, "x", Kind::File),
-            Err(NamespaceError::NotADirectory)
+            Err(NamespaceError::NotFound)
         );
         t.apply(&Record::Unlink {
             parent: 2,
@@ -860,13 +935,21 @@ mod tests {
             .unwrap();
         assert_eq!(t.entry_bytes(), sum(&t));
         make(&mut t, 5, ROOT_INO, "0", Kind::File);
-        // Listed in the order added, whatever the names.
-        let names: Vec<String> = t
+        // Listed in the order of the names' hashes, whatever the order
+        // they came in.
+        let mut names: Vec<(u64, String)> = t
             .list(ROOT_INO, 0, 10)
             .into_iter()
-            .map(|(_, n, _)| n)
+            .map(|(c, n, _)| (c, n))
             .collect();
-        assert_eq!(names, ["a", "b", "a-much-longer-name", "0"]);
+        let mut by_hash: Vec<(u64, String)> = ["a", "b", "a-much-longer-name", "0"]
+            .iter()
+            .map(|n| (name_hash(n), n.to_string()))
+            .collect();
+        by_hash.sort();
+        assert_eq!(names, by_hash);
+        names.sort_by(|x, y| x.1.cmp(&y.1));
+        assert_ne!(names, by_hash, "not in name order (for these names)");
         let after = t.list(ROOT_INO, 0, 2)[1].0;
         assert_eq!(t.list(ROOT_INO, after, 10).len(), 2);
     }

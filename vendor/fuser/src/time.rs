@@ -41,9 +41,9 @@ pub(crate) fn system_time_from_time(secs: i64, nsecs: u32) -> SystemTime {
     if secs >= 0 {
         SystemTime::UNIX_EPOCH + Duration::new(secs as u64, nsecs)
     } else {
-        // TODO: overflow
-        // TODO: 1_000_000_000 - nsec
-        SystemTime::UNIX_EPOCH - Duration::new((-secs) as u64, nsecs)
+        // A timespec's nanoseconds count forward from its (negative)
+        // seconds: { -1, 999_999_999 } is 1 ns before the epoch.
+        SystemTime::UNIX_EPOCH - Duration::new(secs.unsigned_abs(), 0) + Duration::new(0, nsecs)
     }
 }
 
@@ -52,7 +52,15 @@ mod test {
     use std::time::Duration;
     use std::time::UNIX_EPOCH;
 
+    use crate::time::system_time_from_time;
     use crate::time::time_from_system_time;
+
+    #[test]
+    fn test_system_time_from_time_negative() {
+        assert_eq!(system_time_from_time(-1, 999_999_999), UNIX_EPOCH - Duration::new(0, 1));
+        assert_eq!(system_time_from_time(-2, 800_000_000), UNIX_EPOCH - Duration::new(1, 200_000_000));
+        assert_eq!(system_time_from_time(i64::MIN, 0), UNIX_EPOCH - Duration::new(i64::MAX as u64 + 1, 0));
+    }
 
     #[test]
     fn test_time_from_system_time_negative() {
