@@ -1,6 +1,6 @@
 //! The system calls the CLI makes directly, where the standard library
 //! has no wrapper: `statvfs`, `sched_setaffinity`, signal masks,
-//! `umount2`, `fork` and `setsid`. The only unsafe code in the crate.
+//! `umount2`, mount(2)'s remount, `syncfs`, `fork` and `setsid`. The only unsafe code in the crate.
 #![allow(unsafe_code)]
 
 use std::ffi::CString;
@@ -117,6 +117,41 @@ pub fn unmount(path: &Path, lazy: bool) -> io::Result<()> {
     let flags = if lazy { libc::MNT_DETACH } else { 0 };
     // SAFETY: `c_path` is a NUL-terminated string that outlives the call.
     let rc = unsafe { libc::umount2(c_path.as_ptr(), flags) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Changes the flags of the filesystem mounted on `path` (mount(2) with
+/// `MS_REMOUNT`): `flags` are the `MS_*` bits it is to have from now on.
+pub fn remount(path: &Path, flags: libc::c_ulong) -> io::Result<()> {
+    let c_path = c_path(path)?;
+    // SAFETY: `c_path` is a NUL-terminated string that outlives the call;
+    // a remount reads no source, type or data, so those may be null.
+    let rc = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c_path.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REMOUNT | flags,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Makes everything written to the filesystem holding `path` durable
+/// (syncfs(2)): the kernel's dirty pages reach the server, which syncs.
+pub fn syncfs(path: &Path) -> io::Result<()> {
+    let dir = std::fs::File::open(path)?;
+    // SAFETY: the descriptor is open for the whole call.
+    let rc = unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) };
     if rc == 0 {
         Ok(())
     } else {

@@ -73,12 +73,20 @@ check "helper: mount -t fuse.pollfs -o ro" mount -t fuse.pollfs -o "ro,cache_mod
 check "helper: the unsynced file is whole after the remount" \
     bash -c "[ \"\$(sha256sum <'$H/unsynced')\" = '$sum' ]"
 check "helper: ro refuses a write" bash -c "! touch '$H/x' 2>/dev/null"
+check "helper: mount -o remount,rw" mount -o remount,rw "$H"
+check "helper: a write after the remount" bash -c "echo between > '$H/remounted'"
+check "helper: mount -o remount,ro" mount -o remount,ro "$H"
+check "helper: ro again refuses a write" bash -c "! touch '$H/y' 2>/dev/null"
+check "helper: reads go on after the remount" bash -c "[ \"\$(cat '$H/remounted')\" = between ]"
+check "helper: a remount of a directory with no pollfs mount is refused" \
+    bash -c "! '$POLLFS' mount -o remount,ro emu '$WORK' 2>/dev/null"
 # A plain umount returns before the server is done; a mount right after
 # waits for it.
 umount "$H"
 check "a mount right after a plain umount waits for the server and works" \
     "$POLLFS" mount --cache-mode "$CACHE_MODE" --uring "$URING" "file:$(img helper)" "$H"
 check "the other user's file is there" bash -c "[ \"\$(cat '$H/shared/f')\" = theirs ]"
+check "the file written between remounts is there" bash -c "[ \"\$(cat '$H/remounted')\" = between ]"
 check "pollfs umount again" "$POLLFS" umount "$H"
 check "helper: fsck is clean" fsck_clean helper
 if [ "$own_helper" = 1 ]; then rm -f "$HELPER"; fi

@@ -96,10 +96,13 @@ pub struct Args {
     #[arg(long, default_value = "1g")]
     emu_size: String,
     /// Mount options, comma-separated, as mount(8) takes them: `ro`, `rw`,
+    /// `remount` (change the flags of the pollfs mount on MOUNTPOINT:
+    /// `ro`, `rw`, `suid`, `dev`, `noexec`, `sync`, `dirsync`),
     /// `allow_other` (every user may use the mount; the kernel checks
     /// modes, owners and groups, `default_permissions` being always on),
     /// `noatime` (the default: access times are not recorded on reads),
-    /// `nosuid` (the default) or `suid`, `noexec`, `sync`, `dirsync`,
+    /// `nosuid` (the default) or `suid`, `nodev` (the default) or `dev`
+    /// (device nodes open their devices), `noexec`, `sync`, `dirsync`,
     /// `cache=SIZE`, `threads=N`, `cache_mode=kernel|direct`,
     /// `uring=auto|on|off`; fstab's `defaults`, `noauto`, `nofail`,
     /// `_netdev` and `x-*` are ignored.
@@ -222,6 +225,9 @@ enum Via {
 /// synced and written its checkpoint.
 pub fn run(args: &Args) -> Result<(), String> {
     let plan = Plan::new(args)?;
+    if plan.options.remount {
+        return remount(&plan);
+    }
     let mut ready = if args.foreground {
         Ready::Foreground
     } else {
@@ -239,6 +245,27 @@ pub fn run(args: &Args) -> Result<(), String> {
         }
         other => other,
     }
+}
+
+/// `-o remount,...`: gives the pollfs mount on the mountpoint the kernel
+/// flags the options name (mount(8) hands `mount -o remount,ro DIR` to
+/// the helper). Before a change to read-only, the kernel's dirty pages
+/// are sent to the server (syncfs), so nothing written before the
+/// remount waits for a later writable one.
+fn remount(plan: &Plan) -> Result<(), String> {
+    let dir = &plan.mountpoint;
+    let what = |e: std::io::Error| format!("remount {}: {e}", dir.display());
+    let canonical = dir.canonicalize().map_err(what)?;
+    if umount::mount_id(&canonical).is_none() {
+        return Err(format!(
+            "remount {}: no pollfs filesystem is mounted there",
+            dir.display()
+        ));
+    }
+    if plan.options.read_only {
+        sys::syncfs(dir).map_err(what)?;
+    }
+    sys::remount(dir, plan.options.remount_flags()).map_err(what)
 }
 
 /// Tells whoever started the mount that it is ready (or why it failed).

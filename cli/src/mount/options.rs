@@ -70,6 +70,13 @@ pub struct Options {
     pub allow_other: bool,
     /// `suid`: set-user-id and set-group-id bits take effect on exec.
     pub suid: bool,
+    /// `dev`: device nodes on the mount open their devices (`nodev`, the
+    /// default: they do not).
+    pub dev: bool,
+    /// `remount`: change the flags of the mount already on the mountpoint
+    /// (mount(8) hands `mount -o remount,...` to the helper) instead of
+    /// mounting.
+    pub remount: bool,
     /// `exec`: programs on the mount may run (`noexec`: not).
     pub exec: bool,
     /// `sync`: every write is synced before it returns.
@@ -92,6 +99,8 @@ impl Default for Options {
             read_only: false,
             allow_other: false,
             suid: false,
+            dev: false,
+            remount: false,
             exec: true,
             sync: false,
             dirsync: false,
@@ -111,6 +120,21 @@ fn ignored(o: &str) -> bool {
         "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "nouser" | ""
     ) || o.starts_with("x-")
         || o.starts_with("comment=")
+        || fuse_own(o)
+}
+
+/// The FUSE superblock's own options, which the mount sets itself and
+/// mountinfo shows: mount(8) hands them back to the helper on a remount.
+fn fuse_own(o: &str) -> bool {
+    [
+        "user_id=",
+        "group_id=",
+        "rootmode=",
+        "max_read=",
+        "blksize=",
+    ]
+    .iter()
+    .any(|p| o.starts_with(p))
 }
 
 impl Options {
@@ -129,8 +153,9 @@ impl Options {
                 "nosuid" => o.suid = false,
                 "exec" => o.exec = true,
                 "noexec" => o.exec = false,
-                // No special files exist on pollfs: nodev changes nothing.
-                "dev" | "nodev" => {}
+                "dev" => o.dev = true,
+                "nodev" => o.dev = false,
+                "remount" => o.remount = true,
                 // Always: reads record no access time.
                 "noatime" => {}
                 "sync" => o.sync = true,
@@ -164,8 +189,9 @@ impl Options {
                         o.uring = Some(Uring::parse(v).ok_or_else(|| bad("auto, on or off"))?);
                     } else {
                         return Err(bad(
-                            "unknown option (known: ro, rw, allow_other, noatime, nosuid, suid, \
-                             noexec, exec, nodev, sync, async, dirsync, default_permissions, \
+                            "unknown option (known: ro, rw, remount, allow_other, noatime, \
+                             nosuid, suid, noexec, exec, nodev, dev, sync, async, dirsync, \
+                             default_permissions, \
                              cache=SIZE, threads=N, cache_mode=kernel|direct, \
                              uring=auto|on|off)",
                         ));
@@ -183,7 +209,11 @@ impl Options {
             // the `mount.fuse.pollfs` and `umount.fuse.pollfs` helpers by it.
             MountOption::CUSTOM("subtype=pollfs".into()),
             MountOption::DefaultPermissions,
-            MountOption::NoDev,
+            if self.dev {
+                MountOption::Dev
+            } else {
+                MountOption::NoDev
+            },
             MountOption::NoAtime,
             if self.read_only {
                 MountOption::RO
@@ -208,6 +238,19 @@ impl Options {
             v.push(MountOption::DirSync);
         }
         v
+    }
+
+    /// The `MS_*` flags a remount gives the mount: the same kernel flags
+    /// as [`Options::mount_options`], which a remount replaces whole.
+    pub fn remount_flags(&self) -> libc::c_ulong {
+        let set = |on: bool, flag: libc::c_ulong| if on { flag } else { 0 };
+        libc::MS_NOATIME
+            | set(self.read_only, libc::MS_RDONLY)
+            | set(!self.suid, libc::MS_NOSUID)
+            | set(!self.dev, libc::MS_NODEV)
+            | set(!self.exec, libc::MS_NOEXEC)
+            | set(self.sync, libc::MS_SYNCHRONOUS)
+            | set(self.dirsync, libc::MS_DIRSYNC)
     }
 }
 
@@ -252,6 +295,24 @@ mod tests {
         assert!(Options::parse(&["allow_root"])
             .unwrap_err()
             .contains("allow_other"));
+    }
+
+    #[test]
+    fn a_remount_replaces_every_kernel_flag() {
+        // As mount(8) hands it over, with the superblock's options.
+        let o = Options::parse(&["remount,ro,user_id=0,group_id=0,default_permissions"]).unwrap();
+        assert!(o.remount && o.read_only);
+        let f = o.remount_flags();
+        assert_eq!(
+            f,
+            libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOATIME
+        );
+        let f = Options::parse(&["remount,rw,suid,dev,noexec"])
+            .unwrap()
+            .remount_flags();
+        assert_eq!(f, libc::MS_NOEXEC | libc::MS_NOATIME);
+        let m = Options::parse(&["dev"]).unwrap().mount_options();
+        assert!(m.contains(&MountOption::Dev) && !m.contains(&MountOption::NoDev));
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub struct Args {
 }
 
 /// The device number ("MAJ:MIN") of the newest pollfs mount on `dir`.
-fn mount_id(dir: &Path) -> Option<String> {
+pub(super) fn mount_id(dir: &Path) -> Option<String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     newest_mount(&info, dir)
 }
