@@ -59,7 +59,8 @@ typedef struct PollfsStat {
   uint64_t size;
   // 4 KiB blocks mapped to the file.
   uint64_t blocks;
-  // Last access, nanoseconds since the Unix epoch (not updated by reads).
+  // Last access, nanoseconds since the Unix epoch (not updated by reads;
+  // read it as an `int64_t`: a time before 1970 is negative).
   uint64_t atime_ns;
   // Last modification of the contents.
   uint64_t mtime_ns;
@@ -260,8 +261,11 @@ int pollfs_sync_dir(const struct PollfsFs *fs, const char *path);
 // fails with `-EEXIST` if it exists, `O_TRUNC` empties it, `O_DIRECT`
 // makes reads and writes bypass the cache (offsets and lengths multiples
 // of 4096, else `-EINVAL`); access modes are not checked. `mode`: the
-// permission bits of a file it creates. Stores the handle in `*out`.
-// Thread-safe.
+// permission bits (`mode & 07777`) of a file it creates, applied as
+// given: libpollfs has no umask. A file is created with its mode in one
+// change, so no crash or sync leaves it with another. Without `O_EXCL`,
+// threads creating one name at once all succeed with the same file.
+// Stores the handle in `*out`. Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string, `out` writable.
@@ -278,7 +282,10 @@ int pollfs_open(const struct PollfsFs *fs,
 // `fs` is a live handle, `path` a NUL-terminated string.
 int pollfs_remove(const struct PollfsFs *fs, const char *path);
 
-// Makes the directory `path` with permission bits `mode`. Thread-safe.
+// Makes the directory `path` with permission bits `mode & 01777`
+// (set-user-ID and set-group-ID ignored, as mkdir(2) on Linux), applied
+// as given: libpollfs has no umask. The directory is made with its mode
+// in one change. An existing `path` is `-EEXIST`. Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string.

@@ -30,6 +30,12 @@ impl Fail {
     pub(crate) fn badf(message: impl Into<String>) -> Fail {
         Fail::new(libc::EBADF, message)
     }
+
+    /// The errno C would see.
+    #[cfg(test)]
+    pub(crate) fn errno(&self) -> i32 {
+        self.errno
+    }
 }
 
 impl From<pollfs_core::Error> for Fail {

@@ -16,6 +16,8 @@
 //! - Errors are negative errno values; `pollfs_last_error()` says what
 //!   went wrong (`error`). No panic crosses the boundary: one is caught
 //!   and returned as `-EIO` with its message.
+//! - `hook`: points where this crate's unit tests crash an operation
+//!   (`cfg(test)` only).
 //! - `raw`: every pointer from C becomes a reference there; what the code
 //!   cannot check is each exported function's `# Safety` contract.
 //! - `device`: the device a spec names.
@@ -27,6 +29,7 @@ mod device;
 mod error;
 mod file;
 mod fs;
+mod hook;
 mod queue;
 mod raw;
 
