@@ -25,10 +25,17 @@
 // `fdatasync` the file.
 #define POLLFS_OP_FDATASYNC 3
 
-// An open file. Thread-safe.
+// An open file. Thread-safe. A panic in a call on it poisons it as one
+// poisons a `PollfsFs`: later calls on it fail with `-ENOTRECOVERABLE`;
+// `pollfs_close` still frees it. A file a panic did not touch keeps
+// working even if its filesystem handle is poisoned.
 typedef struct PollfsFile PollfsFile;
 
-// A mounted filesystem. Thread-safe.
+// A mounted filesystem. Thread-safe. A call that panics inside the
+// library (a bug: the call returns `-EIO`) poisons the handle it was
+// working on, as a poisoned mutex: every later call on that handle fails
+// with `-ENOTRECOVERABLE`, and `pollfs_unmount` frees it without syncing
+// (as a crash would: the next mount recovers what was durable).
 typedef struct PollfsFs PollfsFs;
 
 // A thread's submission and completion queue. Not thread-safe.
@@ -234,7 +241,8 @@ int pollfs_mount(const char *spec, const struct PollfsOptions *options, struct P
 int pollfs_format(const char *spec, const struct PollfsOptions *options, struct PollfsFs **out);
 
 // Syncs everything, writes a checkpoint and frees the handle (which is
-// freed even if the sync fails). Files still open keep working. Not
+// freed even if the sync fails; a poisoned one is freed without a sync,
+// and `-ENOTRECOVERABLE` returned). Files still open keep working. Not
 // thread-safe: no other thread may be using `fs`.
 //
 // # Safety

@@ -31,6 +31,14 @@ impl Fail {
         Fail::new(libc::EBADF, message)
     }
 
+    /// A call on a handle an earlier call panicked on (`crate::poison`).
+    pub(crate) fn poisoned(what: &str) -> Fail {
+        Fail::new(
+            libc::ENOTRECOVERABLE,
+            format!("{what} is poisoned: an earlier call on it panicked; close it"),
+        )
+    }
+
     /// The errno C would see.
     #[cfg(test)]
     pub(crate) fn errno(&self) -> i32 {

@@ -11,12 +11,28 @@ use pollfs_core::{File, Fs, NewInode};
 use crate::device::{self, Dev, Opening};
 use crate::error::{int, Fail};
 use crate::file::PollfsFile;
+use crate::poison::{Held, Poison};
 use crate::{hook, raw};
 
-/// A mounted filesystem. Thread-safe.
+/// A mounted filesystem. Thread-safe. A call that panics inside the
+/// library (a bug: the call returns `-EIO`) poisons the handle it was
+/// working on, as a poisoned mutex: every later call on that handle fails
+/// with `-ENOTRECOVERABLE`, and `pollfs_unmount` frees it without syncing
+/// (as a crash would: the next mount recovers what was durable).
 #[derive(Debug)]
 pub struct PollfsFs {
     pub(crate) fs: Fs<Dev>,
+    /// Set by a panic in a call on this handle (`crate::poison`).
+    poison: Poison,
+}
+
+impl PollfsFs {
+    pub(crate) fn new(fs: Fs<Dev>) -> PollfsFs {
+        PollfsFs {
+            fs,
+            poison: Poison::default(),
+        }
+    }
 }
 
 /// Mount settings. A NULL pointer means every default.
@@ -143,7 +159,7 @@ unsafe fn mount_with(
         force: o.force != 0,
     };
     let fs = device::open_fs(spec, how)?;
-    Ok(Box::new(PollfsFs { fs }))
+    Ok(Box::new(PollfsFs::new(fs)))
 }
 
 /// Mounts the filesystem on the device `spec` names (recovering it after
@@ -191,7 +207,8 @@ pub unsafe extern "C" fn pollfs_format(
 }
 
 /// Syncs everything, writes a checkpoint and frees the handle (which is
-/// freed even if the sync fails). Files still open keep working. Not
+/// freed even if the sync fails; a poisoned one is freed without a sync,
+/// and `-ENOTRECOVERABLE` returned). Files still open keep working. Not
 /// thread-safe: no other thread may be using `fs`.
 ///
 /// # Safety
@@ -201,18 +218,25 @@ pub unsafe extern "C" fn pollfs_unmount(fs: *mut PollfsFs) -> c_int {
     int("pollfs_unmount", || {
         // SAFETY: the caller's contract: a live handle of ours, given up.
         let fs = unsafe { raw::take(fs, "the filesystem") }?;
+        if fs.poison.is_set() {
+            // Syncing what a panic left half-changed could make it
+            // durable: drop it instead, as a crash would.
+            return Err(Fail::poisoned("the filesystem (freed, not synced)"));
+        }
         fs.fs.unmount()?;
         Ok(0)
     })
 }
 
-/// The filesystem behind a handle.
+/// The filesystem behind a handle, held for one call (a panic before it
+/// is dropped poisons the handle); `-ENOTRECOVERABLE` if it is poisoned.
 ///
 /// # Safety
 /// `fs` is NULL or a live handle from `pollfs_mount`/`pollfs_format`.
-pub(crate) unsafe fn fs_of<'a>(fs: *const PollfsFs) -> Result<&'a Fs<Dev>, Fail> {
+pub(crate) unsafe fn fs_of<'a>(fs: *const PollfsFs) -> Result<Held<'a, Fs<Dev>>, Fail> {
     // SAFETY: the caller's contract.
-    Ok(&unsafe { raw::obj(fs, "the filesystem") }?.fs)
+    let handle = unsafe { raw::obj(fs, "the filesystem") }?;
+    handle.poison.enter(&handle.fs, "the filesystem")
 }
 
 /// Makes every file's data and every name change durable, in one commit.
@@ -271,7 +295,7 @@ pub unsafe extern "C" fn pollfs_open(
         let fs = unsafe { fs_of(fs) }?;
         // SAFETY: the caller's contract.
         let path = unsafe { raw::str(path, "the path") }?;
-        let file = open(fs, path, flags, mode)?;
+        let file = open(&fs, path, flags, mode)?;
         // SAFETY: the caller's contract: `out` is writable.
         unsafe { raw::put(out, Box::into_raw(Box::new(file))) }?;
         Ok(0)
@@ -279,10 +303,8 @@ pub unsafe extern "C" fn pollfs_open(
 }
 
 fn open(fs: &Fs<Dev>, path: &str, flags: c_int, mode: u32) -> Result<PollfsFile, Fail> {
-    Ok(PollfsFile {
-        file: open_file(fs, path, flags, mode)?,
-        direct: flags & libc::O_DIRECT != 0,
-    })
+    let file = open_file(fs, path, flags, mode)?;
+    Ok(PollfsFile::new(file, flags & libc::O_DIRECT != 0))
 }
 
 /// Permission bits of a file `pollfs_open` creates: `mode` as given (no
@@ -346,7 +368,8 @@ unsafe fn at_path(
         let fs = unsafe { fs_of(fs) }?;
         // SAFETY: the caller's contract.
         let path = unsafe { raw::str(path, "the path") }?;
-        op(fs, path)
+        hook::point(name);
+        op(&fs, path)
             .map_err(|e| Fail::new(e.errno().unwrap_or(libc::EIO), format!("{path}: {e}")))?;
         Ok(0)
     })
@@ -588,6 +611,79 @@ mod tests {
         hook::arm("pollfs_mkdir: made", move || other.sync_all().unwrap());
         mkdir(&fs, "/private", 0o700).unwrap();
         assert_eq!(perm_after_crash(fs, ram, "/private"), 0o700);
+    }
+
+    /// A new filesystem handle on a RAM device, through the C ABI.
+    fn formatted() -> *mut PollfsFs {
+        let mut out = core::ptr::null_mut();
+        // SAFETY: a C string, no options, `out` writable.
+        let r = unsafe { pollfs_format(c"ram".as_ptr(), core::ptr::null(), &mut out) };
+        assert_eq!(r, 0);
+        out
+    }
+
+    fn opened(fs: *const PollfsFs, path: &core::ffi::CStr) -> *mut PollfsFile {
+        let mut out = core::ptr::null_mut();
+        // SAFETY: a live handle, a C string, `out` writable.
+        let r = unsafe {
+            pollfs_open(
+                fs,
+                path.as_ptr(),
+                libc::O_CREAT | libc::O_RDWR,
+                0o644,
+                &mut out,
+            )
+        };
+        assert_eq!(r, 0);
+        out
+    }
+
+    #[test]
+    fn a_panic_in_a_file_call_poisons_that_file_only() {
+        let fs = formatted();
+        let (a, b) = (opened(fs, c"/a"), opened(fs, c"/b"));
+        hook::arm("pollfs_fsync", || panic!("planted"));
+        let mut stat = PollfsStat::default();
+        let mut buf = [0u8; 8];
+        // SAFETY: live handles, buffers of their stated lengths.
+        unsafe {
+            assert_eq!(crate::pollfs_fsync(a), -libc::EIO);
+            assert_eq!(crate::pollfs_fsync(a), -libc::ENOTRECOVERABLE);
+            assert_eq!(
+                crate::pollfs_pread(a, buf.as_mut_ptr().cast(), 8, 0),
+                -(libc::ENOTRECOVERABLE as isize)
+            );
+            assert_eq!(crate::pollfs_fstat(a, &mut stat), -libc::ENOTRECOVERABLE);
+            assert_eq!(crate::pollfs_fsync(b), 0);
+            assert_eq!(pollfs_sync(fs), 0);
+            assert_eq!(crate::pollfs_close(a), 0);
+            assert_eq!(crate::pollfs_close(b), 0);
+            assert_eq!(pollfs_unmount(fs), 0);
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_filesystem_call_poisons_the_filesystem() {
+        let fs = formatted();
+        let f = opened(fs, c"/f");
+        hook::arm("pollfs_mkdir", || panic!("planted"));
+        let mut out = core::ptr::null_mut();
+        let mut stat = PollfsStat::default();
+        // SAFETY: live handles, C strings, `out` and `stat` writable.
+        unsafe {
+            assert_eq!(pollfs_mkdir(fs, c"/d".as_ptr(), 0o755), -libc::EIO);
+            assert_eq!(pollfs_sync(fs), -libc::ENOTRECOVERABLE);
+            assert_eq!(
+                pollfs_stat(fs, c"/f".as_ptr(), &mut stat),
+                -libc::ENOTRECOVERABLE
+            );
+            let r = pollfs_open(fs, c"/g".as_ptr(), libc::O_CREAT, 0o644, &mut out);
+            assert_eq!(r, -libc::ENOTRECOVERABLE);
+            assert!(out.is_null());
+            assert_eq!(crate::pollfs_fsync(f), 0, "a file the panic did not touch");
+            assert_eq!(crate::pollfs_close(f), 0);
+            assert_eq!(pollfs_unmount(fs), -libc::ENOTRECOVERABLE);
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Points inside operations where this crate's unit tests can run code of
-//! their own: to crash the filesystem there. Only a
+//! their own: to crash the filesystem there, or to panic there. Only a
 //! `cfg(test)` build has them; in every other build [`point`] is empty.
 
 #[cfg(test)]
