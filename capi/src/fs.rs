@@ -328,8 +328,7 @@ fn open_file<D: BlockDevice>(
     flags: c_int,
     mode: u32,
 ) -> Result<File<D>, Fail> {
-    let at =
-        |e: pollfs_core::Error| Fail::new(e.errno().unwrap_or(libc::EIO), format!("{path}: {e}"));
+    let at = |e: pollfs_core::Error| Fail::about(path, &e);
     let file = if flags & libc::O_CREAT != 0 {
         let who = NewInode::new(file_perm(mode), 0, 0);
         let exclusive = flags & libc::O_EXCL != 0;
@@ -369,8 +368,7 @@ unsafe fn at_path(
         // SAFETY: the caller's contract.
         let path = unsafe { raw::str(path, "the path") }?;
         hook::point(name);
-        op(&fs, path)
-            .map_err(|e| Fail::new(e.errno().unwrap_or(libc::EIO), format!("{path}: {e}")))?;
+        op(&fs, path).map_err(|e| Fail::about(path, &e))?;
         Ok(0)
     })
 }
@@ -431,12 +429,8 @@ pub unsafe extern "C" fn pollfs_rename(
         let from = unsafe { raw::str(from, "the source path") }?;
         // SAFETY: the caller's contract.
         let to = unsafe { raw::str(to, "the target path") }?;
-        fs.rename(from, to).map_err(|e| {
-            Fail::new(
-                e.errno().unwrap_or(libc::EIO),
-                format!("{from} -> {to}: {e}"),
-            )
-        })?;
+        fs.rename(from, to)
+            .map_err(|e| Fail::about(&format!("{from} -> {to}"), &e))?;
         Ok(0)
     })
 }
@@ -459,7 +453,7 @@ pub unsafe extern "C" fn pollfs_stat(
         let meta = fs
             .lookup(path)
             .and_then(|ino| fs.attr(ino))
-            .map_err(|e| Fail::new(e.errno().unwrap_or(libc::EIO), format!("{path}: {e}")))?;
+            .map_err(|e| Fail::about(path, &e))?;
         // SAFETY: the caller's contract: `out` is writable.
         unsafe { raw::put(out, PollfsStat::from(meta)) }?;
         Ok(0)
