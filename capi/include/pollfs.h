@@ -25,10 +25,17 @@
 // `fdatasync` the file.
 #define POLLFS_OP_FDATASYNC 3
 
-// An open file. Thread-safe.
+// An open file. Thread-safe. A panic in a call on it poisons it as one
+// poisons a `PollfsFs`: later calls on it fail with `-ENOTRECOVERABLE`;
+// `pollfs_close` still frees it. A file a panic did not touch keeps
+// working even if its filesystem handle is poisoned.
 typedef struct PollfsFile PollfsFile;
 
-// A mounted filesystem. Thread-safe.
+// A mounted filesystem. Thread-safe. A call that panics inside the
+// library (a bug: the call returns `-EIO`) poisons the handle it was
+// working on, as a poisoned mutex: every later call on that handle fails
+// with `-ENOTRECOVERABLE`, and `pollfs_unmount` frees it without syncing
+// (as a crash would: the next mount recovers what was durable).
 typedef struct PollfsFs PollfsFs;
 
 // A thread's submission and completion queue. Not thread-safe.
@@ -59,7 +66,8 @@ typedef struct PollfsStat {
   uint64_t size;
   // 4 KiB blocks mapped to the file.
   uint64_t blocks;
-  // Last access, nanoseconds since the Unix epoch (not updated by reads).
+  // Last access, nanoseconds since the Unix epoch (not updated by reads;
+  // read it as an `int64_t`: a time before 1970 is negative).
   uint64_t atime_ns;
   // Last modification of the contents.
   uint64_t mtime_ns;
@@ -233,7 +241,8 @@ int pollfs_mount(const char *spec, const struct PollfsOptions *options, struct P
 int pollfs_format(const char *spec, const struct PollfsOptions *options, struct PollfsFs **out);
 
 // Syncs everything, writes a checkpoint and frees the handle (which is
-// freed even if the sync fails). Files still open keep working. Not
+// freed even if the sync fails; a poisoned one is freed without a sync,
+// and `-ENOTRECOVERABLE` returned). Files still open keep working. Not
 // thread-safe: no other thread may be using `fs`.
 //
 // # Safety
@@ -260,8 +269,11 @@ int pollfs_sync_dir(const struct PollfsFs *fs, const char *path);
 // fails with `-EEXIST` if it exists, `O_TRUNC` empties it, `O_DIRECT`
 // makes reads and writes bypass the cache (offsets and lengths multiples
 // of 4096, else `-EINVAL`); access modes are not checked. `mode`: the
-// permission bits of a file it creates. Stores the handle in `*out`.
-// Thread-safe.
+// permission bits (`mode & 07777`) of a file it creates, applied as
+// given: libpollfs has no umask. A file is created with its mode in one
+// change, so no crash or sync leaves it with another. Without `O_EXCL`,
+// threads creating one name at once all succeed with the same file.
+// Stores the handle in `*out`. Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string, `out` writable.
@@ -278,7 +290,10 @@ int pollfs_open(const struct PollfsFs *fs,
 // `fs` is a live handle, `path` a NUL-terminated string.
 int pollfs_remove(const struct PollfsFs *fs, const char *path);
 
-// Makes the directory `path` with permission bits `mode`. Thread-safe.
+// Makes the directory `path` with permission bits `mode & 01777`
+// (set-user-ID and set-group-ID ignored, as mkdir(2) on Linux), applied
+// as given: libpollfs has no umask. The directory is made with its mode
+// in one change. An existing `path` is `-EEXIST`. Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string.

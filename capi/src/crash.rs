@@ -9,5 +9,5 @@ use crate::fs::PollfsFs;
 /// `fs` as a C handle, to pass to `pollfs_sqlite_register`; free it with
 /// `pollfs_unmount`.
 pub fn into_handle(fs: Fs<Dev>) -> *mut PollfsFs {
-    Box::into_raw(Box::new(PollfsFs { fs }))
+    Box::into_raw(Box::new(PollfsFs::new(fs)))
 }

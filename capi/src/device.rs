@@ -51,8 +51,13 @@ mod by_spec {
     use super::{Dev, Opening};
     use crate::error::Fail;
 
-    /// The errno for a device that could not be opened.
-    fn errno(kind: &OpenErrorKind) -> i32 {
+    /// The errno for a device that could not be opened. Every kind is
+    /// named; `OpenErrorKind` is `#[non_exhaustive]`, so the last arm
+    /// cannot be avoided: a kind added after this was written is `EIO`
+    /// until it is named here (and in the test over every kind).
+    pub(super) fn errno(kind: &OpenErrorKind) -> i32 {
+        use pollfs_core::volume::VolumeError as V;
+        use pollfs_device::control::server::ServeError;
         match kind {
             OpenErrorKind::Spec(_) => libc::EINVAL,
             OpenErrorKind::NoSuchFile => libc::ENOENT,
@@ -62,9 +67,27 @@ mod by_spec {
             OpenErrorKind::TooSmall { .. } => libc::ENOSPC,
             OpenErrorKind::SizeFixed { .. } => libc::EINVAL,
             OpenErrorKind::NothingThere => libc::ENODEV,
-            OpenErrorKind::Fs(e) => e.errno().unwrap_or(libc::EIO),
+            OpenErrorKind::Fs(e) => crate::error::errno(e),
             OpenErrorKind::NoVfio => libc::ENODEV,
             OpenErrorKind::NamedTwice => libc::EINVAL,
+            // The controller did not come up: the device failed.
+            OpenErrorKind::Driver { .. } => libc::EIO,
+            OpenErrorKind::Arenas(_) => libc::EINVAL,
+            OpenErrorKind::Volume(V::Leg { .. }) => libc::EIO,
+            OpenErrorKind::Volume(V::TooSmall) => libc::ENOSPC,
+            OpenErrorKind::Volume(
+                V::NoLegs
+                | V::TooManyLegs
+                | V::ArenasDiffer
+                | V::BlockSizesDiffer
+                | V::ChunkSize
+                | V::TooFewFrames
+                | V::NoFua { .. },
+            ) => libc::EINVAL,
+            // Another process serves the mirror's control socket.
+            OpenErrorKind::Control(ServeError::Live(_)) => libc::EBUSY,
+            OpenErrorKind::Control(ServeError::Nowhere(_)) => libc::EIO,
+            // A kind newer than this function (see above).
             _ => libc::EIO,
         }
     }
@@ -96,5 +119,70 @@ mod by_spec {
             ..hosted::config()
         };
         pollfs_device::open_fs(&parsed, &options, config).map_err(fail)
+    }
+}
+
+#[cfg(all(test, not(feature = "crash-test")))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use pollfs_core::dev::DevError;
+    use pollfs_core::volume::VolumeError as V;
+    use pollfs_device::control::server::ServeError;
+    use pollfs_device::signature::Found;
+    use pollfs_device::{Arenas, DeviceSpec, OpenErrorKind as K};
+
+    use super::by_spec::errno;
+
+    #[test]
+    fn every_open_error_kind_has_its_errno() {
+        let spec = DeviceSpec::parse("no-such-kind:x").unwrap_err();
+        let fs = pollfs_core::Error::from(pollfs_core::error::NamespaceError::NotFound);
+        let cases = [
+            (K::Spec(spec), libc::EINVAL),
+            (K::NoSuchFile, libc::ENOENT),
+            (
+                K::File(std::io::Error::from_raw_os_error(libc::EACCES)),
+                libc::EACCES,
+            ),
+            (K::File(std::io::Error::other("no code")), libc::EIO),
+            (K::InUse, libc::EBUSY),
+            (K::HoldsData(Found::Pollfs), libc::EEXIST),
+            (K::TooSmall { bytes: 1, min: 2 }, libc::ENOSPC),
+            (K::SizeFixed { bytes: None }, libc::EINVAL),
+            (K::NothingThere, libc::ENODEV),
+            (
+                K::Driver {
+                    error: "down".into(),
+                    hint: None,
+                },
+                libc::EIO,
+            ),
+            (K::Arenas(Arenas::TcpWithDma), libc::EINVAL),
+            (K::Arenas(Arenas::EmuWithVfio), libc::EINVAL),
+            (K::Volume(V::NoLegs), libc::EINVAL),
+            (K::Volume(V::TooManyLegs), libc::EINVAL),
+            (K::Volume(V::ArenasDiffer), libc::EINVAL),
+            (K::Volume(V::BlockSizesDiffer), libc::EINVAL),
+            (K::Volume(V::ChunkSize), libc::EINVAL),
+            (K::Volume(V::TooSmall), libc::ENOSPC),
+            (K::Volume(V::TooFewFrames), libc::EINVAL),
+            (K::Volume(V::NoFua { leg: 1 }), libc::EINVAL),
+            (
+                K::Volume(V::Leg {
+                    leg: 0,
+                    error: DevError::InvalidRequest,
+                }),
+                libc::EIO,
+            ),
+            (K::Fs(fs), libc::ENOENT),
+            (K::NoVfio, libc::ENODEV),
+            (K::NamedTwice, libc::EINVAL),
+            (K::Control(ServeError::Live("/s".into())), libc::EBUSY),
+            (K::Control(ServeError::Nowhere(Vec::new())), libc::EIO),
+        ];
+        for (kind, want) in &cases {
+            assert_eq!(errno(kind), *want, "{kind:?}");
+        }
     }
 }

@@ -8,6 +8,9 @@ use std::cell::RefCell;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use pollfs_core::error::ConfigError;
+use pollfs_core::Error;
+
 /// What went wrong: the errno C sees and the message it can read.
 #[derive(Debug)]
 pub(crate) struct Fail {
@@ -30,13 +33,90 @@ impl Fail {
     pub(crate) fn badf(message: impl Into<String>) -> Fail {
         Fail::new(libc::EBADF, message)
     }
+
+    /// A call on a handle an earlier call panicked on (`crate::poison`).
+    pub(crate) fn poisoned(what: &str) -> Fail {
+        Fail::new(
+            libc::ENOTRECOVERABLE,
+            format!("{what} is poisoned: an earlier call on it panicked; close it"),
+        )
+    }
+
+    /// The errno C would see.
+    #[cfg(test)]
+    pub(crate) fn errno(&self) -> i32 {
+        self.errno
+    }
 }
 
-impl From<pollfs_core::Error> for Fail {
-    fn from(e: pollfs_core::Error) -> Fail {
+impl Fail {
+    /// An engine error about `what` (a path): its errno and both in the
+    /// message.
+    pub(crate) fn about(what: &str, e: &Error) -> Fail {
+        Fail::new(errno(e), format!("{what}: {e}"))
+    }
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Fail {
+        Fail::new(errno(&e), e.to_string())
+    }
+}
+
+/// The errno C sees for an engine error. Every kind the engine has is
+/// named here (the same values as `Error::errno`, which the tests check,
+/// from `libc` rather than written out). The engine's enums are
+/// `#[non_exhaustive]`, so a last arm cannot be avoided: a kind added
+/// after this was written is `EIO` until it is named here, and the test
+/// over every kind is where to name it.
+pub(crate) fn errno(e: &Error) -> i32 {
+    use pollfs_core::error::{
+        ConfigError as C, NameError as N, NamespaceError as Ns, RangeError as R, RepairError as Rp,
+        SpaceError as S, XattrError as X,
+    };
+    match e {
+        Error::Namespace(Ns::NotFound) => libc::ENOENT,
+        Error::Namespace(Ns::Exists) => libc::EEXIST,
+        Error::Namespace(Ns::Name(N::TooLong)) => libc::ENAMETOOLONG,
+        Error::Namespace(Ns::Name(N::Empty | N::BadByte | N::Dots)) => libc::EINVAL,
+        Error::Namespace(Ns::NotADirectory) => libc::ENOTDIR,
+        Error::Namespace(Ns::IsADirectory) => libc::EISDIR,
+        Error::Namespace(Ns::NotEmpty) => libc::ENOTEMPTY,
+        Error::Namespace(Ns::InvalidMove) => libc::EINVAL,
+        Error::Namespace(Ns::TooManyLinks) => libc::EMLINK,
+        Error::Namespace(Ns::NotPermitted) => libc::EPERM,
+        Error::Namespace(Ns::NotASymlink) => libc::EINVAL,
+        Error::Namespace(Ns::IsASymlink) => libc::ELOOP,
+        Error::Namespace(Ns::Special) => libc::ENXIO,
+        Error::Namespace(Ns::BadKind) => libc::EINVAL,
+        Error::Range(R::Overflow | R::Unaligned | R::Empty) => libc::EINVAL,
+        Error::Range(R::TooLarge) => libc::EFBIG,
         // A read past the end has no errno of its own: EIO, as a short
         // exact read is an I/O failure to a caller that asked for all.
-        Fail::new(e.errno().unwrap_or(libc::EIO), e.to_string())
+        Error::Range(R::EndOfFile) => libc::EIO,
+        Error::Xattr(X::NotFound) => libc::ENODATA,
+        Error::Xattr(X::Exists) => libc::EEXIST,
+        Error::Xattr(X::NameLength) => libc::ERANGE,
+        Error::Xattr(X::Namespace) => libc::EOPNOTSUPP,
+        Error::Xattr(X::ValueTooLarge) => libc::E2BIG,
+        Error::Xattr(X::Full) => libc::ENOSPC,
+        Error::Space(S::DeviceFull | S::MetadataFull | S::InodeNumbers | S::SequenceExhausted) => {
+            libc::ENOSPC
+        }
+        // Every device error is an I/O error to the caller; which one is
+        // in the message.
+        Error::Io(_) => libc::EIO,
+        Error::Corrupt { .. } => libc::EUCLEAN,
+        Error::Config(ConfigError::ForeignFile) => libc::EBADF,
+        Error::Config(
+            C::FewFrames { .. }
+            | C::CacheBeyondFrames { .. }
+            | C::CacheTooSmall { .. }
+            | C::DeviceTooSmall { .. },
+        ) => libc::EINVAL,
+        Error::Repair(Rp::StillOverlaps { .. }) => libc::EUCLEAN,
+        // A kind newer than this function (see above).
+        _ => libc::EIO,
     }
 }
 
@@ -117,6 +197,113 @@ mod tests {
         assert_eq!(r, -libc::ENOENT);
         assert_eq!(last(), "pollfs_test: no such thing");
         assert_eq!(size("pollfs_test", || Ok(42)), 42);
+    }
+
+    #[test]
+    fn every_engine_error_kind_has_its_errno() {
+        use pollfs_core::dev::DevError;
+        use pollfs_core::error::{
+            ConfigError as C, Damage, NameError as N, NamespaceError as Ns, RangeError as R,
+            RepairError as Rp, SpaceError as S, XattrError as X,
+        };
+        let cases: [(Error, i32); 42] = [
+            (Ns::NotFound.into(), libc::ENOENT),
+            (Ns::Exists.into(), libc::EEXIST),
+            (Ns::Name(N::Empty).into(), libc::EINVAL),
+            (Ns::Name(N::TooLong).into(), libc::ENAMETOOLONG),
+            (Ns::Name(N::BadByte).into(), libc::EINVAL),
+            (Ns::Name(N::Dots).into(), libc::EINVAL),
+            (Ns::NotADirectory.into(), libc::ENOTDIR),
+            (Ns::IsADirectory.into(), libc::EISDIR),
+            (Ns::NotEmpty.into(), libc::ENOTEMPTY),
+            (Ns::InvalidMove.into(), libc::EINVAL),
+            (Ns::TooManyLinks.into(), libc::EMLINK),
+            (Ns::NotPermitted.into(), libc::EPERM),
+            (Ns::NotASymlink.into(), libc::EINVAL),
+            (Ns::IsASymlink.into(), libc::ELOOP),
+            (Ns::Special.into(), libc::ENXIO),
+            (Ns::BadKind.into(), libc::EINVAL),
+            (Error::Range(R::Overflow), libc::EINVAL),
+            (Error::Range(R::TooLarge), libc::EFBIG),
+            (Error::Range(R::EndOfFile), libc::EIO),
+            (Error::Range(R::Unaligned), libc::EINVAL),
+            (Error::Range(R::Empty), libc::EINVAL),
+            (Error::Xattr(X::NotFound), libc::ENODATA),
+            (Error::Xattr(X::Exists), libc::EEXIST),
+            (Error::Xattr(X::NameLength), libc::ERANGE),
+            (Error::Xattr(X::Namespace), libc::EOPNOTSUPP),
+            (Error::Xattr(X::ValueTooLarge), libc::E2BIG),
+            (Error::Xattr(X::Full), libc::ENOSPC),
+            (Error::Space(S::DeviceFull), libc::ENOSPC),
+            (Error::Space(S::MetadataFull), libc::ENOSPC),
+            (Error::Space(S::InodeNumbers), libc::ENOSPC),
+            (Error::Space(S::SequenceExhausted), libc::ENOSPC),
+            (Error::Io(DevError::InvalidRequest), libc::EIO),
+            (
+                Error::Config(C::FewFrames {
+                    frames: 1,
+                    metadata: 2,
+                    needed: 3,
+                }),
+                libc::EINVAL,
+            ),
+            (
+                Error::Config(C::CacheBeyondFrames {
+                    cache_pages: 2,
+                    usable: 1,
+                }),
+                libc::EINVAL,
+            ),
+            (
+                Error::Config(C::CacheTooSmall {
+                    cache_pages: 1,
+                    min: 2,
+                }),
+                libc::EINVAL,
+            ),
+            (Error::Config(C::DeviceTooSmall { blocks: 1 }), libc::EINVAL),
+            (Error::Config(C::ForeignFile), libc::EBADF),
+            (Error::Repair(Rp::StillOverlaps { block: 1 }), libc::EUCLEAN),
+            (
+                Error::Corrupt {
+                    block: 0,
+                    damage: Damage::NotPollfs,
+                },
+                libc::EUCLEAN,
+            ),
+            (
+                Error::Corrupt {
+                    block: 0,
+                    damage: Damage::SuperblockChecksum,
+                },
+                libc::EUCLEAN,
+            ),
+            (
+                Error::Corrupt {
+                    block: 0,
+                    damage: Damage::Features(1),
+                },
+                libc::EUCLEAN,
+            ),
+            (
+                Error::Corrupt {
+                    block: 0,
+                    damage: Damage::Version {
+                        found: 9,
+                        supported: 1,
+                    },
+                },
+                libc::EUCLEAN,
+            ),
+        ];
+        for (e, want) in &cases {
+            assert_eq!(errno(e), *want, "{e:?}");
+            // The engine's own mapping agrees (it has none for EndOfFile).
+            if *e != Error::Range(R::EndOfFile) {
+                assert_eq!(e.errno(), Some(*want), "{e:?}");
+            }
+            assert_eq!(Fail::from(*e).errno(), *want, "{e:?}");
+        }
     }
 
     #[test]

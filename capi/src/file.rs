@@ -10,14 +10,20 @@ use pollfs_core::File;
 use crate::device::Dev;
 use crate::error::{int, size, Fail};
 use crate::fs::PollfsStat;
-use crate::raw;
+use crate::poison::{Held, Poison};
+use crate::{hook, raw};
 
-/// An open file. Thread-safe.
+/// An open file. Thread-safe. A panic in a call on it poisons it as one
+/// poisons a `PollfsFs`: later calls on it fail with `-ENOTRECOVERABLE`;
+/// `pollfs_close` still frees it. A file a panic did not touch keeps
+/// working even if its filesystem handle is poisoned.
 #[derive(Debug)]
 pub struct PollfsFile {
     pub(crate) file: File<Dev>,
     /// Opened with `O_DIRECT`: reads and writes bypass the cache.
     pub(crate) direct: bool,
+    /// Set by a panic in a call on this handle (`crate::poison`).
+    poison: Poison,
 }
 
 /// One buffer of a vectored read or write; the same layout as `struct
@@ -32,6 +38,14 @@ pub struct PollfsIovec {
 }
 
 impl PollfsFile {
+    pub(crate) fn new(file: File<Dev>, direct: bool) -> PollfsFile {
+        PollfsFile {
+            file,
+            direct,
+            poison: Poison::default(),
+        }
+    }
+
     pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> pollfs_core::Result<usize> {
         if self.direct {
             self.file.read_direct(buf, offset)
@@ -49,13 +63,15 @@ impl PollfsFile {
     }
 }
 
-/// The file behind a handle.
+/// The file behind a handle, held for one call (a panic before it is
+/// dropped poisons the handle); `-ENOTRECOVERABLE` if it is poisoned.
 ///
 /// # Safety
 /// `f` is NULL or a live handle from `pollfs_open`.
-pub(crate) unsafe fn file_of<'a>(f: *const PollfsFile) -> Result<&'a PollfsFile, Fail> {
+pub(crate) unsafe fn file_of<'a>(f: *const PollfsFile) -> Result<Held<'a, PollfsFile>, Fail> {
     // SAFETY: the caller's contract.
-    unsafe { raw::obj(f, "the file") }
+    let handle = unsafe { raw::obj(f, "the file") }?;
+    handle.poison.enter(handle, "the file")
 }
 
 fn count(n: usize) -> i64 {
@@ -192,7 +208,9 @@ pub unsafe extern "C" fn pollfs_pwritev(
 pub unsafe extern "C" fn pollfs_fsync(file: *const PollfsFile) -> c_int {
     int("pollfs_fsync", || {
         // SAFETY: the caller's contract.
-        unsafe { file_of(file) }?.file.sync_all()?;
+        let f = unsafe { file_of(file) }?;
+        hook::point("pollfs_fsync");
+        f.file.sync_all()?;
         Ok(0)
     })
 }
@@ -243,7 +261,8 @@ pub unsafe extern "C" fn pollfs_fallocate(
 ) -> c_int {
     int("pollfs_fallocate", || {
         // SAFETY: the caller's contract.
-        let f = &unsafe { file_of(file) }?.file;
+        let held = unsafe { file_of(file) }?;
+        let f = &held.file;
         let end = offset
             .checked_add(len)
             .ok_or_else(|| Fail::inval("offset + len overflows"))?;

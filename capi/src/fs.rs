@@ -4,18 +4,35 @@
 
 use core::ffi::{c_char, c_int};
 
-use pollfs_core::fs::{Kind, Metadata, SetAttr};
-use pollfs_core::Fs;
+use pollfs_core::dev::BlockDevice;
+use pollfs_core::fs::{Kind, Metadata};
+use pollfs_core::{File, Fs, NewInode};
 
 use crate::device::{self, Dev, Opening};
 use crate::error::{int, Fail};
 use crate::file::PollfsFile;
-use crate::raw;
+use crate::poison::{Held, Poison};
+use crate::{hook, raw};
 
-/// A mounted filesystem. Thread-safe.
+/// A mounted filesystem. Thread-safe. A call that panics inside the
+/// library (a bug: the call returns `-EIO`) poisons the handle it was
+/// working on, as a poisoned mutex: every later call on that handle fails
+/// with `-ENOTRECOVERABLE`, and `pollfs_unmount` frees it without syncing
+/// (as a crash would: the next mount recovers what was durable).
 #[derive(Debug)]
 pub struct PollfsFs {
     pub(crate) fs: Fs<Dev>,
+    /// Set by a panic in a call on this handle (`crate::poison`).
+    poison: Poison,
+}
+
+impl PollfsFs {
+    pub(crate) fn new(fs: Fs<Dev>) -> PollfsFs {
+        PollfsFs {
+            fs,
+            poison: Poison::default(),
+        }
+    }
 }
 
 /// Mount settings. A NULL pointer means every default.
@@ -142,7 +159,7 @@ unsafe fn mount_with(
         force: o.force != 0,
     };
     let fs = device::open_fs(spec, how)?;
-    Ok(Box::new(PollfsFs { fs }))
+    Ok(Box::new(PollfsFs::new(fs)))
 }
 
 /// Mounts the filesystem on the device `spec` names (recovering it after
@@ -190,7 +207,8 @@ pub unsafe extern "C" fn pollfs_format(
 }
 
 /// Syncs everything, writes a checkpoint and frees the handle (which is
-/// freed even if the sync fails). Files still open keep working. Not
+/// freed even if the sync fails; a poisoned one is freed without a sync,
+/// and `-ENOTRECOVERABLE` returned). Files still open keep working. Not
 /// thread-safe: no other thread may be using `fs`.
 ///
 /// # Safety
@@ -200,18 +218,25 @@ pub unsafe extern "C" fn pollfs_unmount(fs: *mut PollfsFs) -> c_int {
     int("pollfs_unmount", || {
         // SAFETY: the caller's contract: a live handle of ours, given up.
         let fs = unsafe { raw::take(fs, "the filesystem") }?;
+        if fs.poison.is_set() {
+            // Syncing what a panic left half-changed could make it
+            // durable: drop it instead, as a crash would.
+            return Err(Fail::poisoned("the filesystem (freed, not synced)"));
+        }
         fs.fs.unmount()?;
         Ok(0)
     })
 }
 
-/// The filesystem behind a handle.
+/// The filesystem behind a handle, held for one call (a panic before it
+/// is dropped poisons the handle); `-ENOTRECOVERABLE` if it is poisoned.
 ///
 /// # Safety
 /// `fs` is NULL or a live handle from `pollfs_mount`/`pollfs_format`.
-pub(crate) unsafe fn fs_of<'a>(fs: *const PollfsFs) -> Result<&'a Fs<Dev>, Fail> {
+pub(crate) unsafe fn fs_of<'a>(fs: *const PollfsFs) -> Result<Held<'a, Fs<Dev>>, Fail> {
     // SAFETY: the caller's contract.
-    Ok(&unsafe { raw::obj(fs, "the filesystem") }?.fs)
+    let handle = unsafe { raw::obj(fs, "the filesystem") }?;
+    handle.poison.enter(&handle.fs, "the filesystem")
 }
 
 /// Makes every file's data and every name change durable, in one commit.
@@ -249,8 +274,11 @@ pub unsafe extern "C" fn pollfs_sync_dir(fs: *const PollfsFs, path: *const c_cha
 /// fails with `-EEXIST` if it exists, `O_TRUNC` empties it, `O_DIRECT`
 /// makes reads and writes bypass the cache (offsets and lengths multiples
 /// of 4096, else `-EINVAL`); access modes are not checked. `mode`: the
-/// permission bits of a file it creates. Stores the handle in `*out`.
-/// Thread-safe.
+/// permission bits (`mode & 07777`) of a file it creates, applied as
+/// given: libpollfs has no umask. A file is created with its mode in one
+/// change, so no crash or sync leaves it with another. Without `O_EXCL`,
+/// threads creating one name at once all succeed with the same file.
+/// Stores the handle in `*out`. Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string, `out` writable.
@@ -267,7 +295,7 @@ pub unsafe extern "C" fn pollfs_open(
         let fs = unsafe { fs_of(fs) }?;
         // SAFETY: the caller's contract.
         let path = unsafe { raw::str(path, "the path") }?;
-        let file = open(fs, path, flags, mode)?;
+        let file = open(&fs, path, flags, mode)?;
         // SAFETY: the caller's contract: `out` is writable.
         unsafe { raw::put(out, Box::into_raw(Box::new(file))) }?;
         Ok(0)
@@ -275,40 +303,53 @@ pub unsafe extern "C" fn pollfs_open(
 }
 
 fn open(fs: &Fs<Dev>, path: &str, flags: c_int, mode: u32) -> Result<PollfsFile, Fail> {
-    use pollfs_core::error::{Error, NamespaceError};
-    let create = flags & libc::O_CREAT != 0;
-    let exclusive = create && flags & libc::O_EXCL != 0;
-    let file = match fs.open(path) {
-        Ok(_) if exclusive => {
-            return Err(Fail::new(libc::EEXIST, format!("{path}: exists (O_EXCL)")))
-        }
-        Ok(f) => f,
-        Err(Error::Namespace(NamespaceError::NotFound)) if create => {
-            let f = fs.create(path)?;
-            let perm = u16::try_from(mode & 0o7777).unwrap_or(0o644);
-            if perm != 0o644 {
-                let change = SetAttr {
-                    perm: Some(perm),
-                    ..SetAttr::default()
-                };
-                fs.set_attr(f.ino(), change)?;
-            }
-            f
-        }
-        Err(e) => {
-            return Err(Fail::new(
-                e.errno().unwrap_or(libc::EIO),
-                format!("{path}: {e}"),
-            ))
-        }
+    let file = open_file(fs, path, flags, mode)?;
+    Ok(PollfsFile::new(file, flags & libc::O_DIRECT != 0))
+}
+
+/// Permission bits of a file `pollfs_open` creates: `mode` as given (no
+/// umask: libpollfs has none), its file-type bits ignored.
+fn file_perm(mode: u32) -> u16 {
+    u16::try_from(mode & 0o7777).unwrap_or(0)
+}
+
+/// Permission bits of a directory `pollfs_mkdir` creates: `mode` as given
+/// (no umask), without set-user-ID and set-group-ID, as mkdir(2) on Linux.
+fn dir_perm(mode: u32) -> u16 {
+    u16::try_from(mode & 0o1777).unwrap_or(0)
+}
+
+/// The open under `pollfs_open`. A file it creates is made with its mode
+/// in one engine change ([`Fs::create_or_open`]), and without `O_EXCL` a
+/// file another thread made an instant before is opened instead.
+fn open_file<D: BlockDevice>(
+    fs: &Fs<D>,
+    path: &str,
+    flags: c_int,
+    mode: u32,
+) -> Result<File<D>, Fail> {
+    let at = |e: pollfs_core::Error| Fail::about(path, &e);
+    let file = if flags & libc::O_CREAT != 0 {
+        let who = NewInode::new(file_perm(mode), 0, 0);
+        let exclusive = flags & libc::O_EXCL != 0;
+        let (file, _) = fs.create_or_open(path, who, exclusive).map_err(at)?;
+        hook::point("pollfs_open: created");
+        file
+    } else {
+        fs.open(path).map_err(at)?
     };
     if flags & libc::O_TRUNC != 0 {
         file.set_len(0)?;
     }
-    Ok(PollfsFile {
-        file,
-        direct: flags & libc::O_DIRECT != 0,
-    })
+    Ok(file)
+}
+
+/// The mkdir under `pollfs_mkdir`: the directory is made with its mode in
+/// one engine change.
+fn mkdir<D: BlockDevice>(fs: &Fs<D>, path: &str, mode: u32) -> pollfs_core::Result<()> {
+    fs.mkdir_as(path, NewInode::new(dir_perm(mode), 0, 0))?;
+    hook::point("pollfs_mkdir: made");
+    Ok(())
 }
 
 /// A path-taking namespace operation.
@@ -326,8 +367,8 @@ unsafe fn at_path(
         let fs = unsafe { fs_of(fs) }?;
         // SAFETY: the caller's contract.
         let path = unsafe { raw::str(path, "the path") }?;
-        op(fs, path)
-            .map_err(|e| Fail::new(e.errno().unwrap_or(libc::EIO), format!("{path}: {e}")))?;
+        hook::point(name);
+        op(&fs, path).map_err(|e| Fail::about(path, &e))?;
         Ok(0)
     })
 }
@@ -343,7 +384,10 @@ pub unsafe extern "C" fn pollfs_remove(fs: *const PollfsFs, path: *const c_char)
     unsafe { at_path("pollfs_remove", fs, path, |fs, p| fs.remove(p)) }
 }
 
-/// Makes the directory `path` with permission bits `mode`. Thread-safe.
+/// Makes the directory `path` with permission bits `mode & 01777`
+/// (set-user-ID and set-group-ID ignored, as mkdir(2) on Linux), applied
+/// as given: libpollfs has no umask. The directory is made with its mode
+/// in one change. An existing `path` is `-EEXIST`. Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string.
@@ -354,20 +398,7 @@ pub unsafe extern "C" fn pollfs_mkdir(
     mode: u32,
 ) -> c_int {
     // SAFETY: the caller's contract, passed on.
-    unsafe {
-        at_path("pollfs_mkdir", fs, path, |fs, p| {
-            let ino = fs.mkdir(p)?;
-            let perm = u16::try_from(mode & 0o7777).unwrap_or(0o755);
-            if perm != 0o755 {
-                let change = SetAttr {
-                    perm: Some(perm),
-                    ..SetAttr::default()
-                };
-                fs.set_attr(ino, change)?;
-            }
-            Ok(())
-        })
-    }
+    unsafe { at_path("pollfs_mkdir", fs, path, |fs, p| mkdir(fs, p, mode)) }
 }
 
 /// Removes the empty directory `path`. Thread-safe.
@@ -398,12 +429,8 @@ pub unsafe extern "C" fn pollfs_rename(
         let from = unsafe { raw::str(from, "the source path") }?;
         // SAFETY: the caller's contract.
         let to = unsafe { raw::str(to, "the target path") }?;
-        fs.rename(from, to).map_err(|e| {
-            Fail::new(
-                e.errno().unwrap_or(libc::EIO),
-                format!("{from} -> {to}: {e}"),
-            )
-        })?;
+        fs.rename(from, to)
+            .map_err(|e| Fail::about(&format!("{from} -> {to}"), &e))?;
         Ok(0)
     })
 }
@@ -426,7 +453,7 @@ pub unsafe extern "C" fn pollfs_stat(
         let meta = fs
             .lookup(path)
             .and_then(|ino| fs.attr(ino))
-            .map_err(|e| Fail::new(e.errno().unwrap_or(libc::EIO), format!("{path}: {e}")))?;
+            .map_err(|e| Fail::about(path, &e))?;
         // SAFETY: the caller's contract: `out` is writable.
         unsafe { raw::put(out, PollfsStat::from(meta)) }?;
         Ok(0)
@@ -477,4 +504,187 @@ pub unsafe extern "C" fn pollfs_readdir(
         *cookie = entry.cookie;
         Ok(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::{Arc, Barrier};
+
+    use pollfs_core::dev::ram::RamDevice;
+    use pollfs_core::error::{Error, NamespaceError};
+
+    use super::*;
+
+    const FRAMES: u32 = 256;
+
+    fn config() -> pollfs_core::Config {
+        pollfs_core::Config {
+            cache_pages: FRAMES / 2,
+            ..pollfs_core::hosted::config()
+        }
+    }
+
+    /// A new filesystem on a RAM device, and the device (to mount again
+    /// after dropping the filesystem without unmounting: a crash).
+    fn ram_fs() -> (Fs<RamDevice>, RamDevice) {
+        let ram = RamDevice::new(16 << 20, 4096, FRAMES).unwrap();
+        (Fs::format(ram.clone(), config(), 7).unwrap(), ram)
+    }
+
+    /// Runs `open_file` on `path` from `threads` threads released at once.
+    fn race(fs: &Fs<RamDevice>, path: &str, threads: usize, flags: c_int) -> Vec<Result<u64, i32>> {
+        let go = Arc::new(Barrier::new(threads));
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let (fs, go, path) = (fs.clone(), go.clone(), path.to_string());
+                std::thread::spawn(move || {
+                    go.wait();
+                    open_file(&fs, &path, flags, 0o600)
+                        .map(|f| f.ino())
+                        .map_err(|e| e.errno())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn threads_creating_one_name_without_excl_all_open_the_same_file() {
+        let (fs, _ram) = ram_fs();
+        for round in 0..200 {
+            let path = format!("/f{round}");
+            let got = race(&fs, &path, 4, libc::O_CREAT | libc::O_RDWR);
+            let ino = fs.lookup(&path).unwrap();
+            assert!(
+                got.iter().all(|r| *r == Ok(ino)),
+                "round {round}: {got:?}, the file is {ino}"
+            );
+        }
+    }
+
+    #[test]
+    fn with_o_excl_exactly_one_thread_creates_a_name() {
+        let (fs, _ram) = ram_fs();
+        for round in 0..200 {
+            let path = format!("/f{round}");
+            let got = race(&fs, &path, 4, libc::O_CREAT | libc::O_EXCL | libc::O_RDWR);
+            let made = got.iter().filter(|r| r.is_ok()).count();
+            let exist = got.iter().filter(|r| **r == Err(libc::EEXIST)).count();
+            assert_eq!((made, exist), (1, 3), "round {round}: {got:?}");
+        }
+    }
+
+    /// The permission bits of `path` after a crash: `fs` dropped without
+    /// unmounting, the device mounted again.
+    fn perm_after_crash(fs: Fs<RamDevice>, ram: RamDevice, path: &str) -> u16 {
+        drop(fs);
+        let fs = Fs::mount(ram, config()).unwrap();
+        let ino = fs.lookup(path).unwrap();
+        fs.attr(ino).unwrap().perm
+    }
+
+    #[test]
+    fn a_file_created_0600_is_0600_after_a_crash_after_its_create() {
+        let (fs, ram) = ram_fs();
+        let other = fs.create("/other").unwrap();
+        // Another thread's sync, right after the create: it makes the new
+        // file durable, and the crash follows before anything else is.
+        hook::arm("pollfs_open: created", move || other.sync_all().unwrap());
+        let f = open_file(&fs, "/secret", libc::O_CREAT | libc::O_RDWR, 0o600).unwrap();
+        assert_eq!(fs.attr(f.ino()).unwrap().perm, 0o600);
+        drop(f);
+        assert_eq!(perm_after_crash(fs, ram, "/secret"), 0o600);
+    }
+
+    #[test]
+    fn a_directory_made_0700_is_0700_after_a_crash_after_its_mkdir() {
+        let (fs, ram) = ram_fs();
+        let other = fs.create("/other").unwrap();
+        hook::arm("pollfs_mkdir: made", move || other.sync_all().unwrap());
+        mkdir(&fs, "/private", 0o700).unwrap();
+        assert_eq!(perm_after_crash(fs, ram, "/private"), 0o700);
+    }
+
+    /// A new filesystem handle on a RAM device, through the C ABI.
+    fn formatted() -> *mut PollfsFs {
+        let mut out = core::ptr::null_mut();
+        // SAFETY: a C string, no options, `out` writable.
+        let r = unsafe { pollfs_format(c"ram".as_ptr(), core::ptr::null(), &mut out) };
+        assert_eq!(r, 0);
+        out
+    }
+
+    fn opened(fs: *const PollfsFs, path: &core::ffi::CStr) -> *mut PollfsFile {
+        let mut out = core::ptr::null_mut();
+        // SAFETY: a live handle, a C string, `out` writable.
+        let r = unsafe {
+            pollfs_open(
+                fs,
+                path.as_ptr(),
+                libc::O_CREAT | libc::O_RDWR,
+                0o644,
+                &mut out,
+            )
+        };
+        assert_eq!(r, 0);
+        out
+    }
+
+    #[test]
+    fn a_panic_in_a_file_call_poisons_that_file_only() {
+        let fs = formatted();
+        let (a, b) = (opened(fs, c"/a"), opened(fs, c"/b"));
+        hook::arm("pollfs_fsync", || panic!("planted"));
+        let mut stat = PollfsStat::default();
+        let mut buf = [0u8; 8];
+        // SAFETY: live handles, buffers of their stated lengths.
+        unsafe {
+            assert_eq!(crate::pollfs_fsync(a), -libc::EIO);
+            assert_eq!(crate::pollfs_fsync(a), -libc::ENOTRECOVERABLE);
+            assert_eq!(
+                crate::pollfs_pread(a, buf.as_mut_ptr().cast(), 8, 0),
+                -(libc::ENOTRECOVERABLE as isize)
+            );
+            assert_eq!(crate::pollfs_fstat(a, &mut stat), -libc::ENOTRECOVERABLE);
+            assert_eq!(crate::pollfs_fsync(b), 0);
+            assert_eq!(pollfs_sync(fs), 0);
+            assert_eq!(crate::pollfs_close(a), 0);
+            assert_eq!(crate::pollfs_close(b), 0);
+            assert_eq!(pollfs_unmount(fs), 0);
+        }
+    }
+
+    #[test]
+    fn a_panic_in_a_filesystem_call_poisons_the_filesystem() {
+        let fs = formatted();
+        let f = opened(fs, c"/f");
+        hook::arm("pollfs_mkdir", || panic!("planted"));
+        let mut out = core::ptr::null_mut();
+        let mut stat = PollfsStat::default();
+        // SAFETY: live handles, C strings, `out` and `stat` writable.
+        unsafe {
+            assert_eq!(pollfs_mkdir(fs, c"/d".as_ptr(), 0o755), -libc::EIO);
+            assert_eq!(pollfs_sync(fs), -libc::ENOTRECOVERABLE);
+            assert_eq!(
+                pollfs_stat(fs, c"/f".as_ptr(), &mut stat),
+                -libc::ENOTRECOVERABLE
+            );
+            let r = pollfs_open(fs, c"/g".as_ptr(), libc::O_CREAT, 0o644, &mut out);
+            assert_eq!(r, -libc::ENOTRECOVERABLE);
+            assert!(out.is_null());
+            assert_eq!(crate::pollfs_fsync(f), 0, "a file the panic did not touch");
+            assert_eq!(crate::pollfs_close(f), 0);
+            assert_eq!(pollfs_unmount(fs), -libc::ENOTRECOVERABLE);
+        }
+    }
+
+    #[test]
+    fn mkdir_of_an_existing_name_is_eexist() {
+        let (fs, _ram) = ram_fs();
+        mkdir(&fs, "/d", 0o755).unwrap();
+        let e = mkdir(&fs, "/d", 0o755).unwrap_err();
+        assert!(matches!(e, Error::Namespace(NamespaceError::Exists)), "{e}");
+    }
 }

@@ -15,7 +15,11 @@
 //!   one session, driven by one thread at a time.
 //! - Errors are negative errno values; `pollfs_last_error()` says what
 //!   went wrong (`error`). No panic crosses the boundary: one is caught
-//!   and returned as `-EIO` with its message.
+//!   and returned as `-EIO` with its message, and the handle it was
+//!   working on is poisoned (`poison`): later calls on it fail with
+//!   `-ENOTRECOVERABLE`.
+//! - `hook`: points where this crate's unit tests crash or panic an
+//!   operation (`cfg(test)` only).
 //! - `raw`: every pointer from C becomes a reference there; what the code
 //!   cannot check is each exported function's `# Safety` contract.
 //! - `device`: the device a spec names.
@@ -27,6 +31,8 @@ mod device;
 mod error;
 mod file;
 mod fs;
+mod hook;
+mod poison;
 mod queue;
 mod raw;
 

@@ -88,7 +88,7 @@ fn completion(user_data: u64, r: pollfs_core::Result<usize>) -> PollfsCompletion
         Ok(n) => i64::try_from(n).unwrap_or(i64::MAX),
         Err(e) => {
             remember("pollfs_complete", &e.to_string());
-            -i64::from(e.errno().unwrap_or(libc::EIO))
+            -i64::from(crate::error::errno(&e))
         }
     };
     PollfsCompletion { user_data, result }

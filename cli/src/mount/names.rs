@@ -7,8 +7,7 @@ use std::ffi::OsStr;
 
 use fuser::{Errno, FileAttr, FileType, RenameFlags};
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::error::NamespaceError;
-use pollfs_core::{Error, Kind, NewInode};
+use pollfs_core::{Created, Kind, NewInode};
 
 use super::acl::{self, Inherited};
 use super::attr::{self, Caller, FuseIno};
@@ -122,17 +121,14 @@ impl<D: BlockDevice> Server<D> {
     ) -> Res<(FileAttr, u64)> {
         let (dir, name) = (parent.engine(), utf8(name)?);
         let (new, inherited) = self.new_inode(dir, mode, who, false)?;
-        let f = match self.fs.create_in(dir, name, new) {
-            Err(Error::Namespace(NamespaceError::Exists)) if flags & libc::O_EXCL == 0 => {
-                let ino = self.fs.lookup_in(dir, name).map_err(errno)?;
-                self.fs.open_ino(ino).map_err(errno)?
-            }
-            Ok(f) => {
-                self.made(dir, name, f.ino(), &inherited)?;
-                f
-            }
-            Err(e) => return Err(errno(e)),
-        };
+        let exclusive = flags & libc::O_EXCL != 0;
+        let (f, created) = self
+            .fs
+            .create_or_open_in(dir, name, new, exclusive)
+            .map_err(errno)?;
+        if created == Created::Made {
+            self.made(dir, name, f.ino(), &inherited)?;
+        }
         self.keep_open(f, flags)
     }
 

@@ -67,7 +67,7 @@ pub use file::{File, Metadata};
 pub use held::HeldDir;
 #[cfg(all(test, loom))]
 use inode::Inode;
-pub use namespace::{DirEntry, NewInode, RenameFlags, SetAttr};
+pub use namespace::{Created, DirEntry, NewInode, RenameFlags, SetAttr};
 pub use pause::Paused;
 pub use session::Session;
 pub(crate) use shared::Shared;

@@ -65,6 +65,16 @@ impl NewInode {
     }
 }
 
+/// Whether [`Fs::create_or_open_in`] made the file or found it there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// This call made it, with the owner and mode it was given.
+    Made,
+    /// It was there (perhaps made by another caller an instant before):
+    /// owner and mode are as they were.
+    Found,
+}
+
 /// Attribute changes for [`Fs::set_attr`]; `None` leaves one as it is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SetAttr {
@@ -280,6 +290,65 @@ impl<D: BlockDevice> Fs<D> {
     pub fn create_in(&self, parent: u64, name: &str, who: NewInode) -> Result<File<D>> {
         let inode = self.make(parent, name, Kind::File, who, "", 0)?;
         Ok(File::new(self.clone(), inode))
+    }
+
+    /// Creates the regular file `name` in directory `parent` with `who`'s
+    /// owner and mode, or, unless `exclusive` (`O_EXCL`), opens the one
+    /// already there: `open(2)` with `O_CREAT`. The new inode is staged
+    /// with its owner and mode in one change, so no sync can make it
+    /// durable with other ones. Two callers making one name both succeed
+    /// with the same file: the one that finds it made opens it, and if it
+    /// is removed between the two steps, tries again (a bounded number of
+    /// times, then [`NamespaceError::NotFound`]). Returns the file and
+    /// whether this call made it (the caller may have more to give a new
+    /// file, as the FUSE adapter's inherited ACLs). Something else at the
+    /// name fails as [`Fs::open_ino`] says (a directory:
+    /// [`NamespaceError::IsADirectory`]).
+    pub fn create_or_open_in(
+        &self,
+        parent: u64,
+        name: &str,
+        who: NewInode,
+        exclusive: bool,
+    ) -> Result<(File<D>, Created)> {
+        /// Rounds of create-then-open lost to a remove in between before
+        /// giving up: each one lost means another caller made progress.
+        const ROUNDS: usize = 8;
+        let mut last: Error = NamespaceError::NotFound.into();
+        for _ in 0..ROUNDS {
+            match self.create_in(parent, name, who) {
+                Ok(f) => return Ok((f, Created::Made)),
+                Err(Error::Namespace(NamespaceError::Exists)) if !exclusive => {}
+                Err(e) => return Err(e),
+            }
+            match self
+                .lookup_in(parent, name)
+                .and_then(|ino| self.open_ino(ino))
+            {
+                Ok(f) => return Ok((f, Created::Found)),
+                Err(e @ Error::Namespace(NamespaceError::NotFound)) => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// [`Fs::create_or_open_in`] at `path`.
+    pub fn create_or_open(
+        &self,
+        path: &str,
+        who: NewInode,
+        exclusive: bool,
+    ) -> Result<(File<D>, Created)> {
+        let (dir, name) = self.split(path)?;
+        self.create_or_open_in(dir, name, who, exclusive)
+    }
+
+    /// Creates the directory at `path` with `who`'s owner and mode, staged
+    /// as one change; returns its inode number.
+    pub fn mkdir_as(&self, path: &str, who: NewInode) -> Result<u64> {
+        let (dir, name) = self.split(path)?;
+        self.mkdir_in(dir, name, who)
     }
 
     /// Makes an inode and its entry (see [`Fs::with_room`]).
