@@ -45,6 +45,16 @@ capi-test:
 capi-crash N="12":
     POLLFS_SQLITE_CRASH_TXNS={{N}} cargo test -p pollfs-capi --features crash-test --test crash -- --nocapture
 
+# The manual pages (docs/man, section 8) and the bash, zsh and fish
+# completions (docs/completions), written from the commands' clap
+# definitions; `cargo test` fails when the checked-in ones are stale.
+# docs/man/libpollfs.3 is written by hand and left alone.
+man:
+    cargo build -q -p pollfs-cli
+    rm -f docs/man/*.8 docs/completions/*
+    target/debug/pollfs generate man docs/man
+    target/debug/pollfs generate completions docs/completions
+
 # Regenerates capi/include/pollfs.h from capi/src.
 capi-header:
     cbindgen --quiet --config capi/cbindgen.toml --crate pollfs-capi --output capi/include/pollfs.h capi
