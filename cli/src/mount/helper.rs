@@ -119,6 +119,7 @@ pub fn args(args: Vec<OsString>) -> Vec<OsString> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory;
 
     fn strs(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
@@ -154,5 +155,43 @@ mod tests {
             args(strs(&["pollfs", "mount", "emu", "/m"])),
             strs(&["pollfs", "mount", "emu", "/m"])
         );
+    }
+
+    /// The page's options are the ones `args` reads: each flag is dropped,
+    /// `-t` with its value, and `-o` passed on.
+    #[test]
+    fn the_page_describes_what_args_reads() {
+        let cli = crate::Cli::command();
+        let mount = cli.find_subcommand("mount").unwrap();
+        let page = command(mount);
+        let mut shorts = Vec::new();
+        for arg in page.get_arguments() {
+            let Some(short) = arg.get_short() else {
+                continue;
+            };
+            shorts.push(short);
+            let flag = format!("-{short}");
+            let mut call = vec!["mount.pollfs", "emu", "/m", flag.as_str()];
+            let out = match short {
+                'o' => {
+                    call.push("ro");
+                    vec!["pollfs", "mount", "emu", "/m", "-o", "ro"]
+                }
+                't' => {
+                    call.push("fuse.pollfs");
+                    vec!["pollfs", "mount", "emu", "/m"]
+                }
+                'f' => vec!["pollfs", "--version"],
+                _ => vec!["pollfs", "mount", "emu", "/m"],
+            };
+            assert_eq!(args(strs(&call)), strs(&out), "{flag}");
+        }
+        shorts.sort_unstable();
+        assert_eq!(shorts, ['f', 'n', 'o', 's', 't', 'v']);
+        let positionals: Vec<_> = page
+            .get_positionals()
+            .map(|a| a.get_id().as_str())
+            .collect();
+        assert_eq!(positionals, ["device", "mountpoint"]);
     }
 }
