@@ -45,6 +45,32 @@ capi-test:
 capi-crash N="12":
     POLLFS_SQLITE_CRASH_TXNS={{N}} cargo test -p pollfs-capi --features crash-test --test crash -- --nocapture
 
+# The manual pages (docs/man, section 8) and the bash, zsh and fish
+# completions (docs/completions), written from the commands' clap
+# definitions; `cargo test` fails when the checked-in ones are stale.
+# docs/man/libpollfs.3 is written by hand and left alone.
+man:
+    cargo build -q -p pollfs-cli
+    rm -f docs/man/*.8 docs/completions/*
+    target/debug/pollfs generate man docs/man
+    target/debug/pollfs generate completions docs/completions
+
+# vendor/fuser against the published crate of the version its Cargo.toml
+# names (fetched from crates.io into target/fuser-upstream once): every
+# difference shown is one vendor/fuser/PATCHES.md lists. Packaging files
+# (.cargo_vcs_info.json, Cargo.toml.orig, Cargo.lock) and PATCHES.md are
+# left out; "Only in" lines name what the vendored copy dropped or added.
+fuser-diff:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    version=$(sed -n 's/^version = "\(.*\)"$/\1/p' vendor/fuser/Cargo.toml | head -n 1)
+    upstream=target/fuser-upstream/fuser-$version
+    if [ ! -d "$upstream" ]; then
+        mkdir -p target/fuser-upstream
+        curl -sSfL "https://static.crates.io/crates/fuser/fuser-$version.crate" | tar xz -C target/fuser-upstream
+    fi
+    diff -ru -x .cargo_vcs_info.json -x Cargo.toml.orig -x Cargo.lock -x PATCHES.md "$upstream" vendor/fuser || test $? -eq 1
+
 # Regenerates capi/include/pollfs.h from capi/src.
 capi-header:
     cbindgen --quiet --config capi/cbindgen.toml --crate pollfs-capi --output capi/include/pollfs.h capi

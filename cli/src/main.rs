@@ -7,8 +7,9 @@
 //! the lock on a device file, what a device holds before a format, the
 //! legs of a volume), by way of `device`, which reports on stderr. `host`
 //! says what the machine can give; `units` (from `pollfs_device`) parses
-//! every size and time. `sys` holds the system calls the standard library
-//! lacks; it, `bench::uring` (buffers handed to an io_uring) and
+//! every size and time; `generate` (a parser of its own, hidden) writes
+//! the manual pages and shell completions from these definitions. `sys`
+//! holds the system calls the standard library lacks; it, `bench::uring` (buffers handed to an io_uring) and
 //! `mount::ring::entry` (FUSE ring entries shared with the kernel) are the
 //! only unsafe code here. Errors are `anyhow` errors with the device or
 //! option they concern; the device crate's typed errors travel inside
@@ -17,6 +18,7 @@
 
 mod bench;
 mod device;
+mod generate;
 mod host;
 mod mirror;
 mod mount;
@@ -26,7 +28,7 @@ mod tools;
 
 use pollfs_device::units;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -73,7 +75,11 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse_from(mount::helper::args(std::env::args_os().collect()));
+    let argv = mount::helper::args(std::env::args_os().collect());
+    if generate::wanted(&argv) {
+        return report(generate::run(&argv, Cli::command()));
+    }
+    let cli = Cli::parse_from(argv);
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Mkfs(args) => tools::mkfs(&args),
@@ -85,6 +91,10 @@ fn main() -> std::process::ExitCode {
         Command::Setup(args) => nvme::setup::run(&args),
         Command::Mirror(args) => mirror::run(&args),
     };
+    report(result)
+}
+
+fn report(result: anyhow::Result<()>) -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

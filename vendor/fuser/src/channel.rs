@@ -97,6 +97,9 @@ impl ChannelSender {
     }
 
     pub(crate) unsafe fn wrap_backing(&self, id: u32) -> BackingId {
+        // SAFETY: the caller keeps `wrap_backing`'s contract, which is
+        // `wrap_raw`'s: `id` is open on this session's device and owned by
+        // no other `BackingId`.
         unsafe { BackingId::wrap_raw(&self.0, id) }
     }
 }

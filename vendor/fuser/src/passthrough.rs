@@ -56,6 +56,9 @@ impl BackingId {
             flags: 0,
             padding: 0,
         };
+        // SAFETY: FUSE_DEV_IOC_BACKING_OPEN on a FUSE device descriptor
+        // reads one `fuse_backing_map`, and `map` is one that outlives the
+        // call.
         let id = unsafe { fuse_dev_ioc_backing_open(fuse_dev.as_fd().as_raw_fd(), &map) }?;
 
         Ok(id as u32)
@@ -93,6 +96,8 @@ impl BackingId {
 impl Drop for BackingId {
     fn drop(&mut self) {
         if let Some(ch) = self.channel.upgrade() {
+            // SAFETY: FUSE_DEV_IOC_BACKING_CLOSE reads one u32 from a live
+            // reference, on the session's device, still open (upgraded).
             if let Err(e) = unsafe { fuse_dev_ioc_backing_close(ch.as_raw_fd(), &self.backing_id) }
             {
                 error!("Failed to close backing fd: {e}");

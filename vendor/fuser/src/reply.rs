@@ -80,6 +80,8 @@ impl ReplySender {
     /// Wraps a raw backing file ID
     pub(crate) unsafe fn wrap_backing(&self, id: u32) -> BackingId {
         match self {
+            // SAFETY: the caller keeps this function's contract, which is
+            // the channel's `wrap_backing`'s.
             ReplySender::Channel(sender) | ReplySender::Sink(_, sender) => unsafe {
                 sender.wrap_backing(id)
             },
@@ -395,6 +397,8 @@ impl ReplyOpen {
     /// returned `BackingId` instance is still live.
     pub unsafe fn wrap_backing(&self, id: u32) -> BackingId {
         // TODO: assert passthrough capability is enabled.
+        // SAFETY: the caller keeps the contract above, which is the
+        // sender's `wrap_backing`'s.
         unsafe { self.reply.sender.as_ref().unwrap().wrap_backing(id) }
     }
 
@@ -553,6 +557,8 @@ impl ReplyCreate {
     /// returned `BackingId` instance is still live.
     pub unsafe fn wrap_backing(&self, id: u32) -> BackingId {
         // TODO: assert passthrough capability is enabled.
+        // SAFETY: the caller keeps the contract above, which is the
+        // sender's `wrap_backing`'s.
         unsafe { self.reply.sender.as_ref().unwrap().wrap_backing(id) }
     }
 

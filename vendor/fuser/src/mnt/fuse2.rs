@@ -33,10 +33,14 @@ impl MountImpl {
     ) -> io::Result<(Arc<DevFuse>, MountImpl)> {
         let mountpoint = CString::new(mountpoint.as_os_str().as_bytes()).unwrap();
         with_fuse_args(options, acl, |args| {
+            // SAFETY: `mountpoint` is NUL-terminated and `args` valid, both
+            // for the duration of the call.
             let fd = unsafe { fuse_mount_compat25(mountpoint.as_ptr(), args) };
             if fd < 0 {
                 Err(ensure_last_os_error())
             } else {
+                // SAFETY: `fd` is the non-negative descriptor libfuse just
+                // opened and handed over; the File becomes its only owner.
                 let file = unsafe { File::from_raw_fd(fd) };
                 Ok((Arc::new(DevFuse(file)), MountImpl { mountpoint }))
             }
@@ -61,6 +65,8 @@ impl MountImpl {
                     target_os = "openbsd",
                     target_os = "netbsd"
                 )))]
+                // SAFETY: `mountpoint` is a NUL-terminated string that
+                // outlives the call.
                 unsafe {
                     fuse_unmount_compat22(self.mountpoint.as_ptr());
                     return Ok(());

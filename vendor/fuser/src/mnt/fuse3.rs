@@ -43,6 +43,8 @@ impl MountImpl {
         with_fuse_args(options, acl, |args| {
             let ops = fuse_lowlevel_ops::default();
 
+            // SAFETY: `args` and `ops` outlive the call, and the size passed
+            // is that of the `fuse_lowlevel_ops` pointed to.
             let fuse_session = unsafe {
                 fuse_session_new(
                     args,
@@ -58,14 +60,19 @@ impl MountImpl {
                 fuse_session,
                 mountpoint: mnt.clone(),
             };
+            // SAFETY: `fuse_session` is the non-null session just made, and
+            // `mnt` a NUL-terminated string that outlives the call.
             let result = unsafe { fuse_session_mount(mount.fuse_session, mnt.as_ptr()) };
             if result != 0 {
                 return Err(ensure_last_os_error());
             }
+            // SAFETY: `fuse_session` is a live, mounted session.
             let fd = unsafe { fuse_session_fd(mount.fuse_session) };
             if fd < 0 {
                 return Err(io::Error::last_os_error());
             }
+            // SAFETY: `fd` is non-negative and open, owned by the session,
+            // which outlives this borrow (it is only duplicated below).
             let fd = unsafe { BorrowedFd::borrow_raw(fd) };
             // We dup the fd here as the existing fd is owned by the fuse_session, and we
             // don't want it being closed out from under us:
@@ -81,6 +88,9 @@ impl MountImpl {
             // library go through the setuid-root "fusermount -u" to unmount.
             if err == nix::errno::Errno::EPERM {
                 #[cfg(target_os = "linux")]
+                // SAFETY: `fuse_session` is the live session `new` made;
+                // `umount_impl` runs once (from `Mount`'s drop or unmount),
+                // so it is destroyed once and not used afterwards.
                 unsafe {
                     fuse_session_unmount(self.fuse_session);
                     fuse_session_destroy(self.fuse_session);
@@ -92,4 +102,6 @@ impl MountImpl {
         Ok(())
     }
 }
+// SAFETY: the session pointer is only used by the thread that owns the
+// `MountImpl`, and libfuse's session is not bound to the thread that made it.
 unsafe impl Send for MountImpl {}

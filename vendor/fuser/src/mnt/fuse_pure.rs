@@ -221,6 +221,9 @@ fn receive_fusermount_message(socket: &UnixStream) -> Result<DevFuse, Error> {
                     if fd < 0 {
                         return Err(ErrorKind::InvalidData.into());
                     }
+                    // SAFETY: SCM_RIGHTS just installed `fd` in this
+                    // process, non-negative as checked, and nothing else
+                    // holds it, so the File becomes its only owner.
                     return Ok(DevFuse(unsafe { File::from_raw_fd(fd) }));
                 }
             }
@@ -241,8 +244,15 @@ fn receive_fusermount_message(socket: &UnixStream) -> Result<DevFuse, Error> {
 
 /// Clear `FD_CLOEXEC` after fork before exec.
 /// This is needed to pass the file descriptor to a child process without risking descriptor leak.
+///
+/// # Safety
+///
+/// `fd` must stay open until `command` has spawned its child.
 unsafe fn clear_cloexec_in_pre_exec(command: &mut Command, fd: BorrowedFd<'_>) {
     let fd = fd.as_raw_fd();
+    // SAFETY: the hook only calls fcntl(2), which is async-signal-safe, so
+    // it may run between fork and exec; `fd` is open then by this
+    // function's contract, and the child's copy is the one changed.
     unsafe {
         command.pre_exec(move || {
             let fd = BorrowedFd::borrow_raw(fd);
@@ -283,6 +293,8 @@ fn fuse_mount_fusermount(
         .arg(mountpoint)
         .env(FUSERMOUNT_COMM_ENV, child_socket.as_raw_fd().to_string());
 
+    // SAFETY: `child_socket` is dropped only after `spawn` below, so the
+    // descriptor is open when the child is forked.
     unsafe {
         clear_cloexec_in_pre_exec(&mut builder, child_socket.as_fd());
     }
@@ -366,6 +378,8 @@ fn fuse_mount_mount_fusefs(
 
     builder.arg(fuse_fd.to_string()).arg(mountpoint);
 
+    // SAFETY: `fuse_device` is borrowed for the whole function, so the
+    // descriptor is open when `output` forks the child.
     unsafe { clear_cloexec_in_pre_exec(&mut builder, fuse_device.as_fd()) };
 
     let output = builder.output()?;

@@ -238,6 +238,8 @@ mod test {
             SessionACL::RootAndOwner,
             |args| {
                 let v: Vec<_> = (0..args.argc)
+                    // SAFETY: `with_fuse_args` hands over `argc` pointers
+                    // to NUL-terminated strings that live during the call.
                     .map(|n| unsafe {
                         CStr::from_ptr(*args.argv.offset(n as isize))
                             .to_str()
