@@ -4,7 +4,8 @@
 # SIGKILL in the middle of a sync-heavy load, fallocate(1) and truncate(1),
 # a source tree (tar, diff, git, make, links, renames; tree.sh), POSIX
 # rules against tmpfs as root and as another user, mount(8)'s helper and
-# `pollfs umount` (posix.sh), extended attributes and ACLs through cp -a,
+# `pollfs umount` (posix.sh), writers at two thirds full and until the
+# device is full (fill.sh), extended attributes and ACLs through cp -a,
 # tar, getfacl/setfacl and getfattr/setfattr (xattr_roundtrip.sh).
 # Needs root, /dev/fuse, fio, sqlite3, util-linux, python3, jq, tar, gzip,
 # git, make, acl, attr.
@@ -124,6 +125,7 @@ check "holes: the last state survives a remount" \
 check "holes: unmounted cleanly again" stop holes
 check "holes: fsck is clean" fsck_clean holes
 
+source "$HERE/fill.sh"
 source "$HERE/tree.sh"
 source "$HERE/posix.sh"
 source "$HERE/xattr_roundtrip.sh"
