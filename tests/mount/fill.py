@@ -18,13 +18,27 @@ def byte(w, rnd, f, off):
     return (w * 7 + rnd * 3 + f + off // PIECE) % 251
 
 
+def closed(fd):
+    """Closes fd; False if the close said the device is full: with the
+    kernel's writeback cache the refusal comes when the pages reach the
+    server, at the latest at close, and then the file's bytes may not all
+    be stored."""
+    try:
+        os.close(fd)
+        return True
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        return False
+
+
 def writer(d, w, files, size, rounds, out):
     held = {}
+    refused = None
     for rnd in range(rounds):
         for f in range(files):
             name = f"w{w}f{f}"
             fd = os.open(f"{d}/{name}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-            held[name] = (rnd, 0)
             off = 0
             try:
                 while off < size:
@@ -33,32 +47,16 @@ def writer(d, w, files, size, rounds, out):
             except OSError as e:
                 if e.errno != errno.ENOSPC:
                     raise
-                held[name] = (rnd, off)
-                try:
-                    os.close(fd)
-                except OSError as e:
-                    if e.errno != errno.ENOSPC:
-                        raise
-                    del held[name]
-                out.write(f"refused {name} round {rnd} at {off}\n")
-                for n, (r, ln) in held.items():
-                    out.write(f"{n} {r} {ln}\n")
-                return
+                refused = f"refused {name} round {rnd} at {off}"
             held[name] = (rnd, off)
-            try:
-                os.close(fd)
-            except OSError as e:
-                # With the kernel's writeback cache the refusal comes when
-                # the pages reach the server, at the latest at close: the
-                # close says this file's bytes may not all be stored, so
-                # it is not listed for reading back.
-                if e.errno != errno.ENOSPC:
-                    raise
+            if not closed(fd):
                 del held[name]
-                out.write(f"refused {name} round {rnd} at close\n")
-                for n, (r, ln) in held.items():
-                    out.write(f"{n} {r} {ln}\n")
-                return
+                refused = refused or f"refused {name} round {rnd} at close"
+            if refused:
+                break
+        if refused:
+            out.write(refused + "\n")
+            break
     for n, (r, ln) in held.items():
         out.write(f"{n} {r} {ln}\n")
 
