@@ -10,7 +10,8 @@ Every difference is printed. A difference not in EXPECTED_GAPS fails the
 run, and so does a listed gap that no longer differs (it was fixed: take
 it off the list).
 
-Usage: conformance.py MOUNT_DIR TMPFS_DIR   (root; run by tests/mount/run.sh)
+Usage: conformance.py MOUNT_DIR TMPFS_DIR [CASE...]   (root; run by
+tests/mount/run.sh; with CASEs, only those)
 """
 
 import ctypes
@@ -935,6 +936,78 @@ def directory_links(d):
     return out
 
 
+class FileHandle(ctypes.Structure):
+    """struct file_handle with room for any handle (MAX_HANDLE_SZ 128)."""
+    _fields_ = [("handle_bytes", ctypes.c_uint), ("handle_type", ctypes.c_int),
+                ("f_handle", ctypes.c_ubyte * 128)]
+
+
+def name_to_handle(path):
+    h = FileHandle(128, 0)
+    mount_id = ctypes.c_int()
+    check(libc.name_to_handle_at(AT_FDCWD, os.fsencode(path), ctypes.byref(h),
+                                 ctypes.byref(mount_id), 0))
+    return h
+
+
+def open_by_handle(mount_fd, h, flags):
+    fd = libc.open_by_handle_at(mount_fd, ctypes.byref(h), flags)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return fd
+
+
+def drop_caches():
+    """Pushes every unused inode and dentry out of the kernel's caches."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2")
+
+
+def file_handles_after_the_kernel_forgets(d):
+    """xfstests generic/426, 467: name_to_handle_at, then drop the caches,
+    then open_by_handle_at opens the same file or directory (a directory
+    handle is reconnected to its path through ".."); a handle to a
+    removed file is ESTALE."""
+    os.makedirs(d + "/sub/deep")
+    write(d + "/f", b"kept")
+    write(d + "/sub/deep/g", b"inner")
+    write(d + "/gone", b"x")
+    names = ["f", "sub", "sub/deep", "sub/deep/g", "gone"]
+    handles = {n: name_to_handle(d + "/" + n) for n in names}
+    inos = {n: os.lstat(d + "/" + n).st_ino for n in names}
+    os.unlink(d + "/gone")
+    drop_caches()
+    out = []
+    mount_fd = os.open(os.path.dirname(d), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for n in names:
+            def opened_again():
+                is_dir = n.startswith("sub") and not n.endswith("g")
+                flags = os.O_RDONLY | (os.O_DIRECTORY if is_dir else 0)
+                fd = open_by_handle(mount_fd, handles[n], flags)
+                try:
+                    same = os.fstat(fd).st_ino == inos[n]
+                    got = sorted(os.listdir(fd)) if is_dir else os.pread(fd, 64, 0)
+                    return [same, got]
+                finally:
+                    os.close(fd)
+            out.append([n, r(opened_again)])
+        # A directory's handle opens it by its path again: ".." from the
+        # node id up to the root, then the name in each parent.
+        def path_of_directory():
+            fd = open_by_handle(mount_fd, handles["sub/deep"], os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                return os.readlink("/proc/self/fd/%d" % fd) == d + "/sub/deep"
+            finally:
+                os.close(fd)
+        out.append(r(path_of_directory))
+    finally:
+        os.close(mount_fd)
+    return out
+
+
 CASES = [
     open_flags,
     open_permissions,
@@ -963,6 +1036,7 @@ CASES = [
     directory_links,
     listing_while_renaming_away_and_back,
     removed_directory_still_open,
+    file_handles_after_the_kernel_forgets,
 ]
 
 
@@ -978,21 +1052,22 @@ def run(case, root):
 
 def main():
     mount, tmpfs = sys.argv[1], sys.argv[2]
+    cases = [c for c in CASES if not sys.argv[3:] or c.__name__ in sys.argv[3:]]
     os.umask(0o022)
     for top in (mount, tmpfs):
         os.chmod(top, 0o755)
     differ = {}
-    for case in CASES:
+    for case in cases:
         got_mount = run(case, mount)
         got_tmpfs = run(case, tmpfs)
         if got_mount != got_tmpfs:
             differ[case.__name__] = (got_mount, got_tmpfs)
-    print("differences from tmpfs (%d of %d cases):" % (len(differ), len(CASES)))
+    print("differences from tmpfs (%d of %d cases):" % (len(differ), len(cases)))
     for name, (m, t) in differ.items():
         why = EXPECTED_GAPS.get(name, "NOT EXPECTED")
         print("  %s (%s)\n    pollfs: %s\n    tmpfs:  %s" % (name, why, m, t))
     passed = failed = 0
-    for case in CASES:
+    for case in cases:
         name = case.__name__
         if name in differ and name not in EXPECTED_GAPS:
             print("FAIL: %s differs from tmpfs" % name)

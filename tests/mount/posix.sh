@@ -1,5 +1,6 @@
 # Users, permissions and unmounting: the POSIX conformance cases against
-# tmpfs (conformance.py, some as another uid through allow_other), an
+# tmpfs (conformance.py, some as another uid through allow_other), a
+# removed file's handle across a remount (handles_remount.py), an
 # O_TMPFILE file open across a `kill -9` of the server (freed by recovery),
 # mount(8) through the mount.fuse.pollfs helper and an fstab line,
 # `pollfs umount` (durable when it returns) and a mount right after a
@@ -19,6 +20,17 @@ check "conformance: every case as on tmpfs, but for the listed gaps" \
 umount "$P"
 check "conformance: unmounted cleanly" stop posix
 check "conformance: fsck is clean" fsck_clean posix
+
+echo "== a file handle across a remount: a removed file's number comes back, its handle stays stale"
+fresh handles 256m
+start handles
+check "handles: a handle taken, its file removed" \
+    python3 "$HERE/handles_remount.py" take "$(mnt handles)" "$WORK/handles"
+check "handles: unmounted cleanly" stop handles
+start handles
+check "handles: the removed file's handle does not open the file that took its number" \
+    python3 "$HERE/handles_remount.py" use "$(mnt handles)" "$WORK/handles"
+check "handles: unmounted cleanly after" stop handles
 
 echo "== O_TMPFILE: an unnamed file synced and still open when the server is killed is freed by recovery"
 files_before=$("$POLLFS" fsck "file:$(img posix)" | grep -o '[0-9]* files')

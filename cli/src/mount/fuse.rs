@@ -40,10 +40,6 @@ const DIRECT_OPEN: FopenFlags =
 /// valid across opens (nothing but this mount writes the filesystem).
 const KERNEL_OPEN: FopenFlags = FopenFlags::FOPEN_KEEP_CACHE;
 
-/// Inode numbers are never reused (pollfs hands them out in order and
-/// records the next one), so one generation serves.
-const GENERATION: Generation = Generation(0);
-
 /// The largest read or write one request carries.
 pub(super) const MAX_IO: u32 = 1 << 20;
 
@@ -104,17 +100,25 @@ impl<D: BlockDevice> PollFs<D> {
         match made {
             Ok((attr, fh)) => {
                 let flags = self.open_flags(attr.perm);
-                reply.created(&self.ttl, &attr, GENERATION, FileHandle(fh), flags)
+                let generation = self.generation(&attr);
+                reply.created(&self.ttl, &attr, generation, FileHandle(fh), flags)
             }
             Err(e) => reply.error(e),
         }
     }
-}
 
-fn entry(reply: ReplyEntry, ttl: Duration, r: Result<FileAttr, Errno>) {
-    match r {
-        Ok(attr) => reply.entry(&ttl, &attr, GENERATION),
-        Err(e) => reply.error(e),
+    /// The generation an entry for `attr` carries (see
+    /// [`Server::generation`]).
+    fn generation(&self, attr: &FileAttr) -> Generation {
+        Generation(self.server.generation(attr.ino.into()))
+    }
+
+    /// Answers a request that gives the kernel an entry.
+    fn entry(&self, reply: ReplyEntry, r: Result<FileAttr, Errno>) {
+        match r {
+            Ok(attr) => reply.entry(&self.ttl, &attr, self.generation(&attr)),
+            Err(e) => reply.error(e),
+        }
     }
 }
 
@@ -186,6 +190,11 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
             | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO
             | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
+        // FUSE_EXPORT_SUPPORT: a file handle (open_by_handle_at, NFS) still
+        // opens its inode once the kernel has forgotten the node id: the
+        // kernel then looks up "." (and a directory's "..") in it
+        // (`Server::lookup`), and checks the generation.
+        wanted |= InitFlags::FUSE_EXPORT_SUPPORT;
         // POSIX ACLs: the kernel checks them (default_permissions is
         // always on) and leaves the umask to the server, which applies it
         // only where no default ACL does (see `acl`). FUSE_SETXATTR_EXT:
@@ -228,8 +237,8 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.server.lookup(parent.into(), name) {
-            Ok(attr) => reply.entry(&self.ttl, &attr, GENERATION),
-            Err(Errno::ENOENT) => reply.entry(&self.ttl, &attr::absent(), GENERATION),
+            Ok(attr) => reply.entry(&self.ttl, &attr, self.generation(&attr)),
+            Err(Errno::ENOENT) => reply.entry(&self.ttl, &attr::absent(), Generation(0)),
             Err(e) => reply.error(e),
         }
     }
@@ -331,9 +340,8 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        entry(
+        self.entry(
             reply,
-            self.ttl,
             self.server
                 .mknod(parent.into(), name, mode, rdev, caller(req, umask)),
         );
@@ -348,9 +356,8 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        entry(
+        self.entry(
             reply,
-            self.ttl,
             self.server
                 .mkdir(parent.into(), name, mode, caller(req, umask)),
         );
@@ -375,7 +382,7 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         let made =
             self.server
                 .symlink(parent.into(), link_name, target.as_os_str(), caller(req, 0));
-        entry(reply, self.ttl, made);
+        self.entry(reply, made);
     }
 
     fn rename(
@@ -403,9 +410,8 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        entry(
+        self.entry(
             reply,
-            self.ttl,
             self.server.link(ino.into(), newparent.into(), newname),
         );
     }
@@ -556,7 +562,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         let r = self
             .server
             .readdir(ino.into(), offset, true, |e| match &e.attr {
-                Some(attr) => reply.add(e.ino.into(), e.next, e.name, &ttl, attr, GENERATION),
+                Some(attr) => {
+                    let generation = Generation(self.server.generation(e.ino));
+                    reply.add(e.ino.into(), e.next, e.name, &ttl, attr, generation)
+                }
                 None => false,
             });
         match r {

@@ -98,12 +98,31 @@ impl<D: BlockDevice> Server<D> {
 
     /// `lookup`: `name` in directory `parent` (a directory found is one
     /// more reference the kernel holds: [`Server::known`]).
+    ///
+    /// The kernel resolves "." and ".." of a path itself; it asks for
+    /// them only to open a file handle whose node id it no longer caches
+    /// (FUSE_EXPORT_SUPPORT: `fuse_get_dentry`, `fuse_get_parent` in
+    /// fs/fuse/inode.c). "." answers any inode the engine still has, a
+    /// file too, and ".." a directory's parent (the root's is the root);
+    /// a node id whose inode is gone is ESTALE, which the kernel passes
+    /// on as it is.
     pub fn lookup(&self, parent: FuseIno, name: &OsStr) -> Res<FileAttr> {
-        let ino = self
-            .fs
-            .lookup_in(parent.engine(), existing(name)?)
-            .map_err(errno)?;
-        let attr = self.attr_of(ino)?;
+        let stale = |e: pollfs_core::Error| match errno(e) {
+            Errno::ENOENT => Errno::ESTALE,
+            other => other,
+        };
+        let ino = match name.as_encoded_bytes() {
+            b"." => parent.engine(),
+            b".." => self.fs.parent_of(parent.engine()).map_err(stale)?,
+            _ => self
+                .fs
+                .lookup_in(parent.engine(), existing(name)?)
+                .map_err(errno)?,
+        };
+        let attr = match name.as_encoded_bytes() {
+            b"." | b".." => self.fs.attr(ino).map(|m| attr::attr(&m)).map_err(stale)?,
+            _ => self.attr_of(ino)?,
+        };
         self.known(&attr);
         Ok(attr)
     }

@@ -7,7 +7,7 @@
 //! [`names`](super::names) the requests that change or read directories.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use fuser::{Errno, FileAttr, TimeOrNow};
 use pollfs_core::dev::BlockDevice;
@@ -118,6 +118,20 @@ pub struct StatFs {
     pub files_free: u64,
 }
 
+/// The generation of this mount's inodes: drawn once per mount from the
+/// clock's nanoseconds and the process id, 32 bits (all the kernel keeps,
+/// `i_generation`), never 0 (the root's). Inode numbers repeat only across
+/// mounts (docs/design.md, "The namespace through FUSE"), so a file handle
+/// made in an earlier mount matches a later inode only if both mounts drew
+/// the same value.
+fn mount_generation() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mixed = (nanos as u32) ^ ((nanos >> 32) as u32) ^ std::process::id().rotate_left(16);
+    u64::from(mixed.max(1))
+}
+
 /// The mount's state: the filesystem, its open files and the directories
 /// the kernel knows.
 #[derive(Debug)]
@@ -125,6 +139,8 @@ pub struct Server<D: BlockDevice> {
     pub(super) fs: Fs<D>,
     pub(super) files: Files<D>,
     pub(super) dirs: KnownDirs<D>,
+    /// Every inode's generation but the root's ([`Server::generation`]).
+    generation: u64,
 }
 
 impl<D: BlockDevice> Server<D> {
@@ -134,6 +150,22 @@ impl<D: BlockDevice> Server<D> {
             fs,
             files: Files::default(),
             dirs: KnownDirs::default(),
+            generation: mount_generation(),
+        }
+    }
+
+    /// The generation an entry for `ino` carries, which a file handle
+    /// keeps beside the number and the kernel checks when it opens one:
+    /// 0 for the root (the kernel expects it), this mount's for every
+    /// other inode. Numbers are not reused while mounted, so within a
+    /// mount (number, generation) names one inode; across mounts the
+    /// generation changes, so a handle from an earlier mount is stale
+    /// (ESTALE), never another file that took its number.
+    pub fn generation(&self, ino: FuseIno) -> u64 {
+        if ino == FuseIno::ROOT {
+            0
+        } else {
+            self.generation
         }
     }
 

@@ -1095,3 +1095,96 @@ fn a_tmpfile_has_no_name_until_linked_and_goes_at_its_last_close_if_never() {
     assert_eq!((t.perm, t.gid), (0o600, 55));
     s.release(fh);
 }
+
+#[test]
+fn dot_and_dotdot_answer_node_ids_the_kernel_forgot() {
+    // open_by_handle_at of a handle whose node id the kernel no longer
+    // caches: LOOKUP(nodeid, ".") and, for a directory, (nodeid, "..").
+    let s = server();
+    let a = mkdir(&s, ROOT, "a");
+    let b = mkdir(&s, a, "b");
+    let f = ino(&touch(&s, b, "f"));
+    s.forget(a, 1);
+    s.forget(b, 1);
+    let found = |dir: FuseIno, n: &str| s.lookup(dir, name(n)).map(|a| ino(&a));
+    assert_eq!(found(f, "."), Ok(f));
+    assert_eq!(found(b, "."), Ok(b));
+    assert_eq!(found(b, ".."), Ok(a));
+    assert_eq!(found(a, ".."), Ok(ROOT));
+    assert_eq!(found(ROOT, "."), Ok(ROOT));
+    assert_eq!(found(ROOT, ".."), Ok(ROOT));
+    assert_eq!(found(f, ".."), Err(Errno::ENOTDIR));
+    let dot = s.lookup(f, name(".")).unwrap();
+    assert_eq!((dot.kind, dot.nlink), (FileType::RegularFile, 1));
+
+    // Each answer is a reference the kernel counts: b was looked up once
+    // as "." and a once as ".."; removed, each stays until forgotten.
+    s.unlink(b, name("f")).unwrap();
+    s.rmdir(a, name("b")).unwrap();
+    s.rmdir(ROOT, name("a")).unwrap();
+    assert_eq!(s.getattr(b, None).unwrap().nlink, 0);
+    assert_eq!(s.getattr(a, None).unwrap().nlink, 0);
+    s.forget(b, 1);
+    s.forget(a, 1);
+    assert_eq!(s.getattr(b, None).map(|_| ()), Err(Errno::ENOENT));
+    assert_eq!(s.getattr(a, None).map(|_| ()), Err(Errno::ENOENT));
+}
+
+#[test]
+fn dot_and_dotdot_of_a_freed_inode_are_stale() {
+    let s = server();
+    let d = mkdir(&s, ROOT, "d");
+    let f = ino(&touch(&s, d, "f"));
+    let (g, fh) = s.create(d, name("g"), 0o644, 0, ME).unwrap();
+    let g = ino(&g);
+    s.unlink(d, name("f")).unwrap();
+    s.unlink(d, name("g")).unwrap();
+    s.rmdir(ROOT, name("d")).unwrap();
+    s.forget(d, 1);
+    for (n, dots) in [(f, "."), (d, "."), (d, "..")] {
+        assert_eq!(
+            s.lookup(n, name(dots)).map(|_| ()),
+            Err(Errno::ESTALE),
+            "{n:?} {dots}"
+        );
+    }
+    // Removed but still open: still the inode, with no link.
+    assert_eq!(s.lookup(g, name(".")).unwrap().nlink, 0);
+    s.release(fh);
+    assert_eq!(s.lookup(g, name(".")).map(|_| ()), Err(Errno::ESTALE));
+    // An ordinary name that is missing stays ENOENT (a negative entry).
+    assert_eq!(s.lookup(ROOT, name("d")).map(|_| ()), Err(Errno::ENOENT));
+}
+
+#[test]
+fn a_number_reused_after_a_remount_gets_another_generation() {
+    let dev = RamDevice::new(64 << 20, 4096, 256).unwrap();
+    let cfg = || pollfs_core::Config {
+        cache_pages: 128,
+        ..pollfs_core::hosted::config()
+    };
+    let s = Server::new(Fs::format(dev.clone(), cfg(), 1).unwrap());
+    touch(&s, ROOT, "kept");
+    let gone = ino(&touch(&s, ROOT, "gone"));
+    let before = s.generation(gone);
+    assert_eq!(
+        s.generation(ROOT),
+        0,
+        "the kernel expects the root's to be 0"
+    );
+    assert_ne!(before, 0);
+    assert!(before <= u64::from(u32::MAX), "the kernel keeps 32 bits");
+    s.unlink(ROOT, name("gone")).unwrap();
+    let fs = s.fs.clone();
+    s.close_all();
+    drop(s);
+    fs.unmount().unwrap();
+
+    // The next number after a mount is one past the highest in use, so
+    // the freed number comes back: the handle (number, generation) does not.
+    let s = Server::new(Fs::mount(dev, cfg()).unwrap());
+    let again = ino(&touch(&s, ROOT, "new"));
+    assert_eq!(again, gone);
+    assert_ne!(s.generation(again), before);
+    assert_eq!(s.generation(ROOT), 0);
+}

@@ -165,3 +165,47 @@ fn setxattr_ext_and_tmpfile_are_decoded_and_served() {
     });
     served.unwrap();
 }
+
+#[test]
+fn a_lookup_of_dot_answers_the_node_id_with_its_generation() {
+    // What the kernel sends to open a file handle whose node id it no
+    // longer caches (FUSE_EXPORT_SUPPORT).
+    const FUSE_LOOKUP: u32 = 1;
+    let dev = RamDevice::new(16 << 20, 4096, 64).unwrap();
+    let cfg = pollfs_core::Config {
+        cache_pages: 32,
+        ..pollfs_core::hosted::config()
+    };
+    let fs = Fs::format(dev, cfg, 1).unwrap();
+    let f = fs
+        .create_in(ROOT_INO, "f", NewInode::new(0o644, 1000, 100))
+        .unwrap()
+        .ino();
+    let server = Server::new(fs.clone());
+    let generation = server.generation(FuseIno(f));
+    let pollfs = PollFs::new(server, CacheMode::Direct, Arc::new(OnceLock::new()));
+    let (ours, mut kernel) = UnixStream::pair().unwrap();
+    kernel
+        .write_all(&request(FUSE_INIT, 1, 0, &init_args()))
+        .unwrap();
+    let mut config = fuser::Config::default();
+    config.n_threads = Some(1);
+    let session = Session::from_fd(pollfs, OwnedFd::from(ours), SessionACL::All, config).unwrap();
+    let served = session.run_with(|d| {
+        // fuse_entry_out: node id, then generation.
+        let entry = |reply: &[u8]| {
+            let word = |at: usize| u64::from_le_bytes(reply[at..at + 8].try_into().unwrap());
+            (word(0), word(8))
+        };
+        let (error, reply) = serve(&d, &request(FUSE_LOOKUP, 2, f, b".\0"));
+        assert_eq!((error, entry(&reply)), (0, (f, generation)));
+        let (error, reply) = serve(&d, &request(FUSE_LOOKUP, 3, ROOT_INO, b"..\0"));
+        assert_eq!((error, entry(&reply)), (0, (ROOT_INO, 0)));
+        fs.unlink_in(ROOT_INO, "f").unwrap();
+        let (error, _) = serve(&d, &request(FUSE_LOOKUP, 4, f, b".\0"));
+        assert_eq!(error, -libc::ESTALE);
+        kernel.write_all(&request(FUSE_DESTROY, 5, 0, &[])).unwrap();
+        Ok(Vec::new())
+    });
+    served.unwrap();
+}
