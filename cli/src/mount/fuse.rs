@@ -461,7 +461,11 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         // writes that must: those by a writer without CAP_FSETID.
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let in_group = |gid| privs_of(req).keeps_sgid(gid);
-        match self.server.write(fh.0, offset, data, kill, in_group) {
+        let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        match self
+            .server
+            .write(fh.0, offset, data, from_cache, kill, in_group)
+        {
             Ok((n, privs_taken)) => {
                 if privs_taken {
                     // The kernel keeps the mode it had; have it ask again.

@@ -303,7 +303,12 @@ impl<D: BlockDevice> Server<D> {
 
     /// `write`: all of `data` at `off`, or as much as the device took
     /// before it filled up or failed (an error only if nothing was
-    /// written). `security.capability` goes first ([`Server::kill_caps`]).
+    /// written). A write from the kernel's page cache (`from_cache`,
+    /// FUSE_WRITE_CACHE: writeback in kernel cache mode) is all or an
+    /// error: the kernel takes a short reply to writeback as done and
+    /// drops the rest of the pages clean, so the error must reach it to be
+    /// reported by the next fsync or close. `security.capability` goes
+    /// first ([`Server::kill_caps`]).
     /// With `kill_suid` (the kernel's FUSE_WRITE_KILL_SUIDGID:
     /// the writer lacks CAP_FSETID) the set-user-id and set-group-id bits
     /// go too, as [`without_privs`] says (`in_group`: whether the writer
@@ -314,6 +319,7 @@ impl<D: BlockDevice> Server<D> {
         fh: u64,
         off: u64,
         data: &[u8],
+        from_cache: bool,
         kill_suid: bool,
         in_group: impl FnOnce(u32) -> bool,
     ) -> Res<(u32, bool)> {
@@ -335,7 +341,7 @@ impl<D: BlockDevice> Server<D> {
             match f.write_at(&data[done..], off + done as u64) {
                 Ok(0) => break,
                 Ok(n) => done += n,
-                Err(e) if done == 0 => return Err(errno(e)),
+                Err(e) if done == 0 || from_cache => return Err(errno(e)),
                 Err(_) => break,
             }
         }

@@ -88,7 +88,7 @@ fn create_write_read_and_stat_through_handles() {
         "the first inode after the root"
     );
     assert_eq!(
-        s.write(fh, 4096, b"hello", false, |_| true).unwrap(),
+        s.write(fh, 4096, b"hello", false, false, |_| true).unwrap(),
         (5, false)
     );
     s.fsync(fh, true).unwrap();
@@ -111,7 +111,7 @@ fn create_write_read_and_stat_through_handles() {
 fn create_without_excl_opens_an_existing_file_and_o_trunc_empties_it() {
     let s = server();
     let (_, a) = s.create(ROOT, name("f"), 0o644, 0, ME).unwrap();
-    s.write(a, 0, b"data", false, |_| true).unwrap();
+    s.write(a, 0, b"data", false, false, |_| true).unwrap();
     let (attr, b) = s.create(ROOT, name("f"), 0o600, 0, ME).unwrap();
     assert_eq!((attr.size, attr.perm), (4, 0o644), "opened, not made");
     assert_eq!(
@@ -135,7 +135,8 @@ fn create_without_excl_opens_an_existing_file_and_o_trunc_empties_it() {
 fn a_removed_file_shows_no_link_and_keeps_its_data_until_its_last_close() {
     let s = server();
     let (attr, fh) = s.create(ROOT, name("gone"), 0o644, 0, ME).unwrap();
-    s.write(fh, 0, &[5u8; 8192], false, |_| true).unwrap();
+    s.write(fh, 0, &[5u8; 8192], false, false, |_| true)
+        .unwrap();
     let free = s.statfs().free;
     s.unlink(ROOT, name("gone")).unwrap();
     assert_eq!(s.lookup(ROOT, name("gone")), Err(Errno::ENOENT));
@@ -462,7 +463,7 @@ fn readdirplus_carries_each_entrys_attributes() {
     let s = server();
     let d = mkdir(&s, ROOT, "d");
     let (_, fh) = s.create(d, name("f"), 0o600, 0, ME).unwrap();
-    s.write(fh, 0, &[1; 5000], false, |_| true).unwrap();
+    s.write(fh, 0, &[1; 5000], false, false, |_| true).unwrap();
     s.symlink(d, name("l"), name("f"), ME).unwrap();
     let mut seen = Vec::new();
     s.readdir(d, 0, true, |e| {
@@ -564,7 +565,8 @@ fn setattr_changes_size_mode_owner_and_times() {
     let s = server();
     let (attr, fh) = s.create(ROOT, name("t"), 0o644, 0, ME).unwrap();
     let i = ino(&attr);
-    s.write(fh, 0, &[1u8; 10_000], false, |_| true).unwrap();
+    s.write(fh, 0, &[1u8; 10_000], false, false, |_| true)
+        .unwrap();
     let size = |n| SetAttr {
         size: Some(n),
         ..SetAttr::default()
@@ -607,11 +609,20 @@ fn setattr_changes_size_mode_owner_and_times() {
     );
     // A write flagged to kill privileges takes set-user-id away; one not
     // flagged (the writer has CAP_FSETID) leaves it.
-    assert_eq!(s.write(fh, 0, b"x", false, |_| true).unwrap(), (1, false));
+    assert_eq!(
+        s.write(fh, 0, b"x", false, false, |_| true).unwrap(),
+        (1, false)
+    );
     assert_eq!(s.getattr(i, None).unwrap().perm, 0o4750);
-    assert_eq!(s.write(fh, 0, b"x", true, |_| true).unwrap(), (1, true));
+    assert_eq!(
+        s.write(fh, 0, b"x", false, true, |_| true).unwrap(),
+        (1, true)
+    );
     assert_eq!(s.getattr(i, None).unwrap().perm, 0o750);
-    assert_eq!(s.write(fh, 0, b"x", true, |_| true).unwrap(), (1, false));
+    assert_eq!(
+        s.write(fh, 0, b"x", false, true, |_| true).unwrap(),
+        (1, false)
+    );
     s.release(fh);
 }
 
@@ -647,7 +658,7 @@ fn a_write_or_truncate_takes_security_capability_away() {
         s.setxattr(i, name("user.k"), b"v", 0, false).unwrap();
     };
     set(&s);
-    assert_eq!(s.write(fh, 0, b"x", false, |_| true).unwrap().0, 1);
+    assert_eq!(s.write(fh, 0, b"x", false, false, |_| true).unwrap().0, 1);
     assert_eq!(xattr(&s, i, "security.capability"), Err(Errno::ENODATA));
     assert_eq!(xattr(&s, i, "user.k"), Ok(b"v".to_vec()), "others stay");
     set(&s);
@@ -658,7 +669,10 @@ fn a_write_or_truncate_takes_security_capability_away() {
     s.setattr(i, Some(fh), size, Privs::default).unwrap();
     assert_eq!(xattr(&s, i, "security.capability"), Err(Errno::ENODATA));
     // Nothing to take: a write is a write.
-    assert_eq!(s.write(fh, 0, b"y", false, |_| true).unwrap(), (1, false));
+    assert_eq!(
+        s.write(fh, 0, b"y", false, false, |_| true).unwrap(),
+        (1, false)
+    );
     s.release(fh);
 }
 
@@ -715,7 +729,7 @@ fn fallocate_goes_to_the_engine_and_reports_its_errno() {
     assert_eq!((attr.size, attr.blocks), (1 << 20, 2048));
     // The old EOF inside the range's last page: the size still grows.
     let (_, g) = s.create(ROOT, name("g"), 0o644, 0, ME).unwrap();
-    s.write(g, 0, &[5; 100], false, |_| true).unwrap();
+    s.write(g, 0, &[5; 100], false, false, |_| true).unwrap();
     s.fallocate(g, 0, 4096, 0).unwrap();
     assert_eq!(s.lookup(ROOT, name("g")).unwrap().size, 4096);
     // Collapse, insert range, unshare, and punch without keep-size.
@@ -737,7 +751,7 @@ fn statfs_counts_the_data_area_and_inodes() {
     );
     assert!(before.available < before.free);
     let (_, fh) = s.create(ROOT, name("a"), 0o644, 0, ME).unwrap();
-    s.write(fh, 0, &[1; 4096], false, |_| true).unwrap();
+    s.write(fh, 0, &[1; 4096], false, false, |_| true).unwrap();
     mkdir(&s, ROOT, "d");
     let after = s.statfs();
     assert_eq!(after.free, before.free - 1);
@@ -756,7 +770,9 @@ fn handles_serve_many_threads_at_once() {
                 for i in 0..64u64 {
                     let off = (i * 4 + u64::from(t)) * 4096;
                     assert_eq!(
-                        s.write(fh, off, &[t + 1; 4096], false, |_| true).unwrap().0,
+                        s.write(fh, off, &[t + 1; 4096], false, false, |_| true)
+                            .unwrap()
+                            .0,
                         4096
                     );
                     if i % 16 == 0 {
@@ -1061,7 +1077,10 @@ fn a_tmpfile_has_no_name_until_linked_and_goes_at_its_last_close_if_never() {
     // Written unnamed, then named: the name shows the data.
     let (attr, fh) = s.tmpfile(ROOT, 0o666, libc::O_RDWR, who).unwrap();
     assert_eq!((attr.nlink, attr.perm, attr.uid), (0, 0o644, 1000));
-    assert_eq!(s.write(fh, 0, b"tmp", false, |_| true), Ok((3, false)));
+    assert_eq!(
+        s.write(fh, 0, b"tmp", false, false, |_| true),
+        Ok((3, false))
+    );
     assert_eq!(all_names(&s, ROOT, 8), [".", ".."]);
     let linked = s.link(ino(&attr), ROOT, name("kept")).unwrap();
     assert_eq!(linked.nlink, 1);
@@ -1187,4 +1206,48 @@ fn a_number_reused_after_a_remount_gets_another_generation() {
     assert_eq!(again, gone);
     assert_ne!(s.generation(again), before);
     assert_eq!(s.generation(ROOT), 0);
+}
+
+/// A server whose device has room for about half a MiB of data more, and
+/// a file handle to write it with.
+fn nearly_full() -> (Server<RamDevice>, u64, u64) {
+    let s = server();
+    let (_, spare) = s.create(ROOT, name("spare"), 0o644, 0, ME).unwrap();
+    s.write(spare, 0, &[1u8; 512 << 10], false, false, |_| true)
+        .unwrap();
+    let (_, fh) = s.create(ROOT, name("fill"), 0o644, 0, ME).unwrap();
+    let mut off = 0u64;
+    loop {
+        match s.write(fh, off, &[2u8; 1 << 20], false, false, |_| true) {
+            Ok((n, _)) if n as usize == 1 << 20 => off += 1 << 20,
+            Ok((n, _)) => {
+                off += u64::from(n);
+                break;
+            }
+            Err(e) => {
+                assert_eq!(e, Errno::ENOSPC);
+                break;
+            }
+        }
+    }
+    s.release(spare);
+    s.unlink(ROOT, name("spare")).unwrap();
+    (s, fh, off)
+}
+
+#[test]
+fn a_write_from_the_page_cache_that_does_not_fit_whole_is_an_error() {
+    // Writeback in kernel cache mode: the kernel would take a short reply
+    // as done and drop the rest of the pages, so the error must reach it.
+    let (s, fh, off) = nearly_full();
+    assert_eq!(
+        s.write(fh, off, &[3u8; 1 << 20], true, false, |_| true),
+        Err(Errno::ENOSPC)
+    );
+    // A program's own write (direct mode) gets the part that fitted.
+    let (s, fh, off) = nearly_full();
+    let (n, _) = s
+        .write(fh, off, &[3u8; 1 << 20], false, false, |_| true)
+        .unwrap();
+    assert!(n > 0 && (n as usize) < 1 << 20, "a short write, not {n}");
 }
