@@ -101,14 +101,19 @@ fn tmpfile_args(flags: i32) -> Vec<u8> {
     a
 }
 
-#[test]
-fn setxattr_ext_and_tmpfile_are_decoded_and_served() {
+/// A small formatted filesystem in memory.
+fn small_fs() -> Fs<RamDevice> {
     let dev = RamDevice::new(16 << 20, 4096, 64).unwrap();
     let cfg = pollfs_core::Config {
         cache_pages: 32,
         ..pollfs_core::hosted::config()
     };
-    let fs = Fs::format(dev, cfg, 1).unwrap();
+    Fs::format(dev, cfg, 1).unwrap()
+}
+
+#[test]
+fn setxattr_ext_and_tmpfile_are_decoded_and_served() {
+    let fs = small_fs();
     // Owned by the caller, in a group it is not in.
     let f = fs
         .create_in(ROOT_INO, "f", NewInode::new(0o2775, 1000, 55))
@@ -171,12 +176,7 @@ fn a_lookup_of_dot_answers_the_node_id_with_its_generation() {
     // What the kernel sends to open a file handle whose node id it no
     // longer caches (FUSE_EXPORT_SUPPORT).
     const FUSE_LOOKUP: u32 = 1;
-    let dev = RamDevice::new(16 << 20, 4096, 64).unwrap();
-    let cfg = pollfs_core::Config {
-        cache_pages: 32,
-        ..pollfs_core::hosted::config()
-    };
-    let fs = Fs::format(dev, cfg, 1).unwrap();
+    let fs = small_fs();
     let f = fs
         .create_in(ROOT_INO, "f", NewInode::new(0o644, 1000, 100))
         .unwrap()
