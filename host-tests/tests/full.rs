@@ -74,7 +74,8 @@ fn fill(
 }
 
 /// Unmounts `fs`, checks the image, mounts it again and reads back what
-/// `fill` says each file holds.
+/// `fill` says each file holds, then unmounts once more: the checkpoint
+/// of that second unmount must find room beside the first one's chain.
 fn unmount_and_read_back(fs: Arc<Fs<RamDevice>>, dev: &RamDevice, done: &[(u64, u64, u64, u64)]) {
     Arc::try_unwrap(fs).ok().unwrap().unmount().unwrap();
     fsck_clean(dev);
@@ -98,6 +99,8 @@ fn unmount_and_read_back(fs: Arc<Fs<RamDevice>>, dev: &RamDevice, done: &[(u64, 
             );
         }
     }
+    fs.unmount().unwrap();
+    fsck_clean(dev);
 }
 
 fn device() -> RamDevice {

@@ -169,6 +169,9 @@ pub(crate) struct Log {
     /// Bytes of the records staged and not yet durable: a checkpoint may
     /// have to carry all of them after the image (see [`Log::reserve`]).
     queued: AtomicU64,
+    /// Blocks of the checkpoint chain the superblock names: they come
+    /// back only when the next checkpoint lands (see [`Log::reserve`]).
+    chain_blocks: AtomicU64,
 }
 
 impl Log {
@@ -188,6 +191,7 @@ impl Log {
             syncers: AtomicUsize::new(0),
             durable_image: AtomicU64::new(rec.shadow.image_len()),
             queued: AtomicU64::new(0),
+            chain_blocks: AtomicU64::new(rec.chain.iter().map(|&(_, n)| n).sum()),
             st: Mutex::new(State {
                 next_lsn: rec.newest_lsn + 1,
                 pos: rec.pos,
@@ -356,12 +360,23 @@ impl Log {
     /// image, every record queued (a commit whose records do not fit a log
     /// write folds them all in after the image), and `more_bytes` (what
     /// may be staged yet: each live inode's record).
+    ///
+    /// Room for one checkpoint is not enough: the chain it writes takes
+    /// the room, and only the chain it replaces comes back. If the image
+    /// grew since that one was written, what comes back is less than the
+    /// checkpoint after it will need, and an unmount of a full device
+    /// after a remount failed for want of it. So the reserve is the next
+    /// chain plus what the chain after it needs beyond the one now on
+    /// disk: after a checkpoint of `n` blocks replaces one of `c`, the
+    /// free blocks are at least `2n - c - n + c = n`, the room for the
+    /// next.
     fn reserve(&self, more_bytes: u64) -> u64 {
         let bytes = self.durable_image_len() + self.queued.load(Ordering::Acquire) + more_bytes;
         // Worst case: free space so fragmented that every frame is one
         // block.
         let per_block = Frame::capacity(1) as u64;
-        bytes.div_ceil(per_block) + 2
+        let next = bytes.div_ceil(per_block) + 2;
+        next + next.saturating_sub(self.chain_blocks.load(Ordering::Acquire))
     }
 
     /// Joins a group commit; returns when a flush after `ticket` was taken,
@@ -729,6 +744,8 @@ impl Log {
                 st.next_lsn = lsn + 1;
                 st.skip_lsn = false;
             }
+            self.chain_blocks
+                .store(runs.iter().map(|&(_, n)| n).sum(), Ordering::Release);
             let mut old = core::mem::replace(&mut st.ckpt, Checkpoint { runs }).runs;
             old.append(&mut st.limbo);
             old
