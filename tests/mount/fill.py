@@ -38,7 +38,15 @@ def writer(d, w, files, size, rounds, out):
     for rnd in range(rounds):
         for f in range(files):
             name = f"w{w}f{f}"
-            fd = os.open(f"{d}/{name}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                fd = os.open(f"{d}/{name}", os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            except OSError as e:
+                # A new file's inode is metadata: a full device refuses it.
+                if e.errno != errno.ENOSPC:
+                    raise
+                held.pop(name, None)
+                refused = f"refused {name} round {rnd} at open"
+                break
             off = 0
             try:
                 while off < size:

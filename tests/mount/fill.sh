@@ -2,10 +2,12 @@
 # metadata"): three writers of interleaved 512-byte pieces truncate and
 # rewrite their files round after round at two thirds full, with no sync,
 # and none is refused (xfstests generic/074 got ENOSPC at 40% in direct
-# mode, and its unmount failed and lost everything); then, in direct
-# mode, they fill the device until each is refused, with under 1% left;
-# each time `pollfs umount` completes, fsck is clean and every byte reads
-# back after a remount.
+# mode, and its unmount failed and lost everything); then they fill the
+# device until each is refused, with under 1% left (in kernel cache mode
+# the refusal comes when the kernel's pages reach the server, and the
+# close reports it); each time `pollfs umount` completes, fsck is clean,
+# every byte reads back after a remount, and the unmount after that
+# completes too (its checkpoint needs room beside the first one's).
 
 echo "== writers at two thirds full, then until the device is full; umount keeps every byte"
 fresh fill 128m
@@ -18,15 +20,6 @@ unset "SERVER[fill]"
 check "fill: fsck is clean" fsck_clean fill
 start fill
 check "fill: every byte reads back after the remount" python3 "$HERE/fill.py" verify "$F" "$WORK/fill.rounds"
-if [ "$CACHE_MODE" = direct ]; then
-# In kernel cache mode the kernel accepts writes into its page cache and
-# the server refuses them only at writeback, reported by the close. A
-# writeback the server answered short was taken as done and the rest of
-# its pages dropped (a file whose close had succeeded, 17 pages short
-# after the remount); the server now answers such a write whole or with
-# the error. Filling the device that way still ended with `pollfs
-# umount` failing for want of metadata room in runs beside a loaded
-# machine (not yet understood), so only direct mode fills it here.
 check "fill: writers until the device refuses them" \
     bash -c "python3 '$HERE/fill.py' write '$F' 3 4 33554432 1 >'$WORK/fill.full'; grep -q refused '$WORK/fill.full'"
 # df's 1K blocks: what was left when every writer had been refused.
@@ -37,6 +30,5 @@ unset "SERVER[fill]"
 check "fill: fsck of the full device is clean" fsck_clean fill
 start fill
 check "fill: every byte of the full device reads back" python3 "$HERE/fill.py" verify "$F" "$WORK/fill.full"
-fi
 check "fill: unmounted cleanly" "$POLLFS" umount "$F"
 unset "SERVER[fill]"
