@@ -111,6 +111,20 @@ fn small_fs() -> Fs<RamDevice> {
     Fs::format(dev, cfg, 1).unwrap()
 }
 
+/// A one-thread session serving `server` in direct mode over a socket
+/// pair whose other end (returned, kept open) has sent FUSE_INIT.
+fn session(server: Server<RamDevice>) -> (Session<PollFs<RamDevice>>, UnixStream) {
+    let pollfs = PollFs::new(server, CacheMode::Direct, Arc::new(OnceLock::new()));
+    let (ours, mut kernel) = UnixStream::pair().unwrap();
+    kernel
+        .write_all(&request(FUSE_INIT, 1, 0, &init_args()))
+        .unwrap();
+    let mut config = fuser::Config::default();
+    config.n_threads = Some(1);
+    let session = Session::from_fd(pollfs, OwnedFd::from(ours), SessionACL::All, config).unwrap();
+    (session, kernel)
+}
+
 #[test]
 fn setxattr_ext_and_tmpfile_are_decoded_and_served() {
     let fs = small_fs();
@@ -119,18 +133,7 @@ fn setxattr_ext_and_tmpfile_are_decoded_and_served() {
         .create_in(ROOT_INO, "f", NewInode::new(0o2775, 1000, 55))
         .unwrap()
         .ino();
-    let pollfs = PollFs::new(
-        Server::new(fs.clone()),
-        CacheMode::Direct,
-        Arc::new(OnceLock::new()),
-    );
-    let (ours, mut kernel) = UnixStream::pair().unwrap();
-    kernel
-        .write_all(&request(FUSE_INIT, 1, 0, &init_args()))
-        .unwrap();
-    let mut config = fuser::Config::default();
-    config.n_threads = Some(1);
-    let session = Session::from_fd(pollfs, OwnedFd::from(ours), SessionACL::All, config).unwrap();
+    let (session, mut kernel) = session(Server::new(fs.clone()));
     let served = session.run_with(|d| {
         // An access ACL flagged FUSE_SETXATTR_ACL_KILL_SGID, in the
         // extended header the session asked for: set-group-id goes.
@@ -183,14 +186,7 @@ fn a_lookup_of_dot_answers_the_node_id_with_its_generation() {
         .ino();
     let server = Server::new(fs.clone());
     let generation = server.generation(FuseIno(f));
-    let pollfs = PollFs::new(server, CacheMode::Direct, Arc::new(OnceLock::new()));
-    let (ours, mut kernel) = UnixStream::pair().unwrap();
-    kernel
-        .write_all(&request(FUSE_INIT, 1, 0, &init_args()))
-        .unwrap();
-    let mut config = fuser::Config::default();
-    config.n_threads = Some(1);
-    let session = Session::from_fd(pollfs, OwnedFd::from(ours), SessionACL::All, config).unwrap();
+    let (session, mut kernel) = session(server);
     let served = session.run_with(|d| {
         // fuse_entry_out: node id, then generation.
         let entry = |reply: &[u8]| {
