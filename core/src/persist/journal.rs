@@ -555,18 +555,18 @@ impl Log {
     /// Returns to the allocator every held block that no durable record
     /// references any more.
     async fn release_frees<E: CommitEnv>(&self, env: &E) {
-        let ready: Vec<PendingFree> = {
+        let (ready, blocks) = {
             let mut st = self.st.lock();
             let (ready, keep): (Vec<PendingFree>, Vec<PendingFree>) =
                 core::mem::take(&mut st.pending_frees)
                     .into_iter()
                     .partition(|f| st.releasable(f));
             st.pending_frees = keep;
-            st.releasing += ready.iter().map(|f| f.len).sum::<u64>();
-            ready
+            let blocks: u64 = ready.iter().map(|f| f.len).sum();
+            st.releasing += blocks;
+            (ready, blocks)
         };
         if !ready.is_empty() {
-            let blocks: u64 = ready.iter().map(|f| f.len).sum();
             env.release(ready).await;
             self.st.lock().releasing -= blocks;
         }
