@@ -111,17 +111,15 @@ impl<D: BlockDevice> Server<D> {
             Errno::ENOENT => Errno::ESTALE,
             other => other,
         };
-        let ino = match name.as_encoded_bytes() {
-            b"." => parent.engine(),
-            b".." => self.fs.parent_of(parent.engine()).map_err(stale)?,
-            _ => self
-                .fs
-                .lookup_in(parent.engine(), existing(name)?)
-                .map_err(errno)?,
+        let dir = parent.engine();
+        let dot = match name.as_encoded_bytes() {
+            b"." => Some(self.fs.attr(dir)),
+            b".." => Some(self.fs.parent_of(dir).and_then(|p| self.fs.attr(p))),
+            _ => None,
         };
-        let attr = match name.as_encoded_bytes() {
-            b"." | b".." => self.fs.attr(ino).map(|m| attr::attr(&m)).map_err(stale)?,
-            _ => self.attr_of(ino)?,
+        let attr = match dot {
+            Some(m) => attr::attr(&m.map_err(stale)?),
+            None => self.attr_of(self.fs.lookup_in(dir, existing(name)?).map_err(errno)?)?,
         };
         self.known(&attr);
         Ok(attr)
