@@ -6,17 +6,25 @@
 //! recovery does) must survive its own checkpoint image, before and after
 //! its orphans are reclaimed; its problems and paths are computed without
 //! a panic. Frame headers, frame payloads and superblocks must parse or
-//! refuse, never panic.
+//! refuse, never panic. The bytes, cut into 4 KiB metadata-index pages and
+//! resealed (so the checksum passes and the structure is what is tested),
+//! must decode to a page that re-encodes to them or be refused, and a
+//! tree of them must verify or be refused, never panic.
 //!
 //! Shared with host-tests (by path), which replays the committed corpus.
 
-use pollfs_core::persist::format::{Frame, Layout, Superblock};
+use std::collections::BTreeMap;
+
+use pollfs_core::persist::format::{crc32c, Frame, Layout, Superblock};
+use pollfs_core::persist::index::page::{self, Stamp, HEADER};
+use pollfs_core::persist::index::{verify, Root};
 use pollfs_core::persist::record::Record;
 use pollfs_core::persist::shadow::Shadow;
 
 /// Runs one input; panics if a parser does, or if a check fails.
 pub fn run(bytes: &[u8]) {
     records(bytes);
+    index_pages(bytes);
     let _ = Superblock::decode(bytes);
     if let Some((frame, crc)) = Frame::header(bytes) {
         if let Some(payload) = Frame::payload(bytes, &frame, crc) {
@@ -82,4 +90,45 @@ fn rebuilds(shadow: &Shadow) {
         }
     }
     assert!(again == *shadow, "a checkpoint image rebuilds another view");
+}
+
+/// `bytes` as 4 KiB index pages at blocks 1, 2, ...: each resealed and
+/// decoded with its own stamp (a decoded page re-encodes to itself), then
+/// the whole as a tree rooted at block 1 with the root's level and
+/// generation, verified.
+fn index_pages(bytes: &[u8]) {
+    let mut pages = BTreeMap::new();
+    for (i, chunk) in bytes.chunks(HEADER + 200).enumerate() {
+        let mut p = vec![0u8; 4096];
+        p[..chunk.len()].copy_from_slice(chunk);
+        p[12..16].fill(0);
+        let crc = crc32c(&[&p]);
+        p[12..16].copy_from_slice(&crc.to_le_bytes());
+        let field = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().unwrap_or([0; 8]));
+        let stamp = Stamp {
+            uuid: field(16),
+            generation: field(24),
+            block: field(32),
+        };
+        if let Ok(node) = page::decode(&p, stamp) {
+            assert!(
+                page::encode(&node, stamp) == p,
+                "a decoded index page re-encodes to other bytes"
+            );
+        }
+        pages.insert(i as u64 + 1, p);
+    }
+    let Some(first) = pages.get(&1) else { return };
+    let field = |at: usize| u64::from_le_bytes(first[at..at + 8].try_into().unwrap_or([0; 8]));
+    let root = Root {
+        block: 1,
+        generation: field(24),
+        level: first[4],
+    };
+    let _ = verify(
+        field(16),
+        root,
+        &mut |b| pages.get(&b).cloned().ok_or(()),
+        &mut |_, _| {},
+    );
 }

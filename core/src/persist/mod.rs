@@ -37,6 +37,7 @@
 
 pub mod damage;
 pub mod format;
+pub mod index;
 mod journal;
 mod metaio;
 mod offline;
