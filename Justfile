@@ -163,6 +163,16 @@ mount-bench-tree:
     cargo build --release -p pollfs-cli
     bash tests/mount/bench_tree.sh target/release/pollfs
 
+# How costs grow with the number of files, at the library (no FUSE): for
+# each count, create rate and memory, mount, a sync-heavy job's latency
+# tail, checkpoints and bytes per sync, unmount, fsck time and memory, and
+# lookup/create in one directory of that many entries; then the same
+# workload on ext4 and xfs over loop devices (root). `just scale 1000
+# 100000 1000000`; minutes per 100,000 files on 2 cores.
+scale *COUNTS="1000 100000":
+    cargo build --release -p pollfs-host-tests --bin scale
+    bash tests/scale/run.sh target/release/scale {{COUNTS}}
+
 # Longer model and thread runs (minutes).
 soak:
     cargo test --release -p pollfs-host-tests --features soak
