@@ -9,7 +9,8 @@
 //! refuse, never panic. The bytes, cut into 4 KiB metadata-index pages and
 //! resealed (so the checksum passes and the structure is what is tested),
 //! must decode to a page that re-encodes to them or be refused, and a
-//! tree of them must verify or be refused, never panic.
+//! tree of them must verify or be refused, never panic, and each item in
+//! it decode or be refused.
 //!
 //! Shared with host-tests (by path), which replays the committed corpus.
 
@@ -17,7 +18,7 @@ use std::collections::BTreeMap;
 
 use pollfs_core::persist::format::{crc32c, Frame, Layout, Superblock};
 use pollfs_core::persist::index::page::{self, Stamp, HEADER};
-use pollfs_core::persist::index::{verify, Root};
+use pollfs_core::persist::index::{items, verify, Root};
 use pollfs_core::persist::record::Record;
 use pollfs_core::persist::shadow::Shadow;
 
@@ -129,6 +130,8 @@ fn index_pages(bytes: &[u8]) {
         field(16),
         root,
         &mut |b| pages.get(&b).cloned().ok_or(()),
-        &mut |_, _| {},
+        &mut |k, v| {
+            let _ = items::check(&k, v);
+        },
     );
 }
