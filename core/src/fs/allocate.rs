@@ -165,7 +165,7 @@ impl<D: BlockDevice> Session<D> {
         let mut reached = range.start;
         if !range.is_empty() {
             let _extent = self
-                .lock_striped(&inode.extent_lock, range, Mode::Exclusive, &held)
+                .lock_striped(inode.extent_lock(), range, Mode::Exclusive, &held)
                 .await;
             (reached, failed) = self.zero_pages(inode, range, zero).await;
         }

@@ -116,7 +116,7 @@ pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> 
                 index,
             });
         }
-        if !inode.inode_lock.is_idle() || !inode.gate.is_idle() || !inode.extent_lock.is_idle() {
+        if !inode.inode_lock.is_idle() || !inode.gate.is_idle() || !inode.extent_lock_idle() {
             return Err(InvariantError::LockBusy { ino: inode.id });
         }
     }

@@ -278,7 +278,7 @@ impl<D: BlockDevice> Session<D> {
     ) -> Result<usize> {
         let _gate = self.lock(&inode.gate, range, Mode::Exclusive, held).await;
         let _extent = self
-            .lock_striped(&inode.extent_lock, range, Mode::Exclusive, held)
+            .lock_striped(inode.extent_lock(), range, Mode::Exclusive, held)
             .await;
         let (first, last) = range.pages();
         let mut dirty = false;

@@ -1,10 +1,13 @@
 //! In-memory inodes: attributes, size, page index, extent map and the
 //! per-file locks.
 
+use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use spin::Once;
 
 use crate::cache::Radix;
 use crate::lock::{Level, RangeLock, StripedLock};
@@ -178,10 +181,15 @@ pub(crate) struct Inode {
     /// Writers do not take it: truncate and punch-hole drain them instead.
     pub(crate) gate: RangeLock,
     /// Level 3: exclusive over the bytes a write changes; striped so that
-    /// writers to different parts of the file share no lock word.
-    pub(crate) extent_lock: StripedLock,
+    /// writers to different parts of the file share no lock word. Made at
+    /// the first write ([`Inode::extent_lock`]): its 16 padded stripes
+    /// are 2 KiB, and most inodes of a large filesystem are never written
+    /// while it is mounted.
+    extent_lock: Once<Box<StripedLock>>,
     /// Writers that hold no inode lock (writes inside EOF).
-    pub(crate) writers: WriteDrain,
+    /// Made at the first write inside EOF or truncate ([`Inode::writers`]):
+    /// its padded slots are over 1 KiB.
+    writers: Once<Box<WriteDrain>>,
     /// Dirty pages of this file.
     pub(crate) dirty: AtomicU64,
     /// The pages made dirty since the last writeback scan, as one
@@ -232,10 +240,33 @@ struct InFlight {
 }
 
 impl Inode {
+    /// The level-3 lock of the bytes a write changes, made on first use.
+    pub(crate) fn extent_lock(&self) -> &StripedLock {
+        self.extent_lock
+            .call_once(|| Box::new(StripedLock::new(Level::Extent)))
+    }
+
+    /// Writers that hold no inode lock, counted so truncate can drain
+    /// them; made on first use.
+    pub(crate) fn writers(&self) -> &WriteDrain {
+        self.writers.call_once(|| Box::new(WriteDrain::default()))
+    }
+
+    /// True if no write holds or waits for any of its bytes.
+    pub(crate) fn extent_lock_idle(&self) -> bool {
+        self.extent_lock.get().is_none_or(|l| l.is_idle())
+    }
+
     /// A regular file with no attributes to speak of (tests of primitives).
     #[cfg(all(test, loom))]
     pub(crate) fn new(id: InodeId) -> Inode {
-        Inode::from_meta(id, &InodeMeta::new(Kind::File, 0o644, 0, 0, 0))
+        let inode = Inode::from_meta(id, &InodeMeta::new(Kind::File, 0o644, 0, 0, 0));
+        // Made now, before a model's threads start: loom does not see
+        // inside `spin::Once`, so a thread spinning on another's
+        // `call_once` would never let it finish.
+        inode.writers();
+        inode.extent_lock();
+        inode
     }
 
     /// An inode with `meta`'s kind, attributes and size (not its extents).
@@ -262,8 +293,8 @@ impl Inode {
             extents: RwLock::new(ExtentMap::new()),
             inode_lock: RangeLock::new(Level::Inode),
             gate: RangeLock::new(Level::Gate),
-            extent_lock: StripedLock::new(Level::Extent),
-            writers: WriteDrain::default(),
+            extent_lock: Once::new(),
+            writers: Once::new(),
             dirty: AtomicU64::new(0),
             dirty_range: AtomicU64::new(DirtyRange::EMPTY),
             log_range: AtomicU64::new(DirtyRange::EMPTY),

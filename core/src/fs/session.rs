@@ -155,9 +155,9 @@ impl<D: BlockDevice> Session<D> {
     /// Shuts out writers that hold no inode lock and waits for those in
     /// flight; they may enter again when the guard drops.
     pub(crate) async fn drain_writers<'a>(&self, inode: &'a Inode) -> Unblock<'a> {
-        inode.writers.block();
-        let unblock = Unblock(&inode.writers);
-        inode.writers.drained().await;
+        inode.writers().block();
+        let unblock = Unblock(inode.writers());
+        inode.writers().drained().await;
         unblock
     }
 

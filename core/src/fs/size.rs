@@ -72,14 +72,14 @@ impl<D: BlockDevice> Session<D> {
             inode.meta_changed();
             return Ok(());
         }
-        inode.writers.block();
-        let _unblock = Unblock(&inode.writers);
+        inode.writers().block();
+        let _unblock = Unblock(inode.writers());
         #[cfg(feature = "mutants")]
         let drain = !crate::mutants::active(crate::mutants::Mutant::TruncateSkipsDrain);
         #[cfg(not(feature = "mutants"))]
         let drain = true;
         if drain {
-            inode.writers.drained().await;
+            inode.writers().drained().await;
         }
         let keep = pages_for(new);
         let tail = PageIndex::containing(new);

@@ -83,15 +83,15 @@ impl<D: BlockDevice> Session<D> {
     ) -> Result<usize> {
         let held = Held::new();
         if !self.fs.config.file_lock {
-            if let Some(slot) = inode.writers.try_enter(self.drain_hint) {
+            if let Some(slot) = inode.writers().try_enter(self.drain_hint) {
                 // Fast path: inside EOF, the extent lock is enough. Truncate
                 // and punch-hole cannot start while we are registered.
                 if range.end <= inode.size() {
                     let r = self.copy(inode, range, copy, &held).await;
-                    inode.writers.exit(slot);
+                    inode.writers().exit(slot);
                     return r;
                 }
-                inode.writers.exit(slot);
+                inode.writers().exit(slot);
             }
         }
         #[cfg(feature = "mutants")]
@@ -140,7 +140,7 @@ impl<D: BlockDevice> Session<D> {
         held: &Held,
     ) -> Result<usize> {
         let _extent = self
-            .lock_striped(&inode.extent_lock, range, Mode::Exclusive, held)
+            .lock_striped(inode.extent_lock(), range, Mode::Exclusive, held)
             .await;
         let mut pos = range.start;
         while pos < range.end {

@@ -100,21 +100,21 @@ fn write_drain_admits_no_writer_once_drained() {
         let inside = Arc::new(AtomicBool::new(false));
         let (i, w) = (inode.clone(), inside.clone());
         let writer = thread::spawn(move || {
-            if let Some(slot) = i.writers.try_enter(0) {
+            if let Some(slot) = i.writers().try_enter(0) {
                 w.store(true, Ordering::SeqCst);
                 w.store(false, Ordering::SeqCst);
-                i.writers.exit(slot);
+                i.writers().exit(slot);
             }
         });
-        inode.writers.block();
-        spin_on(inode.writers.drained());
+        inode.writers().block();
+        spin_on(inode.writers().drained());
         assert!(
             !inside.load(Ordering::SeqCst),
             "a writer is inside after the drain"
         );
         // And none gets in while blocked.
-        assert!(inode.writers.try_enter(1).is_none());
-        inode.writers.unblock();
+        assert!(inode.writers().try_enter(1).is_none());
+        inode.writers().unblock();
         writer.join().unwrap();
     });
 }
