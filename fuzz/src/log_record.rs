@@ -9,8 +9,9 @@
 //! refuse, never panic. The bytes, cut into 4 KiB metadata-index pages and
 //! resealed (so the checksum passes and the structure is what is tested),
 //! must decode to a page that re-encodes to them or be refused, and a
-//! tree of them must verify or be refused, never panic, and each item in
-//! it decode or be refused.
+//! tree of them must verify or be refused, never panic, each item in it
+//! decode or be refused, and the items together become image records or
+//! an error.
 //!
 //! Shared with host-tests (by path), which replays the committed corpus.
 
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 
 use pollfs_core::persist::format::{crc32c, Frame, Layout, Superblock};
 use pollfs_core::persist::index::page::{self, Stamp, HEADER};
-use pollfs_core::persist::index::{items, verify, Root};
+use pollfs_core::persist::index::{image, items, verify, Root};
 use pollfs_core::persist::record::Record;
 use pollfs_core::persist::shadow::Shadow;
 
@@ -126,12 +127,16 @@ fn index_pages(bytes: &[u8]) {
         generation: field(24),
         level: first[4],
     };
+    let mut seen = Vec::new();
     let _ = verify(
         field(16),
         root,
         &mut |b| pages.get(&b).cloned().ok_or(()),
         &mut |k, v| {
             let _ = items::check(&k, v);
+            seen.push((k, v.to_vec()));
         },
     );
+    // Whatever items a tree held become image records or an error.
+    let _ = image::records_of(seen.iter().map(|(k, v)| (*k, v.as_slice())), &mut |_| None);
 }

@@ -31,6 +31,7 @@
 //! shrinks to a budget, least recently used first; pages changed since the
 //! last commit stay until it (the checkpoint cadence bounds them).
 
+pub mod image;
 pub mod items;
 pub mod page;
 #[cfg(test)]

@@ -429,3 +429,167 @@ fn operations_on_a_damaged_tree_fail_cleanly() {
         let _ = verified(&d, root);
     }
 }
+
+/// A durable view made by random namespace work: directories, files with
+/// extents, symbolic links with long targets, hard links, renames,
+/// removals, extended attributes large and small, and live data.
+fn random_view(seed: u64) -> crate::persist::shadow::Shadow {
+    use crate::persist::record::{InodeMeta, Kind, Record};
+    use crate::space::Extent;
+    use crate::units::{BlockNo, ROOT_INO};
+    use alloc::format;
+    use alloc::string::String;
+    let mut rng = SplitMix64::new(seed);
+    let mut s = crate::persist::shadow::Shadow::empty(0, 0, 1);
+    let mut dirs = vec![ROOT_INO];
+    let mut named: Vec<(u64, String, u64)> = Vec::new();
+    let mut files = Vec::new();
+    let mut next_block = 1000u64;
+    for ino in 2..300u64 {
+        let kind = match rng.below(10) {
+            0..=2 => Kind::Dir,
+            3 => Kind::Symlink,
+            4 => Kind::CharDev,
+            _ => Kind::File,
+        };
+        let mut meta = InodeMeta::new(kind, 0o640, 1000, 100, rng.next_u64() >> 2);
+        match kind {
+            Kind::Symlink => {
+                let n = 1 + rng.below(4095) as usize;
+                meta.target = (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+                meta.size = n as u64;
+            }
+            Kind::CharDev => meta.rdev = 0x0501,
+            Kind::File => {
+                let mut fb = 0;
+                for _ in 0..rng.below(40) {
+                    fb += rng.below(5);
+                    let len = 1 + rng.below(8);
+                    meta.extents.push(Extent {
+                        file_block: fb,
+                        dev: BlockNo(next_block),
+                        len,
+                    });
+                    next_block += len + rng.below(3);
+                    fb += len;
+                }
+                meta.size = fb * 4096;
+            }
+            _ => {}
+        }
+        s.apply(&Record::Inode { ino, meta }).expect("inode");
+        let parent = dirs[rng.below(dirs.len() as u64) as usize];
+        // Long names, so buckets and leaves fill.
+        let name = format!("{}-{ino}", "n".repeat(rng.below(200) as usize));
+        s.apply(&Record::Link {
+            parent,
+            name: name.clone(),
+            ino,
+        })
+        .expect("link");
+        named.push((parent, name, ino));
+        match kind {
+            Kind::Dir => dirs.push(ino),
+            Kind::File => files.push(ino),
+            _ => {}
+        }
+        if rng.chance(20) {
+            let v: Vec<u8> = (0..rng.below(9000)).map(|i| i as u8).collect();
+            s.apply(&Record::Xattr {
+                ino,
+                name: format!("user.attr{}", rng.below(3)),
+                value: Some(v),
+            })
+            .expect("xattr");
+        }
+    }
+    // A second name for some files, some names removed.
+    for &f in files.iter().step_by(7) {
+        s.apply(&Record::Link {
+            parent: ROOT_INO,
+            name: format!("hard-{f}"),
+            ino: f,
+        })
+        .expect("hard link");
+    }
+    for (parent, name, ino) in named.iter().step_by(11) {
+        if files.contains(ino) {
+            s.apply(&Record::Unlink {
+                parent: *parent,
+                name: name.clone(),
+            })
+            .expect("unlink");
+        }
+    }
+    // Live data on mapped pages.
+    for &f in files.iter().step_by(3) {
+        let m = s.inodes[&f].clone();
+        if let Some(x) = m.extents.first() {
+            s.apply(&Record::Data {
+                ino: f,
+                page: x.file_block,
+                block: x.dev.0,
+                bytes: vec![f as u8; PAGE_SIZE],
+            })
+            .expect("data");
+        }
+    }
+    s
+}
+
+/// A durable view written to the index as items and read back is the same
+/// view: every inode, extent, target, entry, attribute and page of live
+/// data.
+#[test]
+fn a_view_survives_the_index() {
+    use super::image::{items_of, records_of};
+    for seed in 0..6 {
+        let view = random_view(seed);
+        assert!(view.data_pages() > 10 && view.xattrs.len() > 10);
+        assert!(view
+            .inodes
+            .values()
+            .any(|m| m.target.len() > 3 * super::items::CHUNK));
+        assert!(view
+            .xattrs
+            .values()
+            .any(|v| v.len() > 5 * super::items::CHUNK));
+        let key = (seed, !seed);
+        let mut disk = Disk::default();
+        let mut copy_blocks = disk.alloc(view.data_pages());
+        let items = items_of(&view, key, &mut || copy_blocks.pop()).expect("items");
+        let mut ix = Index::new(UUID, 1 << 20);
+        for (k, v) in &items.items {
+            run(&mut ix, &disk, |ix| ix.insert(*k, v));
+        }
+        for (b, bytes) in &items.copies {
+            disk.blocks.insert(*b, bytes.to_vec());
+        }
+        let (root, _) = commit(&mut ix, &mut disk, 1);
+        let (facts, seen) = verified(&disk, root).expect("the tree verifies");
+        assert_eq!(facts.entries as usize, items.items.len());
+        let records = records_of(seen.iter().map(|(k, v)| (*k, v.as_slice())), &mut |b| {
+            disk.blocks.get(&b).cloned()
+        })
+        .expect("records");
+        let mut back = crate::persist::shadow::Shadow::default();
+        let end = records
+            .iter()
+            .position(|r| *r == crate::persist::record::Record::ImageEnd)
+            .expect("an end");
+        for r in &records[..end] {
+            back.load(r).expect("load");
+        }
+        for r in &records[end + 1..] {
+            back.apply(r).expect("apply");
+        }
+        assert_eq!(back.inodes, view.inodes, "seed {seed}");
+        assert_eq!(back.xattrs, view.xattrs, "seed {seed}");
+        assert_eq!(back.tree, view.tree, "seed {seed}");
+        assert!(back.data().eq(view.data()), "seed {seed}");
+        assert!(
+            back == view,
+            "seed {seed}: the whole view, its image size included"
+        );
+    }
+}
