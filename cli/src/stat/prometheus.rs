@@ -1,0 +1,160 @@
+//! Prometheus's text exposition format (version 0.0.4): one
+//! `pollfs_<name>{mount="..."} <value>` line per figure, counters named
+//! `_total` as the format's conventions ask, each with its `# TYPE`; and
+//! a small HTTP/1.0 endpoint that answers `GET /metrics` with a fresh
+//! sample per scrape. It is served only when asked for
+//! (`pollfs stat --prometheus ADDR`), by that command, not by the mount.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use pollfs_device::control::stats::FsStats;
+
+use super::Target;
+
+/// The figures of the filesystem mounted on `mount` in the text format.
+pub fn render(mount: &str, s: &FsStats) -> String {
+    let label = format!("{{mount=\"{}\"}}", escape(mount));
+    let mut out = String::new();
+    for (name, v) in &s.counters {
+        out += &format!("# TYPE pollfs_{name}_total counter\npollfs_{name}_total{label} {v}\n");
+    }
+    let g = &s.gauges;
+    let gauges = [
+        ("dirty_pages", g.dirty_pages),
+        ("cache_pages", g.cache_pages),
+        ("log_used_blocks", g.log_used_blocks),
+        ("log_blocks", g.log_blocks),
+        ("data_blocks", g.data_blocks),
+        ("free_blocks", g.free_blocks),
+        ("inodes", g.inodes),
+    ];
+    for (name, v) in gauges {
+        out += &format!("# TYPE pollfs_{name} gauge\npollfs_{name}{label} {v}\n");
+    }
+    out
+}
+
+/// A label value as the format writes it: backslash, double quote and
+/// newline escaped.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// How long a scraper may take to send its request.
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Serves `/metrics` on `addr` until the process is ended.
+pub fn serve(addr: SocketAddr, target: &Target) -> anyhow::Result<()> {
+    let listener = TcpListener::bind(addr)
+        .map_err(|e| anyhow::anyhow!("--prometheus {addr}: cannot listen: {e}"))?;
+    let bound = listener.local_addr()?;
+    eprintln!(
+        "pollfs: serving the figures of {} at http://{bound}/metrics",
+        target.mountpoint.display()
+    );
+    for stream in listener.incoming() {
+        // A scraper that breaks off costs its own request only.
+        let _ = stream.map(|s| answer(s, target));
+    }
+    Ok(())
+}
+
+/// Answers one HTTP request.
+fn answer(stream: TcpStream, target: &Target) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(PATIENCE))?;
+    stream.set_write_timeout(Some(PATIENCE))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut request = String::new();
+    reader.read_line(&mut request)?;
+    // The rest of the head, unread, would reset the connection on close.
+    let mut header = String::new();
+    while reader.read_line(&mut header)? > 2 {
+        header.clear();
+    }
+    let path = request.split(' ').nth(1).unwrap_or("");
+    let (status, body) = if !request.starts_with("GET ") {
+        ("405 Method Not Allowed", "GET only\n".to_string())
+    } else if path != "/metrics" {
+        ("404 Not Found", "the figures are at /metrics\n".to_string())
+    } else {
+        match target.sample() {
+            Ok(s) => (
+                "200 OK",
+                render(&target.mountpoint.display().to_string(), &s),
+            ),
+            Err(e) => ("503 Service Unavailable", format!("{e:#}\n")),
+        }
+    };
+    let mut w = stream;
+    write!(
+        w,
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Parses the text format as a scraper does: comments, or
+    /// `name{labels} value` with a metric name of `[a-zA-Z_:][a-zA-Z0-9_:]*`
+    /// and a number for the value.
+    fn parse(text: &str) -> Vec<(String, String, f64)> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let open = l.find('{').unwrap();
+                let close = l.rfind('}').unwrap();
+                let name = &l[..open];
+                assert!(
+                    name.chars()
+                        .enumerate()
+                        .all(|(i, c)| c.is_ascii_alphabetic()
+                            || c == '_'
+                            || c == ':'
+                            || (i > 0 && c.is_ascii_digit())),
+                    "{name}"
+                );
+                let value = l[close + 1..].trim().parse::<f64>().unwrap();
+                (name.to_string(), l[open + 1..close].to_string(), value)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_figure_is_one_typed_line_that_parses() {
+        let mut s = FsStats::default();
+        s.counters.insert("reads".into(), 12);
+        s.counters.insert("dev_errors".into(), 0);
+        s.gauges.dirty_pages = 3;
+        let text = render("/mnt/a \"b\"\\", &s);
+        let lines = parse(&text);
+        assert_eq!(
+            lines.len(),
+            text.matches("# TYPE ").count(),
+            "a type for each"
+        );
+        assert!(lines.len() > s.counters.len(), "counters and gauges");
+        let reads = lines.iter().find(|l| l.0 == "pollfs_reads_total").unwrap();
+        assert_eq!(reads.1, r#"mount="/mnt/a \"b\"\\""#);
+        assert_eq!(reads.2, 12.0);
+        let dirty = lines.iter().find(|l| l.0 == "pollfs_dirty_pages").unwrap();
+        assert_eq!(dirty.2, 3.0);
+        for (name, _, _) in &lines {
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name}");
+        }
+    }
+}

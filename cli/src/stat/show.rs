@@ -1,0 +1,364 @@
+//! The forms `pollfs stat` prints: a snapshot as named groups of
+//! counters (every counter the server sends, those this table does not
+//! know under "other", so a newer server's counters still show), and an
+//! interval as one line of rates under a header, like `iostat -x`.
+
+use std::path::Path;
+
+use pollfs_device::control::stats::FsStats;
+use pollfs_device::units::show_bytes;
+use serde::Serialize;
+
+/// How a counter is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unit {
+    Count,
+    Bytes,
+    Nanos,
+}
+
+use Unit::{Bytes, Count, Nanos};
+
+/// A counter in a group: its name, its label, its unit.
+type Shown = (&'static str, &'static str, Unit);
+
+/// The snapshot's groups.
+const GROUPS: &[(&str, &[Shown])] = &[
+    (
+        "operations",
+        &[
+            ("reads", "reads", Count),
+            ("read_bytes", "read", Bytes),
+            ("writes", "writes", Count),
+            ("write_bytes", "written", Bytes),
+            ("syncs", "syncs", Count),
+        ],
+    ),
+    (
+        "cache",
+        &[
+            ("cache_hits", "hits", Count),
+            ("cache_misses", "misses", Count),
+            ("evictions", "evictions", Count),
+            ("readahead_pages", "pages read ahead", Count),
+            ("direct_pages", "direct pages", Count),
+        ],
+    ),
+    (
+        "log",
+        &[
+            ("log_writes", "writes", Count),
+            ("log_bytes", "written", Bytes),
+        ],
+    ),
+    (
+        "checkpoints",
+        &[
+            ("checkpoints", "written", Count),
+            ("background_checkpoints", "in the background", Count),
+            ("checkpoint_bytes", "bytes", Bytes),
+            ("checkpoint_nanos", "time", Nanos),
+        ],
+    ),
+    (
+        "write-home",
+        &[
+            ("homed_pages", "pages homed", Count),
+            ("home_on_sync", "syncs that homed", Count),
+            ("home_wakes", "wakes", Count),
+        ],
+    ),
+    (
+        "device",
+        &[
+            ("dev_reads", "reads", Count),
+            ("dev_read_bytes", "read", Bytes),
+            ("dev_writes", "writes", Count),
+            ("dev_write_bytes", "written", Bytes),
+            ("dev_flushes", "flushes", Count),
+            ("dev_deallocates", "trims", Count),
+            ("dev_write_zeroes", "write-zeroes", Count),
+            ("dev_errors", "errors", Count),
+        ],
+    ),
+    (
+        "waits",
+        &[
+            ("lock_waits", "lock waits", Count),
+            ("dirty_throttles", "dirty throttles", Count),
+            ("background_errors", "background errors", Count),
+        ],
+    ),
+    (
+        "recovery",
+        &[
+            ("replayed_log_writes", "log writes replayed", Count),
+            ("replayed_records", "records replayed", Count),
+        ],
+    ),
+];
+
+fn value(v: u64, unit: Unit) -> String {
+    match unit {
+        Count => v.to_string(),
+        Bytes => show_bytes(v),
+        Nanos => format!("{:.3} ms", v as f64 / 1e6),
+    }
+}
+
+/// `part` of `whole` in percent, or "-" when `whole` is 0.
+fn percent(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// A snapshot for people.
+pub fn snapshot(mountpoint: &Path, s: &FsStats) -> String {
+    let mut out = format!("pollfs on {}\n", mountpoint.display());
+    let mut known = Vec::new();
+    for (group, counters) in GROUPS {
+        let shown: Vec<String> = counters
+            .iter()
+            .map(|&(name, label, unit)| {
+                known.push(name);
+                format!("{label} {}", value(s.counter(name), unit))
+            })
+            .collect();
+        out += &format!("  {group:<12} {}\n", shown.join(", "));
+    }
+    let other: Vec<String> = s
+        .counters
+        .iter()
+        .filter(|(name, _)| !known.contains(&name.as_str()))
+        .map(|(name, v)| format!("{name} {v}"))
+        .collect();
+    if !other.is_empty() {
+        out += &format!("  {:<12} {}\n", "other", other.join(", "));
+    }
+    let g = &s.gauges;
+    let hits = s.counter("cache_hits");
+    out += &format!(
+        "  {:<12} {} of {} pages dirty, hit rate {}\n",
+        "now",
+        g.dirty_pages,
+        g.cache_pages,
+        percent(hits, hits + s.counter("cache_misses"))
+    );
+    out += &format!(
+        "  {:<12} log {} of {} blocks in use ({}), {} of {} data blocks free, {} inodes",
+        "",
+        g.log_used_blocks,
+        g.log_blocks,
+        percent(g.log_used_blocks, g.log_blocks),
+        g.free_blocks,
+        g.data_blocks,
+        g.inodes
+    );
+    out
+}
+
+/// A snapshot as one JSON line.
+pub fn snapshot_json(mountpoint: &Path, s: &FsStats) -> anyhow::Result<String> {
+    #[derive(Serialize)]
+    struct Snapshot<'a> {
+        mountpoint: &'a Path,
+        #[serde(flatten)]
+        stats: &'a FsStats,
+    }
+    Ok(serde_json::to_string(&Snapshot {
+        mountpoint,
+        stats: s,
+    })?)
+}
+
+/// What happened between two snapshots of one server.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Interval {
+    /// Its length.
+    pub seconds: f64,
+    /// Each counter's growth in it, and the gauges at its end.
+    #[serde(flatten)]
+    pub delta: FsStats,
+}
+
+/// The interval line's columns: header and how each is computed.
+type Column = (&'static str, fn(&Interval) -> String);
+
+const COLUMNS: &[Column] = &[
+    ("r/s", |i| i.rate("reads")),
+    ("rKiB/s", |i| i.kib_rate("read_bytes")),
+    ("w/s", |i| i.rate("writes")),
+    ("wKiB/s", |i| i.kib_rate("write_bytes")),
+    ("sync/s", |i| i.rate("syncs")),
+    ("hit%", |i| {
+        let hits = i.delta.counter("cache_hits");
+        percent(hits, hits + i.delta.counter("cache_misses"))
+    }),
+    ("dirty", |i| i.delta.gauges.dirty_pages.to_string()),
+    ("log%", |i| {
+        let g = &i.delta.gauges;
+        percent(g.log_used_blocks, g.log_blocks)
+    }),
+    ("ckpt", |i| i.delta.counter("checkpoints").to_string()),
+    ("ckptKiB", |i| {
+        format!("{:.0}", i.delta.counter("checkpoint_bytes") as f64 / 1024.0)
+    }),
+    ("ckpt_ms", |i| {
+        format!("{:.1}", i.delta.counter("checkpoint_nanos") as f64 / 1e6)
+    }),
+    ("homed/s", |i| i.rate("homed_pages")),
+    ("dr/s", |i| i.rate("dev_reads")),
+    ("drKiB/s", |i| i.kib_rate("dev_read_bytes")),
+    ("dw/s", |i| i.rate("dev_writes")),
+    ("dwKiB/s", |i| i.kib_rate("dev_write_bytes")),
+    ("flush/s", |i| i.rate("dev_flushes")),
+    ("err", |i| {
+        (i.delta.counter("dev_errors") + i.delta.counter("background_errors")).to_string()
+    }),
+];
+
+/// Width of each column.
+const WIDTH: usize = 8;
+
+/// The header over interval lines.
+pub fn interval_header(mountpoint: &Path) -> String {
+    let names: String = COLUMNS
+        .iter()
+        .map(|(h, _)| format!("{h:>WIDTH$}"))
+        .collect();
+    format!(
+        "pollfs on {} (per second unless named)\n{names}",
+        mountpoint.display()
+    )
+}
+
+impl Interval {
+    /// The interval from `earlier` to `later` (snapshots of one server).
+    pub fn between(earlier: &FsStats, later: &FsStats) -> Interval {
+        Interval {
+            seconds: later.taken_ns.saturating_sub(earlier.taken_ns) as f64 / 1e9,
+            delta: later.since(earlier),
+        }
+    }
+
+    /// Counter `name`'s growth per second.
+    fn per_second(&self, name: &str) -> f64 {
+        if self.seconds > 0.0 {
+            self.delta.counter(name) as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    fn rate(&self, name: &str) -> String {
+        format!("{:.0}", self.per_second(name))
+    }
+
+    fn kib_rate(&self, name: &str) -> String {
+        format!("{:.0}", self.per_second(name) / 1024.0)
+    }
+
+    /// One line under [`interval_header`].
+    pub fn line(&self) -> String {
+        COLUMNS
+            .iter()
+            .map(|(_, f)| format!("{:>WIDTH$}", f(self)))
+            .collect()
+    }
+
+    /// One JSON line: the length, the counters' growth, the gauges.
+    pub fn json(&self) -> anyhow::Result<String> {
+        Ok(serde_json::to_string(self)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn stats(taken_ns: u64, counters: &[(&str, u64)]) -> FsStats {
+        FsStats {
+            taken_ns,
+            counters: counters.iter().map(|&(n, v)| (n.to_string(), v)).collect(),
+            ..FsStats::default()
+        }
+    }
+
+    #[test]
+    fn an_interval_is_each_counters_growth_over_its_length() {
+        let a = stats(
+            1_000_000_000,
+            &[("reads", 10), ("read_bytes", 4096), ("writes", 7)],
+        );
+        let mut b = stats(
+            3_000_000_000,
+            &[
+                ("reads", 30),
+                ("read_bytes", 4096 * 21),
+                ("writes", 7),
+                ("syncs", 4),
+            ],
+        );
+        b.gauges.dirty_pages = 5;
+        let i = Interval::between(&a, &b);
+        assert_eq!(i.seconds, 2.0);
+        assert_eq!(i.delta.counter("reads"), 20);
+        assert_eq!(i.delta.counter("writes"), 0);
+        // A counter the earlier snapshot lacked grew from 0.
+        assert_eq!(i.delta.counter("syncs"), 4);
+        assert_eq!(i.per_second("reads"), 10.0);
+        assert_eq!(i.kib_rate("read_bytes"), "40");
+        assert_eq!(i.delta.gauges.dirty_pages, 5, "the gauges at its end");
+        let cells: Vec<String> = i.line().split_whitespace().map(String::from).collect();
+        assert_eq!(cells.len(), COLUMNS.len());
+        let header = interval_header(Path::new("/m"));
+        let names: Vec<&str> = header.lines().nth(1).unwrap().split_whitespace().collect();
+        let at = |h: &str| cells[names.iter().position(|n| *n == h).unwrap()].clone();
+        assert_eq!(at("r/s"), "10");
+        assert_eq!(at("sync/s"), "2");
+        assert_eq!(at("hit%"), "-", "no lookups");
+        assert_eq!(at("dirty"), "5");
+    }
+
+    #[test]
+    fn json_shapes_carry_the_counters_by_name_and_the_gauges() {
+        let a = stats(0, &[("writes", 1)]);
+        let b = stats(500_000_000, &[("writes", 3), ("log_writes", 2)]);
+        let line = Interval::between(&a, &b).json().unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["seconds"], 0.5);
+        assert_eq!(v["counters"]["writes"], 2);
+        assert_eq!(v["counters"]["log_writes"], 2);
+        assert!(v["gauges"]["dirty_pages"].is_u64());
+        assert!(v["gauges"]["log_blocks"].is_u64());
+        let snap = snapshot_json(Path::new("/m"), &b).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&snap).unwrap();
+        assert_eq!(v["mountpoint"], "/m");
+        assert_eq!(v["counters"]["writes"], 3);
+        assert_eq!(v["taken_ns"], 500_000_000);
+        assert!(!snap.contains('\n'), "one line");
+    }
+
+    #[test]
+    fn every_engine_counter_has_a_place_in_a_group() {
+        let known: Vec<&str> = GROUPS
+            .iter()
+            .flat_map(|(_, c)| c.iter().map(|&(name, _, _)| name))
+            .collect();
+        for (name, _) in pollfs_core::Stats::default().fields() {
+            assert!(known.contains(&name), "{name} is shown only under other");
+        }
+    }
+
+    #[test]
+    fn a_snapshot_shows_every_counter_the_table_does_not_know_under_other() {
+        let s = stats(0, &[("reads", 3), ("a_new_counter", 9)]);
+        let text = snapshot(Path::new("/m"), &s);
+        assert!(text.contains("reads 3"), "{text}");
+        assert!(text.contains("other        a_new_counter 9"), "{text}");
+    }
+}
