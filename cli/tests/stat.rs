@@ -88,6 +88,14 @@ fn the_figures_of_a_live_mount_move_with_its_writes_and_syncs() {
     assert!(grew("log_writes") + grew("checkpoints") > 0, "{after}");
     assert!(grew("dev_write_bytes") >= data.len() as u64, "{after}");
     assert_eq!(grew("dev_errors"), 0);
+    // The requests' times: the fsync and the writes were timed.
+    let timed = |v: &serde_json::Value, kind: &str| -> u64 {
+        v["latency"][kind]
+            .as_array()
+            .map_or(0, |b| b.iter().map(|b| b[1].as_u64().unwrap()).sum())
+    };
+    assert!(timed(&after, "sync") > timed(&before, "sync"), "{after}");
+    assert!(timed(&after, "write") > timed(&before, "write"), "{after}");
     let inodes = |v: &serde_json::Value| v["gauges"]["inodes"].as_u64().unwrap();
     assert_eq!(inodes(&after), inodes(&before) + 1);
 

@@ -18,7 +18,8 @@
 //!   on.
 //! - [`watch`]: the log's lines about what the engine did (checkpoints,
 //!   errors), from its counters; the mount also serves them, for `pollfs
-//!   stat`, on a control socket of its own.
+//!   stat`, on a control socket of its own, with the times of reads,
+//!   writes and fsyncs [`latency`] records.
 //! - this file: the device, its lock, running in the background, and the
 //!   signals that end a mount (SIGINT, SIGTERM, SIGHUP: unmount, then the
 //!   engine's sync and checkpoint, then exit 0).
@@ -28,6 +29,7 @@ mod attr;
 mod fuse;
 mod handles;
 pub mod helper;
+pub(crate) mod latency;
 mod names;
 mod options;
 mod ring;
@@ -46,7 +48,8 @@ use fuser::{MountOption, SessionACL};
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::persist::META_FRAMES;
 use pollfs_core::Fs;
-use pollfs_device::control::server::ControlServer;
+use pollfs_device::control::server::{ControlServer, Reported};
+use pollfs_device::control::stats::FsStats;
 use pollfs_device::{Access, AnyDevice, DeviceSpec, OpenOptions};
 
 use crate::sys::{self, EndSignals, Forked};
@@ -442,12 +445,14 @@ fn serve_fs(
 ) -> Result<(), String> {
     let notifier = Arc::new(OnceLock::new());
     let ring_init = Arc::new(ring::Init::new(plan.ring.is_some()));
+    let latency = Arc::new(latency::Latencies::new());
     let filesystem = fuse::PollFs::new(
         server::Server::new(fs.clone()),
         plan.cache_mode,
         notifier.clone(),
     )
-    .with_ring(ring_init.clone());
+    .with_ring(ring_init.clone())
+    .with_latency(latency.clone());
     let mut cfg = fuser::Config::default();
     // The source shown in /proc/mounts; mount(2) options are
     // comma-separated, so a device name with a comma or a space is not
@@ -472,7 +477,13 @@ fn serve_fs(
     let registration = umount::Registration::new(&plan.mountpoint)
         .map_err(|e| eprintln!("pollfs: `pollfs umount` will not wait for this mount: {e}"))
         .ok();
-    let control = serve_stats(&fs, &plan.mountpoint);
+    let control = serve_stats(
+        Report {
+            fs: fs.clone(),
+            latency,
+        },
+        &plan.mountpoint,
+    );
     let watcher = watch::Watcher::start(fs.clone())
         .map_err(|e| tracing::warn!("no log of checkpoints and errors: {e}"))
         .ok();
@@ -557,16 +568,32 @@ fn serve_fs(
     outcome
 }
 
-/// Serves the figures of `fs`, mounted on `mountpoint`, on the mount's
-/// control socket (`pollfs stat`); `None`, said in the log, where no
-/// socket can be made: the mount goes on without it.
-fn serve_stats(fs: &Fs<AnyDevice>, mountpoint: &Path) -> Option<ControlServer> {
+/// What the mount's control socket reports: the engine's figures and the
+/// requests' times.
+struct Report {
+    fs: Fs<AnyDevice>,
+    latency: Arc<latency::Latencies>,
+}
+
+impl Reported for Report {
+    fn report(&self) -> FsStats {
+        FsStats {
+            latency: self.latency.snapshot(),
+            ..FsStats::of(&self.fs)
+        }
+    }
+}
+
+/// Serves `report` of the filesystem mounted on `mountpoint` on the
+/// mount's control socket (`pollfs stat`); `None`, said in the log, where
+/// no socket can be made: the mount goes on without it.
+fn serve_stats(report: Report, mountpoint: &Path) -> Option<ControlServer> {
     let Some(id) = umount::mount_id(mountpoint) else {
         tracing::warn!("`pollfs stat` will not find this mount: it is not in mountinfo");
         return None;
     };
     let path = pollfs_device::control::mount_socket_path(&id);
-    match ControlServer::start_fs(Arc::new(fs.clone()), &[path]) {
+    match ControlServer::start_fs(Arc::new(report), &[path]) {
         Ok(server) => {
             tracing::info!(socket = %server.path().display(), "serving statistics");
             Some(server)

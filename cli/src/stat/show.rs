@@ -9,6 +9,54 @@ use pollfs_device::control::stats::FsStats;
 use pollfs_device::units::show_bytes;
 use serde::Serialize;
 
+use crate::mount::latency::from_buckets;
+
+/// The request kinds a mount times, in the order shown.
+pub const TIMED: [&str; 3] = ["read", "write", "sync"];
+
+/// Percentiles of one kind of request's times.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Requests timed.
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl Percentiles {
+    /// Of the requests of `kind` in `s` (none if it timed none).
+    pub fn of(s: &FsStats, kind: &str) -> Percentiles {
+        let Some(h) = s.latency.get(kind).and_then(|b| from_buckets(b)) else {
+            return Percentiles::default();
+        };
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let q = |q: f64| h.value_at_quantile(q);
+        Percentiles {
+            count: h.len(),
+            p50_ns: q(0.5),
+            p90_ns: q(0.9),
+            p99_ns: q(0.99),
+            p999_ns: q(0.999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+/// Nanoseconds for people.
+fn time(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
 /// How a counter is shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Unit {
@@ -138,6 +186,24 @@ pub fn snapshot(mountpoint: &Path, s: &FsStats) -> String {
     if !other.is_empty() {
         out += &format!("  {:<12} {}\n", "other", other.join(", "));
     }
+    for kind in TIMED {
+        let p = Percentiles::of(s, kind);
+        let shown = if p.count == 0 {
+            "none timed".to_string()
+        } else {
+            format!(
+                "{} timed, p50 {}, p90 {}, p99 {}, p99.9 {}, max {}",
+                p.count,
+                time(p.p50_ns),
+                time(p.p90_ns),
+                time(p.p99_ns),
+                time(p.p999_ns),
+                time(p.max_ns)
+            )
+        };
+        let group = if kind == TIMED[0] { "latency" } else { "" };
+        out += &format!("  {group:<12} {kind:<5} {shown}\n");
+    }
     let g = &s.gauges;
     let hits = s.counter("cache_hits");
     out += &format!(
@@ -182,6 +248,8 @@ pub struct Interval {
     /// Each counter's growth in it, and the gauges at its end.
     #[serde(flatten)]
     pub delta: FsStats,
+    /// Percentiles of the times of the requests in it, by kind.
+    pub percentiles: std::collections::BTreeMap<&'static str, Percentiles>,
 }
 
 /// The interval line's columns: header and how each is computed.
@@ -215,6 +283,9 @@ const COLUMNS: &[Column] = &[
     ("dw/s", |i| i.rate("dev_writes")),
     ("dwKiB/s", |i| i.kib_rate("dev_write_bytes")),
     ("flush/s", |i| i.rate("dev_flushes")),
+    ("r99us", |i| i.p99_us("read")),
+    ("w99us", |i| i.p99_us("write")),
+    ("s99us", |i| i.p99_us("sync")),
     ("err", |i| {
         (i.delta.counter("dev_errors") + i.delta.counter("background_errors")).to_string()
     }),
@@ -238,9 +309,23 @@ pub fn interval_header(mountpoint: &Path) -> String {
 impl Interval {
     /// The interval from `earlier` to `later` (snapshots of one server).
     pub fn between(earlier: &FsStats, later: &FsStats) -> Interval {
+        let delta = later.since(earlier);
         Interval {
             seconds: later.taken_ns.saturating_sub(earlier.taken_ns) as f64 / 1e9,
-            delta: later.since(earlier),
+            percentiles: TIMED
+                .iter()
+                .map(|&k| (k, Percentiles::of(&delta, k)))
+                .collect(),
+            delta,
+        }
+    }
+
+    /// The 99th percentile of `kind`'s times in microseconds, or "-" if
+    /// none was timed.
+    fn p99_us(&self, kind: &str) -> String {
+        match self.percentiles.get(kind) {
+            Some(p) if p.count > 0 => format!("{:.0}", p.p99_ns as f64 / 1e3),
+            _ => "-".into(),
         }
     }
 
@@ -322,6 +407,37 @@ mod tests {
         assert_eq!(at("sync/s"), "2");
         assert_eq!(at("hit%"), "-", "no lookups");
         assert_eq!(at("dirty"), "5");
+        assert_eq!(at("r99us"), "-", "no reads timed");
+    }
+
+    #[test]
+    fn percentiles_of_an_interval_are_of_its_own_requests() {
+        use crate::mount::latency::{buckets, histogram};
+        let mut h = histogram().unwrap();
+        for _ in 0..100 {
+            h.record(1_000_000).unwrap();
+        }
+        let mut a = stats(0, &[]);
+        a.latency.insert("read".into(), buckets(&h));
+        for _ in 0..100 {
+            h.record(5_000).unwrap();
+        }
+        let mut b = stats(1_000_000_000, &[]);
+        b.latency.insert("read".into(), buckets(&h));
+        // Since the start: half the reads took 1 ms.
+        let all = Percentiles::of(&b, "read");
+        assert_eq!(all.count, 200);
+        assert!(all.max_ns >= 1_000_000);
+        // In the interval: only the 5 µs ones.
+        let i = Interval::between(&a, &b);
+        let p = i.percentiles["read"];
+        assert_eq!(p.count, 100);
+        assert!((5_000..5_010).contains(&p.max_ns), "{p:?}");
+        assert_eq!(i.p99_us("read"), "5");
+        assert_eq!(i.percentiles["sync"].count, 0);
+        let v: serde_json::Value = serde_json::from_str(&i.json().unwrap()).unwrap();
+        assert_eq!(v["percentiles"]["read"]["count"], 100);
+        assert!(snapshot(Path::new("/m"), &b).contains("read  200 timed, p50"));
     }
 
     #[test]

@@ -22,6 +22,12 @@ pub struct FsStats {
     pub counters: BTreeMap<String, u64>,
     /// Figures of the moment, which go up and down.
     pub gauges: Gauges,
+    /// Times of requests, by kind (`read`, `write`, `sync`), as the
+    /// server recorded them since it started: `[nanoseconds, count]` per
+    /// histogram bucket that holds any (HdrHistogram's buckets, 3
+    /// significant digits). Empty where the server times nothing.
+    #[serde(default)]
+    pub latency: BTreeMap<String, Vec<[u64; 2]>>,
 }
 
 /// Figures of the moment.
@@ -65,6 +71,7 @@ impl FsStats {
                 free_blocks: space.free,
                 inodes: space.inodes,
             },
+            latency: BTreeMap::new(),
         }
     }
 
@@ -85,8 +92,27 @@ impl FsStats {
                 .map(|(name, &v)| (name.clone(), v.wrapping_sub(earlier.counter(name))))
                 .collect(),
             gauges: self.gauges,
+            latency: self
+                .latency
+                .iter()
+                .map(|(kind, later)| {
+                    let earlier = earlier.latency.get(kind).map_or(&[][..], Vec::as_slice);
+                    (kind.clone(), bucket_growth(earlier, later))
+                })
+                .collect(),
         }
     }
+}
+
+/// Each bucket's growth from `earlier` to `later` (both sorted by value,
+/// as a histogram lists them), the empty ones left out.
+fn bucket_growth(earlier: &[[u64; 2]], later: &[[u64; 2]]) -> Vec<[u64; 2]> {
+    let before: BTreeMap<u64, u64> = earlier.iter().map(|&[v, n]| (v, n)).collect();
+    later
+        .iter()
+        .map(|&[v, n]| [v, n.saturating_sub(before.get(&v).copied().unwrap_or(0))])
+        .filter(|&[_, n]| n > 0)
+        .collect()
 }
 
 #[cfg(test)]
@@ -119,6 +145,15 @@ mod tests {
         assert_eq!(d.gauges, after.gauges, "gauges are the later ones");
         assert!(after.gauges.log_used_blocks > 0);
         assert!(after.taken_ns >= before.taken_ns);
+        let mut earlier = after.clone();
+        earlier
+            .latency
+            .insert("read".into(), vec![[10, 2], [20, 1]]);
+        let mut later = earlier.clone();
+        later
+            .latency
+            .insert("read".into(), vec![[10, 2], [20, 4], [30, 1]]);
+        assert_eq!(later.since(&earlier).latency["read"], [[20, 3], [30, 1]]);
         let json = serde_json::to_string(&after).unwrap();
         assert_eq!(serde_json::from_str::<FsStats>(&json).unwrap(), after);
     }
