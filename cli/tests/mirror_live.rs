@@ -166,6 +166,18 @@ fn a_mounted_mirror_is_administered_through_its_socket() {
     let (ok, out, err) = f.pollfs(&["mirror", "fail", &f.dev, "1"]);
     assert!(ok, "{err}");
     assert!(out.contains("leg 1") && out.contains(": failed"), "{out}");
+    // `pollfs stat` of the mount shows the legs beside the filesystem's
+    // figures.
+    let (ok, out, err) = f.pollfs(&["stat", m.dir.to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["mirror"]["legs"][0]["state"], "in_sync", "{v}");
+    assert_eq!(v["mirror"]["legs"][1]["state"], "failed", "{v}");
+    let (ok, out, err) = f.pollfs(&["stat", m.dir.to_str().unwrap()]);
+    assert!(
+        ok && out.contains("leg 1 ") && out.contains(": failed,"),
+        "{out}{err}"
+    );
     let (ok, _, err) = f.pollfs(&["mirror", "fail", &f.dev, "0"]);
     assert!(!ok && err.contains("no leg"), "the last leg stays: {err}");
     // Written while leg 1 is out: only leg 0 has it.

@@ -579,6 +579,7 @@ impl Reported for Report {
     fn report(&self) -> FsStats {
         FsStats {
             latency: self.latency.snapshot(),
+            mirror_socket: self.fs.device().control_socket().map(Path::to_path_buf),
             ..FsStats::of(&self.fs)
         }
     }

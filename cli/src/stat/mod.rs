@@ -22,8 +22,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use pollfs_device::control::client::{Client, ClientError};
-use pollfs_device::control::mount_socket_path;
 use pollfs_device::control::stats::FsStats;
+use pollfs_device::control::{mount_socket_path, Op, Status};
 
 use crate::mount::umount;
 
@@ -90,6 +90,18 @@ impl Target {
         })
     }
 
+    /// The filesystem's figures and, when it is on a mirror, the mirror's
+    /// legs (or why its socket did not tell them).
+    fn sample_all(&self) -> anyhow::Result<(FsStats, Option<Result<Status, String>>)> {
+        let stats = self.sample()?;
+        let mirror = stats.mirror_socket.as_deref().map(|socket| {
+            Client::at(socket)
+                .and_then(|mut c| c.call(Op::Status))
+                .map_err(|e| format!("{}: {e}", socket.display()))
+        });
+        Ok((stats, mirror))
+    }
+
     /// One snapshot, over a connection of its own.
     fn sample(&self) -> anyhow::Result<FsStats> {
         let shown = self.mountpoint.display();
@@ -112,11 +124,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         return prometheus::serve(addr, &target);
     }
     let Some(secs) = args.interval else {
-        let now = target.sample()?;
+        let (now, mirror) = target.sample_all()?;
         let text = if args.json {
-            show::snapshot_json(&target.mountpoint, &now)?
+            show::snapshot_json(&target.mountpoint, &now, mirror.as_ref())?
         } else {
-            show::snapshot(&target.mountpoint, &now)
+            show::snapshot(&target.mountpoint, &now, mirror.as_ref())
         };
         return say(&text);
     };

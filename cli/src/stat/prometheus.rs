@@ -10,12 +10,14 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 use pollfs_device::control::stats::FsStats;
+use pollfs_device::control::{LegWire, Status};
 
 use super::show::{Percentiles, TIMED};
 use super::Target;
 
-/// The figures of the filesystem mounted on `mount` in the text format.
-pub fn render(mount: &str, s: &FsStats) -> String {
+/// The figures of the filesystem mounted on `mount` in the text format,
+/// with the legs of the mirror under it (`mirror`) if it is on one.
+pub fn render(mount: &str, s: &FsStats, mirror: Option<&Status>) -> String {
     let label = format!("{{mount=\"{}\"}}", escape(mount));
     let mut out = String::new();
     for (name, v) in &s.counters {
@@ -57,6 +59,33 @@ pub fn render(mount: &str, s: &FsStats) -> String {
     for kind in TIMED {
         let n = Percentiles::of(s, kind).count;
         out += &format!("pollfs_latency_count_total{{mount=\"{m}\",op=\"{kind}\"}} {n}\n");
+    }
+    if let Some(status) = mirror {
+        let legs: Vec<String> = status
+            .legs
+            .iter()
+            .enumerate()
+            .map(|(i, l)| format!("mount=\"{m}\",leg=\"{i}\",name=\"{}\"", escape(&l.name)))
+            .collect();
+        out += "# TYPE pollfs_mirror_leg_in_sync gauge\n";
+        for (l, labels) in status.legs.iter().zip(&legs) {
+            let in_sync = u8::from(l.state == LegWire::InSync);
+            out += &format!("pollfs_mirror_leg_in_sync{{{labels}}} {in_sync}\n");
+        }
+        out += "# TYPE pollfs_mirror_leg_read_errors_total counter\n";
+        for (l, labels) in status.legs.iter().zip(&legs) {
+            out += &format!(
+                "pollfs_mirror_leg_read_errors_total{{{labels}}} {}\n",
+                l.read_errors
+            );
+        }
+        out += "# TYPE pollfs_mirror_leg_write_errors_total counter\n";
+        for (l, labels) in status.legs.iter().zip(&legs) {
+            out += &format!(
+                "pollfs_mirror_leg_write_errors_total{{{labels}}} {}\n",
+                l.write_errors
+            );
+        }
     }
     out
 }
@@ -106,10 +135,14 @@ fn answer(stream: TcpStream, target: &Target) -> std::io::Result<()> {
     } else if path != "/metrics" {
         ("404 Not Found", "the figures are at /metrics\n".to_string())
     } else {
-        match target.sample() {
-            Ok(s) => (
+        match target.sample_all() {
+            Ok((s, mirror)) => (
                 "200 OK",
-                render(&target.mountpoint.display().to_string(), &s),
+                render(
+                    &target.mountpoint.display().to_string(),
+                    &s,
+                    mirror.as_ref().and_then(|m| m.as_ref().ok()),
+                ),
             ),
             Err(e) => ("503 Service Unavailable", format!("{e:#}\n")),
         }
@@ -160,7 +193,7 @@ mod tests {
         s.counters.insert("reads".into(), 12);
         s.counters.insert("dev_errors".into(), 0);
         s.gauges.dirty_pages = 3;
-        let text = render("/mnt/a \"b\"\\", &s);
+        let text = render("/mnt/a \"b\"\\", &s, None);
         let lines = parse(&text);
         assert!(lines.len() > s.counters.len(), "counters and gauges");
         let reads = lines.iter().find(|l| l.0 == "pollfs_reads_total").unwrap();
@@ -176,5 +209,47 @@ mod tests {
             };
             assert!(text.contains(&format!("# TYPE {name} {kind}\n")), "{name}");
         }
+    }
+
+    #[test]
+    fn a_mirrors_legs_are_labelled_lines_of_their_own() {
+        use pollfs_device::control::LegStatus;
+        let leg = |name: &str, state, write_errors| LegStatus {
+            name: name.into(),
+            state,
+            read_errors: 0,
+            write_errors,
+        };
+        let status = Status {
+            uuid: 1,
+            generation: 2,
+            durable_generation: 2,
+            data_blocks: 8,
+            block_size: 4096,
+            dirty: true,
+            broken: false,
+            legs: vec![
+                leg("file:/a", LegWire::InSync, 0),
+                leg("file:/b", LegWire::Failed, 3),
+            ],
+            region_bytes: 0,
+            regions: 0,
+            dirty_regions: 0,
+            resync_copied: 0,
+        };
+        let text = render("/m", &FsStats::default(), Some(&status));
+        let lines = parse(&text);
+        let find = |name: &str, leg: &str| {
+            lines
+                .iter()
+                .find(|l| l.0 == name && l.1.contains(&format!("leg=\"{leg}\"")))
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(find("pollfs_mirror_leg_in_sync", "0").2, 1.0);
+        assert_eq!(find("pollfs_mirror_leg_in_sync", "1").2, 0.0);
+        let errors = find("pollfs_mirror_leg_write_errors_total", "1");
+        assert_eq!(errors.2, 3.0);
+        assert!(errors.1.contains(r#"name="file:/b""#), "{}", errors.1);
     }
 }

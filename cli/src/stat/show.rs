@@ -6,6 +6,7 @@
 use std::path::Path;
 
 use pollfs_device::control::stats::FsStats;
+use pollfs_device::control::{LegWire, Status};
 use pollfs_device::units::show_bytes;
 use serde::Serialize;
 
@@ -163,8 +164,19 @@ fn percent(part: u64, whole: u64) -> String {
     }
 }
 
-/// A snapshot for people.
-pub fn snapshot(mountpoint: &Path, s: &FsStats) -> String {
+/// A leg's state in a word or two.
+pub fn leg_state(state: LegWire) -> &'static str {
+    match state {
+        LegWire::InSync => "in sync",
+        LegWire::Stale => "stale",
+        LegWire::Resyncing { .. } => "resyncing",
+        LegWire::Failed => "failed",
+    }
+}
+
+/// A snapshot for people; `mirror`, the legs of the mirror under the
+/// filesystem (or why they could not be asked).
+pub fn snapshot(mountpoint: &Path, s: &FsStats, mirror: Option<&Result<Status, String>>) -> String {
     let mut out = format!("pollfs on {}\n", mountpoint.display());
     let mut known = Vec::new();
     for (group, counters) in GROUPS {
@@ -223,20 +235,48 @@ pub fn snapshot(mountpoint: &Path, s: &FsStats) -> String {
         g.data_blocks,
         g.inodes
     );
+    match mirror {
+        None => {}
+        Some(Err(why)) => out += &format!("\n  {:<12} not answered: {why}", "mirror"),
+        Some(Ok(m)) => {
+            for (i, leg) in m.legs.iter().enumerate() {
+                let group = if i == 0 { "mirror" } else { "" };
+                out += &format!(
+                    "\n  {group:<12} leg {i} {}: {}, {} read errors, {} write errors",
+                    leg.name,
+                    leg_state(leg.state),
+                    leg.read_errors,
+                    leg.write_errors
+                );
+            }
+        }
+    }
     out
 }
 
-/// A snapshot as one JSON line.
-pub fn snapshot_json(mountpoint: &Path, s: &FsStats) -> anyhow::Result<String> {
+/// A snapshot as one JSON line: the figures, and under `mirror` the
+/// mirror's state (as `pollfs mirror status` has it) or under
+/// `mirror_error` why it could not be asked.
+pub fn snapshot_json(
+    mountpoint: &Path,
+    s: &FsStats,
+    mirror: Option<&Result<Status, String>>,
+) -> anyhow::Result<String> {
     #[derive(Serialize)]
     struct Snapshot<'a> {
         mountpoint: &'a Path,
         #[serde(flatten)]
         stats: &'a FsStats,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        mirror: Option<&'a Status>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        mirror_error: Option<&'a str>,
     }
     Ok(serde_json::to_string(&Snapshot {
         mountpoint,
         stats: s,
+        mirror: mirror.and_then(|m| m.as_ref().ok()),
+        mirror_error: mirror.and_then(|m| m.as_ref().err()).map(String::as_str),
     })?)
 }
 
@@ -437,7 +477,7 @@ mod tests {
         assert_eq!(i.percentiles["sync"].count, 0);
         let v: serde_json::Value = serde_json::from_str(&i.json().unwrap()).unwrap();
         assert_eq!(v["percentiles"]["read"]["count"], 100);
-        assert!(snapshot(Path::new("/m"), &b).contains("read  200 timed, p50"));
+        assert!(snapshot(Path::new("/m"), &b, None).contains("read  200 timed, p50"));
     }
 
     #[test]
@@ -451,7 +491,7 @@ mod tests {
         assert_eq!(v["counters"]["log_writes"], 2);
         assert!(v["gauges"]["dirty_pages"].is_u64());
         assert!(v["gauges"]["log_blocks"].is_u64());
-        let snap = snapshot_json(Path::new("/m"), &b).unwrap();
+        let snap = snapshot_json(Path::new("/m"), &b, None).unwrap();
         let v: serde_json::Value = serde_json::from_str(&snap).unwrap();
         assert_eq!(v["mountpoint"], "/m");
         assert_eq!(v["counters"]["writes"], 3);
@@ -473,7 +513,7 @@ mod tests {
     #[test]
     fn a_snapshot_shows_every_counter_the_table_does_not_know_under_other() {
         let s = stats(0, &[("reads", 3), ("a_new_counter", 9)]);
-        let text = snapshot(Path::new("/m"), &s);
+        let text = snapshot(Path::new("/m"), &s, None);
         assert!(text.contains("reads 3"), "{text}");
         assert!(text.contains("other        a_new_counter 9"), "{text}");
     }

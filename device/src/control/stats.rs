@@ -4,6 +4,7 @@
 //! them; `pollfs stat` prints them, and the differences between two.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::hosted::monotonic_clock;
@@ -28,6 +29,11 @@ pub struct FsStats {
     /// significant digits). Empty where the server times nothing.
     #[serde(default)]
     pub latency: BTreeMap<String, Vec<[u64; 2]>>,
+    /// The control socket of the mirror under the filesystem, if it is
+    /// on one: its legs' states and errors are asked there
+    /// ([`super::Op::Status`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_socket: Option<PathBuf>,
 }
 
 /// Figures of the moment.
@@ -72,6 +78,7 @@ impl FsStats {
                 inodes: space.inodes,
             },
             latency: BTreeMap::new(),
+            mirror_socket: None,
         }
     }
 
@@ -92,6 +99,7 @@ impl FsStats {
                 .map(|(name, &v)| (name.clone(), v.wrapping_sub(earlier.counter(name))))
                 .collect(),
             gauges: self.gauges,
+            mirror_socket: self.mirror_socket.clone(),
             latency: self
                 .latency
                 .iter()
