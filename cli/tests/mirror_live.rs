@@ -258,6 +258,31 @@ fn another_user_is_refused_by_the_socket_and_by_the_server() {
         ok && out.matches(": in sync").count() == 2,
         "nothing changed: {out}{err}"
     );
+    // The mount's statistics socket keeps the same rule, both ways.
+    let dir = m.dir.to_str().unwrap();
+    let (ok, _, err) = as_nobody(&["stat", dir]);
+    assert!(!ok && err.contains("permission denied"), "{err}");
+    let (ok, out, err) = f.pollfs(&["stat", dir]);
+    assert!(
+        ok && out.contains("operations"),
+        "root is answered: {out}{err}"
+    );
+    let stats_socket = std::fs::read_dir(&f.run)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("mount-")
+        })
+        .unwrap();
+    std::fs::set_permissions(&stats_socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (ok, _, err) = as_nobody(&["stat", dir]);
+    assert!(
+        !ok && err.contains("uid 65534 may not use this control socket"),
+        "{err}"
+    );
     m.stop();
 }
 

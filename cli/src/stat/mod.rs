@@ -67,6 +67,15 @@ impl Target {
     /// a pollfs mount.
     fn find(target: &str) -> anyhow::Result<Target> {
         let path = Path::new(target);
+        // A mount point as mountinfo names it: found even by a user the
+        // mount does not let in (who cannot resolve the path), so that
+        // the socket's own rule answers them.
+        if let Some(id) = path.is_absolute().then(|| umount::mount_id(path)).flatten() {
+            return Ok(Target {
+                socket: mount_socket_path(&id),
+                mountpoint: path.to_path_buf(),
+            });
+        }
         if path.is_dir() {
             let dir = path
                 .canonicalize()

@@ -32,8 +32,8 @@ impl std::fmt::Display for ClientError {
             ClientError::NotServed => write!(f, "no process serves this mirror's control socket"),
             ClientError::Denied(p) => write!(
                 f,
-                "{}: permission denied: only root and the owner of the process serving the \
-                 mirror may administer it",
+                "{}: permission denied: only root and the owner of the process serving it may \
+                 use this control socket",
                 p.display()
             ),
             ClientError::Refused(why) => write!(f, "{why}"),
