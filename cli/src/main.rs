@@ -3,7 +3,8 @@
 //! `bench` and `tools` (mkfs, fsck) are the commands that write devices;
 //! `mount` serves a filesystem to the kernel over FUSE; `stat` reads a
 //! mount's figures from its control socket; `nvme` holds the controller
-//! tools and `mirror` the mirror's. `log` sets up the log on stderr. Every command names and
+//! tools and `mirror` the mirror's. `log` sets up the log on stderr;
+//! `progress` draws fsck's spinner on a terminal. Every command names and
 //! opens its device through `pollfs_device` (one spec, one set of rules:
 //! the lock on a device file, what a device holds before a format, the
 //! legs of a volume), by way of `device`, which reports on stderr. `host`
@@ -25,6 +26,7 @@ mod log;
 mod mirror;
 mod mount;
 mod nvme;
+mod progress;
 mod stat;
 mod sys;
 mod tools;
