@@ -63,8 +63,9 @@ enum Command {
     /// server has synced and written its checkpoint, and exited).
     Umount(mount::umount::Args),
     /// The figures of a mounted pollfs filesystem: operations and bytes,
-    /// cache hits and misses, dirty pages, log fill, checkpoints,
-    /// write-home, device commands and errors; a snapshot, or with `-i
+    /// latency percentiles of reads, writes and fsyncs, cache hits and
+    /// misses, dirty pages, log fill, checkpoints, write-home, device
+    /// commands and errors, and a mirror's legs; a snapshot, or with `-i
     /// SECS` per interval like iostat.
     Stat(stat::Args),
     /// Check a pollfs filesystem: superblocks, checkpoint, log, and every
