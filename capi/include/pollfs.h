@@ -123,6 +123,90 @@ typedef struct PollfsCompletion {
   int64_t result;
 } PollfsCompletion;
 
+// A filesystem's counters (they only grow while it is mounted) and
+// gauges (the last seven fields, read at the same time), as
+// `pollfs_fs_stats` fills them. Every field is a `uint64_t`.
+typedef struct PollfsStats {
+  // Reads through the file API (cached and direct), each call once.
+  uint64_t reads;
+  // Bytes those reads returned.
+  uint64_t read_bytes;
+  // Writes through the file API (buffered and direct), each call once.
+  uint64_t writes;
+  // Bytes those writes took.
+  uint64_t write_bytes;
+  // Syncs of a file or a directory asked for.
+  uint64_t syncs;
+  // Page lookups that found the page cached.
+  uint64_t cache_hits;
+  // Page lookups that had to fill the page.
+  uint64_t cache_misses;
+  // Pages evicted to make room.
+  uint64_t evictions;
+  // Pages read ahead of the reader.
+  uint64_t readahead_pages;
+  // Read commands sent to the device.
+  uint64_t dev_reads;
+  // Bytes read from the device.
+  uint64_t dev_read_bytes;
+  // Write commands sent to the device.
+  uint64_t dev_writes;
+  // Bytes written to the device.
+  uint64_t dev_write_bytes;
+  // Flush commands.
+  uint64_t dev_flushes;
+  // Deallocate (trim) commands.
+  uint64_t dev_deallocates;
+  // Write-zeroes commands.
+  uint64_t dev_write_zeroes;
+  // Times an operation waited for a range, gate or inode lock.
+  uint64_t lock_waits;
+  // Times a writer was throttled by the dirty limit.
+  uint64_t dirty_throttles;
+  // Device commands that failed.
+  uint64_t dev_errors;
+  // Metadata log writes.
+  uint64_t log_writes;
+  // Bytes of those log writes.
+  uint64_t log_bytes;
+  // Checkpoints written.
+  uint64_t checkpoints;
+  // Bytes of checkpoint chains written.
+  uint64_t checkpoint_bytes;
+  // Time spent writing checkpoints, in nanoseconds.
+  uint64_t checkpoint_nanos;
+  // Of the checkpoints, those written off the sync path.
+  uint64_t background_checkpoints;
+  // Pages read or written by direct I/O.
+  uint64_t direct_pages;
+  // Logged pages written home off the sync path.
+  uint64_t homed_pages;
+  // Syncs that wrote their file's pages home themselves.
+  uint64_t home_on_sync;
+  // Syncs that woke the write-home thread.
+  uint64_t home_wakes;
+  // Background steps that failed (tried again later).
+  uint64_t background_errors;
+  // Log writes the mount replayed.
+  uint64_t replayed_log_writes;
+  // Records those log writes held.
+  uint64_t replayed_records;
+  // Gauge: dirty pages in the cache.
+  uint64_t dirty_pages;
+  // Gauge: the cache's size in pages.
+  uint64_t cache_pages;
+  // Gauge: log blocks in use since the last checkpoint.
+  uint64_t log_used_blocks;
+  // Gauge: the log's size in blocks.
+  uint64_t log_blocks;
+  // Gauge: blocks (4 KiB) of the data area.
+  uint64_t data_blocks;
+  // Gauge: of those, free.
+  uint64_t free_blocks;
+  // Gauge: live inodes.
+  uint64_t inodes;
+} PollfsStats;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -375,6 +459,17 @@ int pollfs_complete(struct PollfsQueue *q, struct PollfsCompletion *out, uint32_
 // # Safety
 // `q` is a live queue.
 int pollfs_queue_in_flight(const struct PollfsQueue *q);
+
+// Fills the first `size` bytes of `*out` (pass `sizeof(PollfsStats)`)
+// with the filesystem's counters and gauges; `size` may be less, for a
+// program built against an older, shorter `PollfsStats`, and not more
+// (`-EINVAL`). The counters are summed over every thread's session, so
+// a call costs a lock and a sum, not the threads doing I/O anything.
+// Thread-safe.
+//
+// # Safety
+// `fs` is a live handle; `out` points to `size` writable bytes.
+int pollfs_fs_stats(const struct PollfsFs *fs, struct PollfsStats *out, size_t size);
 
 #ifdef __cplusplus
 }  // extern "C"

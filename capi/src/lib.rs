@@ -6,7 +6,8 @@
 //!  │          open, remove, rename, mkdir, rmdir, stat, readdir  (fs)
 //!  ├─ PollfsFile   pread/pwrite(v), fsync, fdatasync, ftruncate,
 //!  │               fallocate, fstat                          (file)
-//!  └─ PollfsQueue  a thread's submit/complete queue          (queue)
+//!  ├─ PollfsQueue  a thread's submit/complete queue          (queue)
+//!  └─ PollfsStats  pollfs_fs_stats: counters and gauges      (stats)
 //! ```
 //!
 //! - Calls on `PollfsFs` and `PollfsFile` are thread-safe: each runs in
@@ -35,6 +36,7 @@ mod hook;
 mod poison;
 mod queue;
 mod raw;
+mod stats;
 
 use core::ffi::c_char;
 
@@ -43,6 +45,7 @@ pub use error::pollfs_last_error;
 pub use file::*;
 pub use fs::*;
 pub use queue::*;
+pub use stats::*;
 
 /// The library's version, as "MAJOR.MINOR.PATCH". Thread-safe.
 #[no_mangle]

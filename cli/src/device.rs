@@ -15,11 +15,16 @@ pub fn options(access: Access, frames: u32) -> OpenOptions {
     }
 }
 
-/// Mirror events on stderr as they happen (not the routine header
-/// writes).
+/// Mirror events in the log as they happen: a leg lost or a read that
+/// had to go to another leg is a warning, the rest of the membership's
+/// story is information, and the routine header writes are for debugging.
 fn report_event(e: &MirrorEvent) {
-    if !matches!(e, MirrorEvent::HeadersWritten { .. }) {
-        eprintln!("pollfs: mirror: {e}");
+    match e {
+        MirrorEvent::HeadersWritten { .. } => tracing::debug!("mirror: {e}"),
+        MirrorEvent::LegFailed { .. }
+        | MirrorEvent::ReadRetried { .. }
+        | MirrorEvent::ResyncStopped { .. } => tracing::warn!("mirror: {e}"),
+        _ => tracing::info!("mirror: {e}"),
     }
 }
 

@@ -1,8 +1,10 @@
 //! `pollfs`: the command-line front door.
 //!
 //! `bench` and `tools` (mkfs, fsck) are the commands that write devices;
-//! `mount` serves a filesystem to the kernel over FUSE; `nvme` holds the
-//! controller tools and `mirror` the mirror's. Every command names and
+//! `mount` serves a filesystem to the kernel over FUSE; `stat` reads a
+//! mount's figures from its control socket; `nvme` holds the controller
+//! tools and `mirror` the mirror's. `log` sets up the log on stderr;
+//! `progress` draws fsck's spinner on a terminal. Every command names and
 //! opens its device through `pollfs_device` (one spec, one set of rules:
 //! the lock on a device file, what a device holds before a format, the
 //! legs of a volume), by way of `device`, which reports on stderr. `host`
@@ -20,9 +22,12 @@ mod bench;
 mod device;
 mod generate;
 mod host;
+mod log;
 mod mirror;
 mod mount;
 mod nvme;
+mod progress;
+mod stat;
 mod sys;
 mod tools;
 
@@ -57,6 +62,12 @@ enum Command {
     /// Unmount a `pollfs mount` and wait until everything is durable (the
     /// server has synced and written its checkpoint, and exited).
     Umount(mount::umount::Args),
+    /// The figures of a mounted pollfs filesystem: operations and bytes,
+    /// latency percentiles of reads, writes and fsyncs, cache hits and
+    /// misses, dirty pages, log fill, checkpoints, write-home, device
+    /// commands and errors, and a mirror's legs; a snapshot, or with `-i
+    /// SECS` per interval like iostat.
+    Stat(stat::Args),
     /// Check a pollfs filesystem: superblocks, checkpoint, log, and every
     /// metadata invariant; exits non-zero if anything is wrong.
     Fsck(tools::FsckArgs),
@@ -80,11 +91,16 @@ fn main() -> std::process::ExitCode {
         return report(generate::run(&argv, Cli::command()));
     }
     let cli = Cli::parse_from(argv);
+    // A mount sets its log up itself, once its options (`-o log=`) are read.
+    if !matches!(cli.command, Command::Mount(_)) {
+        log::init(None);
+    }
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Mkfs(args) => tools::mkfs(&args),
         Command::Fsck(args) => tools::fsck(&args),
         Command::Mount(args) => mount::run(&args).map_err(anyhow::Error::msg),
+        Command::Stat(args) => stat::run(&args),
         Command::Umount(args) => mount::umount::run(&args).map_err(anyhow::Error::msg),
         Command::Identify(args) => nvme::identify::run(&args),
         Command::Perf(args) => nvme::perf::run(&args),

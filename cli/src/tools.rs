@@ -1,5 +1,9 @@
 //! `pollfs mkfs` and `pollfs fsck`.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use crate::progress::{Metered, Spinner};
 use anyhow::bail;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::hosted::{config, monotonic_clock};
@@ -126,10 +130,18 @@ fn print_report(what: &str, report: &pollfs_core::persist::CheckReport) {
     );
 }
 
-fn fsck_on<D: BlockDevice>(dev: &D, what: &str, repair: bool) -> anyhow::Result<()> {
+/// Checks (or repairs) the filesystem on `dev`; `spinner` is cleared
+/// before anything is printed.
+fn fsck_on<D: BlockDevice>(
+    dev: &D,
+    what: &str,
+    repair: bool,
+    spinner: Spinner,
+) -> anyhow::Result<()> {
     let report = if repair {
-        let r = pollfs_core::persist::repair(dev, monotonic_clock, std::thread::yield_now)
-            .map_err(|e| anyhow::anyhow!("{what}: cannot repair: {e}"))?;
+        let r = pollfs_core::persist::repair(dev, monotonic_clock, std::thread::yield_now);
+        drop(spinner);
+        let r = r.map_err(|e| anyhow::anyhow!("{what}: cannot repair: {e}"))?;
         for fixed in &r.repaired {
             println!("{what}: repaired: {fixed}");
         }
@@ -138,8 +150,9 @@ fn fsck_on<D: BlockDevice>(dev: &D, what: &str, repair: bool) -> anyhow::Result<
         }
         r.after
     } else {
-        pollfs_core::persist::check(dev, monotonic_clock, std::thread::yield_now)
-            .map_err(|e| anyhow::anyhow!("{what}: {e}"))?
+        let r = pollfs_core::persist::check(dev, monotonic_clock, std::thread::yield_now);
+        drop(spinner);
+        r.map_err(|e| anyhow::anyhow!("{what}: {e}"))?
     };
     print_report(what, &report);
     if !report.problems.is_empty() {
@@ -165,7 +178,11 @@ impl DeviceJob for Fsck {
     type Output = ();
     type Error = anyhow::Error;
     fn run<D: BlockDevice>(self, dev: D, what: &str) -> anyhow::Result<()> {
-        fsck_on(&dev, what, self.repair)
+        let moved = Arc::new(AtomicU64::new(0));
+        let dev = Metered::new(dev, moved.clone());
+        let doing = if self.repair { "repairing" } else { "checking" };
+        let spinner = Spinner::start(&format!("{what}: {doing}"), moved);
+        fsck_on(&dev, what, self.repair, spinner)
     }
 }
 

@@ -108,6 +108,8 @@ fn mkfs_then_fsck_is_clean_and_damage_is_reported() {
     assert!(out.contains("data blocks"), "{out}");
     let (ok, out, err) = pollfs(&["fsck", &spec]);
     assert!(ok && out.contains("0 problems"), "{out}{err}");
+    // Its progress is drawn on a terminal only: stderr here is a pipe.
+    assert!(err.is_empty(), "{err}");
     // mkfs writes both superblock copies: a fresh image has nothing to note.
     assert!(!out.contains("note"), "{out}");
     // One copy damaged: fsck notes it, --repair rewrites it.
@@ -122,6 +124,7 @@ fn mkfs_then_fsck_is_clean_and_damage_is_reported() {
         ok && out.contains("repaired: superblock copy 0"),
         "{out}{err}"
     );
+    assert!(err.is_empty(), "{err}");
     let (ok, out, err) = pollfs(&["fsck", &spec]);
     assert!(ok && !out.contains("note"), "{out}{err}");
     // A truncated image: fsck says the device is shorter than the

@@ -74,11 +74,18 @@ impl Fixture {
         m
     }
 
-    /// The only socket in the control directory.
+    /// The only mirror's socket in the control directory (a mount's own,
+    /// `mount-MAJ:MIN.sock`, for `pollfs stat`, may be beside it).
     fn socket(&self) -> PathBuf {
         let mut found: Vec<PathBuf> = std::fs::read_dir(&self.run)
             .unwrap()
             .map(|e| e.unwrap().path())
+            .filter(|p| {
+                !p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("mount-")
+            })
             .collect();
         assert_eq!(found.len(), 1, "{found:?}");
         found.remove(0)
@@ -159,6 +166,18 @@ fn a_mounted_mirror_is_administered_through_its_socket() {
     let (ok, out, err) = f.pollfs(&["mirror", "fail", &f.dev, "1"]);
     assert!(ok, "{err}");
     assert!(out.contains("leg 1") && out.contains(": failed"), "{out}");
+    // `pollfs stat` of the mount shows the legs beside the filesystem's
+    // figures.
+    let (ok, out, err) = f.pollfs(&["stat", m.dir.to_str().unwrap(), "--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["mirror"]["legs"][0]["state"], "in_sync", "{v}");
+    assert_eq!(v["mirror"]["legs"][1]["state"], "failed", "{v}");
+    let (ok, out, err) = f.pollfs(&["stat", m.dir.to_str().unwrap()]);
+    assert!(
+        ok && out.contains("leg 1 ") && out.contains(": failed,"),
+        "{out}{err}"
+    );
     let (ok, _, err) = f.pollfs(&["mirror", "fail", &f.dev, "0"]);
     assert!(!ok && err.contains("no leg"), "the last leg stays: {err}");
     // Written while leg 1 is out: only leg 0 has it.
@@ -230,11 +249,39 @@ fn another_user_is_refused_by_the_socket_and_by_the_server() {
     // With the socket opened to all, the server's own check refuses.
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
     let (ok, _, err) = as_nobody(&["mirror", "fail", &f.dev, "1"]);
-    assert!(!ok && err.contains("uid 65534 may not administer"), "{err}");
+    assert!(
+        !ok && err.contains("uid 65534 may not use this control socket"),
+        "{err}"
+    );
     let (ok, out, err) = f.pollfs(&["mirror", "status", &f.dev]);
     assert!(
         ok && out.matches(": in sync").count() == 2,
         "nothing changed: {out}{err}"
+    );
+    // The mount's statistics socket keeps the same rule, both ways.
+    let dir = m.dir.to_str().unwrap();
+    let (ok, _, err) = as_nobody(&["stat", dir]);
+    assert!(!ok && err.contains("permission denied"), "{err}");
+    let (ok, out, err) = f.pollfs(&["stat", dir]);
+    assert!(
+        ok && out.contains("operations"),
+        "root is answered: {out}{err}"
+    );
+    let stats_socket = std::fs::read_dir(&f.run)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("mount-")
+        })
+        .unwrap();
+    std::fs::set_permissions(&stats_socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (ok, _, err) = as_nobody(&["stat", dir]);
+    assert!(
+        !ok && err.contains("uid 65534 may not use this control socket"),
+        "{err}"
     );
     m.stop();
 }

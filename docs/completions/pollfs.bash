@@ -43,6 +43,9 @@ _pollfs() {
             pollfs,setup)
                 cmd="pollfs__subcmd__setup"
                 ;;
+            pollfs,stat)
+                cmd="pollfs__subcmd__stat"
+                ;;
             pollfs,umount)
                 cmd="pollfs__subcmd__umount"
                 ;;
@@ -72,6 +75,9 @@ _pollfs() {
                 ;;
             pollfs__subcmd__help,setup)
                 cmd="pollfs__subcmd__help__subcmd__setup"
+                ;;
+            pollfs__subcmd__help,stat)
+                cmd="pollfs__subcmd__help__subcmd__stat"
                 ;;
             pollfs__subcmd__help,umount)
                 cmd="pollfs__subcmd__help__subcmd__umount"
@@ -125,7 +131,7 @@ _pollfs() {
 
     case "${cmd}" in
         pollfs)
-            opts="-h -V --help --version bench mkfs mount umount fsck identify perf mirror setup help"
+            opts="-h -V --help --version bench mkfs mount umount stat fsck identify perf mirror setup help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -303,7 +309,7 @@ _pollfs() {
             return 0
             ;;
         pollfs__subcmd__help)
-            opts="bench mkfs mount umount fsck identify perf mirror setup help"
+            opts="bench mkfs mount umount stat fsck identify perf mirror setup help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -485,6 +491,20 @@ _pollfs() {
             return 0
             ;;
         pollfs__subcmd__help__subcmd__setup)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pollfs__subcmd__help__subcmd__stat)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -846,6 +866,40 @@ _pollfs() {
                     return 0
                     ;;
                 --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        pollfs__subcmd__stat)
+            opts="-i -c -h --interval --count --json --prometheus --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -i)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --count)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -c)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prometheus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -248,6 +248,28 @@ static void test_file_device(void) {
     unlink(path);
 }
 
+/* The counters move with a write and a sync; a struct of an older,
+   shorter header gets its prefix only. */
+static void test_stats(void) {
+    PollfsStats before, after;
+    MUST(pollfs_fs_stats(fs, &before, sizeof before));
+    PollfsFile *f = NULL;
+    MUST(pollfs_open(fs, "/counted", O_CREAT | O_RDWR, 0644, &f));
+    CHECK(pollfs_pwrite(f, "abc", 3, 0) == 3);
+    MUST(pollfs_fsync(f));
+    MUST(pollfs_close(f));
+    MUST(pollfs_fs_stats(fs, &after, sizeof after));
+    CHECK(after.writes == before.writes + 1);
+    CHECK(after.write_bytes == before.write_bytes + 3);
+    CHECK(after.syncs == before.syncs + 1);
+    CHECK(after.cache_pages > 0 && after.log_blocks > 0);
+    PollfsStats prefix;
+    memset(&prefix, 0, sizeof prefix);
+    MUST(pollfs_fs_stats(fs, &prefix, offsetof(PollfsStats, writes)));
+    CHECK(prefix.reads == after.reads && prefix.writes == 0);
+    CHECK(pollfs_fs_stats(fs, &prefix, sizeof prefix + 1) == -EINVAL);
+}
+
 int main(void) {
     CHECK(strcmp(pollfs_version(), "") != 0);
     CHECK(pollfs_format("nonsense:spec", NULL, &fs) == -EINVAL);
@@ -261,6 +283,7 @@ int main(void) {
     test_io();
     test_threads();
     test_queue();
+    test_stats();
     MUST(pollfs_unmount(fs));
     if (failures) {
         fprintf(stderr, "%d checks failed\n", failures);

@@ -14,7 +14,7 @@
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig,
@@ -25,6 +25,7 @@ use fuser::{
 use pollfs_core::dev::BlockDevice;
 
 use super::attr::{self, Caller, FuseIno, KERNEL_TTL, TTL};
+use super::latency::{self, Latencies};
 use super::options::CacheMode;
 use super::ring;
 use super::server::{Privs, Res, Server, SetAttr};
@@ -55,6 +56,8 @@ pub struct PollFs<D: BlockDevice> {
     notifier: Arc<OnceLock<Notifier>>,
     /// Whether to ask for FUSE over io_uring at init, and the answer.
     ring: Arc<ring::Init>,
+    /// How long reads, writes and fsyncs take (`pollfs stat`).
+    latency: Arc<Latencies>,
 }
 
 impl<D: BlockDevice> PollFs<D> {
@@ -71,7 +74,14 @@ impl<D: BlockDevice> PollFs<D> {
             ttl,
             notifier,
             ring: Arc::new(ring::Init::new(false)),
+            latency: Arc::default(),
         }
+    }
+
+    /// Records how long reads, writes and fsyncs take in `latency`.
+    pub fn with_latency(mut self, latency: Arc<Latencies>) -> PollFs<D> {
+        self.latency = latency;
+        self
     }
 
     /// Asks for FUSE over io_uring at init, and records the answer in
@@ -438,7 +448,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.server.read(fh.0, offset, size.min(MAX_IO)) {
+        let started = Instant::now();
+        let read = self.server.read(fh.0, offset, size.min(MAX_IO));
+        self.latency.record(latency::Op::Read, started.elapsed());
+        match read {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(e),
         }
@@ -462,10 +475,12 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
         let in_group = |gid| privs_of(req).keeps_sgid(gid);
         let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
-        match self
+        let started = Instant::now();
+        let written = self
             .server
-            .write(fh.0, offset, data, from_cache, kill, in_group)
-        {
+            .write(fh.0, offset, data, from_cache, kill, in_group);
+        self.latency.record(latency::Op::Write, started.elapsed());
+        match written {
             Ok((n, privs_taken)) => {
                 if privs_taken {
                     // The kernel keeps the mode it had; have it ask again.
@@ -517,7 +532,10 @@ impl<D: BlockDevice + Send + Sync + 'static> fuser::Filesystem for PollFs<D> {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.server.fsync(fh.0, datasync));
+        let started = Instant::now();
+        let synced = self.server.fsync(fh.0, datasync);
+        self.latency.record(latency::Op::Sync, started.elapsed());
+        empty(reply, synced);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

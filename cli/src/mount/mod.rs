@@ -16,6 +16,10 @@
 //! - [`umount`]: `pollfs umount`, which returns once the server has
 //!   written its checkpoint, and the registry of running servers it waits
 //!   on.
+//! - [`watch`]: the log's lines about what the engine did (checkpoints,
+//!   errors), from its counters; the mount also serves them, for `pollfs
+//!   stat`, on a control socket of its own, with the times of reads,
+//!   writes and fsyncs [`latency`] records.
 //! - this file: the device, its lock, running in the background, and the
 //!   signals that end a mount (SIGINT, SIGTERM, SIGHUP: unmount, then the
 //!   engine's sync and checkpoint, then exit 0).
@@ -25,11 +29,13 @@ mod attr;
 mod fuse;
 mod handles;
 pub mod helper;
+pub(crate) mod latency;
 mod names;
 mod options;
 mod ring;
 mod server;
 pub mod umount;
+mod watch;
 mod xattrs;
 
 use std::io::{Read, Write};
@@ -42,6 +48,8 @@ use fuser::{MountOption, SessionACL};
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::persist::META_FRAMES;
 use pollfs_core::Fs;
+use pollfs_device::control::server::{ControlServer, Reported};
+use pollfs_device::control::stats::FsStats;
 use pollfs_device::{Access, AnyDevice, DeviceSpec, OpenOptions};
 
 use crate::sys::{self, EndSignals, Forked};
@@ -104,7 +112,9 @@ pub struct Args {
     /// `nosuid` (the default) or `suid`, `nodev` (the default) or `dev`
     /// (device nodes open their devices), `noexec`, `sync`, `dirsync`,
     /// `cache=SIZE`, `threads=N`, `cache_mode=kernel|direct`,
-    /// `uring=auto|on|off`; fstab's `defaults`, `noauto`, `nofail`,
+    /// `uring=auto|on|off`, `log=LEVEL` (what the log on stderr shows:
+    /// `error`, `warn`, `info`, the default, `debug` or `trace`; over
+    /// `POLLFS_LOG`, which takes `RUST_LOG`'s filters); fstab's `defaults`, `noauto`, `nofail`,
     /// `_netdev` and `x-*` are ignored.
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
@@ -225,6 +235,7 @@ enum Via {
 /// synced and written its checkpoint.
 pub fn run(args: &Args) -> Result<(), String> {
     let plan = Plan::new(args)?;
+    crate::log::init(plan.options.log.as_deref());
     if plan.options.remount {
         return remount(&plan);
     }
@@ -371,6 +382,15 @@ fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
         Ok::<(), anyhow::Error>(())
     })
     .map_err(|e| format!("{e:#}"))?;
+    let s = fs.stats();
+    tracing::info!(
+        device = %plan.device_text,
+        replayed_log_writes = s.replayed_log_writes,
+        replayed_records = s.replayed_records,
+        "opened: recovery replayed {} log writes ({} records)",
+        s.replayed_log_writes,
+        s.replayed_records
+    );
     let served = serve_fs(fs, plan, ready, signals);
     // After the unmount: a mirror is closed cleanly, so the next mount
     // needs no resync.
@@ -425,12 +445,14 @@ fn serve_fs(
 ) -> Result<(), String> {
     let notifier = Arc::new(OnceLock::new());
     let ring_init = Arc::new(ring::Init::new(plan.ring.is_some()));
+    let latency = Arc::new(latency::Latencies::new());
     let filesystem = fuse::PollFs::new(
         server::Server::new(fs.clone()),
         plan.cache_mode,
         notifier.clone(),
     )
-    .with_ring(ring_init.clone());
+    .with_ring(ring_init.clone())
+    .with_latency(latency.clone());
     let mut cfg = fuser::Config::default();
     // The source shown in /proc/mounts; mount(2) options are
     // comma-separated, so a device name with a comma or a space is not
@@ -454,6 +476,16 @@ fn serve_fs(
     // umount` right after can wait for this server.
     let registration = umount::Registration::new(&plan.mountpoint)
         .map_err(|e| eprintln!("pollfs: `pollfs umount` will not wait for this mount: {e}"))
+        .ok();
+    let control = serve_stats(
+        Report {
+            fs: fs.clone(),
+            latency,
+        },
+        &plan.mountpoint,
+    );
+    let watcher = watch::Watcher::start(fs.clone())
+        .map_err(|e| tracing::warn!("no log of checkpoints and errors: {e}"))
         .ok();
     let mountpoint = plan.mountpoint.clone();
     std::thread::Builder::new()
@@ -508,11 +540,24 @@ fn serve_fs(
              and {dev_fuse} over /dev/fuse"
         );
     }
+    drop(control);
     // Every handle is closed now; sync everything and checkpoint, so the
     // next mount replays nothing.
+    let started = std::time::Instant::now();
     let unmounted = fs
+        .clone()
         .unmount()
         .map_err(|e| format!("{}: unmount: {e}", plan.device_text));
+    // Its last look includes the unmount's checkpoint.
+    drop(watcher);
+    match &unmounted {
+        Ok(()) => tracing::info!(
+            mountpoint = %plan.mountpoint.display(),
+            "unmounted: synced and checkpointed in {:.1} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        ),
+        Err(e) => tracing::error!(mountpoint = %plan.mountpoint.display(), "{e}"),
+    }
     let outcome = served
         .map_err(|e| format!("serving {}: {e}", plan.mountpoint.display()))
         .and(unmounted)
@@ -521,6 +566,44 @@ fn serve_fs(
         r.finish(&outcome);
     }
     outcome
+}
+
+/// What the mount's control socket reports: the engine's figures and the
+/// requests' times.
+struct Report {
+    fs: Fs<AnyDevice>,
+    latency: Arc<latency::Latencies>,
+}
+
+impl Reported for Report {
+    fn report(&self) -> FsStats {
+        FsStats {
+            latency: self.latency.snapshot(),
+            mirror_socket: self.fs.device().control_socket().map(Path::to_path_buf),
+            ..FsStats::of(&self.fs)
+        }
+    }
+}
+
+/// Serves `report` of the filesystem mounted on `mountpoint` on the
+/// mount's control socket (`pollfs stat`); `None`, said in the log, where
+/// no socket can be made: the mount goes on without it.
+fn serve_stats(report: Report, mountpoint: &Path) -> Option<ControlServer> {
+    let Some(id) = umount::mount_id(mountpoint) else {
+        tracing::warn!("`pollfs stat` will not find this mount: it is not in mountinfo");
+        return None;
+    };
+    let path = pollfs_device::control::mount_socket_path(&id);
+    match ControlServer::start_fs(Arc::new(report), &[path]) {
+        Ok(server) => {
+            tracing::info!(socket = %server.path().display(), "serving statistics");
+            Some(server)
+        }
+        Err(e) => {
+            tracing::warn!("`pollfs stat` will not find this mount: {e}");
+            None
+        }
+    }
 }
 
 /// The payload buffer of a ring entry: the kernel's `max_payload_sz`,

@@ -5,7 +5,8 @@
 //! every user in (the kernel checks each request against the inode's mode,
 //! owner and group: `default_permissions` is always on); `cache=`,
 //! `threads=`, `cache_mode=` and `uring=` set what `--cache`, `--threads`,
-//! `--cache-mode` and `--uring` set; the options that
+//! `--cache-mode` and `--uring` set; `log=LEVEL` filters the log on
+//! stderr (as `POLLFS_LOG` does, and over it); the options that
 //! only mount(8), systemd or fstab read are accepted and ignored. A later
 //! option overrides an earlier one, as with mount(8).
 
@@ -91,6 +92,8 @@ pub struct Options {
     pub cache_mode: Option<CacheMode>,
     /// `uring=auto|on|off`, overriding `--uring`.
     pub uring: Option<Uring>,
+    /// `log=FILTER`: which log lines go to stderr (`crate::log`).
+    pub log: Option<String>,
 }
 
 impl Default for Options {
@@ -108,6 +111,7 @@ impl Default for Options {
             threads: None,
             cache_mode: None,
             uring: None,
+            log: None,
         }
     }
 }
@@ -187,13 +191,16 @@ impl Options {
                             Some(CacheMode::parse(v).ok_or_else(|| bad("kernel or direct"))?);
                     } else if let Some(v) = opt.strip_prefix("uring=") {
                         o.uring = Some(Uring::parse(v).ok_or_else(|| bad("auto, on or off"))?);
+                    } else if let Some(v) = opt.strip_prefix("log=") {
+                        crate::log::check(v).map_err(|e| bad(&e))?;
+                        o.log = Some(v.to_string());
                     } else {
                         return Err(bad(
                             "unknown option (known: ro, rw, remount, allow_other, noatime, \
                              nosuid, suid, noexec, exec, nodev, dev, sync, async, dirsync, \
                              default_permissions, \
                              cache=SIZE, threads=N, cache_mode=kernel|direct, \
-                             uring=auto|on|off)",
+                             uring=auto|on|off, log=LEVEL)",
                         ));
                     }
                 }
@@ -273,6 +280,9 @@ mod tests {
         let o = Options::parse(&["defaults,noauto,nofail,_netdev,x-systemd.automount,ro"]).unwrap();
         assert!(o.read_only && !o.allow_other && !o.suid);
         assert_eq!(Options::parse::<&str>(&[]).unwrap(), Options::default());
+        let o = Options::parse(&["log=warn,log=debug"]).unwrap();
+        assert_eq!(o.log.as_deref(), Some("debug"));
+        assert!(Options::parse(&["log=loud=very"]).is_err());
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub struct Args {
 }
 
 /// The device number ("MAJ:MIN") of the newest pollfs mount on `dir`.
-pub(super) fn mount_id(dir: &Path) -> Option<String> {
+pub(crate) fn mount_id(dir: &Path) -> Option<String> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     newest_mount(&info, dir)
 }
@@ -54,6 +54,29 @@ fn newest_mount(info: &str, dir: &Path) -> Option<String> {
         let fields: Vec<&str> = left.split(' ').collect();
         let fstype = right.split(' ').next()?;
         (fstype == FSTYPE && unescape(fields.get(4)?) == dir).then(|| fields[2].to_string())
+    })
+}
+
+/// The device number and mount point of the newest pollfs mount of
+/// `source` (the device as the mount names it, which /proc/mounts shows).
+pub(crate) fn mount_of_source(source: &str) -> Option<(String, PathBuf)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    newest_mount_of_source(&info, source)
+}
+
+/// In mountinfo text, the device number and mount point of the last
+/// pollfs mount of `source`.
+fn newest_mount_of_source(info: &str, source: &str) -> Option<(String, PathBuf)> {
+    info.lines().rev().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let fields: Vec<&str> = left.split(' ').collect();
+        let mut right = right.split(' ');
+        let fstype = right.next()?;
+        let theirs = unescape(right.next()?);
+        if fstype != FSTYPE || theirs != source {
+            return None;
+        }
+        Some((fields.get(2)?.to_string(), unescape(fields.get(4)?).into()))
     })
 }
 
@@ -198,6 +221,11 @@ mod tests {
             Some("0:52")
         );
         assert_eq!(newest_mount(info, Path::new("/tmp/c")), None);
+        assert_eq!(
+            newest_mount_of_source(info, "file:/x"),
+            Some(("0:50".to_string(), PathBuf::from("/tmp/a b")))
+        );
+        assert_eq!(newest_mount_of_source(info, "fuse"), None);
         assert_eq!(unescape("a\\011\\134z\\9"), "a\t\\z\\9");
     }
 }

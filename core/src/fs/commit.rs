@@ -23,9 +23,9 @@ use crate::dev::{BlockDevice, Command, FrameArena};
 use crate::error::Result;
 use crate::lock::{Held, Mode};
 use crate::persist::record::Record;
-use crate::persist::{chunks, CommitEnv, Journal, MetaIo, PendingFree};
+use crate::persist::{chunks, CommitEnv, Journal, MetaIo, PendingFree, Written};
 use crate::stats::Counter;
-use crate::units::{BlockNo, FrameId, InodeId, Lba, PageIndex, PAGE_SIZE};
+use crate::units::{BlockNo, FrameId, InodeId, Lba, Nanos, PageIndex, PAGE_SIZE};
 
 /// Pages a sync wrote and keeps pinned until its commit ends.
 type Kept = (Arc<Inode>, Vec<u32>);
@@ -296,6 +296,7 @@ impl<D: BlockDevice> Session<D> {
         if inode.kind != crate::persist::record::Kind::Dir {
             return Err(crate::error::NamespaceError::NotADirectory.into());
         }
+        self.counters.add(Counter::syncs, 1);
         let j = &self.fs.journal;
         let _syncer = j.syncer();
         let (_, ticket) = self.capture(&inode, j).await?;
@@ -486,16 +487,24 @@ impl<D: BlockDevice> CommitEnv for SessionEnv<'_, D> {
         self.session.fs.unflushed.fetch_add(1, Ordering::AcqRel);
     }
 
-    fn counted(&self, checkpoint: bool) {
-        let c = if checkpoint {
-            Counter::checkpoints
-        } else {
-            Counter::log_writes
-        };
-        self.session.counters.add(c, 1);
-        if !checkpoint {
-            self.session.wake_background();
+    fn counted(&self, written: Written) {
+        let c = &self.session.counters;
+        match written {
+            Written::Log { bytes } => {
+                c.add(Counter::log_writes, 1);
+                c.add(Counter::log_bytes, bytes);
+                self.session.wake_background();
+            }
+            Written::Checkpoint { bytes, nanos } => {
+                c.add(Counter::checkpoints, 1);
+                c.add(Counter::checkpoint_bytes, bytes);
+                c.add(Counter::checkpoint_nanos, nanos);
+            }
         }
+    }
+
+    fn now(&self) -> Nanos {
+        (self.session.fs.config.clock)()
     }
 }
 

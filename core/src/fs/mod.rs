@@ -218,6 +218,13 @@ impl<D: BlockDevice> Fs<D> {
         self.shared.space.lock().free_blocks()
     }
 
+    /// Log blocks in use (written since the last checkpoint), and the
+    /// log's size in blocks: a checkpoint is written past half. Both are 0
+    /// for a filesystem with no log.
+    pub fn log_fill(&self) -> (u64, u64) {
+        self.shared.journal.fill()
+    }
+
     /// Dirty pages in the cache.
     pub fn dirty_pages(&self) -> u64 {
         self.shared.cache.dirty_pages()

@@ -147,6 +147,13 @@ impl<D: BlockDevice> Fs<D> {
             Journal::Log(alloc::boxed::Box::new(log)),
         )?;
         Fs::load(&shared, &rec.shadow, &rec.chain)?;
+        // What recovery replayed, for the hosted layer to report: kept
+        // with the closed sessions' sum, which no session adds to.
+        {
+            let mut counters = shared.counters.lock();
+            counters.1.replayed_log_writes = rec.log_writes;
+            counters.1.replayed_records = rec.records;
+        }
         Ok(Fs::start(shared))
     }
 

@@ -11,6 +11,7 @@ use super::{Allocate, Session};
 use crate::dev::BlockDevice;
 use crate::error::{ConfigError, Error, RangeError, Result, SpaceError};
 use crate::lock::Held;
+use crate::stats::Counter;
 
 impl<D: BlockDevice> Session<D> {
     /// A file of this session's filesystem, or an error: inode numbers of
@@ -27,7 +28,9 @@ impl<D: BlockDevice> Session<D> {
     /// were read (fewer at EOF, 0 at or past it). Holes read as zeros.
     pub async fn read_at_async(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
         self.mine(f)?;
-        self.read_inode(&f.inode, &f.readahead, buf, offset).await
+        let n = self.read_inode(&f.inode, &f.readahead, buf, offset).await?;
+        self.counters.read(n);
+        Ok(n)
     }
 
     /// Fills `buf` from `offset`, or fails with [`RangeError::EndOfFile`]
@@ -54,7 +57,9 @@ impl<D: BlockDevice> Session<D> {
     /// fails part-way; an error if nothing could be written).
     pub async fn write_at_async(&self, f: &File<D>, buf: &[u8], offset: u64) -> Result<usize> {
         self.mine(f)?;
-        self.write_inode(&f.inode, buf, offset).await
+        let n = self.write_inode(&f.inode, buf, offset).await?;
+        self.counters.write(n);
+        Ok(n)
     }
 
     /// Writes all of `buf` at `offset`.
@@ -106,6 +111,7 @@ impl<D: BlockDevice> Session<D> {
     /// metadata needed to read it).
     pub async fn sync_data_async(&self, f: &File<D>) -> Result<()> {
         self.mine(f)?;
+        self.counters.add(Counter::syncs, 1);
         self.sync_inode(&f.inode).await
     }
 
@@ -128,7 +134,9 @@ impl<D: BlockDevice> Session<D> {
         offset: u64,
     ) -> Result<usize> {
         self.mine(f)?;
-        self.read_direct_inode(&f.inode, buf, offset).await
+        let n = self.read_direct_inode(&f.inode, buf, offset).await?;
+        self.counters.read(n);
+        Ok(n)
     }
 
     /// Writes `buf` at `offset` past the page cache, as O_DIRECT does (the
@@ -138,7 +146,9 @@ impl<D: BlockDevice> Session<D> {
     /// sync, like any write). Extends the file if it ends past EOF.
     pub async fn write_direct_async(&self, f: &File<D>, buf: &[u8], offset: u64) -> Result<usize> {
         self.mine(f)?;
-        self.write_direct_inode(&f.inode, buf, offset).await
+        let n = self.write_direct_inode(&f.inode, buf, offset).await?;
+        self.counters.write(n);
+        Ok(n)
     }
 
     /// Synchronous [`Session::read_direct_async`].
@@ -166,9 +176,14 @@ impl<D: BlockDevice> Session<D> {
     pub(crate) fn read_at_mine(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
         debug_assert!(self.mine(f).is_ok(), "a file of another filesystem");
         if self.read_hit(&f.inode, &f.readahead, buf, offset) {
+            // The session's own counters: a load and a store each, no
+            // cache line shared with another core.
+            self.counters.read(buf.len());
             return Ok(buf.len());
         }
-        self.read_not_hit(f, buf, offset)
+        let n = self.read_not_hit(f, buf, offset)?;
+        self.counters.read(n);
+        Ok(n)
     }
     /// A [`Session::read_at`] that is not one page's hit: across pages,
     /// past EOF, a page to wait for or to fill, or file-lock mode.
@@ -180,10 +195,11 @@ impl<D: BlockDevice> Session<D> {
             Cached::Locked => self.read_locked(f, buf, offset),
         }
     }
-    /// [`Session::read_at`] in file-lock mode: the future, out of line.
+    /// [`Session::read_at`] in file-lock mode: the future, out of line
+    /// (not [`Session::read_at_async`], which would count the read again).
     #[inline(never)]
     fn read_locked(&self, f: &File<D>, buf: &mut [u8], offset: u64) -> Result<usize> {
-        self.block_on(self.read_at_async(f, buf, offset))
+        self.block_on(self.read_inode(&f.inode, &f.readahead, buf, offset))
     }
     /// The rest of a [`Session::read_at`] that must wait or fill: out of
     /// line, so the cached path does not carry the future's frame.

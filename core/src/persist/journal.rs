@@ -28,7 +28,7 @@ use super::shadow::{ImageParts, Shadow};
 use crate::error::{Result, SpaceError};
 use crate::lock::{Held, Level, Mode, RangeLock};
 use crate::sync::Mutex;
-use crate::units::{BlockNo, ByteRange};
+use crate::units::{BlockNo, ByteRange, Nanos};
 
 /// A block freed in memory but still referenced by durable metadata.
 #[derive(Clone, Copy, Debug)]
@@ -50,6 +50,16 @@ struct Staged {
     seq: Option<u64>,
 }
 
+/// What was written, for the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// One log write of `bytes`.
+    Log { bytes: u64 },
+    /// A checkpoint: its chain of `bytes`, written in `nanos` (from its
+    /// view to its superblock).
+    Checkpoint { bytes: u64, nanos: u64 },
+}
+
 /// What a commit needs from the session running it.
 pub(crate) trait CommitEnv: MetaIo {
     /// Up to `max` contiguous free blocks for checkpoint frames, near
@@ -61,8 +71,10 @@ pub(crate) trait CommitEnv: MetaIo {
     fn release(&self, frees: Vec<PendingFree>) -> impl Future<Output = ()>;
     /// Inode `ino`'s metadata is durable as of its sequence `seq`.
     fn logged(&self, ino: u64, seq: u64);
-    /// A log write (false) or a checkpoint (true) was written.
-    fn counted(&self, checkpoint: bool);
+    /// A log write or a checkpoint was written.
+    fn counted(&self, written: Written);
+    /// The time, to measure how long a checkpoint takes.
+    fn now(&self) -> Nanos;
     /// True if data was written since the last flush was issued (and
     /// forgets it: the caller flushes now). A commit whose data is all in
     /// its records needs no flush before its log write.
@@ -521,7 +533,9 @@ impl Log {
             self.st.lock().skip_lsn = true;
             return Err(e);
         }
-        env.counted(false);
+        env.counted(Written::Log {
+            bytes: bytes.len() as u64,
+        });
         let mut st = self.st.lock();
         st.pos = (at + n) % self.layout.log_blocks;
         st.next_lsn = lsn + 1;
@@ -576,6 +590,11 @@ impl Log {
     fn log_used(&self) -> u64 {
         let st = self.st.lock();
         (st.pos + self.layout.log_blocks - st.head) % self.layout.log_blocks
+    }
+
+    /// Log blocks in use, and the log's size in blocks.
+    pub(crate) fn fill(&self) -> (u64, u64) {
+        (self.log_used(), self.layout.log_blocks)
     }
 
     /// True if more than half the log is in use: time for a checkpoint,
@@ -713,6 +732,7 @@ impl Log {
         }
         // The image, then what this checkpoint makes durable besides
         // (replayed like the log, after the image's end marker).
+        let started = env.now();
         let stream = image.encode(extra);
         let runs = self.alloc_chain(env, stream.len())?;
         let written = self.write_chain(env, &runs, &stream, lsn).await;
@@ -735,7 +755,10 @@ impl Log {
             self.st.lock().limbo.extend_from_slice(&runs);
             return Err(e);
         }
-        env.counted(true);
+        env.counted(Written::Checkpoint {
+            bytes: stream.len() as u64,
+            nanos: env.now().0.saturating_sub(started.0),
+        });
         let old = {
             let mut st = self.st.lock();
             st.generation = generation;
@@ -1063,6 +1086,15 @@ impl Journal {
         }
     }
 
+    /// Log blocks in use and the log's size in blocks (see [`Log::fill`];
+    /// both 0 without a log).
+    pub(crate) fn fill(&self) -> (u64, u64) {
+        match self {
+            Journal::Log(l) => l.fill(),
+            Journal::Memory(_) => (0, 0),
+        }
+    }
+
     /// True if a background step has work: logged pages due to be written
     /// home, or a checkpoint due.
     #[cfg(feature = "std")]
@@ -1204,7 +1236,10 @@ mod tests {
         fn logged(&self, ino: u64, seq: u64) {
             self.logged.borrow_mut().push((ino, seq));
         }
-        fn counted(&self, _checkpoint: bool) {}
+        fn counted(&self, _written: Written) {}
+        fn now(&self) -> Nanos {
+            Nanos(0)
+        }
         fn take_unflushed(&self) -> bool {
             self.unflushed.replace(0) > 0
         }

@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use super::format::{Frame, Layout, Location, Superblock, FRAME_CKPT};
-use super::journal::{CommitEnv, Journal, PendingFree};
+use super::journal::{CommitEnv, Journal, PendingFree, Written};
 use super::metaio::{BlockIo, MetaIo};
 use super::problems::{Owner, Problem};
 use super::record::Record;
@@ -375,7 +375,11 @@ impl<D: BlockDevice> CommitEnv for OfflineEnv<'_, '_, D> {
     }
     async fn release(&self, _frees: Vec<PendingFree>) {}
     fn logged(&self, _ino: u64, _seq: u64) {}
-    fn counted(&self, _checkpoint: bool) {}
+    fn counted(&self, _written: Written) {}
+    fn now(&self) -> Nanos {
+        // Nobody reads an offline repair's counters.
+        Nanos(0)
+    }
     fn take_unflushed(&self) -> bool {
         true
     }

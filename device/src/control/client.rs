@@ -1,10 +1,11 @@
-//! A connection to a mirror's control server.
+//! A connection to a control server: a mirror's, or a mount's.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::stats::FsStats;
 use super::{Op, Reply, Request, Status, VERSION};
 use crate::spec::Leaf;
 
@@ -31,8 +32,8 @@ impl std::fmt::Display for ClientError {
             ClientError::NotServed => write!(f, "no process serves this mirror's control socket"),
             ClientError::Denied(p) => write!(
                 f,
-                "{}: permission denied: only root and the owner of the process serving the \
-                 mirror may administer it",
+                "{}: permission denied: only root and the owner of the process serving it may \
+                 use this control socket",
                 p.display()
             ),
             ClientError::Refused(why) => write!(f, "{why}"),
@@ -99,6 +100,28 @@ impl Client {
 
     /// Sends `op`; the mirror's state after it.
     pub fn call(&mut self, op: Op) -> Result<Status, ClientError> {
+        let reply = self.exchange(op)?;
+        match (reply.status, reply.error) {
+            (_, Some(why)) => Err(ClientError::Refused(why)),
+            (Some(status), None) => Ok(status),
+            (None, None) => Err(ClientError::Protocol("neither a state nor an error".into())),
+        }
+    }
+
+    /// The filesystem's figures, from a mount's socket.
+    pub fn stats(&mut self) -> Result<FsStats, ClientError> {
+        let reply = self.exchange(Op::Stats)?;
+        match (reply.stats, reply.error) {
+            (_, Some(why)) => Err(ClientError::Refused(why)),
+            (Some(stats), None) => Ok(stats),
+            (None, None) => Err(ClientError::Protocol(
+                "neither statistics nor an error".into(),
+            )),
+        }
+    }
+
+    /// Sends `op` and reads the reply, of this protocol's version.
+    fn exchange(&mut self, op: Op) -> Result<Reply, ClientError> {
         let request = Request {
             version: VERSION,
             op,
@@ -118,14 +141,10 @@ impl Client {
         if reply.version != VERSION {
             return Err(ClientError::Protocol(format!(
                 "it speaks protocol version {}, this pollfs {VERSION}: use the pollfs that \
-                 serves the mirror",
+                 serves the socket",
                 reply.version
             )));
         }
-        match (reply.status, reply.error) {
-            (_, Some(why)) => Err(ClientError::Refused(why)),
-            (Some(status), None) => Ok(status),
-            (None, None) => Err(ClientError::Protocol("neither a state nor an error".into())),
-        }
+        Ok(reply)
     }
 }

@@ -1,11 +1,14 @@
-//! Live administration of a mirror: the process that has the volume open
-//! (a mount always; the bench and a library user when they set
+//! Live administration: the process that has a mirror open (a mount
+//! always; the bench and a library user when they set
 //! [`OpenOptions::control`](crate::OpenOptions::control)) serves a Unix
 //! socket, and `pollfs mirror` talks to it instead of opening the volume,
-//! which the device lock would refuse.
+//! which the device lock would refuse. A mount also serves its
+//! filesystem's figures ([`Op::Stats`]) on a socket of its own, named
+//! after the mount ([`mount_socket_path`]), for `pollfs stat`.
 //!
-//! - this file: the protocol (both ends use it) and where the socket is;
-//! - [`server`]: the thread that serves it;
+//! - this file: the protocol (both ends use it) and where the sockets are;
+//! - [`stats`]: a filesystem's figures on the wire;
+//! - [`server`]: the thread that serves a socket;
 //! - [`client`]: one connection, a request at a time;
 //! - `sys`: the system calls std lacks (the peer's uid, `poll(2)`).
 //!
@@ -21,14 +24,17 @@
 //! `file:` leg, where the device lock is. `POLLFS_CONTROL_DIR` names
 //! another directory instead of `/run/pollfs` (tests). A client finds the
 //! uuid in the header of a `file:` leg, which it reads without opening
-//! the volume.
+//! the volume. A mount's socket is `mount-MAJ:MIN.sock` in the same
+//! directory, after the mount's device number in
+//! `/proc/self/mountinfo`, which a client finds from the mount point.
 //!
 //! **Who.** The socket is made mode 0600, and the server also checks every
 //! peer's uid (`SO_PEERCRED`): only root and the uid of the serving
-//! process are answered.
+//! process are answered, on either kind of socket.
 
 pub mod client;
 pub mod server;
+pub mod stats;
 mod sys;
 
 use std::io::{Read, Seek, SeekFrom};
@@ -40,8 +46,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::Leaf;
 
-/// The protocol's version.
-pub const VERSION: u32 = 1;
+/// The protocol's version (2: [`Op::Stats`] and [`Reply::stats`]).
+pub const VERSION: u32 = 2;
 
 /// Where sockets go when that directory can be written.
 pub const RUN_DIR: &str = "/run/pollfs";
@@ -75,10 +81,13 @@ pub enum Op {
         /// The leg's position.
         leg: usize,
     },
+    /// The filesystem's figures ([`stats::FsStats`]); a mount's socket
+    /// answers it, a mirror's refuses it.
+    Stats,
 }
 
-/// The answer to one request: the mirror's state after it, or why it was
-/// not done.
+/// The answer to one request: the mirror's state after it (or the
+/// filesystem's figures, for [`Op::Stats`]), or why it was not done.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
     /// [`VERSION`] of the server.
@@ -87,6 +96,9 @@ pub struct Reply {
     pub status: Option<Status>,
     /// Why it was not, if it was not.
     pub error: Option<String>,
+    /// The figures asked for by [`Op::Stats`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<stats::FsStats>,
 }
 
 /// A mirror's state, as the server (or the headers, offline) tell it.
@@ -202,8 +214,7 @@ impl Status {
 /// Where the socket of mirror `uuid` over `legs` may be, in the order a
 /// server tries them: the run directory, then beside each `file:` leg.
 pub fn socket_paths(uuid: u64, legs: &[Leaf]) -> Vec<PathBuf> {
-    let run = std::env::var_os(DIR_VARIABLE).map_or_else(|| PathBuf::from(RUN_DIR), PathBuf::from);
-    let mut paths = vec![run.join(format!("{uuid:016x}.sock"))];
+    let mut paths = vec![run_dir().join(format!("{uuid:016x}.sock"))];
     for leg in legs {
         if let Leaf::File(path) = leg {
             let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
@@ -212,6 +223,17 @@ pub fn socket_paths(uuid: u64, legs: &[Leaf]) -> Vec<PathBuf> {
         }
     }
     paths
+}
+
+/// Where the socket of the mount whose device number is `mount_id`
+/// ("MAJ:MIN", as `/proc/self/mountinfo` shows it) is.
+pub fn mount_socket_path(mount_id: &str) -> PathBuf {
+    run_dir().join(format!("mount-{mount_id}.sock"))
+}
+
+/// The directory sockets go to first.
+fn run_dir() -> PathBuf {
+    std::env::var_os(DIR_VARIABLE).map_or_else(|| PathBuf::from(RUN_DIR), PathBuf::from)
 }
 
 /// The mirror's uuid, from the newest intact header on its `file:` legs
@@ -253,19 +275,21 @@ mod tests {
             op: Op::Rejoin { leg: 1 },
         };
         let line = serde_json::to_string(&r).unwrap();
-        assert_eq!(line, r#"{"version":1,"op":{"rejoin":{"leg":1}}}"#);
+        assert_eq!(line, r#"{"version":2,"op":{"rejoin":{"leg":1}}}"#);
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), r);
         let status = serde_json::to_string(&Request {
             version: VERSION,
             op: Op::Status,
         })
         .unwrap();
-        assert_eq!(status, r#"{"version":1,"op":"status"}"#);
+        assert_eq!(status, r#"{"version":2,"op":"status"}"#);
         let reply = Reply {
             version: VERSION,
             status: None,
             error: Some("no".into()),
+            stats: None,
         };
+        assert!(!serde_json::to_string(&reply).unwrap().contains("stats"));
         let line = serde_json::to_string(&reply).unwrap();
         assert!(!line.contains('\n'));
         assert_eq!(serde_json::from_str::<Reply>(&line).unwrap(), reply);

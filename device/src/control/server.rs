@@ -1,9 +1,12 @@
-//! The control server: one thread that accepts connections on the
-//! mirror's socket and answers them, one connection at a time, and that
-//! drives the mirror's control section (header writes, a resync) while
-//! it has work, so a rejoin proceeds even when the filesystem is idle.
-//! It waits in `poll(2)` holding nothing; the mirror calls it makes take
-//! the mirror's own short locks (`poll_control` only tries them).
+//! The control server: one thread that accepts connections on a socket
+//! and answers them, one connection at a time. On a mirror's socket it
+//! also drives the mirror's control section (header writes, a resync)
+//! while it has work, so a rejoin proceeds even when the filesystem is
+//! idle; on a mount's it answers [`Op::Stats`] with the filesystem's
+//! figures. It waits in `poll(2)` holding nothing; the mirror calls it
+//! makes take the mirror's own short locks (`poll_control` only tries
+//! them), and a snapshot of the figures takes the engine's counter lock
+//! only to sum the sessions' blocks.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::AsRawFd;
@@ -19,7 +22,9 @@ use pollfs_core::dev::BlockDevice;
 use pollfs_core::hosted::monotonic_clock;
 use pollfs_core::units::Nanos;
 use pollfs_core::volume::{Mirror, MirrorStatus, VolumeError};
+use pollfs_core::Fs;
 
+use super::stats::FsStats;
 use super::{sys, Op, Reply, Request, Status, VERSION};
 
 /// What the server needs of a mirror, whatever its legs' type.
@@ -57,6 +62,29 @@ where
     }
 }
 
+/// What the server needs of a filesystem: its figures now.
+pub trait Reported: Send + Sync + 'static {
+    /// A snapshot of its counters and gauges.
+    fn report(&self) -> FsStats;
+}
+
+impl<D: BlockDevice> Reported for Fs<D>
+where
+    Fs<D>: Send + Sync + 'static,
+{
+    fn report(&self) -> FsStats {
+        FsStats::of(self)
+    }
+}
+
+/// What one server answers for.
+enum Served {
+    /// A mirror, its legs named.
+    Mirror(Arc<dyn Administered>, Vec<String>),
+    /// A mounted filesystem.
+    Fs(Arc<dyn Reported>),
+}
+
 /// Why the server could not start.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -72,7 +100,7 @@ impl std::fmt::Display for ServeError {
         match self {
             ServeError::Live(p) => write!(
                 f,
-                "another process serves this mirror's control socket {}: stop it first",
+                "another process serves the control socket {}: stop it first",
                 p.display()
             ),
             ServeError::Nowhere(tried) => {
@@ -114,14 +142,23 @@ impl ControlServer {
         names: Vec<String>,
         paths: &[PathBuf],
     ) -> Result<ControlServer, ServeError> {
+        ControlServer::serve(Served::Mirror(mirror, names), paths)
+    }
+
+    /// Serves the figures of the filesystem `fs` at the first of `paths`
+    /// (see [`super::mount_socket_path`]) where a socket can be made.
+    pub fn start_fs(fs: Arc<dyn Reported>, paths: &[PathBuf]) -> Result<ControlServer, ServeError> {
+        ControlServer::serve(Served::Fs(fs), paths)
+    }
+
+    fn serve(served: Served, paths: &[PathBuf]) -> Result<ControlServer, ServeError> {
         let mut tried = Vec::new();
         for path in paths {
             match bind(path) {
                 Ok(listener) => {
                     let stop = Arc::new(AtomicBool::new(false));
                     let serving = Serving {
-                        mirror,
-                        names,
+                        served,
                         owner: sys::euid(),
                     };
                     let flag = stop.clone();
@@ -190,8 +227,7 @@ fn bind(path: &Path) -> Result<UnixListener, Bind> {
 
 /// The server thread's state.
 struct Serving {
-    mirror: Arc<dyn Administered>,
-    names: Vec<String>,
+    served: Served,
     owner: u32,
 }
 
@@ -215,7 +251,10 @@ impl Serving {
     /// Drives the mirror's control section once, then waits for `socket`
     /// to be readable, briefly if the mirror has work: true if it is.
     fn wait(&self, socket: &impl AsRawFd) -> std::io::Result<bool> {
-        let busy = self.mirror.poll_control(monotonic_clock());
+        let busy = match &self.served {
+            Served::Mirror(mirror, _) => mirror.poll_control(monotonic_clock()),
+            Served::Fs(_) => false,
+        };
         sys::wait_readable(socket, if busy { BUSY_WAIT } else { IDLE_WAIT })
     }
 
@@ -247,10 +286,11 @@ impl Serving {
                 // Told after its request is read, so the client's write
                 // does not meet a closed socket.
                 let refusal = format!(
-                    "uid {uid} may not administer this mirror: only root and uid {} (the \
+                    "uid {uid} may not use this control socket: only root and uid {} (the \
                      process serving it) may",
                     self.owner
                 );
+                tracing::warn!(uid, "control request refused: not root or the owner");
                 return send(&mut writer, &failed(refusal));
             }
             let reply = match serde_json::from_str::<Request>(&line) {
@@ -259,7 +299,16 @@ impl Serving {
                      pollfs that serves the mirror",
                     r.version
                 )),
-                Ok(r) => self.answer(r.op),
+                Ok(r) => {
+                    // Stats are asked every interval by a watcher: not
+                    // worth a line at the default level.
+                    if r.op == Op::Stats {
+                        tracing::debug!(uid, op = ?r.op, "control request");
+                    } else {
+                        tracing::info!(uid, op = ?r.op, "control request");
+                    }
+                    self.answer(r.op)
+                }
                 Err(e) => failed(format!("not a request: {e}")),
             };
             send(&mut writer, &reply)?;
@@ -268,26 +317,49 @@ impl Serving {
     }
 
     fn answer(&self, op: Op) -> Reply {
-        let done = match op {
-            Op::Status => Ok(()),
-            Op::Fail { leg } => self.mirror.fail_leg(leg),
-            Op::Rejoin { leg } => self.mirror.rejoin(leg),
-        };
-        // The change is on its way to the legs' headers; a step now starts
-        // it before the reply.
-        self.mirror.poll_control(monotonic_clock());
-        match done {
-            Ok(()) => Reply {
-                version: VERSION,
-                status: Some(Status::new(
-                    &self.mirror.status(),
-                    self.mirror.block_size(),
-                    &self.names,
-                )),
-                error: None,
+        match &self.served {
+            Served::Mirror(mirror, names) => answer_mirror(&**mirror, names, op),
+            Served::Fs(fs) => match op {
+                Op::Stats => Reply {
+                    version: VERSION,
+                    status: None,
+                    error: None,
+                    stats: Some(fs.report()),
+                },
+                _ => failed(
+                    "this is a mount's socket, which serves statistics only: administer a \
+                     mirror with `pollfs mirror`"
+                        .into(),
+                ),
             },
-            Err(e) => failed(e.to_string()),
         }
+    }
+}
+
+fn answer_mirror(mirror: &dyn Administered, names: &[String], op: Op) -> Reply {
+    let done = match op {
+        Op::Status => Ok(()),
+        Op::Fail { leg } => mirror.fail_leg(leg),
+        Op::Rejoin { leg } => mirror.rejoin(leg),
+        Op::Stats => {
+            return failed(
+                "this is a mirror's socket: ask the mount's for statistics (`pollfs stat \
+                 MOUNTPOINT`)"
+                    .into(),
+            )
+        }
+    };
+    // The change is on its way to the legs' headers; a step now starts
+    // it before the reply.
+    mirror.poll_control(monotonic_clock());
+    match done {
+        Ok(()) => Reply {
+            version: VERSION,
+            status: Some(Status::new(&mirror.status(), mirror.block_size(), names)),
+            error: None,
+            stats: None,
+        },
+        Err(e) => failed(e.to_string()),
     }
 }
 
@@ -296,6 +368,7 @@ fn failed(error: String) -> Reply {
         version: VERSION,
         status: None,
         error: Some(error),
+        stats: None,
     }
 }
 
@@ -370,6 +443,48 @@ mod tests {
         drop(server);
         assert!(!path.exists(), "removed at close");
         assert!(matches!(Client::at(&path), Err(ClientError::NotServed)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_mounts_socket_serves_statistics_only_and_a_mirrors_refuses_them() {
+        let dir = std::env::temp_dir().join(format!("pollfs-control-s-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fs_path = dir.join("fs.sock");
+        let fs = Fs::format(
+            RamDevice::new(16 << 20, 4096, 64).unwrap(),
+            pollfs_core::Config::default(),
+            4,
+        )
+        .unwrap();
+        let server =
+            ControlServer::start_fs(Arc::new(fs.clone()), std::slice::from_ref(&fs_path)).unwrap();
+        let mode = std::fs::metadata(&fs_path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "owner only");
+        let mut c = Client::at(&fs_path).unwrap();
+        let before = c.stats().unwrap();
+        let f = fs.create("a").unwrap();
+        f.write_all_at(&[3; 4096], 0).unwrap();
+        let after = c.stats().unwrap();
+        assert_eq!(after.since(&before).counter("writes"), 1);
+        assert_eq!(after.gauges.dirty_pages, 1);
+        let refused = c.call(Op::Status);
+        assert!(
+            matches!(&refused, Err(ClientError::Refused(why)) if why.contains("statistics only")),
+            "{refused:?}"
+        );
+        drop((c, server));
+
+        let m_path = dir.join("m.sock");
+        let server =
+            ControlServer::start(Arc::new(mirror()), names(), std::slice::from_ref(&m_path))
+                .unwrap();
+        let refused = Client::at(&m_path).unwrap().stats();
+        assert!(
+            matches!(&refused, Err(ClientError::Refused(why)) if why.contains("pollfs stat")),
+            "{refused:?}"
+        );
+        drop(server);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

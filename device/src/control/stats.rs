@@ -1,0 +1,168 @@
+//! A filesystem's figures on the wire: the engine's counters
+//! ([`pollfs_core::Stats`]) by name, and the gauges read beside them
+//! (dirty pages, log fill, free blocks). [`super::Op::Stats`] asks for
+//! them; `pollfs stat` prints them, and the differences between two.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use pollfs_core::dev::BlockDevice;
+use pollfs_core::hosted::monotonic_clock;
+use pollfs_core::Fs;
+use serde::{Deserialize, Serialize};
+
+/// One snapshot of a filesystem's figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsStats {
+    /// When it was taken: nanoseconds of the serving process's monotonic
+    /// clock (only differences between two snapshots of one server mean
+    /// anything).
+    pub taken_ns: u64,
+    /// Counters, by the names [`pollfs_core::Stats::fields`] gives: they
+    /// only grow (until the process ends).
+    pub counters: BTreeMap<String, u64>,
+    /// Figures of the moment, which go up and down.
+    pub gauges: Gauges,
+    /// Times of requests, by kind (`read`, `write`, `sync`), as the
+    /// server recorded them since it started: `[nanoseconds, count]` per
+    /// histogram bucket that holds any (HdrHistogram's buckets, 3
+    /// significant digits). Empty where the server times nothing.
+    #[serde(default)]
+    pub latency: BTreeMap<String, Vec<[u64; 2]>>,
+    /// The control socket of the mirror under the filesystem, if it is
+    /// on one: its legs' states and errors are asked there
+    /// ([`super::Op::Status`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror_socket: Option<PathBuf>,
+}
+
+/// Figures of the moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gauges {
+    /// Dirty pages in the cache (written, not yet on the device at home).
+    pub dirty_pages: u64,
+    /// The cache's size in pages.
+    pub cache_pages: u64,
+    /// Log blocks in use since the last checkpoint.
+    pub log_used_blocks: u64,
+    /// The log's size in blocks (a checkpoint is written past half).
+    pub log_blocks: u64,
+    /// Blocks (4 KiB) of the data area ([`pollfs_core::StatFs`]).
+    pub data_blocks: u64,
+    /// Of those, free.
+    pub free_blocks: u64,
+    /// Live inodes.
+    pub inodes: u64,
+}
+
+impl FsStats {
+    /// The figures of `fs` now.
+    pub fn of<D: BlockDevice>(fs: &Fs<D>) -> FsStats {
+        let stats = fs.stats();
+        let (log_used_blocks, log_blocks) = fs.log_fill();
+        let space = fs.statfs();
+        FsStats {
+            taken_ns: monotonic_clock().0,
+            counters: stats
+                .fields()
+                .iter()
+                .map(|&(name, value)| (name.to_string(), value))
+                .collect(),
+            gauges: Gauges {
+                dirty_pages: fs.dirty_pages(),
+                cache_pages: u64::from(fs.cache_pages()),
+                log_used_blocks,
+                log_blocks,
+                data_blocks: space.blocks,
+                free_blocks: space.free,
+                inodes: space.inodes,
+            },
+            latency: BTreeMap::new(),
+            mirror_socket: None,
+        }
+    }
+
+    /// Counter `name`, or 0 if this server does not count it (an older
+    /// one).
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters.get(name).copied().unwrap_or(0)
+    }
+
+    /// The counters' growth from `earlier` to `self`, and `self`'s gauges
+    /// and time: what happened in the interval between the two.
+    pub fn since(&self, earlier: &FsStats) -> FsStats {
+        FsStats {
+            taken_ns: self.taken_ns,
+            counters: self
+                .counters
+                .iter()
+                .map(|(name, &v)| (name.clone(), v.wrapping_sub(earlier.counter(name))))
+                .collect(),
+            gauges: self.gauges,
+            mirror_socket: self.mirror_socket.clone(),
+            latency: self
+                .latency
+                .iter()
+                .map(|(kind, later)| {
+                    let earlier = earlier.latency.get(kind).map_or(&[][..], Vec::as_slice);
+                    (kind.clone(), bucket_growth(earlier, later))
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Each bucket's growth from `earlier` to `later` (both sorted by value,
+/// as a histogram lists them), the empty ones left out.
+fn bucket_growth(earlier: &[[u64; 2]], later: &[[u64; 2]]) -> Vec<[u64; 2]> {
+    let before: BTreeMap<u64, u64> = earlier.iter().map(|&[v, n]| (v, n)).collect();
+    later
+        .iter()
+        .map(|&[v, n]| [v, n.saturating_sub(before.get(&v).copied().unwrap_or(0))])
+        .filter(|&[_, n]| n > 0)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pollfs_core::dev::ram::RamDevice;
+
+    #[test]
+    fn a_snapshot_names_every_counter_and_the_difference_is_per_counter() {
+        let fs = Fs::format(
+            RamDevice::new(16 << 20, 4096, 64).unwrap(),
+            pollfs_core::Config::default(),
+            3,
+        )
+        .unwrap();
+        let before = FsStats::of(&fs);
+        assert_eq!(before.counters.len(), fs.stats().fields().len());
+        let f = fs.create("a").unwrap();
+        f.write_all_at(&[1; 8192], 0).unwrap();
+        f.sync_data().unwrap();
+        let after = FsStats::of(&fs);
+        let d = after.since(&before);
+        assert_eq!(d.counter("writes"), 1);
+        assert_eq!(d.counter("write_bytes"), 8192);
+        assert_eq!(d.counter("syncs"), 1);
+        assert_eq!(
+            d.counter("log_writes"),
+            after.counter("log_writes") - before.counter("log_writes")
+        );
+        assert_eq!(d.gauges, after.gauges, "gauges are the later ones");
+        assert!(after.gauges.log_used_blocks > 0);
+        assert!(after.taken_ns >= before.taken_ns);
+        let mut earlier = after.clone();
+        earlier
+            .latency
+            .insert("read".into(), vec![[10, 2], [20, 1]]);
+        let mut later = earlier.clone();
+        later
+            .latency
+            .insert("read".into(), vec![[10, 2], [20, 4], [30, 1]]);
+        assert_eq!(later.since(&earlier).latency["read"], [[20, 3], [30, 1]]);
+        let json = serde_json::to_string(&after).unwrap();
+        assert_eq!(serde_json::from_str::<FsStats>(&json).unwrap(), after);
+    }
+}
