@@ -20,7 +20,6 @@
 //!   signals that end a mount (SIGINT, SIGTERM, SIGHUP: unmount, then the
 //!   engine's sync and checkpoint, then exit 0).
 
-mod acl;
 mod attr;
 mod fuse;
 mod handles;

@@ -1,0 +1,152 @@
+//! Creating inodes as a caller: the engine's create, mkdir, mknod,
+//! symlink and unnamed-file calls with [`Creds`] and a mode instead of a
+//! finished owner and mode, so the owner, group, bits and ACLs a new
+//! inode gets are decided under the namespace lock from what its
+//! directory is at that moment, and staged with it.
+
+use alloc::collections::BTreeMap;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use super::{born, Born, Creds, Parent, ACL_DEFAULT};
+use crate::dev::BlockDevice;
+use crate::error::{Error, NamespaceError, Result};
+use crate::fs::inode::Inode;
+use crate::fs::{Created, File, Fs, NewInode};
+use crate::persist::record::Kind;
+
+/// Who a new inode is made for, as the engine's make takes it.
+pub(crate) enum Who<'a> {
+    /// The owner and bits as given, nothing inherited (the engine's own
+    /// calls, and callers that decided themselves).
+    Given(NewInode),
+    /// A caller asking for `mode`: the policy decides.
+    Caller {
+        /// The caller.
+        creds: &'a Creds,
+        /// The mode it asked for (`mode & 0o7777`).
+        mode: u16,
+    },
+}
+
+impl Who<'_> {
+    /// What the new inode of `kind` in `dir` (whose attributes are
+    /// `dir_xattrs`, locked by the caller) gets.
+    pub(crate) fn born(
+        &self,
+        dir: &Inode,
+        dir_xattrs: &BTreeMap<String, Vec<u8>>,
+        kind: Kind,
+    ) -> Result<Born> {
+        match self {
+            Who::Given(n) => Ok(Born {
+                perm: n.perm & 0o7777,
+                uid: n.uid,
+                gid: n.gid,
+                xattrs: Vec::new(),
+            }),
+            Who::Caller { creds, mode } => {
+                let owner = *dir.owner.lock();
+                let parent = Parent {
+                    perm: owner.perm,
+                    gid: owner.gid,
+                    default: dir_xattrs.get(ACL_DEFAULT).map(Vec::as_slice),
+                };
+                Ok(born(&parent, creds, kind, *mode)?)
+            }
+        }
+    }
+}
+
+impl<D: BlockDevice> Fs<D> {
+    /// Creates the regular file `name` in `parent` for `creds`, asked for
+    /// with `mode`, or, unless `exclusive`, opens the one there: what
+    /// [`Fs::create_or_open_in`] does, with the owner, group, bits and
+    /// ACLs the POSIX rules give (see [the module](super)). Access to
+    /// `parent` is not checked here: see [`Fs::check_access`].
+    pub fn create_or_open_by(
+        &self,
+        parent: u64,
+        name: &str,
+        mode: u16,
+        creds: &Creds,
+        exclusive: bool,
+    ) -> Result<(File<D>, Created)> {
+        self.create_or_open_with(parent, name, &Who::Caller { creds, mode }, exclusive)
+    }
+
+    /// Creates the directory `name` in `parent` for `creds`, asked for
+    /// with `mode`; returns its inode number.
+    pub fn mkdir_by(&self, parent: u64, name: &str, mode: u16, creds: &Creds) -> Result<u64> {
+        let who = Who::Caller { creds, mode };
+        Ok(self.make(parent, name, Kind::Dir, &who, "", 0)?.id.0)
+    }
+
+    /// `mknod(2)` for `creds` (see [`Fs::mknod_in`]).
+    pub fn mknod_by(
+        &self,
+        parent: u64,
+        name: &str,
+        kind: Kind,
+        rdev: u64,
+        mode: u16,
+        creds: &Creds,
+    ) -> Result<u64> {
+        self.make_node(parent, name, kind, rdev, &Who::Caller { creds, mode })
+    }
+
+    /// A symbolic link for `creds`: bits 0777 as on Linux, the group of a
+    /// set-group-id directory.
+    pub fn symlink_by(&self, parent: u64, name: &str, target: &str, creds: &Creds) -> Result<u64> {
+        let who = Who::Caller { creds, mode: 0o777 };
+        self.make_symlink(parent, name, target, &who)
+    }
+
+    /// An unnamed file (`O_TMPFILE`) for `creds` (see
+    /// [`Fs::create_unnamed`]).
+    pub fn create_unnamed_by(
+        &self,
+        parent: u64,
+        mode: u16,
+        creds: &Creds,
+        linkable: bool,
+    ) -> Result<File<D>> {
+        let who = Who::Caller { creds, mode };
+        let inode = self.with_room(|| self.shared.make_unnamed(parent, &who, linkable))?;
+        Ok(File::new(self.clone(), inode))
+    }
+
+    /// Creates the file, or opens the one there (see
+    /// [`Fs::create_or_open_in`]). Two callers making one name both
+    /// succeed with the same file: the one that finds it made opens it,
+    /// and if it is removed between the two steps, tries again (a bounded
+    /// number of times, then [`NamespaceError::NotFound`]).
+    pub(crate) fn create_or_open_with(
+        &self,
+        parent: u64,
+        name: &str,
+        who: &Who<'_>,
+        exclusive: bool,
+    ) -> Result<(File<D>, Created)> {
+        /// Rounds of create-then-open lost to a remove in between before
+        /// giving up: each one lost means another caller made progress.
+        const ROUNDS: usize = 8;
+        let mut last: Error = NamespaceError::NotFound.into();
+        for _ in 0..ROUNDS {
+            match self.make(parent, name, Kind::File, who, "", 0) {
+                Ok(inode) => return Ok((File::new(self.clone(), inode), Created::Made)),
+                Err(Error::Namespace(NamespaceError::Exists)) if !exclusive => {}
+                Err(e) => return Err(e),
+            }
+            match self
+                .lookup_in(parent, name)
+                .and_then(|ino| self.open_ino(ino))
+            {
+                Ok(f) => return Ok((f, Created::Found)),
+                Err(e @ Error::Namespace(NamespaceError::NotFound)) => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+}
