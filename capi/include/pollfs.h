@@ -298,7 +298,9 @@ int pollfs_open(const struct PollfsFs *fs,
                 struct PollfsFile **out);
 
 // Removes the file (or symbolic link) at `path`; an open file keeps its
-// data until its last handle closes. Thread-safe.
+// data until its last handle closes. Needs write and search permission
+// on its directory (`-EACCES`) and, in a sticky directory, to own the
+// file or the directory (`-EPERM`). Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string.
@@ -316,14 +318,16 @@ int pollfs_remove(const struct PollfsFs *fs, const char *path);
 // `fs` is a live handle, `path` a NUL-terminated string.
 int pollfs_mkdir(const struct PollfsFs *fs, const char *path, uint32_t mode);
 
-// Removes the empty directory `path`. Thread-safe.
+// Removes the empty directory `path` (permissions as `pollfs_remove`).
+// Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string.
 int pollfs_rmdir(const struct PollfsFs *fs, const char *path);
 
 // Renames `from` to `to`, replacing a file at `to` atomically, as
-// rename(2). Thread-safe.
+// rename(2). Permissions: as `pollfs_remove` for `from` and for a `to`
+// that exists, write and search on `to`'s directory. Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `from` and `to` NUL-terminated strings.

@@ -428,6 +428,19 @@ fn mkdir<D: BlockDevice>(
 }
 
 /// The directory of `path`'s last name and that name, if `who` may
+/// search the way there and remove that entry (see
+/// [`Fs::check_remove_by`]: the sticky bit's rule too).
+pub(crate) fn removing<'p, D: BlockDevice>(
+    fs: &Fs<D>,
+    who: &Creds,
+    path: &'p str,
+) -> pollfs_core::Result<(u64, &'p str)> {
+    let (dir, name) = fs.parent_by(path, who)?;
+    fs.check_remove_by(dir, name, who)?;
+    Ok((dir, name))
+}
+
+/// The directory of `path`'s last name and that name, if `who` may
 /// search the way there and change entries in it.
 pub(crate) fn changing<'p, D: BlockDevice>(
     fs: &Fs<D>,
@@ -461,7 +474,9 @@ pub(crate) unsafe fn at_path(
 }
 
 /// Removes the file (or symbolic link) at `path`; an open file keeps its
-/// data until its last handle closes. Thread-safe.
+/// data until its last handle closes. Needs write and search permission
+/// on its directory (`-EACCES`) and, in a sticky directory, to own the
+/// file or the directory (`-EPERM`). Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string.
@@ -470,7 +485,7 @@ pub unsafe extern "C" fn pollfs_remove(fs: *const PollfsFs, path: *const c_char)
     // SAFETY: the caller's contract, passed on.
     unsafe {
         at_path("pollfs_remove", fs, path, |fs, who, p| {
-            let (dir, name) = changing(fs, who, p)?;
+            let (dir, name) = removing(fs, who, p)?;
             fs.unlink_in(dir, name)
         })
     }
@@ -500,7 +515,8 @@ pub unsafe extern "C" fn pollfs_mkdir(
     }
 }
 
-/// Removes the empty directory `path`. Thread-safe.
+/// Removes the empty directory `path` (permissions as `pollfs_remove`).
+/// Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string.
@@ -509,14 +525,15 @@ pub unsafe extern "C" fn pollfs_rmdir(fs: *const PollfsFs, path: *const c_char) 
     // SAFETY: the caller's contract, passed on.
     unsafe {
         at_path("pollfs_rmdir", fs, path, |fs, who, p| {
-            let (dir, name) = changing(fs, who, p)?;
+            let (dir, name) = removing(fs, who, p)?;
             fs.rmdir_in(dir, name)
         })
     }
 }
 
 /// Renames `from` to `to`, replacing a file at `to` atomically, as
-/// rename(2). Thread-safe.
+/// rename(2). Permissions: as `pollfs_remove` for `from` and for a `to`
+/// that exists, write and search on `to`'s directory. Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `from` and `to` NUL-terminated strings.
@@ -533,10 +550,16 @@ pub unsafe extern "C" fn pollfs_rename(
         let from = unsafe { raw::str(from, "the source path") }?;
         // SAFETY: the caller's contract.
         let to = unsafe { raw::str(to, "the target path") }?;
-        let (fd, fname) = changing(&fs, &who, from)?;
-        let (td, tname) = changing(&fs, &who, to)?;
+        let about = |e: pollfs_core::Error| Fail::about(&format!("{from} -> {to}"), &e);
+        let (fd, fname) = removing(&fs, &who, from).map_err(about)?;
+        let (td, tname) = changing(&fs, &who, to).map_err(about)?;
+        // A target that is there is removed by the rename: the sticky
+        // bit's rule holds for it too.
+        if fs.lookup_in(td, tname).is_ok() {
+            fs.check_remove_by(td, tname, &who).map_err(about)?;
+        }
         fs.rename_in(fd, fname, td, tname, pollfs_core::RenameFlags::default())
-            .map_err(|e| Fail::about(&format!("{from} -> {to}"), &e))?;
+            .map_err(about)?;
         Ok(0)
     })
 }

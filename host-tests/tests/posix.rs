@@ -237,6 +237,32 @@ fn access_checks_read_the_bits_and_the_access_acl() {
     );
 }
 
+#[test]
+fn in_a_sticky_directory_only_owners_remove_entries() {
+    let fs = fs_on(&device());
+    let _s = fs.session().unwrap();
+    let root = Creds::root();
+    let d = fs.mkdir_by(ROOT_INO, "tmp", 0o777, &root).unwrap();
+    fs.chmod_by(d, 0o1777, &root).unwrap();
+    let owner = user(1000, 100);
+    fs.create_or_open_by(d, "a", 0o666, &owner, true).unwrap();
+    let other = user(2000, 100);
+    assert_eq!(
+        fs.check_remove_by(d, "a", &other).err(),
+        Some(posix(PosixError::NotOwner))
+    );
+    fs.check_remove_by(d, "a", &owner).unwrap();
+    fs.check_remove_by(d, "a", &root).unwrap();
+    // Without the bit, write permission on the directory is enough.
+    fs.chmod_by(d, 0o777, &root).unwrap();
+    fs.check_remove_by(d, "a", &other).unwrap();
+    let closed = fs.mkdir_by(ROOT_INO, "closed", 0o755, &root).unwrap();
+    assert_eq!(
+        fs.check_remove_by(closed, "x", &other).err(),
+        Some(posix(PosixError::AccessDenied))
+    );
+}
+
 /// Runs `create_or_open_by` of one name from two threads at once.
 fn race(fs: &Fs<RamDevice>, name: &str, exclusive: bool) -> Vec<Result<(u64, Created), Error>> {
     let go = Arc::new(Barrier::new(2));

@@ -391,6 +391,21 @@ static void test_posix(void) {
     CHECK(st.nlink == 2);
     CHECK(pollfs_link(fs, "/acl", "/acl/d") == -EPERM);
 
+    /* In a sticky directory only the owner of an entry (or of the
+     * directory, or root) removes or renames it. */
+    as_root();
+    MUST(pollfs_mkdir(fs, "/tmpd", 0777));
+    MUST(pollfs_chmod(fs, "/tmpd", 01777));
+    as_user(1000, 100, 0);
+    MUST(pollfs_open(fs, "/tmpd/a", O_CREAT | O_EXCL | O_RDWR, 0666, &f));
+    MUST(pollfs_close(f));
+    as_user(2000, 100, 0);
+    CHECK(pollfs_remove(fs, "/tmpd/a") == -EPERM);
+    CHECK(pollfs_rename(fs, "/tmpd/a", "/tmpd/b") == -EPERM);
+    as_user(1000, 100, 0);
+    MUST(pollfs_rename(fs, "/tmpd/a", "/tmpd/b"));
+    MUST(pollfs_remove(fs, "/tmpd/b"));
+
     /* Two threads creating one name: with O_EXCL exactly one makes it;
      * without, both open the one file. */
     as_root();

@@ -201,11 +201,11 @@ impl<D: BlockDevice> Shared<D> {
         let dir = self
             .inode(InodeId(parent))
             .ok_or(NamespaceError::NotFound)?;
-        let dir_xattrs = dir.xattrs.lock();
+        let dir_xattrs = who.reads_parent().then(|| dir.xattrs.lock());
         let mut tree = self.tree.write();
         let dir = self.dir(&tree, parent)?;
         tree.may_create(parent, name, kind)?;
-        let born = who.born(&dir, &dir_xattrs, kind)?;
+        let born = who.born(&dir, dir_xattrs.as_deref(), kind)?;
         let mut meta = InodeMeta::new(kind, born.perm, born.uid, born.gid, now);
         if kind == Kind::Symlink {
             meta.target = target.to_string();
@@ -239,10 +239,10 @@ impl<D: BlockDevice> Shared<D> {
         let dir = self
             .inode(InodeId(parent))
             .ok_or(NamespaceError::NotFound)?;
-        let dir_xattrs = dir.xattrs.lock();
+        let dir_xattrs = who.reads_parent().then(|| dir.xattrs.lock());
         let mut tree = self.tree.write();
         let dir = self.dir(&tree, parent)?;
-        let born = who.born(&dir, &dir_xattrs, Kind::File)?;
+        let born = who.born(&dir, dir_xattrs.as_deref(), Kind::File)?;
         let meta = InodeMeta::new(Kind::File, born.perm, born.uid, born.gid, now);
         let (inode, records) = self.new_inode(meta, born.xattrs, 0)?;
         // Nobody knows its number yet: these hold before anyone can open

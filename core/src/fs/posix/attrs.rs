@@ -7,7 +7,9 @@
 //! never leaves more access than asked for (see docs/design.md, "POSIX
 //! ACLs").
 
-use super::{may_access, without_privs, Acl, Creds, Want, ACL_ACCESS, ACL_DEFAULT, S_ISGID};
+use super::{
+    may_access, without_privs, Acl, Creds, Want, ACL_ACCESS, ACL_DEFAULT, S_ISGID, S_ISVTX,
+};
 use crate::dev::BlockDevice;
 use crate::error::{Error, PosixError, Result, XattrError};
 use crate::fs::{File, Fs, Metadata, SetAttr, XattrMode};
@@ -54,6 +56,23 @@ impl<D: BlockDevice> Fs<D> {
             Ok(m)
         } else {
             Err(PosixError::AccessDenied.into())
+        }
+    }
+
+    /// Refuses unless `creds` may remove the entry `name` of directory
+    /// `dir`, or rename it away or over it (`may_delete`): write and
+    /// search permission on `dir` (EACCES), and in a sticky directory
+    /// only the owner of the entry or of the directory, or root (EPERM).
+    pub fn check_remove_by(&self, dir: u64, name: &str, creds: &Creds) -> Result<()> {
+        let d = self.check_access(dir, creds, Want::WRITE_EXEC)?;
+        if d.perm & S_ISVTX == 0 || creds.is_root() || creds.uid == d.uid {
+            return Ok(());
+        }
+        let victim = self.attr(self.lookup_in(dir, name)?)?;
+        if victim.uid == creds.uid {
+            Ok(())
+        } else {
+            Err(PosixError::NotOwner.into())
         }
     }
 

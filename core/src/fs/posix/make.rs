@@ -30,12 +30,19 @@ pub(crate) enum Who<'a> {
 }
 
 impl Who<'_> {
+    /// Whether what the new inode gets depends on its directory's
+    /// attributes (which the caller then locks: given owner and bits
+    /// leave creates that need none of this free of that lock).
+    pub(crate) fn reads_parent(&self) -> bool {
+        matches!(self, Who::Caller { .. })
+    }
+
     /// What the new inode of `kind` in `dir` (whose attributes are
-    /// `dir_xattrs`, locked by the caller) gets.
+    /// `dir_xattrs`, locked by the caller if [`Who::reads_parent`]) gets.
     pub(crate) fn born(
         &self,
         dir: &Inode,
-        dir_xattrs: &BTreeMap<String, Vec<u8>>,
+        dir_xattrs: Option<&BTreeMap<String, Vec<u8>>>,
         kind: Kind,
     ) -> Result<Born> {
         match self {
@@ -50,7 +57,9 @@ impl Who<'_> {
                 let parent = Parent {
                     perm: owner.perm,
                     gid: owner.gid,
-                    default: dir_xattrs.get(ACL_DEFAULT).map(Vec::as_slice),
+                    default: dir_xattrs
+                        .and_then(|x| x.get(ACL_DEFAULT))
+                        .map(Vec::as_slice),
                 };
                 Ok(born(&parent, creds, kind, *mode)?)
             }
