@@ -159,3 +159,48 @@ impl<D: BlockDevice> Fs<D> {
         Err(last)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use alloc::vec::Vec;
+
+    use super::super::acl::tests::{acl, GO, M, O, U, UO};
+    use super::*;
+    use crate::dev::ram::RamDevice;
+    use crate::fs::posix::ACL_ACCESS;
+    use crate::fs::{Config, XattrMode};
+    use crate::units::ROOT_INO;
+
+    #[test]
+    fn a_create_by_a_caller_is_staged_as_one_group() {
+        let config = Config {
+            cache_pages: 64,
+            ..Config::default()
+        };
+        let dev = RamDevice::new(8 << 20, 4096, 96).unwrap();
+        let fs = Fs::format(dev, config, 7).unwrap();
+        let root = Creds::root();
+        let d = fs.mkdir_by(ROOT_INO, "d", 0o777, &root).unwrap();
+        let default = acl(&[(UO, 7, 0), (U, 7, 1000), (GO, 5, 0), (M, 7, 0), (O, 5, 0)]);
+        fs.posix_setxattr(d, ACL_DEFAULT, &default.to_bytes(), XattrMode::Any, false)
+            .unwrap();
+        let me = Creds::new(1000, 100);
+        // Each stage takes a ticket, and so does asking for one: one
+        // group per create (its inode, its ACLs, its entry) leaves
+        // exactly one ticket between each ask.
+        let journal = &fs.shared.journal;
+        let before = journal.ticket();
+        let (f, made) = fs.create_or_open_by(d, "f", 0o666, &me, true).unwrap();
+        let middle = journal.ticket();
+        let sub = fs.mkdir_by(d, "s", 0o777, &me).unwrap();
+        let after = journal.ticket();
+        assert_eq!(made, Created::Made);
+        assert_eq!((middle - before, after - middle), (2, 2));
+        let names = |ino| fs.list_xattr(ino).unwrap();
+        assert_eq!(names(f.ino()), [ACL_ACCESS]);
+        let both: Vec<&str> = alloc::vec![ACL_ACCESS, ACL_DEFAULT];
+        assert_eq!(names(sub), both);
+    }
+}
