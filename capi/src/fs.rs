@@ -313,7 +313,9 @@ pub unsafe extern "C" fn pollfs_sync_dir(fs: *const PollfsFs, path: *const c_cha
 /// permission bits (`mode & 07777`) of a file it creates, masked by the
 /// directory's default ACL, which the file inherits, or else by the
 /// handle's umask (0 unless set); the file is owned by the handle's user
-/// and group (a set-group-ID directory's group). A file is created with
+/// and group (a set-group-ID directory's group), and keeps set-group-ID
+/// only if the caller is in that group (or the group may not execute,
+/// or the caller is root). A file is created with
 /// its owner, mode and ACLs in one change, so no crash or sync leaves it
 /// with others. Without `O_EXCL`, threads creating one name at once all
 /// succeed with the same file. Stores the handle in `*out`. Thread-safe.

@@ -83,10 +83,9 @@ pub unsafe extern "C" fn pollfs_set_creds(
         let groups = unsafe { raw::slice(groups, ngroups) }?.to_vec();
         let umask = u16::try_from(umask & 0o777).unwrap_or(0);
         handle.set_creds(Creds {
-            uid,
-            gid,
-            groups,
             umask,
+            groups,
+            ..Creds::new(uid, gid)
         });
         Ok(0)
     })

@@ -311,6 +311,11 @@ static void test_posix(void) {
     MUST(pollfs_mkdir(fs, "/sg/sub", 0777));
     MUST(pollfs_stat(fs, "/sg/sub", &st));
     CHECK(st.gid == 50 && (st.mode & 07777) == 02755);
+    /* Set-group-ID in a group the caller is not in is not kept. */
+    MUST(pollfs_open(fs, "/sg/x", O_CREAT | O_EXCL | O_RDWR, 02775, &f));
+    MUST(pollfs_close(f));
+    MUST(pollfs_stat(fs, "/sg/x", &st));
+    CHECK((st.mode & 07777) == 0755);
 
     /* chmod by anyone but the owner or root is refused. */
     as_user(2000, 100, 0);

@@ -37,6 +37,7 @@ fn utf8(name: &OsStr) -> Res<&str> {
 fn creds(who: Caller) -> Creds {
     Creds {
         umask: who.umask,
+        kernel_checked: true,
         ..Creds::new(who.uid, who.gid)
     }
 }

@@ -63,6 +63,12 @@ pub struct Creds {
     pub groups: Vec<u32>,
     /// The umask (`0o777` bits).
     pub umask: u16,
+    /// The caller's kernel has applied to the mode of what it creates
+    /// the rules that need what these credentials do not carry (its
+    /// capabilities, and for the FUSE mount its supplementary groups):
+    /// Linux's `mode_strip_sgid`. The mount sets this; a library caller
+    /// leaves it false and the engine applies the rule.
+    pub kernel_checked: bool,
 }
 
 impl Creds {
@@ -239,7 +245,14 @@ pub(crate) fn born(
         return Ok(out);
     }
     let dir = kind == Kind::Dir;
-    let mode = if dir { mode & 0o1777 } else { mode & 0o7777 };
+    let mut mode = if dir { mode & 0o1777 } else { mode & 0o7777 };
+    // `mode_strip_sgid`: a group-executable set-group-id file in a group
+    // the caller is not in keeps no set-group-id (a directory's bit comes
+    // from its parent below).
+    let sgid_exec = S_ISGID | S_IXGRP;
+    if !dir && !creds.kernel_checked && mode & sgid_exec == sgid_exec && !creds.keeps_sgid(gid) {
+        mode &= !S_ISGID;
+    }
     let default = match parent.default {
         Some(v) => Acl::parse(v)?,
         None => None,
@@ -375,6 +388,26 @@ mod tests {
         assert_eq!((d.perm, d.gid), (0o2755, 50), "a directory takes the bit");
         let d = born(&parent, &who, Kind::Dir, 0o6777).unwrap();
         assert_eq!(d.perm, 0o2755, "mkdir keeps no set-user-id");
+        // Set-group-id asked for in a group the caller is not in goes,
+        // unless the caller's kernel has already decided.
+        let f = born(&parent, &who, Kind::File, 0o2775).unwrap();
+        assert_eq!(f.perm, 0o755);
+        let member = Creds {
+            groups: alloc::vec![50],
+            ..who.clone()
+        };
+        assert_eq!(
+            born(&parent, &member, Kind::File, 0o2775).unwrap().perm,
+            0o2755
+        );
+        let kernel = Creds {
+            kernel_checked: true,
+            ..who.clone()
+        };
+        assert_eq!(
+            born(&parent, &kernel, Kind::File, 0o2775).unwrap().perm,
+            0o2755
+        );
         let l = born(&parent, &who, Kind::Symlink, 0).unwrap();
         assert_eq!((l.perm, l.gid), (0o777, 50));
         let plain = Parent {
