@@ -215,7 +215,7 @@ static int pollfs_fio_open_file(struct thread_data *td, struct fio_file *f)
 {
 	pthread_mutex_lock(&mount_lock);
 	PollfsFile *file = NULL;
-	int flags = O_CREAT | (td->o.odirect ? O_DIRECT : 0);
+	int flags = O_CREAT | O_RDWR | (td->o.odirect ? O_DIRECT : 0);
 	int r = pollfs_open(mounted, f->file_name, flags, 0644, &file);
 	if (r == 0)
 		r = lay_out(td, file, f->real_file_size) ? -EIO : 0;

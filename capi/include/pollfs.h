@@ -13,6 +13,15 @@
 // Bytes of `PollfsDirent::name`: the longest name and its NUL.
 #define POLLFS_NAME_BUF 256
 
+// `pollfs_utimens`: set this time to now.
+#define POLLFS_UTIME_NOW INT64_MAX
+
+// `pollfs_utimens`: leave this time as it is.
+#define POLLFS_UTIME_OMIT (INT64_MAX - 1)
+
+// `pollfs_chown`: leave the owner (or group) as it is.
+#define POLLFS_ID_KEEP UINT32_MAX
+
 // Read `len` bytes at `offset` into `buf` (fewer at the end of the file).
 #define POLLFS_OP_READ 0
 
@@ -349,15 +358,22 @@ int pollfs_sync(const struct PollfsFs *fs);
 int pollfs_sync_dir(const struct PollfsFs *fs, const char *path);
 
 // Opens the file at `path` (absolute or relative to the root; `/`
-// separated). `flags`: `O_CREAT` creates it if missing, with `O_EXCL`
-// fails with `-EEXIST` if it exists, `O_TRUNC` empties it, `O_DIRECT`
-// makes reads and writes bypass the cache (offsets and lengths multiples
-// of 4096, else `-EINVAL`); access modes are not checked. `mode`: the
-// permission bits (`mode & 07777`) of a file it creates, applied as
-// given: libpollfs has no umask. A file is created with its mode in one
-// change, so no crash or sync leaves it with another. Without `O_EXCL`,
-// threads creating one name at once all succeed with the same file.
-// Stores the handle in `*out`. Thread-safe.
+// separated). `flags`: `O_RDONLY`, `O_WRONLY` or `O_RDWR` (checked
+// against the file's bits and access ACL for the handle's credentials:
+// `-EACCES`; a read or write the mode does not allow is `-EBADF`),
+// `O_CREAT` creates it if missing (search and write permission on its
+// directory), with `O_EXCL` fails with `-EEXIST` if it exists, `O_TRUNC`
+// empties it, `O_DIRECT` makes reads and writes bypass the cache
+// (offsets and lengths multiples of 4096, else `-EINVAL`). `mode`: the
+// permission bits (`mode & 07777`) of a file it creates, masked by the
+// directory's default ACL, which the file inherits, or else by the
+// handle's umask (0 unless set); the file is owned by the handle's user
+// and group (a set-group-ID directory's group), and keeps set-group-ID
+// only if the caller is in that group (or the group may not execute,
+// or the caller is root). A file is created with
+// its owner, mode and ACLs in one change, so no crash or sync leaves it
+// with others. Without `O_EXCL`, threads creating one name at once all
+// succeed with the same file. Stores the handle in `*out`. Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string, `out` writable.
@@ -368,29 +384,36 @@ int pollfs_open(const struct PollfsFs *fs,
                 struct PollfsFile **out);
 
 // Removes the file (or symbolic link) at `path`; an open file keeps its
-// data until its last handle closes. Thread-safe.
+// data until its last handle closes. Needs write and search permission
+// on its directory (`-EACCES`) and, in a sticky directory, to own the
+// file or the directory (`-EPERM`). Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string.
 int pollfs_remove(const struct PollfsFs *fs, const char *path);
 
 // Makes the directory `path` with permission bits `mode & 01777`
-// (set-user-ID and set-group-ID ignored, as mkdir(2) on Linux), applied
-// as given: libpollfs has no umask. The directory is made with its mode
-// in one change. An existing `path` is `-EEXIST`. Thread-safe.
+// (set-user-ID and set-group-ID ignored, as mkdir(2) on Linux), masked
+// by its directory's default ACL, which it inherits, or else by the
+// handle's umask; in a set-group-ID directory it takes the directory's
+// group and the bit. The directory is made with its owner, mode and
+// ACLs in one change. An existing `path` is `-EEXIST`; `-EACCES` without
+// search and write permission on its directory. Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string.
 int pollfs_mkdir(const struct PollfsFs *fs, const char *path, uint32_t mode);
 
-// Removes the empty directory `path`. Thread-safe.
+// Removes the empty directory `path` (permissions as `pollfs_remove`).
+// Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `path` a NUL-terminated string.
 int pollfs_rmdir(const struct PollfsFs *fs, const char *path);
 
 // Renames `from` to `to`, replacing a file at `to` atomically, as
-// rename(2). Thread-safe.
+// rename(2). Permissions: as `pollfs_remove` for `from` and for a `to`
+// that exists, write and search on `to`'s directory. Thread-safe.
 //
 // # Safety
 // `fs` is a live handle, `from` and `to` NUL-terminated strings.
@@ -415,6 +438,136 @@ int pollfs_readdir(const struct PollfsFs *fs,
                    const char *path,
                    uint64_t *cookie,
                    struct PollfsDirent *out);
+
+// Sets whose calls the handle's later calls are: the user and group that
+// own what they create and that every access is checked for, `ngroups`
+// supplementary groups at `groups`, and the umask applied to the mode of
+// what they create where its directory has no default ACL (`umask &
+// 0777`). A handle starts with the process's effective ids and groups
+// and no umask. Root (uid 0) passes every check but executing what no
+// one may execute; no other capability is known. Calls already running
+// keep the credentials they started with; files opened before keep
+// theirs for what a write takes away. Thread-safe.
+//
+// # Safety
+// `fs` is a live handle; `groups` points at `ngroups` ids (any pointer
+// when `ngroups` is 0).
+int pollfs_set_creds(const struct PollfsFs *fs,
+                     uint32_t uid,
+                     uint32_t gid,
+                     const uint32_t *groups,
+                     size_t ngroups,
+                     uint32_t umask);
+
+// Makes `linkpath` a symbolic link to `target` (stored as given, never
+// followed by pollfs), owned by the handle's user. Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `target` and `linkpath` NUL-terminated strings.
+int pollfs_symlink(const struct PollfsFs *fs, const char *target, const char *linkpath);
+
+// Makes `newpath` a new name for the file or symbolic link `oldpath` (not
+// a directory: `-EPERM`). Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `oldpath` and `newpath` NUL-terminated strings.
+int pollfs_link(const struct PollfsFs *fs, const char *oldpath, const char *newpath);
+
+// Copies the target of the symbolic link `path` into `buf` (at most
+// `size` bytes, no NUL added, as readlink(2)); returns the bytes copied
+// or a negative errno (`-EINVAL` if `path` is not a symbolic link).
+// Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` a NUL-terminated string, `buf` has
+// `size` writable bytes.
+ptrdiff_t pollfs_readlink(const struct PollfsFs *fs, const char *path, char *buf, size_t size_);
+
+// Sets the permission bits of `path` to `mode & 07777`: only its owner or
+// root may (`-EPERM`); set-group-ID goes if the caller is neither in the
+// file's group nor root; its access ACL follows. Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` a NUL-terminated string.
+int pollfs_chmod(const struct PollfsFs *fs, const char *path, uint32_t mode);
+
+// Changes the owner and group of `path` (`POLLFS_ID_KEEP` keeps one):
+// root may give it to anyone; its owner may only change its group, to
+// one of the owner's groups (`-EPERM` otherwise). Set-user-ID goes, and
+// set-group-ID where the group may execute or the caller is neither in
+// the group nor root (not from a directory). Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` a NUL-terminated string.
+int pollfs_chown(const struct PollfsFs *fs, const char *path, uint32_t uid, uint32_t gid);
+
+// Sets the access and modification times of `path`, in nanoseconds since
+// the Unix epoch (negative before 1970), as utimensat(2):
+// `POLLFS_UTIME_NOW` sets one to now, `POLLFS_UTIME_OMIT` leaves it.
+// Times other than now only by the owner or root (`-EPERM`); now also by
+// a caller who may write the file (`-EACCES`). Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` a NUL-terminated string.
+int pollfs_utimens(const struct PollfsFs *fs, const char *path, int64_t atime_ns, int64_t mtime_ns);
+
+// Copies the value of extended attribute `name` of `path` into `value`;
+// with `size` 0 returns its length only; `-ERANGE` if it does not fit,
+// `-ENODATA` if there is none. `trusted.` names only for root; `user.`
+// and `security.` need read permission; ACLs anyone may read.
+// Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` and `name` NUL-terminated strings,
+// `value` has `size` writable bytes.
+ptrdiff_t pollfs_getxattr(const struct PollfsFs *fs,
+                          const char *path,
+                          const char *name,
+                          void *value,
+                          size_t size_);
+
+// Sets extended attribute `name` of `path` to the `size` bytes at
+// `value`. `flags`: 0, `XATTR_CREATE` (`-EEXIST` if it exists) or
+// `XATTR_REPLACE` (`-ENODATA` if not). `system.posix_acl_access` and
+// `system.posix_acl_default` are checked as Linux checks them and keep
+// the permission bits in step; only the owner or root may set them.
+// Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` and `name` NUL-terminated strings,
+// `value` has `size` readable bytes.
+int pollfs_setxattr(const struct PollfsFs *fs,
+                    const char *path,
+                    const char *name,
+                    const void *value,
+                    size_t size_,
+                    int flags);
+
+// Copies the names of `path`'s extended attributes into `list`, each
+// ended by a NUL; with `size` 0 returns the length only; `-ERANGE` if
+// they do not fit. `trusted.` names are listed for root only.
+// Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` a NUL-terminated string, `list` has
+// `size` writable bytes.
+ptrdiff_t pollfs_listxattr(const struct PollfsFs *fs, const char *path, char *list, size_t size_);
+
+// Removes extended attribute `name` of `path` (`-ENODATA` if there is
+// none; removing an ACL that is not there is no error). Who may: as
+// `pollfs_setxattr`. Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` and `name` NUL-terminated strings.
+int pollfs_removexattr(const struct PollfsFs *fs, const char *path, const char *name);
+
+// `access(2)` for the handle's credentials: 0 if they may do `mode`
+// (`R_OK`, `W_OK`, `X_OK` or'd, or `F_OK`) to `path`, else `-EACCES`.
+// Thread-safe.
+//
+// # Safety
+// `fs` is a live handle, `path` a NUL-terminated string.
+int pollfs_access(const struct PollfsFs *fs, const char *path, int mode);
 
 // Makes a queue of `fs` for up to `depth` operations in flight (submitted
 // and not yet returned by `pollfs_complete`), with a device queue of its

@@ -449,7 +449,8 @@ static int x_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags
 	} else {
 		snprintf(path, sizeof path, "/.sqlite-temp-%d", __sync_fetch_and_add(&temp_counter, 1));
 	}
-	int oflags = 0;
+	/* libpollfs refuses a write through a handle opened read-only. */
+	int oflags = (flags & SQLITE_OPEN_READONLY) ? O_RDONLY : O_RDWR;
 	if (flags & SQLITE_OPEN_CREATE)
 		oflags |= O_CREAT;
 	if (flags & SQLITE_OPEN_EXCLUSIVE)

@@ -71,8 +71,8 @@ impl From<Error> for Fail {
 /// over every kind is where to name it.
 pub(crate) fn errno(e: &Error) -> i32 {
     use pollfs_core::error::{
-        ConfigError as C, NameError as N, NamespaceError as Ns, RangeError as R, RepairError as Rp,
-        SpaceError as S, XattrError as X,
+        ConfigError as C, NameError as N, NamespaceError as Ns, PosixError as P, RangeError as R,
+        RepairError as Rp, SpaceError as S, XattrError as X,
     };
     match e {
         Error::Namespace(Ns::NotFound) => libc::ENOENT,
@@ -100,6 +100,10 @@ pub(crate) fn errno(e: &Error) -> i32 {
         Error::Xattr(X::Namespace) => libc::EOPNOTSUPP,
         Error::Xattr(X::ValueTooLarge) => libc::E2BIG,
         Error::Xattr(X::Full) => libc::ENOSPC,
+        Error::Posix(P::AccessDenied | P::DefaultAclNotDir) => libc::EACCES,
+        Error::Posix(P::NotOwner) => libc::EPERM,
+        Error::Posix(P::BadAcl) => libc::EINVAL,
+        Error::Posix(P::AclVersion | P::NoAclHere) => libc::EOPNOTSUPP,
         Error::Space(S::DeviceFull | S::MetadataFull | S::InodeNumbers | S::SequenceExhausted) => {
             libc::ENOSPC
         }
@@ -203,10 +207,10 @@ mod tests {
     fn every_engine_error_kind_has_its_errno() {
         use pollfs_core::dev::DevError;
         use pollfs_core::error::{
-            ConfigError as C, Damage, NameError as N, NamespaceError as Ns, RangeError as R,
-            RepairError as Rp, SpaceError as S, XattrError as X,
+            ConfigError as C, Damage, NameError as N, NamespaceError as Ns, PosixError as P,
+            RangeError as R, RepairError as Rp, SpaceError as S, XattrError as X,
         };
-        let cases: [(Error, i32); 42] = [
+        let cases: [(Error, i32); 48] = [
             (Ns::NotFound.into(), libc::ENOENT),
             (Ns::Exists.into(), libc::EEXIST),
             (Ns::Name(N::Empty).into(), libc::EINVAL),
@@ -234,6 +238,12 @@ mod tests {
             (Error::Xattr(X::Namespace), libc::EOPNOTSUPP),
             (Error::Xattr(X::ValueTooLarge), libc::E2BIG),
             (Error::Xattr(X::Full), libc::ENOSPC),
+            (Error::Posix(P::AccessDenied), libc::EACCES),
+            (Error::Posix(P::DefaultAclNotDir), libc::EACCES),
+            (Error::Posix(P::NotOwner), libc::EPERM),
+            (Error::Posix(P::BadAcl), libc::EINVAL),
+            (Error::Posix(P::AclVersion), libc::EOPNOTSUPP),
+            (Error::Posix(P::NoAclHere), libc::EOPNOTSUPP),
             (Error::Space(S::DeviceFull), libc::ENOSPC),
             (Error::Space(S::MetadataFull), libc::ENOSPC),
             (Error::Space(S::InodeNumbers), libc::ENOSPC),

@@ -5,6 +5,7 @@
 
 use core::ffi::{c_int, c_void};
 
+use pollfs_core::fs::posix::{Creds, S_ISGID, S_ISUID};
 use pollfs_core::File;
 
 use crate::device::Dev;
@@ -22,6 +23,14 @@ pub struct PollfsFile {
     pub(crate) file: File<Dev>,
     /// Opened with `O_DIRECT`: reads and writes bypass the cache.
     pub(crate) direct: bool,
+    /// Opened for reading (`O_RDONLY` or `O_RDWR`).
+    readable: bool,
+    /// Opened for writing (`O_WRONLY` or `O_RDWR`).
+    writable: bool,
+    /// Who opened it, if not root: a write or truncate by them takes the
+    /// file's set-id bits (as the kernel checks the writer's
+    /// credentials; these are the opener's, as the file's `f_cred`).
+    writer: Option<Creds>,
     /// Set by a panic in a call on this handle (`crate::poison`).
     poison: Poison,
 }
@@ -38,15 +47,53 @@ pub struct PollfsIovec {
 }
 
 impl PollfsFile {
-    pub(crate) fn new(file: File<Dev>, direct: bool) -> PollfsFile {
+    /// `file` opened with `flags` (`O_ACCMODE`, `O_DIRECT`) by `creds`.
+    pub(crate) fn new(file: File<Dev>, flags: c_int, creds: &Creds) -> PollfsFile {
+        let mode = flags & libc::O_ACCMODE;
         PollfsFile {
             file,
-            direct,
+            direct: flags & libc::O_DIRECT != 0,
+            readable: mode == libc::O_RDONLY || mode == libc::O_RDWR,
+            writable: mode == libc::O_WRONLY || mode == libc::O_RDWR,
+            writer: (!creds.is_root()).then(|| creds.clone()),
             poison: Poison::default(),
         }
     }
 
-    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> pollfs_core::Result<usize> {
+    /// Refuses a read of a file not opened for reading (EBADF, as
+    /// read(2)).
+    pub(crate) fn check_read(&self) -> Result<(), Fail> {
+        if self.readable {
+            Ok(())
+        } else {
+            Err(Fail::badf("the file is not open for reading"))
+        }
+    }
+
+    /// Before a write or truncate: refuses one of a file not opened for
+    /// writing (EBADF), and takes away what a write takes
+    /// (`file_remove_privs`): its capability attribute, whoever writes,
+    /// and its set-id bits if the opener is not root.
+    pub(crate) fn before_write(&self) -> Result<(), Fail> {
+        if !self.writable {
+            return Err(Fail::badf("the file is not open for writing"));
+        }
+        let fs = self.file.fs();
+        fs.remove_caps(&self.file)?;
+        if let Some(who) = &self.writer {
+            if self.file.metadata().perm & SET_ID != 0 {
+                fs.kill_setid(self.file.ino(), |gid| who.keeps_sgid(gid))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn read(&self, buf: &mut [u8], offset: u64) -> Result<usize, Fail> {
+        self.check_read()?;
+        Ok(self.read_unchecked(buf, offset)?)
+    }
+
+    fn read_unchecked(&self, buf: &mut [u8], offset: u64) -> pollfs_core::Result<usize> {
         if self.direct {
             self.file.read_direct(buf, offset)
         } else {
@@ -54,7 +101,12 @@ impl PollfsFile {
         }
     }
 
-    pub(crate) fn write(&self, buf: &[u8], offset: u64) -> pollfs_core::Result<usize> {
+    pub(crate) fn write(&self, buf: &[u8], offset: u64) -> Result<usize, Fail> {
+        self.before_write()?;
+        Ok(self.write_unchecked(buf, offset)?)
+    }
+
+    fn write_unchecked(&self, buf: &[u8], offset: u64) -> pollfs_core::Result<usize> {
         if self.direct {
             self.file.write_direct(buf, offset)
         } else {
@@ -73,6 +125,9 @@ pub(crate) unsafe fn file_of<'a>(f: *const PollfsFile) -> Result<Held<'a, Pollfs
     let handle = unsafe { raw::obj(f, "the file") }?;
     handle.poison.enter(handle, "the file")
 }
+
+/// The set-id bits a write may take.
+const SET_ID: u16 = S_ISUID | S_ISGID;
 
 fn count(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -238,7 +293,9 @@ pub unsafe extern "C" fn pollfs_fdatasync(file: *const PollfsFile) -> c_int {
 pub unsafe extern "C" fn pollfs_ftruncate(file: *const PollfsFile, len: u64) -> c_int {
     int("pollfs_ftruncate", || {
         // SAFETY: the caller's contract.
-        unsafe { file_of(file) }?.file.set_len(len)?;
+        let f = unsafe { file_of(file) }?;
+        f.before_write()?;
+        f.file.set_len(len)?;
         Ok(0)
     })
 }
@@ -262,6 +319,7 @@ pub unsafe extern "C" fn pollfs_fallocate(
     int("pollfs_fallocate", || {
         // SAFETY: the caller's contract.
         let held = unsafe { file_of(file) }?;
+        held.before_write()?;
         let f = &held.file;
         let end = offset
             .checked_add(len)

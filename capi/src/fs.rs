@@ -3,16 +3,18 @@
 //! one `PollfsFs` may be used from any number of threads at once.
 
 use core::ffi::{c_char, c_int};
+use std::sync::{PoisonError, RwLock};
 
 use pollfs_core::dev::BlockDevice;
+use pollfs_core::fs::posix::{Creds, Want};
 use pollfs_core::fs::{Kind, Metadata};
-use pollfs_core::{File, Fs, NewInode};
+use pollfs_core::{Created, File, Fs};
 
 use crate::device::{self, Dev, Opening};
 use crate::error::{int, Fail};
 use crate::file::PollfsFile;
 use crate::poison::{Held, Poison};
-use crate::{hook, raw};
+use crate::{hook, posix, raw};
 
 /// A mounted filesystem. Thread-safe. A call that panics inside the
 /// library (a bug: the call returns `-EIO`) poisons the handle it was
@@ -22,6 +24,10 @@ use crate::{hook, raw};
 #[derive(Debug)]
 pub struct PollfsFs {
     pub(crate) fs: Fs<Dev>,
+    /// Whose calls these are: what every access is checked for and new
+    /// inodes are owned by (`pollfs_set_creds`; the process's effective
+    /// ids and groups until then).
+    creds: RwLock<Creds>,
     /// Set by a panic in a call on this handle (`crate::poison`).
     poison: Poison,
 }
@@ -30,8 +36,24 @@ impl PollfsFs {
     pub(crate) fn new(fs: Fs<Dev>) -> PollfsFs {
         PollfsFs {
             fs,
+            creds: RwLock::new(posix::process_creds()),
             poison: Poison::default(),
         }
+    }
+
+    /// The credentials calls run with now.
+    pub(crate) fn creds(&self) -> Creds {
+        // A panic while the lock was held left whole credentials (the
+        // writer replaces them in one store): the value is good.
+        self.creds
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the credentials.
+    pub(crate) fn set_creds(&self, creds: Creds) {
+        *self.creds.write().unwrap_or_else(PoisonError::into_inner) = creds;
     }
 }
 
@@ -239,6 +261,17 @@ pub(crate) unsafe fn fs_of<'a>(fs: *const PollfsFs) -> Result<Held<'a, Fs<Dev>>,
     handle.poison.enter(&handle.fs, "the filesystem")
 }
 
+/// [`fs_of`] and the handle's credentials now.
+///
+/// # Safety
+/// As [`fs_of`].
+pub(crate) unsafe fn fs_creds<'a>(fs: *const PollfsFs) -> Result<(Held<'a, Fs<Dev>>, Creds), Fail> {
+    // SAFETY: the caller's contract.
+    let handle = unsafe { raw::obj(fs, "the filesystem") }?;
+    let held = handle.poison.enter(&handle.fs, "the filesystem")?;
+    Ok((held, handle.creds()))
+}
+
 /// Makes every file's data and every name change durable, in one commit.
 /// Thread-safe.
 ///
@@ -263,22 +296,29 @@ pub unsafe extern "C" fn pollfs_sync(fs: *const PollfsFs) -> c_int {
 pub unsafe extern "C" fn pollfs_sync_dir(fs: *const PollfsFs, path: *const c_char) -> c_int {
     // SAFETY: the caller's contract, passed on.
     unsafe {
-        at_path("pollfs_sync_dir", fs, path, |fs, p| {
-            fs.sync_dir(fs.lookup(p)?)
+        at_path("pollfs_sync_dir", fs, path, |fs, who, p| {
+            fs.sync_dir(fs.lookup_by(p, who)?)
         })
     }
 }
 
 /// Opens the file at `path` (absolute or relative to the root; `/`
-/// separated). `flags`: `O_CREAT` creates it if missing, with `O_EXCL`
-/// fails with `-EEXIST` if it exists, `O_TRUNC` empties it, `O_DIRECT`
-/// makes reads and writes bypass the cache (offsets and lengths multiples
-/// of 4096, else `-EINVAL`); access modes are not checked. `mode`: the
-/// permission bits (`mode & 07777`) of a file it creates, applied as
-/// given: libpollfs has no umask. A file is created with its mode in one
-/// change, so no crash or sync leaves it with another. Without `O_EXCL`,
-/// threads creating one name at once all succeed with the same file.
-/// Stores the handle in `*out`. Thread-safe.
+/// separated). `flags`: `O_RDONLY`, `O_WRONLY` or `O_RDWR` (checked
+/// against the file's bits and access ACL for the handle's credentials:
+/// `-EACCES`; a read or write the mode does not allow is `-EBADF`),
+/// `O_CREAT` creates it if missing (search and write permission on its
+/// directory), with `O_EXCL` fails with `-EEXIST` if it exists, `O_TRUNC`
+/// empties it, `O_DIRECT` makes reads and writes bypass the cache
+/// (offsets and lengths multiples of 4096, else `-EINVAL`). `mode`: the
+/// permission bits (`mode & 07777`) of a file it creates, masked by the
+/// directory's default ACL, which the file inherits, or else by the
+/// handle's umask (0 unless set); the file is owned by the handle's user
+/// and group (a set-group-ID directory's group), and keeps set-group-ID
+/// only if the caller is in that group (or the group may not execute,
+/// or the caller is root). A file is created with
+/// its owner, mode and ACLs in one change, so no crash or sync leaves it
+/// with others. Without `O_EXCL`, threads creating one name at once all
+/// succeed with the same file. Stores the handle in `*out`. Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string, `out` writable.
@@ -292,102 +332,174 @@ pub unsafe extern "C" fn pollfs_open(
 ) -> c_int {
     int("pollfs_open", || {
         // SAFETY: the caller's contract.
-        let fs = unsafe { fs_of(fs) }?;
+        let (fs, who) = unsafe { fs_creds(fs) }?;
         // SAFETY: the caller's contract.
         let path = unsafe { raw::str(path, "the path") }?;
-        let file = open(&fs, path, flags, mode)?;
+        let file = open(&fs, &who, path, flags, mode)?;
         // SAFETY: the caller's contract: `out` is writable.
         unsafe { raw::put(out, Box::into_raw(Box::new(file))) }?;
         Ok(0)
     })
 }
 
-fn open(fs: &Fs<Dev>, path: &str, flags: c_int, mode: u32) -> Result<PollfsFile, Fail> {
-    let file = open_file(fs, path, flags, mode)?;
-    Ok(PollfsFile::new(file, flags & libc::O_DIRECT != 0))
+fn open(
+    fs: &Fs<Dev>,
+    who: &Creds,
+    path: &str,
+    flags: c_int,
+    mode: u32,
+) -> Result<PollfsFile, Fail> {
+    let file = open_file(fs, who, path, flags, mode)?;
+    let handle = PollfsFile::new(file, flags, who);
+    if flags & libc::O_TRUNC != 0 && !handle.file.is_empty() {
+        handle.before_write()?;
+        handle.file.set_len(0)?;
+    }
+    Ok(handle)
 }
 
-/// Permission bits of a file `pollfs_open` creates: `mode` as given (no
-/// umask: libpollfs has none), its file-type bits ignored.
-fn file_perm(mode: u32) -> u16 {
+/// Permission bits asked for: `mode & 07777`, its file-type bits ignored.
+fn perm(mode: u32) -> u16 {
     u16::try_from(mode & 0o7777).unwrap_or(0)
 }
 
-/// Permission bits of a directory `pollfs_mkdir` creates: `mode` as given
-/// (no umask), without set-user-ID and set-group-ID, as mkdir(2) on Linux.
-fn dir_perm(mode: u32) -> u16 {
-    u16::try_from(mode & 0o1777).unwrap_or(0)
+/// What opening with `flags` asks of the file's permissions.
+fn wanted(flags: c_int) -> Want {
+    let rw = match flags & libc::O_ACCMODE {
+        libc::O_WRONLY => Want::WRITE,
+        libc::O_RDWR => Want::READ.and(Want::WRITE),
+        _ => Want::READ,
+    };
+    if flags & libc::O_TRUNC != 0 {
+        rw.and(Want::WRITE)
+    } else {
+        rw
+    }
 }
 
-/// The open under `pollfs_open`. A file it creates is made with its mode
-/// in one engine change ([`Fs::create_or_open`]), and without `O_EXCL` a
-/// file another thread made an instant before is opened instead.
+/// The open under `pollfs_open`, as `who`. A file it creates is made with
+/// its owner, mode and ACLs in one engine change
+/// ([`Fs::create_or_open_by`]), and without `O_EXCL` a file another
+/// thread made an instant before is opened instead (and checked as any
+/// existing file is).
 fn open_file<D: BlockDevice>(
     fs: &Fs<D>,
+    who: &Creds,
     path: &str,
     flags: c_int,
     mode: u32,
 ) -> Result<File<D>, Fail> {
     let at = |e: pollfs_core::Error| Fail::about(path, &e);
-    let file = if flags & libc::O_CREAT != 0 {
-        let who = NewInode::new(file_perm(mode), 0, 0);
-        let exclusive = flags & libc::O_EXCL != 0;
-        let (file, _) = fs.create_or_open(path, who, exclusive).map_err(at)?;
-        hook::point("pollfs_open: created");
-        file
-    } else {
-        fs.open(path).map_err(at)?
+    let (dir, name) = fs.parent_by(path, who).map_err(at)?;
+    let exclusive = flags & libc::O_EXCL != 0;
+    let existing = match fs.lookup_in(dir, name) {
+        Ok(ino) if flags & libc::O_CREAT == 0 || !exclusive => Some(ino),
+        Ok(_) => return Err(at(pollfs_core::error::NamespaceError::Exists.into())),
+        Err(e) if flags & libc::O_CREAT == 0 => return Err(at(e)),
+        Err(_) => None,
     };
-    if flags & libc::O_TRUNC != 0 {
-        file.set_len(0)?;
+    if let Some(ino) = existing {
+        fs.check_access(ino, who, wanted(flags)).map_err(at)?;
+        return fs.open_ino(ino).map_err(at);
+    }
+    fs.check_access(dir, who, Want::WRITE_EXEC).map_err(at)?;
+    let (file, made) = fs
+        .create_or_open_by(dir, name, perm(mode), who, exclusive)
+        .map_err(at)?;
+    hook::point("pollfs_open: created");
+    if made == Created::Found {
+        fs.check_access(file.ino(), who, wanted(flags))
+            .map_err(at)?;
     }
     Ok(file)
 }
 
-/// The mkdir under `pollfs_mkdir`: the directory is made with its mode in
-/// one engine change.
-fn mkdir<D: BlockDevice>(fs: &Fs<D>, path: &str, mode: u32) -> pollfs_core::Result<()> {
-    fs.mkdir_as(path, NewInode::new(dir_perm(mode), 0, 0))?;
+/// The mkdir under `pollfs_mkdir`, as `who`: the directory is made with
+/// its owner, mode and ACLs in one engine change.
+fn mkdir<D: BlockDevice>(
+    fs: &Fs<D>,
+    who: &Creds,
+    path: &str,
+    mode: u32,
+) -> pollfs_core::Result<()> {
+    let (dir, name) = fs.parent_by(path, who)?;
+    fs.check_access(dir, who, Want::WRITE_EXEC)?;
+    fs.mkdir_by(dir, name, perm(mode), who)?;
     hook::point("pollfs_mkdir: made");
     Ok(())
+}
+
+/// The directory of `path`'s last name and that name, if `who` may
+/// search the way there and remove that entry (see
+/// [`Fs::check_remove_by`]: the sticky bit's rule too).
+pub(crate) fn removing<'p, D: BlockDevice>(
+    fs: &Fs<D>,
+    who: &Creds,
+    path: &'p str,
+) -> pollfs_core::Result<(u64, &'p str)> {
+    let (dir, name) = fs.parent_by(path, who)?;
+    fs.check_remove_by(dir, name, who)?;
+    Ok((dir, name))
+}
+
+/// The directory of `path`'s last name and that name, if `who` may
+/// search the way there and change entries in it.
+pub(crate) fn changing<'p, D: BlockDevice>(
+    fs: &Fs<D>,
+    who: &Creds,
+    path: &'p str,
+) -> pollfs_core::Result<(u64, &'p str)> {
+    let (dir, name) = fs.parent_by(path, who)?;
+    fs.check_access(dir, who, Want::WRITE_EXEC)?;
+    Ok((dir, name))
 }
 
 /// A path-taking namespace operation.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string.
-unsafe fn at_path(
+pub(crate) unsafe fn at_path(
     name: &str,
     fs: *const PollfsFs,
     path: *const c_char,
-    op: impl FnOnce(&Fs<Dev>, &str) -> pollfs_core::Result<()>,
+    op: impl FnOnce(&Fs<Dev>, &Creds, &str) -> pollfs_core::Result<()>,
 ) -> c_int {
     int(name, || {
         // SAFETY: the caller's contract.
-        let fs = unsafe { fs_of(fs) }?;
+        let (fs, who) = unsafe { fs_creds(fs) }?;
         // SAFETY: the caller's contract.
         let path = unsafe { raw::str(path, "the path") }?;
         hook::point(name);
-        op(&fs, path).map_err(|e| Fail::about(path, &e))?;
+        op(&fs, &who, path).map_err(|e| Fail::about(path, &e))?;
         Ok(0)
     })
 }
 
 /// Removes the file (or symbolic link) at `path`; an open file keeps its
-/// data until its last handle closes. Thread-safe.
+/// data until its last handle closes. Needs write and search permission
+/// on its directory (`-EACCES`) and, in a sticky directory, to own the
+/// file or the directory (`-EPERM`). Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn pollfs_remove(fs: *const PollfsFs, path: *const c_char) -> c_int {
     // SAFETY: the caller's contract, passed on.
-    unsafe { at_path("pollfs_remove", fs, path, |fs, p| fs.remove(p)) }
+    unsafe {
+        at_path("pollfs_remove", fs, path, |fs, who, p| {
+            let (dir, name) = removing(fs, who, p)?;
+            fs.unlink_in(dir, name)
+        })
+    }
 }
 
 /// Makes the directory `path` with permission bits `mode & 01777`
-/// (set-user-ID and set-group-ID ignored, as mkdir(2) on Linux), applied
-/// as given: libpollfs has no umask. The directory is made with its mode
-/// in one change. An existing `path` is `-EEXIST`. Thread-safe.
+/// (set-user-ID and set-group-ID ignored, as mkdir(2) on Linux), masked
+/// by its directory's default ACL, which it inherits, or else by the
+/// handle's umask; in a set-group-ID directory it takes the directory's
+/// group and the bit. The directory is made with its owner, mode and
+/// ACLs in one change. An existing `path` is `-EEXIST`; `-EACCES` without
+/// search and write permission on its directory. Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string.
@@ -398,21 +510,32 @@ pub unsafe extern "C" fn pollfs_mkdir(
     mode: u32,
 ) -> c_int {
     // SAFETY: the caller's contract, passed on.
-    unsafe { at_path("pollfs_mkdir", fs, path, |fs, p| mkdir(fs, p, mode)) }
+    unsafe {
+        at_path("pollfs_mkdir", fs, path, |fs, who, p| {
+            mkdir(fs, who, p, mode)
+        })
+    }
 }
 
-/// Removes the empty directory `path`. Thread-safe.
+/// Removes the empty directory `path` (permissions as `pollfs_remove`).
+/// Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `path` a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn pollfs_rmdir(fs: *const PollfsFs, path: *const c_char) -> c_int {
     // SAFETY: the caller's contract, passed on.
-    unsafe { at_path("pollfs_rmdir", fs, path, |fs, p| fs.rmdir(p)) }
+    unsafe {
+        at_path("pollfs_rmdir", fs, path, |fs, who, p| {
+            let (dir, name) = removing(fs, who, p)?;
+            fs.rmdir_in(dir, name)
+        })
+    }
 }
 
 /// Renames `from` to `to`, replacing a file at `to` atomically, as
-/// rename(2). Thread-safe.
+/// rename(2). Permissions: as `pollfs_remove` for `from` and for a `to`
+/// that exists, write and search on `to`'s directory. Thread-safe.
 ///
 /// # Safety
 /// `fs` is a live handle, `from` and `to` NUL-terminated strings.
@@ -424,13 +547,21 @@ pub unsafe extern "C" fn pollfs_rename(
 ) -> c_int {
     int("pollfs_rename", || {
         // SAFETY: the caller's contract.
-        let fs = unsafe { fs_of(fs) }?;
+        let (fs, who) = unsafe { fs_creds(fs) }?;
         // SAFETY: the caller's contract.
         let from = unsafe { raw::str(from, "the source path") }?;
         // SAFETY: the caller's contract.
         let to = unsafe { raw::str(to, "the target path") }?;
-        fs.rename(from, to)
-            .map_err(|e| Fail::about(&format!("{from} -> {to}"), &e))?;
+        let about = |e: pollfs_core::Error| Fail::about(&format!("{from} -> {to}"), &e);
+        let (fd, fname) = removing(&fs, &who, from).map_err(about)?;
+        let (td, tname) = changing(&fs, &who, to).map_err(about)?;
+        // A target that is there is removed by the rename: the sticky
+        // bit's rule holds for it too.
+        if fs.lookup_in(td, tname).is_ok() {
+            fs.check_remove_by(td, tname, &who).map_err(about)?;
+        }
+        fs.rename_in(fd, fname, td, tname, pollfs_core::RenameFlags::default())
+            .map_err(about)?;
         Ok(0)
     })
 }
@@ -447,11 +578,11 @@ pub unsafe extern "C" fn pollfs_stat(
 ) -> c_int {
     int("pollfs_stat", || {
         // SAFETY: the caller's contract.
-        let fs = unsafe { fs_of(fs) }?;
+        let (fs, who) = unsafe { fs_creds(fs) }?;
         // SAFETY: the caller's contract.
         let path = unsafe { raw::str(path, "the path") }?;
         let meta = fs
-            .lookup(path)
+            .lookup_by(path, &who)
             .and_then(|ino| fs.attr(ino))
             .map_err(|e| Fail::about(path, &e))?;
         // SAFETY: the caller's contract: `out` is writable.
@@ -478,12 +609,13 @@ pub unsafe extern "C" fn pollfs_readdir(
 ) -> c_int {
     int("pollfs_readdir", || {
         // SAFETY: the caller's contract.
-        let fs = unsafe { fs_of(fs) }?;
+        let (fs, who) = unsafe { fs_creds(fs) }?;
         // SAFETY: the caller's contract.
         let path = unsafe { raw::str(path, "the path") }?;
         // SAFETY: the caller's contract: `cookie` is writable.
         let cookie = unsafe { raw::obj_mut(cookie, "the cookie") }?;
-        let dir = fs.lookup(path)?;
+        let dir = fs.lookup_by(path, &who)?;
+        fs.check_access(dir, &who, Want::READ)?;
         let Some(entry) = fs.read_dir(dir, *cookie, 1)?.into_iter().next() else {
             return Ok(0);
         };
@@ -541,7 +673,7 @@ mod tests {
                 let (fs, go, path) = (fs.clone(), go.clone(), path.to_string());
                 std::thread::spawn(move || {
                     go.wait();
-                    open_file(&fs, &path, flags, 0o600)
+                    open_file(&fs, &Creds::root(), &path, flags, 0o600)
                         .map(|f| f.ino())
                         .map_err(|e| e.errno())
                 })
@@ -592,7 +724,14 @@ mod tests {
         // Another thread's sync, right after the create: it makes the new
         // file durable, and the crash follows before anything else is.
         hook::arm("pollfs_open: created", move || other.sync_all().unwrap());
-        let f = open_file(&fs, "/secret", libc::O_CREAT | libc::O_RDWR, 0o600).unwrap();
+        let f = open_file(
+            &fs,
+            &Creds::root(),
+            "/secret",
+            libc::O_CREAT | libc::O_RDWR,
+            0o600,
+        )
+        .unwrap();
         assert_eq!(fs.attr(f.ino()).unwrap().perm, 0o600);
         drop(f);
         assert_eq!(perm_after_crash(fs, ram, "/secret"), 0o600);
@@ -603,7 +742,7 @@ mod tests {
         let (fs, ram) = ram_fs();
         let other = fs.create("/other").unwrap();
         hook::arm("pollfs_mkdir: made", move || other.sync_all().unwrap());
-        mkdir(&fs, "/private", 0o700).unwrap();
+        mkdir(&fs, &Creds::root(), "/private", 0o700).unwrap();
         assert_eq!(perm_after_crash(fs, ram, "/private"), 0o700);
     }
 
@@ -683,8 +822,8 @@ mod tests {
     #[test]
     fn mkdir_of_an_existing_name_is_eexist() {
         let (fs, _ram) = ram_fs();
-        mkdir(&fs, "/d", 0o755).unwrap();
-        let e = mkdir(&fs, "/d", 0o755).unwrap_err();
+        mkdir(&fs, &Creds::root(), "/d", 0o755).unwrap();
+        let e = mkdir(&fs, &Creds::root(), "/d", 0o755).unwrap_err();
         assert!(matches!(e, Error::Namespace(NamespaceError::Exists)), "{e}");
     }
 }

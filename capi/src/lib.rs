@@ -4,6 +4,8 @@
 //! ```text
 //! PollfsFs    pollfs_mount / pollfs_format / pollfs_unmount / pollfs_sync,
 //!  │          open, remove, rename, mkdir, rmdir, stat, readdir  (fs)
+//!  │          credentials, symlink, link, readlink, chmod, chown,
+//!  │          utimens, access, the xattr calls                 (posix)
 //!  ├─ PollfsFile   pread/pwrite(v), fsync, fdatasync, ftruncate,
 //!  │               fallocate, fstat                          (file)
 //!  ├─ PollfsQueue  a thread's submit/complete queue          (queue)
@@ -34,6 +36,7 @@ mod file;
 mod fs;
 mod hook;
 mod poison;
+mod posix;
 mod queue;
 mod raw;
 mod stats;
@@ -44,6 +47,7 @@ pub use device::Dev;
 pub use error::pollfs_last_error;
 pub use file::*;
 pub use fs::*;
+pub use posix::*;
 pub use queue::*;
 pub use stats::*;
 

@@ -113,6 +113,7 @@ impl PollfsQueue {
         let offset = io.offset;
         Ok(match io.opcode {
             POLLFS_OP_READ => {
+                handle.check_read()?;
                 // SAFETY: the caller's contract: the buffer outlives the
                 // operation, which holds the only reference to it.
                 let buf: &'static mut [u8] = unsafe { raw::bytes_mut(io.buf, io.len) }?;
@@ -125,6 +126,7 @@ impl PollfsQueue {
                 })
             }
             POLLFS_OP_WRITE => {
+                handle.before_write()?;
                 // SAFETY: as for a read.
                 let buf: &'static [u8] = unsafe { raw::bytes(io.buf, io.len) }?;
                 Box::pin(async move {

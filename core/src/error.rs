@@ -100,6 +100,40 @@ impl fmt::Display for XattrError {
     }
 }
 
+/// Refusals of the POSIX policy ([`fs::posix`](crate::fs::posix)):
+/// permissions, ownership and ACL values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PosixError {
+    /// The caller's credentials do not grant the access (EACCES).
+    AccessDenied,
+    /// Only the owner (or root) may do that: chmod, chown, set times
+    /// explicitly, set an ACL (EPERM).
+    NotOwner,
+    /// An ACL value is malformed: size, tag, permission or order
+    /// (EINVAL).
+    BadAcl,
+    /// An ACL value of a version other than 2 (EOPNOTSUPP).
+    AclVersion,
+    /// An ACL where there can be none: on a symbolic link (EOPNOTSUPP).
+    NoAclHere,
+    /// A default ACL on something other than a directory (EACCES).
+    DefaultAclNotDir,
+}
+
+impl fmt::Display for PosixError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PosixError::AccessDenied => write!(f, "permission denied"),
+            PosixError::NotOwner => write!(f, "operation not permitted: not the owner"),
+            PosixError::BadAcl => write!(f, "malformed POSIX ACL"),
+            PosixError::AclVersion => write!(f, "POSIX ACL of an unknown version"),
+            PosixError::NoAclHere => write!(f, "symbolic links take no ACL"),
+            PosixError::DefaultAclNotDir => write!(f, "only directories take a default ACL"),
+        }
+    }
+}
+
 /// Errors of data and size operations (`read_at`, `write_at`, `set_len`,
 /// `punch_hole`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,6 +232,8 @@ pub enum Error {
     Space(SpaceError),
     /// See [`XattrError`].
     Xattr(XattrError),
+    /// See [`PosixError`].
+    Posix(PosixError),
     /// The device failed a command. For writeback failures the dirty data is
     /// kept in the cache and every later sync reports the error until the
     /// data is written.
@@ -310,6 +346,11 @@ impl fmt::Display for Damage {
     }
 }
 
+impl From<PosixError> for Error {
+    fn from(e: PosixError) -> Self {
+        Error::Posix(e)
+    }
+}
 impl From<XattrError> for Error {
     fn from(e: XattrError) -> Self {
         Error::Xattr(e)
@@ -478,6 +519,7 @@ impl fmt::Display for Error {
             Error::Range(e) => e.fmt(f),
             Error::Space(e) => e.fmt(f),
             Error::Xattr(e) => e.fmt(f),
+            Error::Posix(e) => e.fmt(f),
             Error::Corrupt { block, damage } => {
                 write!(f, "corrupted image at block {block}: {damage}")
             }
@@ -500,6 +542,7 @@ impl core::error::Error for NamespaceError {
 impl core::error::Error for RangeError {}
 impl core::error::Error for SpaceError {}
 impl core::error::Error for XattrError {}
+impl core::error::Error for PosixError {}
 impl core::error::Error for Damage {}
 impl core::error::Error for ConfigError {}
 impl core::error::Error for RepairError {}
@@ -511,6 +554,7 @@ impl core::error::Error for Error {
             Error::Range(e) => Some(e),
             Error::Space(e) => Some(e),
             Error::Xattr(e) => Some(e),
+            Error::Posix(e) => Some(e),
             Error::Io(e) => Some(e),
             Error::Corrupt { damage, .. } => Some(damage),
             Error::Config(e) => Some(e),
@@ -545,6 +589,7 @@ impl Error {
         const ENOSPC: i32 = 28;
         const ENAMETOOLONG: i32 = 36;
         const EUCLEAN: i32 = 117;
+        const EACCES: i32 = 13;
         Some(match self {
             Error::Namespace(NamespaceError::NotFound) => ENOENT,
             Error::Namespace(NamespaceError::Exists) => EEXIST,
@@ -578,6 +623,10 @@ impl Error {
             Error::Xattr(XattrError::Namespace) => EOPNOTSUPP,
             Error::Xattr(XattrError::ValueTooLarge) => E2BIG,
             Error::Xattr(XattrError::Full) => ENOSPC,
+            Error::Posix(PosixError::AccessDenied | PosixError::DefaultAclNotDir) => EACCES,
+            Error::Posix(PosixError::NotOwner) => EPERM,
+            Error::Posix(PosixError::BadAcl) => EINVAL,
+            Error::Posix(PosixError::AclVersion | PosixError::NoAclHere) => EOPNOTSUPP,
             Error::Space(_) => ENOSPC,
             Error::Io(_) => EIO,
             Error::Corrupt { .. } => EUCLEAN,

@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     if (r < 0)
         return fail("pollfs_format", r);
     PollfsFile *f;
-    if ((r = pollfs_open(fs, "f", O_CREAT, 0644, &f)) < 0)
+    if ((r = pollfs_open(fs, "f", O_CREAT | O_RDWR, 0644, &f)) < 0)
         return fail("pollfs_open", r);
     static char page[4096];
     for (long p = 0; p < pages; p++)

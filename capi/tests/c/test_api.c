@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "pollfs.h"
@@ -78,7 +79,7 @@ static void test_namespace(void) {
 
 static void test_io(void) {
     PollfsFile *f = NULL;
-    MUST(pollfs_open(fs, "io", O_CREAT | O_TRUNC, 0644, &f));
+    MUST(pollfs_open(fs, "io", O_CREAT | O_TRUNC | O_RDWR, 0644, &f));
     char a[6000], b[3000], out[9000];
     memset(a, 'a', sizeof a);
     memset(b, 'b', sizeof b);
@@ -133,7 +134,7 @@ static void *reader(void *arg) {
 
 static void test_threads(void) {
     PollfsFile *f = NULL;
-    MUST(pollfs_open(fs, "shared", O_CREAT, 0644, &f));
+    MUST(pollfs_open(fs, "shared", O_CREAT | O_RDWR, 0644, &f));
     char page[4096];
     for (int p = 0; p < THREAD_PAGES; p++) {
         memset(page, p, sizeof page);
@@ -155,7 +156,7 @@ static void test_threads(void) {
 
 static void test_queue(void) {
     PollfsFile *f = NULL;
-    MUST(pollfs_open(fs, "async", O_CREAT | O_TRUNC, 0644, &f));
+    MUST(pollfs_open(fs, "async", O_CREAT | O_TRUNC | O_RDWR, 0644, &f));
     PollfsQueue *q = NULL;
     CHECK(pollfs_queue_new(fs, 0, &q) == -EINVAL);
     MUST(pollfs_queue_new(fs, DEPTH, &q));
@@ -227,7 +228,7 @@ static void test_file_device(void) {
     PollfsOptions opts = {.cache_pages = 1024, .size_bytes = 64 << 20};
     MUST(pollfs_format(spec, &opts, &fs));
     PollfsFile *f = NULL;
-    MUST(pollfs_open(fs, "kept", O_CREAT, 0644, &f));
+    MUST(pollfs_open(fs, "kept", O_CREAT | O_RDWR, 0644, &f));
     CHECK(pollfs_pwrite(f, "durable", 7, 4096) == 7);
     MUST(pollfs_fsync(f));
     MUST(pollfs_close(f));
@@ -270,6 +271,193 @@ static void test_stats(void) {
     CHECK(pollfs_fs_stats(fs, &prefix, sizeof prefix + 1) == -EINVAL);
 }
 
+/* An ACL attribute's value: version 2, then (tag, perm, id) entries,
+ * little-endian (acl(5)); returns its length. */
+static size_t acl_value(unsigned char *out, const unsigned (*entries)[3], int n) {
+    size_t len = 0;
+    uint32_t version = 2;
+    memcpy(out, &version, 4);
+    len = 4;
+    for (int i = 0; i < n; i++) {
+        uint16_t tag = (uint16_t)entries[i][0], perm = (uint16_t)entries[i][1];
+        uint32_t id = entries[i][2];
+        memcpy(out + len, &tag, 2);
+        memcpy(out + len + 2, &perm, 2);
+        memcpy(out + len + 4, &id, 4);
+        len += 8;
+    }
+    return len;
+}
+
+#define NO_ID 0xffffffffu
+
+static void as_user(uint32_t uid, uint32_t gid, uint32_t umask_) {
+    MUST(pollfs_set_creds(fs, uid, gid, NULL, 0, umask_));
+}
+
+static void as_root(void) { as_user(0, 0, 0); }
+
+struct race {
+    const char *path;
+    int flags;
+    int result;
+    uint64_t ino;
+};
+
+static void *creator(void *arg) {
+    struct race *r = arg;
+    PollfsFile *f = NULL;
+    r->result = pollfs_open(fs, r->path, r->flags, 0600, &f);
+    if (r->result == 0) {
+        PollfsStat st;
+        r->ino = pollfs_fstat(f, &st) == 0 ? st.ino : 0;
+        pollfs_close(f);
+    }
+    return NULL;
+}
+
+/* The POSIX rules the mount gets from the engine, through the C API. */
+static void test_posix(void) {
+    PollfsStat st;
+    PollfsFile *f = NULL;
+    as_root();
+    /* A set-group-ID directory gives its group, and subdirectories the bit. */
+    MUST(pollfs_mkdir(fs, "/sg", 0777));
+    MUST(pollfs_chown(fs, "/sg", POLLFS_ID_KEEP, 50));
+    MUST(pollfs_chmod(fs, "/sg", 02777));
+    as_user(1000, 100, 022);
+    MUST(pollfs_open(fs, "/sg/f", O_CREAT | O_EXCL | O_RDWR, 0666, &f));
+    MUST(pollfs_close(f));
+    MUST(pollfs_stat(fs, "/sg/f", &st));
+    CHECK(st.uid == 1000 && st.gid == 50 && (st.mode & 07777) == 0644);
+    MUST(pollfs_mkdir(fs, "/sg/sub", 0777));
+    MUST(pollfs_stat(fs, "/sg/sub", &st));
+    CHECK(st.gid == 50 && (st.mode & 07777) == 02755);
+    /* Set-group-ID in a group the caller is not in is not kept. */
+    MUST(pollfs_open(fs, "/sg/x", O_CREAT | O_EXCL | O_RDWR, 02775, &f));
+    MUST(pollfs_close(f));
+    MUST(pollfs_stat(fs, "/sg/x", &st));
+    CHECK((st.mode & 07777) == 0755);
+
+    /* chmod by anyone but the owner or root is refused. */
+    as_user(2000, 100, 0);
+    CHECK(pollfs_chmod(fs, "/sg/f", 0777) == -EPERM);
+    CHECK(pollfs_chown(fs, "/sg/f", 2000, POLLFS_ID_KEEP) == -EPERM);
+    CHECK(pollfs_utimens(fs, "/sg/f", 0, 0) == -EPERM);
+    /* Not writable by uid 2000 (0644): not even the times to now. */
+    CHECK(pollfs_utimens(fs, "/sg/f", POLLFS_UTIME_NOW, POLLFS_UTIME_NOW) == -EACCES);
+    CHECK(pollfs_open(fs, "/sg/f", O_RDWR, 0, &f) == -EACCES);
+    MUST(pollfs_open(fs, "/sg/f", O_RDONLY, 0, &f));
+    CHECK(pollfs_pwrite(f, "x", 1, 0) == -EBADF);
+    MUST(pollfs_close(f));
+    CHECK(pollfs_access(fs, "/sg/f", R_OK) == 0);
+    CHECK(pollfs_access(fs, "/sg/f", W_OK) == -EACCES);
+    as_user(1000, 100, 0);
+    MUST(pollfs_chmod(fs, "/sg/f", 0640));
+    MUST(pollfs_utimens(fs, "/sg/f", 1000000000, POLLFS_UTIME_OMIT));
+    MUST(pollfs_stat(fs, "/sg/f", &st));
+    CHECK((st.mode & 07777) == 0640 && st.atime_ns == 1000000000);
+
+    /* Set-id bits go on chown, even root's. */
+    as_root();
+    MUST(pollfs_chmod(fs, "/sg/f", 06755));
+    MUST(pollfs_chown(fs, "/sg/f", 3000, POLLFS_ID_KEEP));
+    MUST(pollfs_stat(fs, "/sg/f", &st));
+    CHECK(st.uid == 3000 && (st.mode & 07777) == 0755);
+    /* And on a write by someone else (not in the group). */
+    MUST(pollfs_chmod(fs, "/sg/f", 04777));
+    as_user(2000, 100, 0);
+    MUST(pollfs_open(fs, "/sg/f", O_WRONLY, 0, &f));
+    CHECK(pollfs_pwrite(f, "x", 1, 0) == 1);
+    MUST(pollfs_close(f));
+    MUST(pollfs_stat(fs, "/sg/f", &st));
+    CHECK((st.mode & 07777) == 0777);
+
+    /* A default ACL is inherited instead of the umask. */
+    as_root();
+    MUST(pollfs_mkdir(fs, "/acl", 0777));
+    const unsigned def[5][3] = {
+        {0x01, 7, NO_ID}, {0x02, 7, 1000}, {0x04, 5, NO_ID}, {0x10, 7, NO_ID}, {0x20, 5, NO_ID}};
+    unsigned char value[64], got[64];
+    size_t len = acl_value(value, def, 5);
+    MUST(pollfs_setxattr(fs, "/acl", "system.posix_acl_default", value, len, 0));
+    as_user(1000, 100, 077);
+    MUST(pollfs_open(fs, "/acl/f", O_CREAT | O_RDWR, 0666, &f));
+    MUST(pollfs_close(f));
+    MUST(pollfs_stat(fs, "/acl/f", &st));
+    CHECK((st.mode & 07777) == 0664);
+    const unsigned access[5][3] = {
+        {0x01, 6, NO_ID}, {0x02, 7, 1000}, {0x04, 5, NO_ID}, {0x10, 6, NO_ID}, {0x20, 4, NO_ID}};
+    len = acl_value(value, access, 5);
+    CHECK(pollfs_getxattr(fs, "/acl/f", "system.posix_acl_access", NULL, 0) == (ssize_t)len);
+    CHECK(pollfs_getxattr(fs, "/acl/f", "system.posix_acl_access", got, sizeof got) ==
+              (ssize_t)len &&
+          memcmp(got, value, len) == 0);
+    CHECK(pollfs_getxattr(fs, "/acl/f", "system.posix_acl_access", got, 4) == -ERANGE);
+    /* A malformed ACL is EINVAL; a default ACL on a file EACCES. */
+    CHECK(pollfs_setxattr(fs, "/acl/f", "system.posix_acl_access", "bad", 3, 0) == -EINVAL);
+    CHECK(pollfs_setxattr(fs, "/acl/f", "system.posix_acl_default", value, len, 0) == -EACCES);
+
+    /* User attributes, links, and trusted names for root only. */
+    MUST(pollfs_setxattr(fs, "/acl/f", "user.k", "v", 1, XATTR_CREATE));
+    CHECK(pollfs_setxattr(fs, "/acl/f", "user.k", "v", 1, XATTR_CREATE) == -EEXIST);
+    CHECK(pollfs_setxattr(fs, "/acl/f", "trusted.t", "v", 1, 0) == -EPERM);
+    char names[128];
+    ssize_t n = pollfs_listxattr(fs, "/acl/f", names, sizeof names);
+    CHECK(n == (ssize_t)sizeof "system.posix_acl_access" + (ssize_t)sizeof "user.k");
+    MUST(pollfs_removexattr(fs, "/acl/f", "user.k"));
+    CHECK(pollfs_removexattr(fs, "/acl/f", "user.k") == -ENODATA);
+    MUST(pollfs_symlink(fs, "f", "/acl/l"));
+    char target[8] = {0};
+    CHECK(pollfs_readlink(fs, "/acl/l", target, sizeof target) == 1 && target[0] == 'f');
+    CHECK(pollfs_readlink(fs, "/acl/f", target, sizeof target) == -EINVAL);
+    MUST(pollfs_stat(fs, "/acl/l", &st));
+    CHECK(S_ISLNK(st.mode) && st.uid == 1000 && (st.mode & 07777) == 0777);
+    MUST(pollfs_link(fs, "/acl/f", "/acl/g"));
+    MUST(pollfs_stat(fs, "/acl/g", &st));
+    CHECK(st.nlink == 2);
+    CHECK(pollfs_link(fs, "/acl", "/acl/d") == -EPERM);
+
+    /* In a sticky directory only the owner of an entry (or of the
+     * directory, or root) removes or renames it. */
+    as_root();
+    MUST(pollfs_mkdir(fs, "/tmpd", 0777));
+    MUST(pollfs_chmod(fs, "/tmpd", 01777));
+    as_user(1000, 100, 0);
+    MUST(pollfs_open(fs, "/tmpd/a", O_CREAT | O_EXCL | O_RDWR, 0666, &f));
+    MUST(pollfs_close(f));
+    as_user(2000, 100, 0);
+    CHECK(pollfs_remove(fs, "/tmpd/a") == -EPERM);
+    CHECK(pollfs_rename(fs, "/tmpd/a", "/tmpd/b") == -EPERM);
+    as_user(1000, 100, 0);
+    MUST(pollfs_rename(fs, "/tmpd/a", "/tmpd/b"));
+    MUST(pollfs_remove(fs, "/tmpd/b"));
+
+    /* Two threads creating one name: with O_EXCL exactly one makes it;
+     * without, both open the one file. */
+    as_root();
+    for (int round = 0; round < 50; round++) {
+        char path[32];
+        snprintf(path, sizeof path, "/race%d", round);
+        for (int excl = 0; excl < 2; excl++) {
+            struct race r[2];
+            pthread_t t[2];
+            for (int i = 0; i < 2; i++) {
+                r[i] = (struct race){.path = path, .flags = O_CREAT | O_RDWR | (excl ? O_EXCL : 0)};
+                CHECK(pthread_create(&t[i], NULL, creator, &r[i]) == 0);
+            }
+            for (int i = 0; i < 2; i++)
+                pthread_join(t[i], NULL);
+            if (excl)
+                CHECK((r[0].result == 0) + (r[1].result == 0) == 1 &&
+                      (r[0].result == -EEXIST || r[1].result == -EEXIST));
+            else
+                CHECK(r[0].result == 0 && r[1].result == 0 && r[0].ino == r[1].ino);
+            MUST(pollfs_remove(fs, path));
+        }
+    }
+}
+
 int main(void) {
     CHECK(strcmp(pollfs_version(), "") != 0);
     CHECK(pollfs_format("nonsense:spec", NULL, &fs) == -EINVAL);
@@ -284,6 +472,7 @@ int main(void) {
     test_threads();
     test_queue();
     test_stats();
+    test_posix();
     MUST(pollfs_unmount(fs));
     if (failures) {
         fprintf(stderr, "%d checks failed\n", failures);

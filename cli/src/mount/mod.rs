@@ -24,8 +24,8 @@
 //!   signals that end a mount (SIGINT, SIGTERM, SIGHUP: unmount, then the
 //!   engine's sync and checkpoint, then exit 0).
 
-mod acl;
 mod attr;
+pub mod error;
 mod fuse;
 mod handles;
 pub mod helper;
@@ -52,6 +52,7 @@ use pollfs_device::control::server::{ControlServer, Reported};
 use pollfs_device::control::stats::FsStats;
 use pollfs_device::{Access, AnyDevice, DeviceSpec, OpenOptions};
 
+use self::error::MountError;
 use crate::sys::{self, EndSignals, Forked};
 use crate::units::{parse_size, show_bytes};
 
@@ -147,37 +148,39 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(args: &Args) -> Result<Plan, String> {
+    fn new(args: &Args) -> Result<Plan, MountError> {
         let options = options::Options::parse(&args.options)?;
         let cache_text = options.cache.as_deref().unwrap_or(&args.cache);
         let threads = options.threads.unwrap_or(args.threads);
-        let size =
-            |flag: &str, s: &str| parse_size(s).map_err(|e| format!("--{flag} {}: {e}", e.input()));
+        let size = |flag: &'static str, s: &str| {
+            parse_size(s).map_err(|source| MountError::Size { flag, source })
+        };
         let memory_bytes = size("emu-size", &args.emu_size)?;
         let cache = size("cache", cache_text)?;
         let cache_pages = u32::try_from(cache / PAGE)
             .ok()
             .filter(|&p| (16..=u32::MAX - META_FRAMES).contains(&p))
-            .ok_or_else(|| format!("--cache {cache_text}: between 64 KiB and 16 TiB"))?;
+            .ok_or_else(|| MountError::CacheRange(cache_text.to_string()))?;
         if let Some(mem) = crate::host::memory() {
             if cache > mem.available + mem.hugepages_free {
-                return Err(format!(
-                    "--cache {}: the machine has {} of memory available",
-                    show_bytes(cache),
-                    show_bytes(mem.available)
-                ));
+                return Err(MountError::CacheOverMemory {
+                    cache,
+                    available: mem.available,
+                });
             }
         }
         if !(1..=MAX_THREADS).contains(&threads) {
-            return Err(format!("--threads {threads}: between 1 and {MAX_THREADS}"));
+            return Err(MountError::Threads(threads));
         }
-        let shown = args.mountpoint.display();
         let mountpoint = args
             .mountpoint
             .canonicalize()
-            .map_err(|e| format!("{shown}: {e}"))?;
+            .map_err(|source| MountError::Path {
+                path: args.mountpoint.clone(),
+                source,
+            })?;
         if !mountpoint.is_dir() {
-            return Err(format!("{shown}: not a directory"));
+            return Err(MountError::NotADirectory(args.mountpoint.clone()));
         }
         let uring = options.uring.unwrap_or(args.uring);
         Ok(Plan {
@@ -233,7 +236,7 @@ enum Via {
 
 /// Mounts, serves until unmounted, and returns once the engine has
 /// synced and written its checkpoint.
-pub fn run(args: &Args) -> Result<(), String> {
+pub fn run(args: &Args) -> Result<(), MountError> {
     let plan = Plan::new(args)?;
     crate::log::init(plan.options.log.as_deref());
     if plan.options.remount {
@@ -263,15 +266,15 @@ pub fn run(args: &Args) -> Result<(), String> {
 /// the helper). Before a change to read-only, the kernel's dirty pages
 /// are sent to the server (syncfs), so nothing written before the
 /// remount waits for a later writable one.
-fn remount(plan: &Plan) -> Result<(), String> {
+fn remount(plan: &Plan) -> Result<(), MountError> {
     let dir = &plan.mountpoint;
-    let what = |e: std::io::Error| format!("remount {}: {e}", dir.display());
+    let what = |source: std::io::Error| MountError::Remount {
+        dir: dir.clone(),
+        source,
+    };
     let canonical = dir.canonicalize().map_err(what)?;
     if umount::mount_id(&canonical).is_none() {
-        return Err(format!(
-            "remount {}: no pollfs filesystem is mounted there",
-            dir.display()
-        ));
+        return Err(MountError::NotMounted(dir.clone()));
     }
     if plan.options.read_only {
         sys::syncfs(dir).map_err(what)?;
@@ -322,24 +325,30 @@ impl Ready {
         }
     }
 
-    fn fail(&mut self, e: &str) {
+    fn fail(&mut self, e: &MountError) {
         if let Ready::Background(mut parent) = std::mem::replace(self, Ready::Told) {
-            let _ = parent.write_all(e.as_bytes());
+            let _ = parent.write_all(e.to_string().as_bytes());
         }
     }
 }
 
 enum Side {
-    Parent(Result<(), String>),
+    Parent(Result<(), MountError>),
     Child(Ready),
 }
 
 /// Forks a server process and, in the parent, waits until it has mounted
 /// (or failed). Runs before any thread is started.
-fn background() -> Result<Side, String> {
-    let (mut parent_end, child_end) =
-        UnixStream::pair().map_err(|e| format!("cannot make a pipe: {e}"))?;
-    match sys::fork().map_err(|e| format!("cannot fork: {e}"))? {
+fn background() -> Result<Side, MountError> {
+    let (mut parent_end, child_end) = UnixStream::pair().map_err(|source| MountError::Sys {
+        what: "make a pipe",
+        source,
+    })?;
+    let forked = sys::fork().map_err(|source| MountError::Sys {
+        what: "fork",
+        source,
+    })?;
+    match forked {
         Forked::Parent => {
             drop(child_end);
             let mut said = Vec::new();
@@ -347,9 +356,11 @@ fn background() -> Result<Side, String> {
             Ok(Side::Parent(if said == READY {
                 Ok(())
             } else if said.is_empty() {
-                Err("the mount process ended before the filesystem was mounted".into())
+                Err(MountError::EndedBeforeMount)
             } else {
-                Err(String::from_utf8_lossy(&said).into_owned())
+                Err(MountError::Server(
+                    String::from_utf8_lossy(&said).into_owned(),
+                ))
             }))
         }
         Forked::Child => {
@@ -363,10 +374,13 @@ fn background() -> Result<Side, String> {
     }
 }
 
-fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
+fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), MountError> {
     // Before any thread starts, so that every thread inherits the mask and
     // only the watcher receives them.
-    let signals = EndSignals::block().map_err(|e| format!("cannot block signals: {e}"))?;
+    let signals = EndSignals::block().map_err(|source| MountError::Sys {
+        what: "block signals",
+        source,
+    })?;
     let options = OpenOptions {
         size: plan.memory_bytes,
         lock_wait: plan.wait_device,
@@ -377,11 +391,11 @@ fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
     };
     let mut closer = None;
     let fs = pollfs_device::open_fs_with(&plan.device, &options, plan.config(), |dev| {
-        enough_queues(plan, dev).map_err(anyhow::Error::msg)?;
+        enough_queues(plan, dev)?;
         closer = Some(dev.take_closer());
         Ok::<(), anyhow::Error>(())
     })
-    .map_err(|e| format!("{e:#}"))?;
+    .map_err(MountError::Device)?;
     let s = fs.stats();
     tracing::info!(
         device = %plan.device_text,
@@ -396,7 +410,10 @@ fn serve(plan: &Plan, ready: &mut Ready) -> Result<(), String> {
     // needs no resync.
     let closed = closer.map_or(Ok(()), |c| c.close());
     served?;
-    closed.map_err(|e| format!("{}: closing: {e}", plan.device_text))
+    closed.map_err(|source| MountError::Close {
+        device: plan.device_text.clone(),
+        source,
+    })
 }
 
 /// Said once when the device is held by another pollfs process.
@@ -411,7 +428,7 @@ fn say_waiting(what: &str, patience: Duration) {
 /// Each serving thread, and the thread that unmounts, takes a device
 /// queue: take them all once, so a shortage fails the mount, not a
 /// request.
-fn enough_queues(plan: &Plan, dev: &AnyDevice) -> Result<(), String> {
+fn enough_queues(plan: &Plan, dev: &AnyDevice) -> Result<(), MountError> {
     let what = &plan.device_text;
     let needed = plan.serving_threads() + 1;
     let threads = match plan.ring {
@@ -423,16 +440,24 @@ fn enough_queues(plan: &Plan, dev: &AnyDevice) -> Result<(), String> {
     };
     if let Some(queues) = dev.io_queues() {
         if needed > usize::from(queues) {
-            return Err(format!(
-                "{what}: {threads} need {needed} I/O queues and the controller has {queues}"
-            ));
+            return Err(MountError::TooFewQueues {
+                device: what.clone(),
+                threads,
+                needed,
+                has: queues,
+            });
         }
         return Ok(());
     }
     let queues = (0..needed)
         .map(|_| dev.open_queue())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{what}: {threads} need {needed} I/O queues on every leg: {e}"))?;
+        .map_err(|source| MountError::NoQueue {
+            device: what.clone(),
+            threads,
+            needed,
+            source,
+        })?;
     drop(queues);
     Ok(())
 }
@@ -442,7 +467,7 @@ fn serve_fs(
     plan: &Plan,
     ready: &mut Ready,
     signals: EndSignals,
-) -> Result<(), String> {
+) -> Result<(), MountError> {
     let notifier = Arc::new(OnceLock::new());
     let ring_init = Arc::new(ring::Init::new(plan.ring.is_some()));
     let latency = Arc::new(latency::Latencies::new());
@@ -469,8 +494,12 @@ fn serve_fs(
     }
     cfg.n_threads = Some(plan.dev_fuse_threads());
     cfg.clone_fd = true;
-    let session = fuser::Session::new(filesystem, &plan.mountpoint, &cfg)
-        .map_err(|e| format!("cannot mount on {}: {e}", plan.mountpoint.display()))?;
+    let session = fuser::Session::new(filesystem, &plan.mountpoint, &cfg).map_err(|source| {
+        MountError::Mount {
+            at: plan.mountpoint.clone(),
+            source,
+        }
+    })?;
     let _ = notifier.set(session.notifier());
     // Before the caller hears that the mount is there, so a `pollfs
     // umount` right after can wait for this server.
@@ -491,7 +520,10 @@ fn serve_fs(
     std::thread::Builder::new()
         .name("pollfs-signals".into())
         .spawn(move || unmount_on_signal(&signals, &mountpoint))
-        .map_err(|e| format!("cannot start the signal thread: {e}"))?;
+        .map_err(|source| MountError::Sys {
+            what: "start the signal thread",
+            source,
+        })?;
     let mut counts = None;
     let mut refused = None;
     let served = session.run_with(|dispatcher| {
@@ -503,9 +535,7 @@ fn serve_fs(
         let via = match (started.in_use, plan.ring) {
             (Ok(()), Some(r)) => Via::Ring(r.queues),
             (Err(why), _) if plan.uring == options::Uring::On => {
-                refused = Some(format!(
-                    "--uring on: FUSE over io_uring is not in use: {why}"
-                ));
+                refused = Some(MountError::UringRefused(why));
                 // Nothing has used the mount yet: take it away, and the
                 // threads end.
                 if let Err(e) = sys::unmount(&plan.mountpoint, false) {
@@ -544,10 +574,10 @@ fn serve_fs(
     // Every handle is closed now; sync everything and checkpoint, so the
     // next mount replays nothing.
     let started = std::time::Instant::now();
-    let unmounted = fs
-        .clone()
-        .unmount()
-        .map_err(|e| format!("{}: unmount: {e}", plan.device_text));
+    let unmounted = fs.clone().unmount().map_err(|source| MountError::Unmount {
+        device: plan.device_text.clone(),
+        source,
+    });
     // Its last look includes the unmount's checkpoint.
     drop(watcher);
     match &unmounted {
@@ -559,7 +589,10 @@ fn serve_fs(
         Err(e) => tracing::error!(mountpoint = %plan.mountpoint.display(), "{e}"),
     }
     let outcome = served
-        .map_err(|e| format!("serving {}: {e}", plan.mountpoint.display()))
+        .map_err(|source| MountError::Serve {
+            at: plan.mountpoint.clone(),
+            source,
+        })
         .and(unmounted)
         .and(refused.map_or(Ok(()), Err));
     if let Some(r) = registration {

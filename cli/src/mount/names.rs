@@ -2,20 +2,18 @@
 //! and rename entries, and listings. Each is one engine call on
 //! (directory, name); the kernel resolves paths itself, one lookup at a
 //! time, and checks permissions before it asks (`default_permissions`).
+//! What a new inode gets (owner, group, bits, ACLs) is the engine's POSIX
+//! layer's to decide, under its namespace lock (`pollfs_core::fs::posix`).
 
 use std::ffi::OsStr;
 
 use fuser::{Errno, FileAttr, FileType, RenameFlags};
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::{Created, Kind, NewInode};
+use pollfs_core::fs::posix::Creds;
+use pollfs_core::Kind;
 
-use super::acl::{self, Inherited};
 use super::attr::{self, Caller, FuseIno};
 use super::server::{errno, Res, Server};
-
-/// Set-group-ID: on a directory, new entries take its group, and new
-/// directories the bit too (as ext4 does without `grpid`).
-pub(super) const S_ISGID: u16 = 0o2000;
 
 /// Entries fetched from the engine per step of a listing: enough for a
 /// reply buffer of plain entries, few enough that a full buffer wastes
@@ -31,6 +29,22 @@ const DOT_OFFSETS: [u64; 2] = [1, 2];
 /// invalid names).
 fn utf8(name: &OsStr) -> Res<&str> {
     name.to_str().ok_or(Errno::EINVAL)
+}
+
+/// The engine's credentials for the caller of a request that makes an
+/// inode. The kernel has applied what needs the caller's supplementary
+/// groups and capabilities (`mode_strip_sgid`) before it asks.
+fn creds(who: Caller) -> Creds {
+    Creds {
+        umask: who.umask,
+        kernel_checked: true,
+        ..Creds::new(who.uid, who.gid)
+    }
+}
+
+/// The mode bits of a request's mode.
+fn perm(mode: u32) -> u16 {
+    (mode & 0o7777) as u16
 }
 
 /// A name to look up: one that is not UTF-8 names nothing.
@@ -54,48 +68,6 @@ pub struct Listed<'a> {
 }
 
 impl<D: BlockDevice> Server<D> {
-    /// Owner and permission bits of a new inode in `parent`: the caller's,
-    /// with the mode the kernel sent, masked by the directory's default
-    /// ACL or else by the caller's umask, and the group of a set-group-ID
-    /// directory; and what else it inherits, which
-    /// [`Server::made`] gives it once made.
-    fn new_inode(
-        &self,
-        parent: u64,
-        mode: u32,
-        who: Caller,
-        dir: bool,
-    ) -> Res<(NewInode, Inherited)> {
-        let default = self.default_acl(parent)?;
-        let mut inherited = acl::inherit(default.as_ref(), (mode & 0o7777) as u16, who.umask, dir);
-        let (gid, setgid) = self.group_in(parent, who)?;
-        if setgid && dir {
-            inherited.perm |= S_ISGID;
-            inherited.first |= S_ISGID;
-        }
-        Ok((NewInode::new(inherited.first, who.uid, gid), inherited))
-    }
-
-    /// The group of a new inode in `parent`: the caller's, or that of a
-    /// set-group-ID directory (true then).
-    fn group_in(&self, parent: u64, who: Caller) -> Res<(u32, bool)> {
-        let p = self.fs.attr(parent).map_err(errno)?;
-        Ok(if p.perm & S_ISGID != 0 {
-            (p.gid, true)
-        } else {
-            (who.gid, false)
-        })
-    }
-
-    /// Gives the inode made as `name` in `parent` what it inherited; if
-    /// that fails, removes it again (the request fails as a whole).
-    fn made(&self, parent: u64, name: &str, ino: u64, inherited: &Inherited) -> Res<()> {
-        self.set_inherited(ino, inherited).inspect_err(|_| {
-            // Best effort: the error reported is the first one.
-            let _ = self.fs.unlink_in(parent, name);
-        })
-    }
-
     /// `lookup`: `name` in directory `parent` (a directory found is one
     /// more reference the kernel holds: [`Server::known`]).
     ///
@@ -137,15 +109,11 @@ impl<D: BlockDevice> Server<D> {
         who: Caller,
     ) -> Res<(FileAttr, u64)> {
         let (dir, name) = (parent.engine(), utf8(name)?);
-        let (new, inherited) = self.new_inode(dir, mode, who, false)?;
         let exclusive = flags & libc::O_EXCL != 0;
-        let (f, created) = self
+        let (f, _) = self
             .fs
-            .create_or_open_in(dir, name, new, exclusive)
+            .create_or_open_by(dir, name, perm(mode), &creds(who), exclusive)
             .map_err(errno)?;
-        if created == Created::Made {
-            self.made(dir, name, f.ino(), &inherited)?;
-        }
         self.keep_open(f, flags)
     }
 
@@ -162,12 +130,11 @@ impl<D: BlockDevice> Server<D> {
         flags: i32,
         who: Caller,
     ) -> Res<(FileAttr, u64)> {
-        let dir = parent.engine();
-        let (new, inherited) = self.new_inode(dir, mode, who, false)?;
         let linkable = flags & libc::O_EXCL == 0;
-        let f = self.fs.create_unnamed(dir, new, linkable).map_err(errno)?;
-        // On failure the file goes with its handle: nothing to undo.
-        self.set_inherited(f.ino(), &inherited)?;
+        let f = self
+            .fs
+            .create_unnamed_by(parent.engine(), perm(mode), &creds(who), linkable)
+            .map_err(errno)?;
         self.keep_open(f, 0)
     }
 
@@ -192,24 +159,20 @@ impl<D: BlockDevice> Server<D> {
             _ => return Err(Errno::EINVAL),
         };
         let (dir, name) = (parent.engine(), utf8(name)?);
-        let (new, inherited) = self.new_inode(dir, mode, who, false)?;
         let ino = self
             .fs
-            .mknod_in(dir, name, kind, u64::from(rdev), new)
+            .mknod_by(dir, name, kind, u64::from(rdev), perm(mode), &creds(who))
             .map_err(errno)?;
-        self.made(dir, name, ino, &inherited)?;
         self.attr_of(ino)
     }
 
     /// `mkdir`.
     pub fn mkdir(&self, parent: FuseIno, name: &OsStr, mode: u32, who: Caller) -> Res<FileAttr> {
         let (dir, name) = (parent.engine(), utf8(name)?);
-        let (new, inherited) = self.new_inode(dir, mode, who, true)?;
-        let ino = self.fs.mkdir_in(dir, name, new).map_err(errno)?;
-        if let Err(e) = self.set_inherited(ino, &inherited) {
-            let _ = self.fs.rmdir_in(dir, name);
-            return Err(e);
-        }
+        let ino = self
+            .fs
+            .mkdir_by(dir, name, perm(mode), &creds(who))
+            .map_err(errno)?;
         let attr = self.attr_of(ino)?;
         self.known(&attr);
         Ok(attr)
@@ -224,11 +187,9 @@ impl<D: BlockDevice> Server<D> {
         target: &OsStr,
         who: Caller,
     ) -> Res<FileAttr> {
-        let (gid, _) = self.group_in(parent.engine(), who)?;
-        let new = NewInode::new(0o777, who.uid, gid);
         let ino = self
             .fs
-            .symlink_in(parent.engine(), utf8(name)?, utf8(target)?, new)
+            .symlink_by(parent.engine(), utf8(name)?, utf8(target)?, &creds(who))
             .map_err(errno)?;
         self.attr_of(ino)
     }

@@ -12,6 +12,8 @@
 
 use fuser::MountOption;
 
+use super::error::{MountError, OptionError};
+
 /// Where file data is cached between programs and pollfs (docs/design.md,
 /// "Cache modes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -143,10 +145,13 @@ fn fuse_own(o: &str) -> bool {
 
 impl Options {
     /// Parses every `-o` argument in order.
-    pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Options, String> {
+    pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<Options, MountError> {
         let mut o = Options::default();
         for opt in args.iter().flat_map(|a| a.as_ref().split(',')) {
-            let bad = |why: &str| format!("-o {opt}: {why}");
+            let bad = |why: OptionError| MountError::Option {
+                opt: opt.to_string(),
+                why,
+            };
             match opt {
                 "ro" => o.read_only = true,
                 "rw" => o.read_only = false,
@@ -166,42 +171,26 @@ impl Options {
                 "async" => o.sync = false,
                 "dirsync" => o.dirsync = true,
                 "atime" | "relatime" | "strictatime" | "lazytime" => {
-                    return Err(bad(
-                        "pollfs does not record access times on reads; use noatime (the default)",
-                    ))
+                    return Err(bad(OptionError::AccessTimes))
                 }
-                "allow_root" => {
-                    return Err(bad(
-                        "not supported; use allow_other (permissions are checked either way)",
-                    ))
-                }
-                "user" | "users" | "owner" | "group" => {
-                    return Err(bad(
-                        "pollfs mounts as root only; use allow_other to let other users in",
-                    ))
-                }
+                "allow_root" => return Err(bad(OptionError::AllowRoot)),
+                "user" | "users" | "owner" | "group" => return Err(bad(OptionError::UserMount)),
                 _ if ignored(opt) => {}
                 _ => {
                     if let Some(v) = opt.strip_prefix("cache=") {
                         o.cache = Some(v.to_string());
                     } else if let Some(v) = opt.strip_prefix("threads=") {
-                        o.threads = Some(v.parse().map_err(|_| bad("not a number of threads"))?);
+                        o.threads = Some(v.parse().map_err(|_| bad(OptionError::Threads))?);
                     } else if let Some(v) = opt.strip_prefix("cache_mode=") {
                         o.cache_mode =
-                            Some(CacheMode::parse(v).ok_or_else(|| bad("kernel or direct"))?);
+                            Some(CacheMode::parse(v).ok_or_else(|| bad(OptionError::CacheMode))?);
                     } else if let Some(v) = opt.strip_prefix("uring=") {
-                        o.uring = Some(Uring::parse(v).ok_or_else(|| bad("auto, on or off"))?);
+                        o.uring = Some(Uring::parse(v).ok_or_else(|| bad(OptionError::Uring))?);
                     } else if let Some(v) = opt.strip_prefix("log=") {
-                        crate::log::check(v).map_err(|e| bad(&e))?;
+                        crate::log::check(v).map_err(|_| bad(OptionError::Log))?;
                         o.log = Some(v.to_string());
                     } else {
-                        return Err(bad(
-                            "unknown option (known: ro, rw, remount, allow_other, noatime, \
-                             nosuid, suid, noexec, exec, nodev, dev, sync, async, dirsync, \
-                             default_permissions, \
-                             cache=SIZE, threads=N, cache_mode=kernel|direct, \
-                             uring=auto|on|off, log=LEVEL)",
-                        ));
+                        return Err(bad(OptionError::Unknown));
                     }
                 }
             }
@@ -287,24 +276,23 @@ mod tests {
 
     #[test]
     fn unknown_and_unsupported_options_are_refused_with_what_to_use() {
-        assert!(Options::parse(&["bogus"])
-            .unwrap_err()
-            .contains("unknown option"));
-        assert!(Options::parse(&["relatime"])
-            .unwrap_err()
-            .contains("noatime"));
-        assert!(Options::parse(&["threads=x"])
-            .unwrap_err()
-            .contains("threads"));
-        assert!(Options::parse(&["cache_mode=both"])
-            .unwrap_err()
-            .contains("kernel or direct"));
-        assert!(Options::parse(&["uring=yes"])
-            .unwrap_err()
-            .contains("auto, on or off"));
-        assert!(Options::parse(&["allow_root"])
-            .unwrap_err()
-            .contains("allow_other"));
+        let why = |opt: &str| match Options::parse(&[opt]) {
+            Err(MountError::Option { why, .. }) => Some(why),
+            _ => None,
+        };
+        assert_eq!(why("bogus"), Some(OptionError::Unknown));
+        assert_eq!(why("relatime"), Some(OptionError::AccessTimes));
+        assert_eq!(why("threads=x"), Some(OptionError::Threads));
+        assert_eq!(why("cache_mode=both"), Some(OptionError::CacheMode));
+        assert_eq!(why("uring=yes"), Some(OptionError::Uring));
+        assert_eq!(why("allow_root"), Some(OptionError::AllowRoot));
+        assert_eq!(why("user"), Some(OptionError::UserMount));
+        // The message says what to use instead.
+        let e = Options::parse(&["relatime"]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "-o relatime: pollfs does not record access times on reads; use noatime (the default)"
+        );
     }
 
     #[test]

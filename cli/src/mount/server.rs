@@ -11,7 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use fuser::{Errno, FileAttr, TimeOrNow};
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::error::XattrError;
+use pollfs_core::fs::posix::without_privs;
 use pollfs_core::{Allocate, File, Fs, Kind};
 
 use super::attr::{self, FuseIno};
@@ -24,27 +24,6 @@ pub fn errno(e: pollfs_core::Error) -> Errno {
 }
 
 pub(super) type Res<T> = Result<T, Errno>;
-
-/// The extended attribute holding a file's capabilities
-/// (`XATTR_NAME_CAPS`).
-const XATTR_NAME_CAPS: &str = "security.capability";
-
-/// The permission bits a write or truncate by a process without
-/// CAP_FSETID, or a chown, leaves, if it changes them: Linux
-/// (`setattr_should_drop_suidgid`, `chown_common`) takes set-user-id
-/// away, and set-group-id when the group may execute or the caller is
-/// neither in the file's group nor has CAP_FSETID (`in_group`, asked only
-/// then).
-pub fn without_privs(perm: u16, in_group: impl FnOnce() -> bool) -> Option<u16> {
-    const SUID: u16 = 0o4000;
-    const SGID: u16 = 0o2000;
-    const XGRP: u16 = 0o0010;
-    let mut kept = perm & !SUID;
-    if perm & SGID != 0 && (perm & XGRP != 0 || !in_group()) {
-        kept &= !SGID;
-    }
-    (kept != perm).then_some(kept)
-}
 
 /// What `setattr` asks to change.
 #[derive(Clone, Copy, Debug, Default)]
@@ -235,8 +214,8 @@ impl<D: BlockDevice> Server<D> {
             return self.attr_of(ino);
         }
         if let Some(perm) = change.perm {
-            // The access ACL first: see `acl`.
-            self.chmod_acl(ino, perm)?;
+            // The access ACL first: see `Fs::chmod_acl`.
+            self.fs.chmod_acl(ino, perm).map_err(errno)?;
         }
         self.fs
             .set_attr(ino, change)
@@ -284,21 +263,12 @@ impl<D: BlockDevice> Server<D> {
         Ok(buf)
     }
 
-    /// Takes `security.capability` away from `f`, as Linux's
-    /// `file_remove_privs` does before every write and truncate whoever
-    /// the writer is (`dentry_needs_remove_privs`, `cap_inode_killpriv`).
-    /// In kernel mode the kernel has already asked for that with a
-    /// `removexattr`; in direct mode a write reaches only the server. True
-    /// if there was one.
+    /// Takes `security.capability` away from `f` before a write or
+    /// truncate, whoever the writer is (`Fs::remove_caps`). In kernel mode
+    /// the kernel has already asked for that with a `removexattr`; in
+    /// direct mode a write reaches only the server. True if there was one.
     fn kill_caps(&self, f: &File<D>) -> Res<bool> {
-        if !f.has_xattrs() {
-            return Ok(false);
-        }
-        match self.fs.remove_xattr(f.ino(), XATTR_NAME_CAPS) {
-            Ok(()) => Ok(true),
-            Err(pollfs_core::Error::Xattr(XattrError::NotFound)) => Ok(false),
-            Err(e) => Err(errno(e)),
-        }
+        self.fs.remove_caps(f).map_err(errno)
     }
 
     /// `write`: all of `data` at `off`, or as much as the device took
@@ -325,16 +295,8 @@ impl<D: BlockDevice> Server<D> {
     ) -> Res<(u32, bool)> {
         let f = self.file(fh)?;
         let mut privs_taken = self.kill_caps(&f)?;
-        if kill_suid {
-            let m = f.metadata();
-            if let Some(perm) = without_privs(m.perm, || in_group(m.gid)) {
-                let change = pollfs_core::SetAttr {
-                    perm: Some(perm),
-                    ..Default::default()
-                };
-                self.fs.set_attr(f.ino(), change).map_err(errno)?;
-                privs_taken = true;
-            }
+        if kill_suid && self.fs.kill_setid(f.ino(), in_group).map_err(errno)? {
+            privs_taken = true;
         }
         let mut done = 0;
         while done < data.len() {

@@ -485,23 +485,6 @@ fn readdirplus_carries_each_entrys_attributes() {
 }
 
 #[test]
-fn a_write_without_cap_fsetid_takes_suid_and_executable_sgid_away() {
-    let member = || true;
-    let outsider = || false;
-    assert_eq!(without_privs(0o4755, member), Some(0o755));
-    assert_eq!(without_privs(0o2755, member), Some(0o755));
-    assert_eq!(without_privs(0o6775, outsider), Some(0o775));
-    assert_eq!(
-        without_privs(0o2745, member),
-        None,
-        "sgid without group x stays for a member of the group"
-    );
-    assert_eq!(without_privs(0o2745, outsider), Some(0o745));
-    assert_eq!(without_privs(0o6745, member), Some(0o2745));
-    assert_eq!(without_privs(0o1777, || unreachable!()), None);
-}
-
-#[test]
 fn chown_truncate_and_an_empty_setattr_take_set_id_bits_as_linux_does() {
     let s = server();
     let (attr, fh) = s.create(ROOT, name("t"), 0o644, 0, ME).unwrap();

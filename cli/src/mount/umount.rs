@@ -18,8 +18,10 @@ use std::path::{Path, PathBuf};
 
 use crate::sys;
 
+use super::error::MountError;
+
 /// Where servers register.
-const REGISTRY: &str = "/run/pollfs";
+pub(super) const REGISTRY: &str = "/run/pollfs";
 
 /// What a server writes in its registration when it has synced and
 /// written its checkpoint.
@@ -117,10 +119,12 @@ pub struct Registration {
 
 impl Registration {
     /// Registers the server of the pollfs mount on `dir` (just mounted).
-    pub fn new(dir: &Path) -> Result<Registration, String> {
-        let id = mount_id(dir)
-            .ok_or_else(|| format!("{}: the new mount is not in mountinfo", dir.display()))?;
-        std::fs::create_dir_all(REGISTRY).map_err(|e| format!("{REGISTRY}: {e}"))?;
+    pub fn new(dir: &Path) -> Result<Registration, MountError> {
+        let id = mount_id(dir).ok_or_else(|| MountError::NotInMountinfo(dir.to_path_buf()))?;
+        std::fs::create_dir_all(REGISTRY).map_err(|source| MountError::Path {
+            path: REGISTRY.into(),
+            source,
+        })?;
         let path = registration(&id);
         // A file left by an earlier mount with the same number (a server
         // that was killed) goes; whoever still waits on it keeps its copy.
@@ -130,16 +134,21 @@ impl Registration {
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        pollfs_device::lock::try_flock(&file, true)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|source| MountError::Path {
+                path: path.clone(),
+                source,
+            })?;
+        pollfs_device::lock::try_flock(&file, true).map_err(|source| MountError::Path {
+            path: path.clone(),
+            source,
+        })?;
         let _ = writeln!(file, "pid {}", std::process::id());
         Ok(Registration { file, path })
     }
 
     /// Says how the server ended, and takes the file's name away (a
     /// waiter holds it open); the lock goes when the process exits.
-    pub fn finish(mut self, outcome: &Result<(), String>) {
+    pub fn finish(mut self, outcome: &Result<(), MountError>) {
         let said = match outcome {
             Ok(()) => CLEAN.to_string(),
             Err(e) => format!("failed: {e}"),
@@ -158,49 +167,51 @@ impl Registration {
 }
 
 /// `pollfs umount`.
-pub fn run(args: &Args) -> Result<(), String> {
-    let shown = args.mountpoint.display();
+pub fn run(args: &Args) -> Result<(), MountError> {
+    let shown = || args.mountpoint.clone();
     let dir = args
         .mountpoint
         .canonicalize()
-        .map_err(|e| format!("{shown}: {e}"))?;
-    let id = mount_id(&dir).ok_or_else(|| format!("{shown}: not a pollfs mount"))?;
+        .map_err(|source| MountError::Path {
+            path: shown(),
+            source,
+        })?;
+    let id = mount_id(&dir).ok_or_else(|| MountError::NotPollfs(shown()))?;
     // Opened before the unmount, so the server cannot finish unseen.
     let registered = File::open(registration(&id)).ok();
     if let Err(e) = sys::unmount(&dir, args.lazy) {
         return Err(if e.raw_os_error() == Some(libc::EBUSY) {
-            format!(
-                "{shown}: in use (a process has a file or its working directory there; \
-                 `fuser -vm {shown}` lists them); nothing was unmounted"
-            )
+            MountError::Busy(shown())
         } else {
-            format!("{shown}: cannot unmount: {e}")
+            MountError::CannotUnmount {
+                dir: shown(),
+                source: e,
+            }
         });
     }
     if args.lazy {
         return Ok(());
     }
     let Some(mut file) = registered else {
-        return Err(format!(
-            "{shown}: unmounted, but its server did not register in {REGISTRY}: \
-             cannot tell when it has written its checkpoint"
-        ));
+        return Err(MountError::NotRegistered(shown()));
     };
     if pollfs_device::lock::try_flock(&file, false).is_err() {
-        pollfs_device::lock::flock_wait(&file, false)
-            .map_err(|e| format!("{shown}: waiting for the server: {e}"))?;
+        pollfs_device::lock::flock_wait(&file, false).map_err(|source| MountError::Wait {
+            dir: shown(),
+            source,
+        })?;
     }
     let mut said = String::new();
     let _ = file.read_to_string(&mut said);
     if said == CLEAN {
         Ok(())
     } else if let Some(e) = said.strip_prefix("failed: ") {
-        Err(format!("{shown}: unmounted; the server failed: {e}"))
+        Err(MountError::ServerFailed {
+            dir: shown(),
+            said: e.to_string(),
+        })
     } else {
-        Err(format!(
-            "{shown}: unmounted; the server ended without writing its checkpoint (killed?): \
-             what was synced is safe, and the next mount replays its log"
-        ))
+        Err(MountError::NoCheckpoint(shown()))
     }
 }
 

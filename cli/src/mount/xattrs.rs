@@ -2,9 +2,9 @@
 //! engine call. The kernel checks who may (`default_permissions` and the
 //! VFS's namespace rules: `trusted.` needs CAP_SYS_ADMIN, `user.` only on
 //! files and directories) and the value's 64 KiB before it asks; the
-//! engine keeps the names and the limits (`persist::xattr`). POSIX ACLs
-//! (`system.posix_acl_*`) go through [`acl`](super::acl), which checks
-//! them and keeps the permission bits in step.
+//! engine keeps the names and the limits (`persist::xattr`), and its
+//! POSIX layer (`pollfs_core::fs::posix`) checks ACLs
+//! (`system.posix_acl_*`) and keeps the permission bits in step.
 
 use std::ffi::OsStr;
 
@@ -12,7 +12,6 @@ use fuser::Errno;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::XattrMode;
 
-use super::acl;
 use super::attr::FuseIno;
 use super::server::{errno, Res, Server};
 
@@ -43,15 +42,11 @@ fn xname(name: &OsStr) -> Res<&str> {
     name.to_str().ok_or(Errno::EOPNOTSUPP)
 }
 
-fn is_acl(name: &str) -> bool {
-    name == acl::ACCESS || name == acl::DEFAULT
-}
-
 impl<D: BlockDevice> Server<D> {
     /// `setxattr`: `flags` are XATTR_CREATE and XATTR_REPLACE (both at
     /// once, or any other bit, is EINVAL as Linux answers). `kill_sgid`:
     /// the kernel's FUSE_SETXATTR_ACL_KILL_SGID, which an access ACL obeys
-    /// (see [`Server::set_acl`]).
+    /// (see `Fs::set_acl`).
     pub fn setxattr(
         &self,
         ino: FuseIno,
@@ -67,21 +62,15 @@ impl<D: BlockDevice> Server<D> {
             _ => return Err(Errno::EINVAL),
         };
         let name = xname(name)?;
-        if is_acl(name) {
-            return self.set_acl(ino.engine(), name, value, kill_sgid);
-        }
         self.fs
-            .set_xattr(ino.engine(), name, value, mode)
+            .posix_setxattr(ino.engine(), name, value, mode, kill_sgid)
             .map_err(errno)
     }
 
     /// `getxattr`.
     pub fn getxattr(&self, ino: FuseIno, name: &OsStr, size: u32) -> Res<Sized> {
         let name = name.to_str().ok_or(Errno::ENODATA)?;
-        if is_acl(name) {
-            self.check_acl_get(ino.engine())?;
-        }
-        let value = self.fs.get_xattr(ino.engine(), name).map_err(errno)?;
+        let value = self.fs.posix_getxattr(ino.engine(), name).map_err(errno)?;
         sized(value, size)
     }
 
@@ -98,9 +87,6 @@ impl<D: BlockDevice> Server<D> {
     /// `removexattr`.
     pub fn removexattr(&self, ino: FuseIno, name: &OsStr) -> Res<()> {
         let name = name.to_str().ok_or(Errno::ENODATA)?;
-        if is_acl(name) {
-            return self.remove_acl(ino.engine(), name);
-        }
-        self.fs.remove_xattr(ino.engine(), name).map_err(errno)
+        self.fs.posix_removexattr(ino.engine(), name).map_err(errno)
     }
 }

@@ -23,7 +23,10 @@
 //!   `home`: writing logged pages home off the sync path, a step any
 //!   session can drive, and `home_thread`: the hosted mount's thread that
 //!   drives it; `pause`: keeping the background step paused (for an
-//!   invariant check); `check`: the invariant checker.
+//!   invariant check); `check`: the invariant checker; `posix`: the
+//!   POSIX policy every front end uses (owners, modes, ACLs, access,
+//!   set-id bits), applied under the namespace lock when it decides what
+//!   a new inode gets.
 
 mod allocate;
 mod check;
@@ -46,6 +49,7 @@ mod mount;
 mod namespace;
 mod ops;
 mod pause;
+pub mod posix;
 mod read;
 mod session;
 mod shared;

@@ -23,11 +23,13 @@ use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
 use super::inode::{Inode, Owner};
+use super::posix::Who;
 use super::{File, Fs, Shared};
 use crate::dev::BlockDevice;
-use crate::error::{Error, NameError, NamespaceError, Result, SpaceError};
-use crate::persist::record::{link_len, InodeMeta, Kind, Record};
+use crate::error::{Error, NameError, NamespaceError, Result, SpaceError, XattrError};
+use crate::persist::record::{link_len, xattr_len, InodeMeta, Kind, Record};
 use crate::persist::tree::{Effects, Tree};
+use crate::persist::xattr::{cost as xattr_cost, INODE_TOTAL_MAX};
 use crate::units::{InodeId, MAX_INODE, MAX_NAME_LEN, MAX_SYMLINK_LEN, ROOT_INO};
 
 /// One entry of a listing.
@@ -134,11 +136,31 @@ impl<D: BlockDevice> Shared<D> {
     /// parents it changed into the live inodes, counts the entries' share
     /// of the next checkpoint, and stages it.
     pub(crate) fn change(&self, tree: &mut Tree, record: Record) -> Result<Effects> {
+        let effects = self.apply(tree, &record)?;
+        self.stage(record, None);
+        Ok(effects)
+    }
+
+    /// [`Shared::change`] for records that belong together (a new inode,
+    /// its attributes and its entry): each applied in order, then all
+    /// staged as one group, which one commit makes durable or not at all.
+    fn change_all(&self, tree: &mut Tree, records: Vec<Record>) -> Result<()> {
+        for record in &records {
+            self.apply(tree, record)?;
+        }
+        self.journal
+            .stage_all(records.into_iter().map(|r| (r, None)));
+        Ok(())
+    }
+
+    /// The first half of [`Shared::change`]: the tree and the live inodes
+    /// take `record`.
+    fn apply(&self, tree: &mut Tree, record: &Record) -> Result<Effects> {
         let before = tree.entry_bytes();
         // The checks passed, so the tree takes the record; should it not,
         // nothing is staged and the caller reports the damage.
         let effects = tree
-            .apply(&record)
+            .apply(record)
             .map_err(|damage| Error::Corrupt { block: 0, damage })?;
         let after = tree.entry_bytes();
         if after >= before {
@@ -155,28 +177,36 @@ impl<D: BlockDevice> Shared<D> {
                 }
             }
         }
-        self.stage(record, None);
         Ok(effects)
     }
 
     /// Creates an inode of `kind` linked as `name` in `parent` (a symbolic
     /// link's `target`, a device node's `rdev`). A file comes back opened
-    /// (counted).
+    /// (counted). The inode, the attributes `who` gives it and its entry
+    /// are staged as one group, the entry last.
     pub(crate) fn make(
         &self,
         parent: u64,
         name: &str,
         kind: Kind,
-        who: NewInode,
+        who: &Who<'_>,
         target: &str,
         rdev: u64,
     ) -> Result<Arc<Inode>> {
         check_name(name)?;
         let now = (self.config.wall_clock)();
+        // The directory's attributes are locked before the namespace, as
+        // `Fs::set_xattr` locks them: its default ACL cannot change
+        // between the policy's reading and the create.
+        let dir = self
+            .inode(InodeId(parent))
+            .ok_or(NamespaceError::NotFound)?;
+        let dir_xattrs = who.reads_parent().then(|| dir.xattrs.lock());
         let mut tree = self.tree.write();
         let dir = self.dir(&tree, parent)?;
         tree.may_create(parent, name, kind)?;
-        let mut meta = InodeMeta::new(kind, who.perm & 0o7777, who.uid, who.gid, now);
+        let born = who.born(&dir, dir_xattrs.as_deref(), kind)?;
+        let mut meta = InodeMeta::new(kind, born.perm, born.uid, born.gid, now);
         if kind == Kind::Symlink {
             meta.target = target.to_string();
             meta.size = target.len() as u64;
@@ -184,8 +214,15 @@ impl<D: BlockDevice> Shared<D> {
         if kind.is_device() {
             meta.rdev = rdev;
         }
-        let inode = self.new_inode(&mut tree, meta, link_len(name.len()))?;
-        self.link_entry(&mut tree, &dir, name, &inode, now)?;
+        let (inode, mut records) = self.new_inode(meta, born.xattrs, link_len(name.len()))?;
+        records.push(Record::Link {
+            parent,
+            name: name.to_string(),
+            ino: inode.id.0,
+        });
+        self.change_all(&mut tree, records)?;
+        inode.ctime.store(now, Ordering::Relaxed);
+        dir.touch(now);
         Ok(inode)
     }
 
@@ -195,29 +232,46 @@ impl<D: BlockDevice> Shared<D> {
     pub(crate) fn make_unnamed(
         &self,
         parent: u64,
-        who: NewInode,
+        who: &Who<'_>,
         linkable: bool,
     ) -> Result<Arc<Inode>> {
         let now = (self.config.wall_clock)();
+        let dir = self
+            .inode(InodeId(parent))
+            .ok_or(NamespaceError::NotFound)?;
+        let dir_xattrs = who.reads_parent().then(|| dir.xattrs.lock());
         let mut tree = self.tree.write();
-        self.dir(&tree, parent)?;
-        let meta = InodeMeta::new(Kind::File, who.perm & 0o7777, who.uid, who.gid, now);
-        let inode = self.new_inode(&mut tree, meta, 0)?;
+        let dir = self.dir(&tree, parent)?;
+        let born = who.born(&dir, dir_xattrs.as_deref(), Kind::File)?;
+        let meta = InodeMeta::new(Kind::File, born.perm, born.uid, born.gid, now);
+        let (inode, records) = self.new_inode(meta, born.xattrs, 0)?;
         // Nobody knows its number yet: these hold before anyone can open
         // or name it.
         inode.unlinked.store(true, Ordering::Release);
         inode.linkable.store(linkable, Ordering::Release);
+        self.change_all(&mut tree, records)?;
         Ok(inode)
     }
 
-    /// Makes the inode `meta` describes, with no link (a file opened and
-    /// counted), and stages its record; the caller holds the namespace
-    /// lock and checked the request. `entry` is what its entry, if it gets
-    /// one, adds to the next checkpoint: a new inode and entry grow it, so
-    /// they are refused, as a full device, if the blocks held back for
-    /// metadata could not take them.
-    fn new_inode(&self, tree: &mut Tree, meta: InodeMeta, entry: u64) -> Result<Arc<Inode>> {
-        let grows = meta.record_len() + entry;
+    /// Makes the inode `meta` describes with the attributes `xattrs`, and
+    /// no link (a file opened and counted); returns it and the records
+    /// that make it, for the caller (which holds the namespace lock and
+    /// checked the request) to stage. `entry` is what its entry, if it
+    /// gets one, adds to the next checkpoint: a new inode and entry grow
+    /// it, so they are refused, as a full device, if the blocks held back
+    /// for metadata could not take them.
+    fn new_inode(
+        &self,
+        meta: InodeMeta,
+        xattrs: Vec<(String, Vec<u8>)>,
+        entry: u64,
+    ) -> Result<(Arc<Inode>, Vec<Record>)> {
+        let attrs: u64 = xattrs.iter().map(|(n, v)| xattr_len(n, Some(v))).sum();
+        let cost: usize = xattrs.iter().map(|(n, v)| xattr_cost(n, v)).sum();
+        if cost > INODE_TOTAL_MAX {
+            return Err(XattrError::Full.into());
+        }
+        let grows = meta.record_len() + entry + attrs;
         if self.space.lock().free_blocks() < self.meta_reserve(grows) {
             return Err(SpaceError::DeviceFull.into());
         }
@@ -226,13 +280,22 @@ impl<D: BlockDevice> Shared<D> {
             return Err(SpaceError::InodeNumbers.into());
         }
         let inode = Arc::new(Inode::from_meta(InodeId(ino), &meta));
+        // Before anyone can find it: its attributes' lock is taken before
+        // the namespace lock elsewhere, and the caller holds that one.
+        inode.load_xattrs(xattrs.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
         if meta.kind == Kind::File {
             inode.open.fetch_add(1, Ordering::AcqRel);
         }
         self.inodes.write().insert(InodeId(ino), inode.clone());
         self.meta_len_changed(&inode, 0, false);
-        self.change(tree, Record::Inode { ino, meta })?;
-        Ok(inode)
+        let mut records = Vec::with_capacity(2 + xattrs.len());
+        records.push(Record::Inode { ino, meta });
+        records.extend(xattrs.into_iter().map(|(name, value)| Record::Xattr {
+            ino,
+            name,
+            value: Some(value),
+        }));
+        Ok((inode, records))
     }
 
     /// Adds the entry `name` in `dir` for `inode` (the caller checked the
@@ -288,7 +351,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Creates the regular file `name` in directory `parent`, which must not
     /// have it, and opens it.
     pub fn create_in(&self, parent: u64, name: &str, who: NewInode) -> Result<File<D>> {
-        let inode = self.make(parent, name, Kind::File, who, "", 0)?;
+        let inode = self.make(parent, name, Kind::File, &Who::Given(who), "", 0)?;
         Ok(File::new(self.clone(), inode))
     }
 
@@ -311,26 +374,7 @@ impl<D: BlockDevice> Fs<D> {
         who: NewInode,
         exclusive: bool,
     ) -> Result<(File<D>, Created)> {
-        /// Rounds of create-then-open lost to a remove in between before
-        /// giving up: each one lost means another caller made progress.
-        const ROUNDS: usize = 8;
-        let mut last: Error = NamespaceError::NotFound.into();
-        for _ in 0..ROUNDS {
-            match self.create_in(parent, name, who) {
-                Ok(f) => return Ok((f, Created::Made)),
-                Err(Error::Namespace(NamespaceError::Exists)) if !exclusive => {}
-                Err(e) => return Err(e),
-            }
-            match self
-                .lookup_in(parent, name)
-                .and_then(|ino| self.open_ino(ino))
-            {
-                Ok(f) => return Ok((f, Created::Found)),
-                Err(e @ Error::Namespace(NamespaceError::NotFound)) => last = e,
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last)
+        self.create_or_open_with(parent, name, &Who::Given(who), exclusive)
     }
 
     /// [`Fs::create_or_open_in`] at `path`.
@@ -352,12 +396,12 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Makes an inode and its entry (see [`Fs::with_room`]).
-    fn make(
+    pub(crate) fn make(
         &self,
         parent: u64,
         name: &str,
         kind: Kind,
-        who: NewInode,
+        who: &Who<'_>,
         target: &str,
         rdev: u64,
     ) -> Result<Arc<Inode>> {
@@ -367,7 +411,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Runs `make` (which makes an inode); if the device is full while
     /// blocks freed by remove, truncate or punch-hole wait for a commit,
     /// commits and runs it once more (as writes do).
-    fn with_room<T>(&self, make: impl Fn() -> Result<T>) -> Result<T> {
+    pub(crate) fn with_room<T>(&self, make: impl Fn() -> Result<T>) -> Result<T> {
         let made = make();
         if !self.shared.full_until_commit(&made) {
             return made;
@@ -383,19 +427,33 @@ impl<D: BlockDevice> Fs<D> {
     /// `linkable` (no O_EXCL), [`Fs::link_in`] may name it while it is
     /// open; from then on it is a file like any other.
     pub fn create_unnamed(&self, parent: u64, who: NewInode, linkable: bool) -> Result<File<D>> {
-        let inode = self.with_room(|| self.shared.make_unnamed(parent, who, linkable))?;
+        let who = Who::Given(who);
+        let inode = self.with_room(|| self.shared.make_unnamed(parent, &who, linkable))?;
         Ok(File::new(self.clone(), inode))
     }
 
     /// Creates the directory `name` in `parent`; returns its inode number.
     pub fn mkdir_in(&self, parent: u64, name: &str, who: NewInode) -> Result<u64> {
-        Ok(self.make(parent, name, Kind::Dir, who, "", 0)?.id.0)
+        Ok(self
+            .make(parent, name, Kind::Dir, &Who::Given(who), "", 0)?
+            .id
+            .0)
     }
 
     /// Creates the symbolic link `name` in `parent`, pointing at `target`
     /// (stored as given, up to 4095 bytes, never followed by pollfs);
     /// returns its inode number.
     pub fn symlink_in(&self, parent: u64, name: &str, target: &str, who: NewInode) -> Result<u64> {
+        self.make_symlink(parent, name, target, &Who::Given(who))
+    }
+
+    pub(crate) fn make_symlink(
+        &self,
+        parent: u64,
+        name: &str,
+        target: &str,
+        who: &Who<'_>,
+    ) -> Result<u64> {
         if target.is_empty() || target.bytes().any(|b| b == 0) {
             return Err(NameError::BadByte.into());
         }
@@ -419,9 +477,24 @@ impl<D: BlockDevice> Fs<D> {
         rdev: u64,
         who: NewInode,
     ) -> Result<u64> {
+        self.make_node(parent, name, kind, rdev, &Who::Given(who))
+    }
+
+    pub(crate) fn make_node(
+        &self,
+        parent: u64,
+        name: &str,
+        kind: Kind,
+        rdev: u64,
+        who: &Who<'_>,
+    ) -> Result<u64> {
         match kind {
-            Kind::File => Ok(self.create_in(parent, name, who)?.ino()),
             Kind::Dir | Kind::Symlink => Err(NamespaceError::BadKind.into()),
+            // A file made this way is left closed (its handle dropped).
+            Kind::File => {
+                let inode = self.make(parent, name, kind, who, "", 0)?;
+                Ok(File::new(self.clone(), inode).ino())
+            }
             Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev => {
                 Ok(self.make(parent, name, kind, who, "", rdev)?.id.0)
             }

@@ -36,13 +36,14 @@ use std::thread::JoinHandle;
 
 use fuser::{Dispatcher, Filesystem, RequestCount};
 
+use super::error::RingError;
 use super::options::Uring;
 
 /// The `fuse` module's switch for FUSE over io_uring.
 const ENABLE: &str = "/sys/module/fuse/parameters/enable_uring";
 
 /// How to turn the ring on, for messages.
-const HOW: &str = "FUSE over io_uring needs Linux 6.14 or later with \
+pub(super) const HOW: &str = "FUSE over io_uring needs Linux 6.14 or later with \
                    `echo Y > /sys/module/fuse/parameters/enable_uring` (as root)";
 
 /// The ring's plan for a mount, made before anything is opened.
@@ -78,20 +79,16 @@ fn count_cpus(list: &str) -> Option<u16> {
 impl Plan {
     /// What `-o uring=` (or `--uring`) asks for, given what this kernel
     /// offers: `None` for `/dev/fuse` alone.
-    pub fn new(wish: Uring) -> Result<Option<Plan>, String> {
+    pub fn new(wish: Uring) -> Result<Option<Plan>, RingError> {
         if wish == Uring::Off || (wish == Uring::Auto && !kernel_offers()) {
             return Ok(None);
         }
         if !kernel_offers() {
-            return Err(format!(
-                "--uring on: this kernel does not offer FUSE over io_uring; {HOW}, \
-                 or mount with --uring auto or off"
-            ));
+            return Err(RingError::NotOffered);
         }
-        let cpus = std::fs::read_to_string("/sys/devices/system/cpu/possible")
-            .map_err(|e| format!("--uring: cannot read the possible CPUs: {e}"))?;
-        let queues = count_cpus(&cpus)
-            .ok_or_else(|| format!("--uring: cannot read the possible CPUs from {cpus:?}"))?;
+        let cpus =
+            std::fs::read_to_string("/sys/devices/system/cpu/possible").map_err(RingError::Cpus)?;
+        let queues = count_cpus(&cpus).ok_or(RingError::CpuList(cpus))?;
         Ok(Some(Plan { queues }))
     }
 }
@@ -153,7 +150,7 @@ impl Counts {
 pub struct Started {
     pub threads: Vec<JoinHandle<io::Result<()>>>,
     /// `Err` if the ring is not in use, and why.
-    pub in_use: Result<(), String>,
+    pub in_use: Result<(), RingError>,
     pub counts: Counts,
 }
 
@@ -173,14 +170,14 @@ pub fn start<FS: Filesystem>(
     let Some(plan) = plan else {
         return Started {
             threads: Vec::new(),
-            in_use: Err("not asked for".into()),
+            in_use: Err(RingError::NotAsked),
             counts,
         };
     };
     if !init.granted() {
         return Started {
             threads: Vec::new(),
-            in_use: Err(format!("the kernel did not offer it at FUSE_INIT; {HOW}")),
+            in_use: Err(RingError::NotAtInit),
             counts,
         };
     }
@@ -203,7 +200,7 @@ pub fn start<FS: Filesystem>(
         {
             Ok(t) => threads.push(t),
             Err(e) => {
-                in_use = Err(format!("cannot start the thread of queue {qid}: {e}"));
+                in_use = Err(RingError::Thread { qid, source: e });
                 break;
             }
         }
@@ -214,12 +211,12 @@ pub fn start<FS: Filesystem>(
             Ok((_, Ok(()))) => {}
             Ok((qid, Err(e))) => {
                 if in_use.is_ok() {
-                    in_use = Err(format!("the kernel refused queue {qid}: {e}"));
+                    in_use = Err(RingError::Refused { qid, source: e });
                 }
             }
             Err(_) => {
                 if in_use.is_ok() {
-                    in_use = Err("a queue's thread ended before registering".into());
+                    in_use = Err(RingError::ThreadEnded);
                 }
                 break;
             }
@@ -248,6 +245,6 @@ mod tests {
 
     #[test]
     fn off_never_plans_a_ring() {
-        assert_eq!(Plan::new(Uring::Off), Ok(None));
+        assert!(matches!(Plan::new(Uring::Off), Ok(None)));
     }
 }
