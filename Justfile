@@ -163,6 +163,17 @@ mount-bench-tree:
     cargo build --release -p pollfs-cli
     bash tests/mount/bench_tree.sh target/release/pollfs
 
+# Debian packages of the release build in target/deb: pollfs (command,
+# mount helpers in /sbin, manual pages, completions, a systemd unit
+# template), libpollfs0 and libpollfs-dev.
+deb:
+    bash packaging/deb.sh
+
+# Installs the packages and uses them (root): man, a C program through
+# pkg-config, an fstab mount, pollfs stat, pollfs umount, fsck, dpkg -r.
+deb-test:
+    bash packaging/deb-test.sh
+
 # How costs grow with the number of files, at the library (no FUSE): for
 # each count, create rate and memory, mount, a sync-heavy job's latency
 # tail, checkpoints and bytes per sync, unmount, fsck time and memory, and
