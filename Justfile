@@ -256,9 +256,18 @@ vm-peers:
     bash vm/peers.sh
 
 # ---- Race safety ----
-# Deterministic race runs: seeds, the committed corpus, planted mutants.
+# Deterministic race runs: seeds, the committed corpus, then the planted
+# mutants.
 races:
-    cargo test -p pollfs-host-tests --test races --test mutants
+    cargo test -p pollfs-host-tests --test races
+    just mutants
+
+# The planted bugs (core/src/mutants.rs) each found by the race or crash
+# harness. They exist only under `--cfg pollfs_mutants` (no feature can
+# turn them on in a product), built in a target directory of their own so
+# the flag does not rebuild the main one; debug build only.
+mutants:
+    RUSTFLAGS="--cfg pollfs_mutants" CARGO_TARGET_DIR=target/mutants cargo test -p pollfs-host-tests --test mutants
 
 # Long race campaign over many seeds (prints every failing seed).
 races-soak n="100000":
