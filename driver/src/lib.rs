@@ -17,7 +17,8 @@
 //! - [`tcp`]: NVMe over TCP, the sibling of `pcie`: PDUs, digests and
 //!   queue logic (`no_std`) over non-blocking sockets (`tcp::net`, std),
 //!   properties by Fabrics Property Get/Set, queues by Fabrics Connect,
-//!   and a test target on loopback (`tcp::target`, feature `emu`).
+//!   and a test target on loopback (`tcp::target`, feature `tcp-target`,
+//!   which no product turns on).
 //! - [`qpair`]: command ids and queue protocol violations, per queue pair.
 //! - [`controller`]: bring-up through properties, the admin queue, abort,
 //!   reset and shutdown.
