@@ -33,7 +33,7 @@ pub mod spec;
 pub mod units;
 
 pub use any::{AnyDevice, AnyFrames, AnyQueue, Closer, DeviceJob};
-pub use error::{Arenas, OpenError, OpenErrorKind};
+pub use error::{Arenas, DriverFault, OpenError, OpenErrorKind};
 pub use open::{new_uuid, open, open_fs, open_fs_with, run, Access, OpenOptions, DEFAULT_SIZE};
 pub use spec::{DeviceSpec, Leaf, SpecError, SpecProblem};
 
