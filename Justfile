@@ -43,7 +43,7 @@ capi-test:
 # workload (rollback journal and WAL): integrity_check and exactly the
 # committed transactions. N: transactions per workload.
 capi-crash N="12":
-    POLLFS_SQLITE_CRASH_TXNS={{N}} cargo test -p pollfs-capi --features crash-test --test crash -- --nocapture
+    POLLFS_SQLITE_CRASH_TXNS={{N}} cargo test -p pollfs-capi-crash --features sqlite --test crash -- --nocapture
 
 # The manual pages (docs/man, section 8) and the bash, zsh and fish
 # completions (docs/completions), written from the commands' clap

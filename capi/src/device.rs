@@ -1,27 +1,17 @@
 //! The device a filesystem is on, named by the workspace's one device
 //! spec (`emu`, `ram`, `file:PATH`, `vfio:ADDR`, `nvme-tcp://..`,
-//! `mirror:(..)`, `stripe:..`) and opened by `pollfs-device`'s rules.
-//!
-//! Built with the `crash-test` feature, the device is instead host-tests'
-//! recording RAM device, and filesystems come only through
-//! [`crate::crash::into_handle`]: device specs are refused.
+//! `mirror:(..)`, `stripe:..`) and opened by `pollfs-device`'s rules. A
+//! device no spec names (a test's recording device) comes in as an
+//! `AnyDevice` too, with a filesystem a Rust caller mounted on it
+//! ([`crate::embed::into_handle`]).
 
-#[cfg(feature = "crash-test")]
-use {crate::error::Fail, pollfs_core::Fs};
-
-#[cfg(not(feature = "crash-test"))]
 pub(crate) use by_spec::open_fs;
 
 /// The device type every handle of this library works on.
-#[cfg(not(feature = "crash-test"))]
 pub type Dev = pollfs_device::AnyDevice;
-/// The device type every handle of this library works on.
-#[cfg(feature = "crash-test")]
-pub type Dev = pollfs_host_tests::crash::RecordingDevice;
 
 /// How to open the filesystem.
 #[derive(Clone, Copy, Debug)]
-#[cfg_attr(feature = "crash-test", allow(dead_code))]
 pub(crate) struct Opening {
     /// Page-cache pages.
     pub cache_pages: u32,
@@ -34,16 +24,6 @@ pub(crate) struct Opening {
     pub force: bool,
 }
 
-/// Opens the device `spec` names and formats or mounts the filesystem.
-#[cfg(feature = "crash-test")]
-pub(crate) fn open_fs(spec: &str, _how: Opening) -> Result<Fs<Dev>, Fail> {
-    Err(Fail::new(
-        libc::ENODEV,
-        format!("{spec}: this build (crash-test) takes filesystems from crash::into_handle only"),
-    ))
-}
-
-#[cfg(not(feature = "crash-test"))]
 mod by_spec {
     use pollfs_core::{hosted, Fs};
     use pollfs_device::{Access, DeviceSpec, OpenError, OpenErrorKind, OpenOptions};
@@ -89,7 +69,7 @@ mod by_spec {
     }
 }
 
-#[cfg(all(test, not(feature = "crash-test")))]
+#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
