@@ -25,7 +25,7 @@ pub(crate) struct Opening {
 }
 
 mod by_spec {
-    use pollfs_core::{hosted, Fs};
+    use pollfs_core::Fs;
     use pollfs_device::{Access, DeviceSpec, OpenError, OpenErrorKind, OpenOptions};
 
     use super::{Dev, Opening};
@@ -63,7 +63,7 @@ mod by_spec {
         options.create = how.format;
         let config = pollfs_core::Config {
             cache_pages: how.cache_pages,
-            ..hosted::config()
+            ..pollfs_hosted::config()
         };
         pollfs_device::open_fs(&parsed, &options, config).map_err(fail)
     }

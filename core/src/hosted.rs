@@ -27,16 +27,16 @@ pub fn wall_clock() -> u64 {
 /// The default configuration for threads under an OS: a real clock for
 /// device timeouts, waiting threads yield their CPU (there may be more
 /// threads than cores), futures waiting for the device under an async
-/// runtime poll it on a schedule ([`hybrid_park`]) instead of spinning,
-/// and a thread writes logged pages home off the sync path
-/// ([`Config::home_writer`]).
+/// runtime poll it on a schedule ([`hybrid_park`]) instead of spinning.
+/// It names no driver of the log's background steps
+/// ([`Config::background`]): the engine crate starts no thread of its own
+/// for them; `pollfs_hosted::config` adds the hosted layer's.
 pub fn config() -> Config {
     Config {
         clock: monotonic_clock,
         idle: std::thread::yield_now,
         park: hybrid_park,
         wall_clock,
-        home_writer: true,
         ..Config::default()
     }
 }

@@ -22,7 +22,7 @@
 //! passes three quarters.
 //!
 //! Any session can drive the step (a reactor's idle loop, with no OS); a
-//! hosted filesystem drives it from a thread of its own (`home_thread`).
+//! hosted layer drives it from a thread of its own (`background`).
 //! Why the order is safe: docs/design.md, section 7, "Writing logged pages
 //! home off the sync path".
 //!
