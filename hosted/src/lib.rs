@@ -1,5 +1,7 @@
 //! pollfs under an OS: [`config`], the engine's hosted configuration with
-//! a thread that drives the log's background steps
+//! the two things that need a thread of their own, which the engine crate
+//! does not start: hybrid polling under an async runtime ([`park`]), and a
+//! thread that drives the log's background steps
 //! ([`Session::background_step`](pollfs_core::Session::background_step):
 //! writing logged pages home, checkpoints off the sync path). The engine
 //! crate starts no thread; it offers the step to whatever driver its
@@ -42,6 +44,8 @@ use std::time::Duration;
 use pollfs_core::fs::background::{BackgroundDriver, BackgroundWaker, BackgroundWork};
 use pollfs_core::Config;
 
+pub mod park;
+
 /// How long the thread sleeps after a step that failed (the device
 /// refused a write) before it tries again, unless woken sooner; and the
 /// longest it sleeps at all.
@@ -58,10 +62,13 @@ pub const NAP: Duration = Duration::from_micros(100);
 pub const NAPS_BEFORE_SLEEP: u32 = 100;
 
 /// [`pollfs_core::hosted::config`] with this crate's thread as the driver
-/// of the log's background steps.
+/// of the log's background steps, and futures waiting for the device under
+/// an async runtime polled on a schedule ([`park::hybrid_park`]) instead
+/// of spinning.
 pub fn config() -> Config {
     Config {
         background: Some(start),
+        park: park::hybrid_park,
         ..pollfs_core::hosted::config()
     }
 }

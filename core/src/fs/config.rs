@@ -25,8 +25,8 @@ pub struct Config {
     /// other than the synchronous methods' loop, with the task's waker and
     /// how many times this wait has been polled: it must wake the waker
     /// when the device queue is worth polling again. The default wakes it
-    /// at once (busy polling); `hosted::config` spins briefly, then wakes
-    /// it from a timer with growing delays.
+    /// at once (busy polling); `pollfs_hosted::config` spins briefly, then
+    /// wakes it from a timer with growing delays.
     pub park: fn(&core::task::Waker, u32),
     /// Wall-clock time in nanoseconds since the Unix epoch, for the times
     /// of files. The default (for builds with no OS) is always 0;
