@@ -43,7 +43,7 @@ capi-test:
 # workload (rollback journal and WAL): integrity_check and exactly the
 # committed transactions. N: transactions per workload.
 capi-crash N="12":
-    POLLFS_SQLITE_CRASH_TXNS={{N}} cargo test -p pollfs-capi --features crash-test --test crash -- --nocapture
+    POLLFS_SQLITE_CRASH_TXNS={{N}} cargo test -p pollfs-capi-crash --features sqlite --test crash -- --nocapture
 
 # The manual pages (docs/man, section 8) and the bash, zsh and fish
 # completions (docs/completions), written from the commands' clap
@@ -277,9 +277,18 @@ vm-peers:
     bash vm/peers.sh
 
 # ---- Race safety ----
-# Deterministic race runs: seeds, the committed corpus, planted mutants.
+# Deterministic race runs: seeds, the committed corpus, then the planted
+# mutants.
 races:
-    cargo test -p pollfs-host-tests --test races --test mutants
+    cargo test -p pollfs-host-tests --test races
+    just mutants
+
+# The planted bugs (core/src/mutants.rs) each found by the race or crash
+# harness. They exist only under `--cfg pollfs_mutants` (no feature can
+# turn them on in a product), built in a target directory of their own so
+# the flag does not rebuild the main one; debug build only.
+mutants:
+    RUSTFLAGS="--cfg pollfs_mutants" CARGO_TARGET_DIR=target/mutants cargo test -p pollfs-host-tests --test mutants
 
 # Long race campaign over many seeds (prints every failing seed).
 races-soak n="100000":

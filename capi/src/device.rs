@@ -1,27 +1,17 @@
 //! The device a filesystem is on, named by the workspace's one device
 //! spec (`emu`, `ram`, `file:PATH`, `vfio:ADDR`, `nvme-tcp://..`,
-//! `mirror:(..)`, `stripe:..`) and opened by `pollfs-device`'s rules.
-//!
-//! Built with the `crash-test` feature, the device is instead host-tests'
-//! recording RAM device, and filesystems come only through
-//! [`crate::crash::into_handle`]: device specs are refused.
+//! `mirror:(..)`, `stripe:..`) and opened by `pollfs-device`'s rules. A
+//! device no spec names (a test's recording device) comes in as an
+//! `AnyDevice` too, with a filesystem a Rust caller mounted on it
+//! ([`crate::embed::into_handle`]).
 
-#[cfg(feature = "crash-test")]
-use {crate::error::Fail, pollfs_core::Fs};
-
-#[cfg(not(feature = "crash-test"))]
 pub(crate) use by_spec::open_fs;
 
 /// The device type every handle of this library works on.
-#[cfg(not(feature = "crash-test"))]
 pub type Dev = pollfs_device::AnyDevice;
-/// The device type every handle of this library works on.
-#[cfg(feature = "crash-test")]
-pub type Dev = pollfs_host_tests::crash::RecordingDevice;
 
 /// How to open the filesystem.
 #[derive(Clone, Copy, Debug)]
-#[cfg_attr(feature = "crash-test", allow(dead_code))]
 pub(crate) struct Opening {
     /// Page-cache pages.
     pub cache_pages: u32,
@@ -34,62 +24,19 @@ pub(crate) struct Opening {
     pub force: bool,
 }
 
-/// Opens the device `spec` names and formats or mounts the filesystem.
-#[cfg(feature = "crash-test")]
-pub(crate) fn open_fs(spec: &str, _how: Opening) -> Result<Fs<Dev>, Fail> {
-    Err(Fail::new(
-        libc::ENODEV,
-        format!("{spec}: this build (crash-test) takes filesystems from crash::into_handle only"),
-    ))
-}
-
-#[cfg(not(feature = "crash-test"))]
 mod by_spec {
-    use pollfs_core::{hosted, Fs};
+    use pollfs_core::Fs;
     use pollfs_device::{Access, DeviceSpec, OpenError, OpenErrorKind, OpenOptions};
 
     use super::{Dev, Opening};
     use crate::error::Fail;
 
-    /// The errno for a device that could not be opened. Every kind is
-    /// named; `OpenErrorKind` is `#[non_exhaustive]`, so the last arm
-    /// cannot be avoided: a kind added after this was written is `EIO`
-    /// until it is named here (and in the test over every kind).
+    /// The errno for a device that could not be opened: the device
+    /// crate's rule (`OpenErrorKind::errno`), which names every kind and
+    /// asks the driver's and the engine's errors for theirs, so no kind
+    /// falls into a catch-all here.
     pub(super) fn errno(kind: &OpenErrorKind) -> i32 {
-        use pollfs_core::volume::VolumeError as V;
-        use pollfs_device::control::server::ServeError;
-        match kind {
-            OpenErrorKind::Spec(_) => libc::EINVAL,
-            OpenErrorKind::NoSuchFile => libc::ENOENT,
-            OpenErrorKind::File(e) => e.raw_os_error().unwrap_or(libc::EIO),
-            OpenErrorKind::InUse => libc::EBUSY,
-            OpenErrorKind::HoldsData(_) => libc::EEXIST,
-            OpenErrorKind::TooSmall { .. } => libc::ENOSPC,
-            OpenErrorKind::SizeFixed { .. } => libc::EINVAL,
-            OpenErrorKind::NothingThere => libc::ENODEV,
-            OpenErrorKind::Fs(e) => crate::error::errno(e),
-            OpenErrorKind::NoVfio => libc::ENODEV,
-            OpenErrorKind::NamedTwice => libc::EINVAL,
-            // The controller did not come up: the device failed.
-            OpenErrorKind::Driver { .. } => libc::EIO,
-            OpenErrorKind::Arenas(_) => libc::EINVAL,
-            OpenErrorKind::Volume(V::Leg { .. }) => libc::EIO,
-            OpenErrorKind::Volume(V::TooSmall) => libc::ENOSPC,
-            OpenErrorKind::Volume(
-                V::NoLegs
-                | V::TooManyLegs
-                | V::ArenasDiffer
-                | V::BlockSizesDiffer
-                | V::ChunkSize
-                | V::TooFewFrames
-                | V::NoFua { .. },
-            ) => libc::EINVAL,
-            // Another process serves the mirror's control socket.
-            OpenErrorKind::Control(ServeError::Live(_)) => libc::EBUSY,
-            OpenErrorKind::Control(ServeError::Nowhere(_)) => libc::EIO,
-            // A kind newer than this function (see above).
-            _ => libc::EIO,
-        }
+        kind.errno()
     }
 
     fn fail(e: OpenError) -> Fail {
@@ -116,13 +63,13 @@ mod by_spec {
         options.create = how.format;
         let config = pollfs_core::Config {
             cache_pages: how.cache_pages,
-            ..hosted::config()
+            ..pollfs_hosted::config()
         };
         pollfs_device::open_fs(&parsed, &options, config).map_err(fail)
     }
 }
 
-#[cfg(all(test, not(feature = "crash-test")))]
+#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
@@ -130,9 +77,41 @@ mod tests {
     use pollfs_core::volume::VolumeError as V;
     use pollfs_device::control::server::ServeError;
     use pollfs_device::signature::Found;
-    use pollfs_device::{Arenas, DeviceSpec, OpenErrorKind as K};
+    use pollfs_device::{Arenas, DeviceSpec, DriverFault, OpenErrorKind as K};
+    use pollfs_driver::error::Stage;
+    use pollfs_driver::pcie::hal::DmaError;
+    #[cfg(target_os = "linux")]
+    use pollfs_driver::pcie::vfio::VfioError;
+    use pollfs_driver::qpair::ProtocolError;
+    use pollfs_driver::spec::identify::IdentifyError;
+    use pollfs_driver::spec::status::{specific, Status, StatusType};
+    use pollfs_driver::tcp::{LinkError, TcpError};
+    use pollfs_driver::transport::QpairError;
+    use pollfs_driver::DriverError;
 
     use super::by_spec::errno;
+
+    fn driver(error: DriverError<DmaError>) -> K {
+        K::Driver {
+            error: DriverFault::Pcie(error),
+            hint: None,
+        }
+    }
+
+    fn tcp(error: DriverError<TcpError>) -> K {
+        K::Driver {
+            error: DriverFault::Tcp(error),
+            hint: None,
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    fn vfio(error: VfioError) -> K {
+        K::Driver {
+            error: DriverFault::Vfio(error),
+            hint: Some("a hint".into()),
+        }
+    }
 
     #[test]
     fn every_open_error_kind_has_its_errno() {
@@ -151,9 +130,63 @@ mod tests {
             (K::TooSmall { bytes: 1, min: 2 }, libc::ENOSPC),
             (K::SizeFixed { bytes: None }, libc::EINVAL),
             (K::NothingThere, libc::ENODEV),
+            (driver(DriverError::Timeout(Stage::Enable)), libc::ETIMEDOUT),
+            (driver(DriverError::Timeout(Stage::Admin)), libc::ETIMEDOUT),
+            (driver(DriverError::DeviceGone), libc::ENODEV),
+            (driver(DriverError::Fatal), libc::EIO),
+            (driver(DriverError::Dead), libc::EIO),
+            (driver(DriverError::NoQueues), libc::EBUSY),
+            (driver(DriverError::Unsupported("MPS")), libc::EOPNOTSUPP),
+            (
+                driver(DriverError::Identify(IdentifyError::Length)),
+                libc::EPROTO,
+            ),
+            (
+                driver(DriverError::Admin {
+                    opcode: 6,
+                    status: Status::new(StatusType::Generic, 0x04, false),
+                }),
+                libc::EIO,
+            ),
+            (
+                driver(DriverError::Admin {
+                    opcode: 1,
+                    status: Status::new(StatusType::CommandSpecific, specific::INVALID_QID, true),
+                }),
+                libc::EBUSY,
+            ),
+            (
+                driver(DriverError::Transport(DmaError::NoMemory)),
+                libc::ENOMEM,
+            ),
+            (
+                driver(DriverError::Protocol(ProtocolError::UnknownCid(3))),
+                libc::EPROTO,
+            ),
+            (driver(DriverError::Qpair(QpairError::Full)), libc::EAGAIN),
+            (
+                tcp(DriverError::Transport(TcpError::Link(LinkError::Refused))),
+                libc::ECONNREFUSED,
+            ),
+            (
+                tcp(DriverError::Transport(TcpError::Link(LinkError::Reset))),
+                libc::ECONNRESET,
+            ),
+            (
+                tcp(DriverError::Transport(TcpError::SetupTimeout)),
+                libc::ETIMEDOUT,
+            ),
+            (
+                tcp(DriverError::Transport(TcpError::Terminated { fes: 1 })),
+                libc::ECONNABORTED,
+            ),
+            (
+                tcp(DriverError::Transport(TcpError::HeaderDigest { pdu: 5 })),
+                libc::EPROTO,
+            ),
             (
                 K::Driver {
-                    error: "down".into(),
+                    error: DriverFault::Device(DevError::InvalidRequest),
                     hint: None,
                 },
                 libc::EIO,
@@ -168,6 +201,14 @@ mod tests {
             (K::Volume(V::TooSmall), libc::ENOSPC),
             (K::Volume(V::TooFewFrames), libc::EINVAL),
             (K::Volume(V::NoFua { leg: 1 }), libc::EINVAL),
+            (K::Volume(V::NotAMirror { leg: 1 }), libc::EUCLEAN),
+            (K::Volume(V::NoLegInSync), libc::EUCLEAN),
+            (
+                K::Volume(V::NewerFormat { leg: 0, version: 9 }),
+                libc::EOPNOTSUPP,
+            ),
+            (K::Volume(V::NoSuchLeg), libc::ENOENT),
+            (K::Volume(V::ReadOnly), libc::EROFS),
             (
                 K::Volume(V::Leg {
                     leg: 0,
@@ -179,7 +220,36 @@ mod tests {
             (K::NoVfio, libc::ENODEV),
             (K::NamedTwice, libc::EINVAL),
             (K::Control(ServeError::Live("/s".into())), libc::EBUSY),
-            (K::Control(ServeError::Nowhere(Vec::new())), libc::EIO),
+            (K::Control(ServeError::Nowhere(Vec::new())), libc::ENOENT),
+            (
+                K::Control(ServeError::Nowhere(vec![(
+                    "/run/x".into(),
+                    std::io::Error::from_raw_os_error(libc::EROFS),
+                )])),
+                libc::EROFS,
+            ),
+        ];
+        for (kind, want) in &cases {
+            assert_eq!(errno(kind), *want, "{kind:?}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn vfio_errors_keep_their_errno() {
+        let cases = [
+            (
+                vfio(VfioError::Sys {
+                    call: "open",
+                    errno: libc::EACCES,
+                }),
+                libc::EACCES,
+            ),
+            (vfio(VfioError::NotViable), libc::EBUSY),
+            (
+                vfio(VfioError::Driver(DriverError::DeviceGone)),
+                libc::ENODEV,
+            ),
         ];
         for (kind, want) in &cases {
             assert_eq!(errno(kind), *want, "{kind:?}");

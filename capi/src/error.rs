@@ -8,7 +8,6 @@ use std::cell::RefCell;
 use std::ffi::CString;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use pollfs_core::error::ConfigError;
 use pollfs_core::Error;
 
 /// What went wrong: the errno C sees and the message it can read.
@@ -63,64 +62,17 @@ impl From<Error> for Fail {
     }
 }
 
-/// The errno C sees for an engine error. Every kind the engine has is
-/// named here (the same values as `Error::errno`, which the tests check,
-/// from `libc` rather than written out). The engine's enums are
-/// `#[non_exhaustive]`, so a last arm cannot be avoided: a kind added
-/// after this was written is `EIO` until it is named here, and the test
-/// over every kind is where to name it.
+/// The errno C sees for an engine error: the engine's own rule
+/// (`Error::errno`), written once where the error kinds are defined and
+/// matched there without a catch-all, so a kind added to the engine has its
+/// errno before it compiles, and the mount and this library cannot
+/// disagree. It has no errno only for a read past the end of a file, which
+/// a caller that asked for every byte sees as an I/O failure: EIO. The test
+/// below lists every kind with the value C sees.
 pub(crate) fn errno(e: &Error) -> i32 {
-    use pollfs_core::error::{
-        ConfigError as C, NameError as N, NamespaceError as Ns, PosixError as P, RangeError as R,
-        RepairError as Rp, SpaceError as S, XattrError as X,
-    };
-    match e {
-        Error::Namespace(Ns::NotFound) => libc::ENOENT,
-        Error::Namespace(Ns::Exists) => libc::EEXIST,
-        Error::Namespace(Ns::Name(N::TooLong)) => libc::ENAMETOOLONG,
-        Error::Namespace(Ns::Name(N::Empty | N::BadByte | N::Dots)) => libc::EINVAL,
-        Error::Namespace(Ns::NotADirectory) => libc::ENOTDIR,
-        Error::Namespace(Ns::IsADirectory) => libc::EISDIR,
-        Error::Namespace(Ns::NotEmpty) => libc::ENOTEMPTY,
-        Error::Namespace(Ns::InvalidMove) => libc::EINVAL,
-        Error::Namespace(Ns::TooManyLinks) => libc::EMLINK,
-        Error::Namespace(Ns::NotPermitted) => libc::EPERM,
-        Error::Namespace(Ns::NotASymlink) => libc::EINVAL,
-        Error::Namespace(Ns::IsASymlink) => libc::ELOOP,
-        Error::Namespace(Ns::Special) => libc::ENXIO,
-        Error::Namespace(Ns::BadKind) => libc::EINVAL,
-        Error::Range(R::Overflow | R::Unaligned | R::Empty) => libc::EINVAL,
-        Error::Range(R::TooLarge) => libc::EFBIG,
-        // A read past the end has no errno of its own: EIO, as a short
-        // exact read is an I/O failure to a caller that asked for all.
-        Error::Range(R::EndOfFile) => libc::EIO,
-        Error::Xattr(X::NotFound) => libc::ENODATA,
-        Error::Xattr(X::Exists) => libc::EEXIST,
-        Error::Xattr(X::NameLength) => libc::ERANGE,
-        Error::Xattr(X::Namespace) => libc::EOPNOTSUPP,
-        Error::Xattr(X::ValueTooLarge) => libc::E2BIG,
-        Error::Xattr(X::Full) => libc::ENOSPC,
-        Error::Posix(P::AccessDenied | P::DefaultAclNotDir) => libc::EACCES,
-        Error::Posix(P::NotOwner) => libc::EPERM,
-        Error::Posix(P::BadAcl) => libc::EINVAL,
-        Error::Posix(P::AclVersion | P::NoAclHere) => libc::EOPNOTSUPP,
-        Error::Space(S::DeviceFull | S::MetadataFull | S::InodeNumbers | S::SequenceExhausted) => {
-            libc::ENOSPC
-        }
-        // Every device error is an I/O error to the caller; which one is
-        // in the message.
-        Error::Io(_) => libc::EIO,
-        Error::Corrupt { .. } => libc::EUCLEAN,
-        Error::Config(ConfigError::ForeignFile) => libc::EBADF,
-        Error::Config(
-            C::FewFrames { .. }
-            | C::CacheBeyondFrames { .. }
-            | C::CacheTooSmall { .. }
-            | C::DeviceTooSmall { .. },
-        ) => libc::EINVAL,
-        Error::Repair(Rp::StillOverlaps { .. }) => libc::EUCLEAN,
-        // A kind newer than this function (see above).
-        _ => libc::EIO,
+    match e.errno() {
+        Some(n) => n,
+        None => libc::EIO,
     }
 }
 

@@ -25,12 +25,12 @@
 //!   operation (`cfg(test)` only).
 //! - `raw`: every pointer from C becomes a reference there; what the code
 //!   cannot check is each exported function's `# Safety` contract.
-//! - `device`: the device a spec names.
+//! - `device`: the device a spec names; [`embed`]: a filesystem a Rust
+//!   caller mounted (on any device, its own included) as a C handle.
 #![warn(missing_docs)]
 
-#[cfg(feature = "crash-test")]
-pub mod crash;
 mod device;
+pub mod embed;
 mod error;
 mod file;
 mod fs;

@@ -51,8 +51,13 @@ pub mod fs;
 #[cfg(feature = "std")]
 pub mod hosted;
 pub mod lock;
-#[cfg(feature = "mutants")]
+#[cfg(pollfs_mutants)]
 pub mod mutants;
+// The planted bugs are for the test harness's debug builds only: a
+// `--cfg pollfs_mutants` leaking into an optimised build through RUSTFLAGS
+// stops the build instead of shipping them.
+#[cfg(all(pollfs_mutants, not(debug_assertions)))]
+compile_error!("cfg(pollfs_mutants) plants bugs: only debug builds (`just mutants`) take it");
 pub mod persist;
 pub mod rng;
 pub mod space;

@@ -1,7 +1,10 @@
 //! Planted bugs, for proving that the race and crash tests have teeth
-//! (feature `mutants`, never in a release build). Each switch re-introduces
-//! a bug that kernel filesystems or md have shipped or could; a test turns
-//! one on and checks that a harness catches it.
+//! (`--cfg pollfs_mutants`, set only by `just mutants`; like loom's `cfg`,
+//! no feature, so feature unification or `--all-features` cannot plant them
+//! in a product, and `lib.rs` refuses the cfg in a build without debug
+//! assertions). Each switch re-introduces a bug that kernel filesystems or
+//! md have shipped or could; a test turns one on and checks that a harness
+//! catches it.
 
 use core::sync::atomic::{AtomicU32, Ordering};
 

@@ -29,6 +29,7 @@ use pollfs_driver::{EmuFrames, EmulatedDevice, NvmeDevice, Transport};
 use crate::control::server::ControlServer;
 use crate::error::{OpenError, OpenErrorKind};
 use crate::file::Created;
+use crate::given::{Given, GivenQueue};
 use crate::lock::DeviceLock;
 
 #[cfg(target_os = "linux")]
@@ -223,6 +224,8 @@ pub(crate) enum Inner {
     Vfio(Shape<VfioDevice>),
     /// NVMe/TCP controllers (and RAM and file legs) over plain frames.
     Tcp(Shape<TcpDevice>),
+    /// A device the caller built ([`AnyDevice::from_device`]).
+    Given(Given),
 }
 
 macro_rules! each_inner {
@@ -233,6 +236,7 @@ macro_rules! each_inner {
             #[cfg(target_os = "linux")]
             Inner::Vfio($x) => $body,
             Inner::Tcp($x) => $body,
+            Inner::Given($x) => $body,
         }
     };
 }
@@ -245,6 +249,8 @@ pub(crate) enum Arena {
     #[cfg(target_os = "linux")]
     Vfio(Arc<VfioFrames>),
     Tcp(Arc<TcpFrames>),
+    /// A caller's device's own frames.
+    Given(Given),
 }
 
 /// The frames of an [`AnyDevice`]: its legs' arena, less what a mirror
@@ -266,6 +272,7 @@ impl AnyFrames {
             #[cfg(target_os = "linux")]
             Arena::Vfio(a) => &**a,
             Arena::Tcp(a) => &**a,
+            Arena::Given(d) => d.frames(),
         })
     }
 }
@@ -299,6 +306,8 @@ pub enum AnyQueue {
     Vfio(ShapeQueue<VfioDevice>),
     /// Over NVMe/TCP frames.
     Tcp(ShapeQueue<TcpDevice>),
+    /// Of a caller's device.
+    Given(GivenQueue),
 }
 
 impl std::fmt::Debug for AnyQueue {
@@ -315,6 +324,7 @@ macro_rules! each_any_queue {
             #[cfg(target_os = "linux")]
             AnyQueue::Vfio($x) => $body,
             AnyQueue::Tcp($x) => $body,
+            AnyQueue::Given($x) => $body,
         }
     };
 }
@@ -417,6 +427,26 @@ impl AnyDevice {
         }
     }
 
+    /// `dev`, a device the caller built (over plain memory frames), as an
+    /// `AnyDevice`: for code with no generics (the C library) over a device
+    /// no spec names, such as a test's recording device. It holds no
+    /// locks and made no files; `what` names it in messages.
+    pub fn from_device<D>(dev: D, what: &str) -> AnyDevice
+    where
+        D: BlockDevice<Frames = RamFrames>,
+        D::Queue: 'static,
+    {
+        let given = Given::new(dev);
+        AnyDevice::new(
+            Inner::Given(given.clone()),
+            Arena::Given(given),
+            what.to_string(),
+            None,
+            Closer::none(),
+            Held::default(),
+        )
+    }
+
     /// The device's name, as its spec gives it.
     pub fn name(&self) -> &str {
         &self.what
@@ -494,6 +524,7 @@ impl BlockDevice for AnyDevice {
             #[cfg(target_os = "linux")]
             Inner::Vfio(s) => AnyQueue::Vfio(s.open_queue()?),
             Inner::Tcp(s) => AnyQueue::Tcp(s.open_queue()?),
+            Inner::Given(d) => AnyQueue::Given(d.open_queue()?),
         })
     }
 }

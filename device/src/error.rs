@@ -3,7 +3,13 @@
 
 use std::fmt;
 
+use pollfs_core::dev::DevError;
 use pollfs_core::volume::VolumeError;
+use pollfs_driver::pcie::hal::DmaError;
+#[cfg(target_os = "linux")]
+use pollfs_driver::pcie::vfio::VfioError;
+use pollfs_driver::tcp::TcpError;
+use pollfs_driver::{DriverError, Errno};
 
 use crate::signature::Found;
 use crate::spec::SpecError;
@@ -51,8 +57,10 @@ pub enum OpenErrorKind {
     NothingThere,
     /// The driver could not bring the controller up.
     Driver {
-        /// What the driver said.
-        error: String,
+        /// What the driver said, with its kind (NVMe status, the step that
+        /// timed out, a device gone from the bus) kept for callers that
+        /// branch on it.
+        error: DriverFault,
         /// How to fix the usual causes, where known.
         hint: Option<String>,
     },
@@ -70,6 +78,77 @@ pub enum OpenErrorKind {
     Control(crate::control::server::ServeError),
 }
 
+/// What the driver (or the device under it) said when a device could not
+/// be brought up, at its own type: one variant per error type the open
+/// meets, so no layer above turns it into text before the door that shows
+/// it (the C library's errno branches on it).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DriverFault {
+    /// A PCIe controller (emulated, or its DMA memory) failed a step.
+    Pcie(DriverError<DmaError>),
+    /// An NVMe/TCP controller failed a step, or its connection did.
+    Tcp(DriverError<TcpError>),
+    /// Taking a controller through VFIO failed (Linux).
+    #[cfg(target_os = "linux")]
+    Vfio(VfioError),
+    /// The device refused a request of the open itself (reading its first
+    /// blocks, a RAM device of an impossible size).
+    Device(DevError),
+}
+
+impl fmt::Display for DriverFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverFault::Pcie(e) => write!(f, "{e}"),
+            DriverFault::Tcp(e) => write!(f, "{e}"),
+            #[cfg(target_os = "linux")]
+            DriverFault::Vfio(e) => write!(f, "{e}"),
+            DriverFault::Device(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for DriverFault {}
+
+impl Errno for DriverFault {
+    fn errno(&self) -> i32 {
+        match self {
+            DriverFault::Pcie(e) => e.errno(),
+            DriverFault::Tcp(e) => e.errno(),
+            #[cfg(target_os = "linux")]
+            DriverFault::Vfio(e) => e.errno(),
+            // The engine's own rule for a device's refusal (an I/O error).
+            DriverFault::Device(e) => pollfs_core::Error::Io(*e).errno().unwrap_or(libc::EIO),
+        }
+    }
+}
+
+impl From<DriverError<DmaError>> for DriverFault {
+    fn from(e: DriverError<DmaError>) -> DriverFault {
+        DriverFault::Pcie(e)
+    }
+}
+
+impl From<DriverError<TcpError>> for DriverFault {
+    fn from(e: DriverError<TcpError>) -> DriverFault {
+        DriverFault::Tcp(e)
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl From<VfioError> for DriverFault {
+    fn from(e: VfioError) -> DriverFault {
+        DriverFault::Vfio(e)
+    }
+}
+
+impl From<DevError> for DriverFault {
+    fn from(e: DevError) -> DriverFault {
+        DriverFault::Device(e)
+    }
+}
+
 /// Mixes of legs that cannot share one frame arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -78,6 +157,44 @@ pub enum Arenas {
     TcpWithDma,
     /// `emu` legs with `vfio` legs.
     EmuWithVfio,
+}
+
+impl OpenErrorKind {
+    /// The errno that says what went wrong, for doors that speak errno
+    /// (the C library). Every kind is matched here, where the enum is
+    /// defined, so a kind added later does not compile until it has one;
+    /// the errors it carries answer by their own crates' rules.
+    pub fn errno(&self) -> i32 {
+        use crate::control::server::ServeError;
+        match self {
+            OpenErrorKind::Spec(_) => libc::EINVAL,
+            OpenErrorKind::NoSuchFile => libc::ENOENT,
+            // An `io::Error` made without an OS code (none of ours is)
+            // says only that the file's I/O failed.
+            OpenErrorKind::File(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            OpenErrorKind::InUse => libc::EBUSY,
+            OpenErrorKind::HoldsData(_) => libc::EEXIST,
+            OpenErrorKind::TooSmall { .. } => libc::ENOSPC,
+            OpenErrorKind::SizeFixed { .. } => libc::EINVAL,
+            OpenErrorKind::NothingThere => libc::ENODEV,
+            OpenErrorKind::Driver { error, .. } => error.errno(),
+            OpenErrorKind::Arenas(_) => libc::EINVAL,
+            OpenErrorKind::Volume(e) => e.errno(),
+            // `errno` is `None` only for a read past the end of a file,
+            // which an open never does; as an I/O error if it did.
+            OpenErrorKind::Fs(e) => e.errno().unwrap_or(libc::EIO),
+            OpenErrorKind::NoVfio => libc::ENODEV,
+            OpenErrorKind::NamedTwice => libc::EINVAL,
+            // Another process serves the mirror's control socket.
+            OpenErrorKind::Control(ServeError::Live(_)) => libc::EBUSY,
+            // No directory would take the socket: each said why, and the
+            // first one's code says it for all.
+            OpenErrorKind::Control(ServeError::Nowhere(tried)) => tried
+                .first()
+                .and_then(|(_, e)| e.raw_os_error())
+                .unwrap_or(libc::ENOENT),
+        }
+    }
 }
 
 impl OpenError {

@@ -9,7 +9,9 @@
 //!   [`open_fs`]): files made, locked, looked at before a format; the
 //!   legs of a volume on one frame arena.
 //! - [`any`]: [`AnyDevice`], the one concrete device type, and
-//!   [`DeviceJob`] to run code at the device's own type.
+//!   [`DeviceJob`] to run code at the device's own type; [`given`]: a
+//!   device the caller built, passed in as an `AnyDevice` (a test's
+//!   recording device under the C library).
 //! - [`error`]: [`OpenError`], one kind per mistake.
 //! - [`control`]: live administration of an open mirror over a Unix
 //!   socket (the protocol, the server, the client).
@@ -26,6 +28,7 @@ pub mod any;
 pub mod control;
 pub mod error;
 pub mod file;
+pub mod given;
 pub mod lock;
 pub mod open;
 pub mod signature;
@@ -33,7 +36,7 @@ pub mod spec;
 pub mod units;
 
 pub use any::{AnyDevice, AnyFrames, AnyQueue, Closer, DeviceJob};
-pub use error::{Arenas, OpenError, OpenErrorKind};
+pub use error::{Arenas, DriverFault, OpenError, OpenErrorKind};
 pub use open::{new_uuid, open, open_fs, open_fs_with, run, Access, OpenOptions, DEFAULT_SIZE};
 pub use spec::{DeviceSpec, Leaf, SpecError, SpecProblem};
 

@@ -43,7 +43,7 @@ use pollfs_driver::{DriverConfig, EmuFrames, NvmeDevice};
 
 use crate::any::{AnyDevice, Arena, Closer, Held, Inner, Leg, NvmeLeg, Shape};
 use crate::control::server::ControlServer;
-use crate::error::{Arenas, OpenError, OpenErrorKind};
+use crate::error::{Arenas, DriverFault, OpenError, OpenErrorKind};
 use crate::signature::{self, Found};
 use crate::spec::{DeviceSpec, Leaf};
 use crate::{control, file, lock};
@@ -292,13 +292,13 @@ pub(crate) fn open_pending(
 
 fn driver_error(
     what: impl std::fmt::Display,
-    e: impl std::fmt::Display,
+    e: impl Into<DriverFault>,
     hint: Option<String>,
 ) -> OpenError {
     OpenError::new(
         what,
         OpenErrorKind::Driver {
-            error: e.to_string(),
+            error: e.into(),
             hint,
         },
     )

@@ -17,7 +17,8 @@
 //! - [`tcp`]: NVMe over TCP, the sibling of `pcie`: PDUs, digests and
 //!   queue logic (`no_std`) over non-blocking sockets (`tcp::net`, std),
 //!   properties by Fabrics Property Get/Set, queues by Fabrics Connect,
-//!   and a test target on loopback (`tcp::target`, feature `emu`).
+//!   and a test target on loopback (`tcp::target`, feature `tcp-target`,
+//!   which no product turns on).
 //! - [`qpair`]: command ids and queue protocol violations, per queue pair.
 //! - [`controller`]: bring-up through properties, the admin queue, abort,
 //!   reset and shutdown.
@@ -50,6 +51,7 @@ extern crate alloc;
 pub mod clock;
 pub mod controller;
 pub mod device;
+pub mod errno;
 pub mod error;
 pub mod io_queue;
 pub mod pcie;
@@ -68,6 +70,7 @@ pub use pcie::vfio;
 pub use clock::Clock;
 pub use controller::{Controller, ControllerInfo, DriverConfig};
 pub use device::NvmeDevice;
+pub use errno::Errno;
 pub use error::DriverError;
 pub use io_queue::{NvmeQueue, QueueStats};
 pub use pcie::{NvmeFrames, PcieTransport};

@@ -28,7 +28,7 @@ fn fs_with_file(memory: Memory) -> (Fs<EmulatedDevice>, File<EmulatedDevice>) {
     let dev = emulated(SIZE + (16 << 20), pages + 64, memory);
     let config = Config {
         cache_pages: pages + 64,
-        ..pollfs_core::hosted::config()
+        ..pollfs_hosted::config()
     };
     let fs = Fs::new(dev, config).unwrap();
     let f = fs.create("f").unwrap();

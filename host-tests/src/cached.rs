@@ -77,7 +77,7 @@ pub fn fs_with_file_on(size: u64, file_lock: bool, memory: Memory) -> Fs<Emulate
         cache_pages: pages + 64,
         dirty_limit_pages: pages,
         file_lock,
-        ..pollfs_core::hosted::config()
+        ..pollfs_hosted::config()
     };
     let fs = Fs::new(dev, config).unwrap();
     let f = fs.create(FILE).unwrap();

@@ -10,7 +10,7 @@ use pollfs_driver::{EmulatedDevice, NvmeDevice};
 pub fn config(cache_pages: u32) -> Config {
     Config {
         cache_pages,
-        ..pollfs_core::hosted::config()
+        ..pollfs_hosted::config()
     }
 }
 

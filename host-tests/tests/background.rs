@@ -103,7 +103,7 @@ const HALF_FULL_BLOCKS: u64 = 2048;
 fn half_full_log() -> Vec<u8> {
     let dev = RamDevice::new(HALF_FULL_BLOCKS * 4096, 4096, 96).unwrap();
     let quiet = Config {
-        home_writer: false,
+        background: None,
         log_data_pages: 0,
         ..config(64)
     };
@@ -178,7 +178,7 @@ fn a_clean_image_with_a_half_full_log_mounts_every_time() {
         // The last handle stops the thread and waits for it.
         drop(fs);
         let quiet = Config {
-            home_writer: false,
+            background: None,
             ..config(64)
         };
         let fs = Fs::mount(dev.clone(), quiet)

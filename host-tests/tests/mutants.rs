@@ -3,6 +3,11 @@
 //! find each durability bug in a fixed workload that passes with none.
 //! The switches are global to the process, so one test turns them on one
 //! at a time.
+//!
+//! The switches exist only under `--cfg pollfs_mutants` (`just mutants`
+//! sets it; CI runs that recipe), so that no product build can carry them;
+//! without the cfg this file compiles to nothing.
+#![cfg(pollfs_mutants)]
 
 use pollfs_core::mutants::{self, Mutant};
 use pollfs_host_tests::crash::bitmap;

@@ -528,8 +528,8 @@ fn remount_holds(dev: &RamDevice, want: &[u8], what: &str) {
     assert!(got == want, "contents after a remount ({what})");
 }
 
-/// The write-home thread of a hosted mount (`Config::home_writer`, on in
-/// `hosted::config`): small syncs past the log's low-water mark for data
+/// The write-home thread of a hosted mount (`Config::background`, the
+/// thread `pollfs_hosted::config` names): small syncs past the log's low-water mark for data
 /// wake it, it writes logged pages home, and the mount's last handle
 /// stops it (the drop returns). What was synced survives a remount.
 #[test]

@@ -27,7 +27,7 @@ fn a_task_waiting_for_a_slow_device_does_not_burn_a_core() {
     let dev = DelayedDevice::new(RamDevice::new(32 << 20, 4096, 96).unwrap());
     let config = pollfs_core::Config {
         cache_pages: 64,
-        ..pollfs_core::hosted::config()
+        ..pollfs_hosted::config()
     };
     let fs = Fs::format(dev.clone(), config, 0x70c10).unwrap();
     let f = fs.create("slow").unwrap();
@@ -71,7 +71,7 @@ fn tasks_waiting_for_a_lock_sleep_until_it_is_released() {
     let dev = DelayedDevice::new(RamDevice::new(32 << 20, 4096, 96).unwrap());
     let config = pollfs_core::Config {
         cache_pages: 64,
-        ..pollfs_core::hosted::config()
+        ..pollfs_hosted::config()
     };
     let fs = Fs::format(dev.clone(), config, 0x70c11).unwrap();
     let f = Arc::new(fs.create("page").unwrap());

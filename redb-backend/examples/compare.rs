@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pollfs_core::{hosted, Config, Fs};
+use pollfs_core::{Config, Fs};
 use pollfs_driver::NvmeDevice;
 use pollfs_host_tests::rng::Rng;
 use pollfs_redb::PollfsBackend;
@@ -42,7 +42,7 @@ struct Args {
     reads: u64,
     redb_cache: usize,
     /// pollfs waits for the device by spinning, not by yielding the
-    /// thread (`hosted::config`'s choice, which on a busy machine gives
+    /// thread (`pollfs_hosted::config`'s choice, which on a busy machine gives
     /// the core away for a scheduler slice at each wait).
     spin: bool,
 }
@@ -314,10 +314,10 @@ fn pollfs_engine(a: &Args) -> Engine {
     let config = if a.spin {
         Config {
             idle: core::hint::spin_loop,
-            ..hosted::config()
+            ..pollfs_hosted::config()
         }
     } else {
-        hosted::config()
+        pollfs_hosted::config()
     };
     let fs = Fs::format(dev, config, 0xBE4C).unwrap();
     let file = fs.create("bench.redb").unwrap();

@@ -108,7 +108,7 @@ pub fn pollfs<D: BlockDevice>(
     progress: &Progress,
 ) -> anyhow::Result<Vec<Sample>> {
     let cache = cache_pages(phase)?;
-    let hosted = pollfs_core::hosted::config();
+    let hosted = pollfs_hosted::config();
     // The whole working set may be dirty, as in the kernel baseline, whose
     // dirty limits are far above these file sizes.
     let config = pollfs_core::Config {
@@ -125,7 +125,11 @@ pub fn pollfs<D: BlockDevice>(
         } else {
             hosted.log_data_pages
         },
-        home_writer: engine != Engine::PollfsSyncHome && hosted.home_writer,
+        background: if engine == Engine::PollfsSyncHome {
+            None
+        } else {
+            hosted.background
+        },
         ..hosted
     };
     let max_transfer = dev.geometry().max_transfer;

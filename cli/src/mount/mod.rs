@@ -201,7 +201,7 @@ impl Plan {
     fn config(&self) -> pollfs_core::Config {
         pollfs_core::Config {
             cache_pages: self.cache_pages,
-            ..pollfs_core::hosted::config()
+            ..pollfs_hosted::config()
         }
     }
 

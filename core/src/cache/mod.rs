@@ -230,7 +230,7 @@ impl PageCache {
         // `before` was not locked, so a version bump or a lock taken since
         // shows as a differing bit in one mask.
         if (after ^ before) & (VERSION_MASK | LOCKED) != 0 {
-            #[cfg(feature = "mutants")]
+            #[cfg(pollfs_mutants)]
             if crate::mutants::active(crate::mutants::Mutant::ReadSkipsVersionCheck) {
                 return Some(Lookup::Hit);
             }

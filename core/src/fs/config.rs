@@ -25,8 +25,8 @@ pub struct Config {
     /// other than the synchronous methods' loop, with the task's waker and
     /// how many times this wait has been polled: it must wake the waker
     /// when the device queue is worth polling again. The default wakes it
-    /// at once (busy polling); `hosted::config` spins briefly, then wakes
-    /// it from a timer with growing delays.
+    /// at once (busy polling); `pollfs_hosted::config` spins briefly, then
+    /// wakes it from a timer with growing delays.
     pub park: fn(&core::task::Waker, u32),
     /// Wall-clock time in nanoseconds since the Unix epoch, for the times
     /// of files. The default (for builds with no OS) is always 0;
@@ -39,14 +39,17 @@ pub struct Config {
     /// writing them to their blocks first; the blocks are written later,
     /// off the sync path. 0 turns it off.
     pub log_data_pages: u32,
-    /// Write logged pages home on a thread of the filesystem's own
-    /// (hosted builds with a log; `hosted::config` turns it on), keeping
-    /// the log's share for data below its limit so that no sync waits for
-    /// a batch of home writes. Off, whoever wants that drives
-    /// [`Session::write_home_step`](super::Session::write_home_step) (from
-    /// an idle loop, say); a sync that finds the share full writes home
-    /// itself either way.
-    pub home_writer: bool,
+    /// Starts the driver of the log's background steps (writing logged
+    /// pages home, checkpoints off the sync path) once a mount with a log
+    /// has loaded: the hosted layer's thread (`pollfs_hosted::config`
+    /// names it), an application's reactor. It keeps the log's share for
+    /// data below its limit so that no sync waits for a batch of home
+    /// writes. `None`: whoever wants that drives
+    /// [`Session::background_step`](super::Session::background_step)
+    /// itself (from an idle loop, say); a sync that finds the share full
+    /// writes home itself either way. The engine starts no thread (see
+    /// `background`).
+    pub background: Option<super::background::StartBackground>,
 }
 
 fn no_clock() -> Nanos {
@@ -74,7 +77,7 @@ impl Default for Config {
             wall_clock: no_wall_clock,
             root_owner: (0, 0),
             log_data_pages: 4,
-            home_writer: false,
+            background: None,
         }
     }
 }

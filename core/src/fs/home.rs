@@ -22,7 +22,7 @@
 //! passes three quarters.
 //!
 //! Any session can drive the step (a reactor's idle loop, with no OS); a
-//! hosted filesystem drives it from a thread of its own (`home_thread`).
+//! hosted layer drives it from a thread of its own (`background`).
 //! Why the order is safe: docs/design.md, section 7, "Writing logged pages
 //! home off the sync path".
 //!
@@ -146,9 +146,9 @@ impl<D: BlockDevice> Session<D> {
             self.end(inode, cache, slot, false);
             first_err.get_or_insert(DevError::InvalidRequest);
         }
-        #[cfg(feature = "mutants")]
+        #[cfg(pollfs_mutants)]
         let planted = crate::mutants::active(crate::mutants::Mutant::HomeBeforeDurable);
-        #[cfg(not(feature = "mutants"))]
+        #[cfg(not(pollfs_mutants))]
         let planted = false;
         let fua = self.fs.geometry.fua && !planted;
         if fua && !runs.is_empty() {
@@ -218,7 +218,7 @@ impl<D: BlockDevice> Session<D> {
     /// logged copy (see `volatile`). Any such write completed before the
     /// claim, so a flush now covers it.
     async fn flush_before_fua(&self) -> core::result::Result<(), DevError> {
-        #[cfg(feature = "mutants")]
+        #[cfg(pollfs_mutants)]
         if crate::mutants::active(crate::mutants::Mutant::HomeOverUnflushed) {
             return Ok(());
         }

@@ -21,14 +21,15 @@
 //!   owned by the mount's handles; `read`,
 //!   `write`, `size`, `allocate`, `sync_data`, `commit`: the I/O paths;
 //!   `home`: writing logged pages home off the sync path, a step any
-//!   session can drive, and `home_thread`: the hosted mount's thread that
-//!   drives it; `pause`: keeping the background step paused (for an
-//!   invariant check); `check`: the invariant checker; `posix`: the
-//!   POSIX policy every front end uses (owners, modes, ACLs, access,
-//!   set-id bits), applied under the namespace lock when it decides what
-//!   a new inode gets.
+//!   session can drive, and `background`: that step offered to a driver
+//!   the caller names (the engine starts no thread); `pause`: keeping the
+//!   background step paused (for an invariant check); `check`: the
+//!   invariant checker; `posix`: the POSIX policy every front end uses
+//!   (owners, modes, ACLs, access, set-id bits), applied under the
+//!   namespace lock when it decides what a new inode gets.
 
 mod allocate;
+pub mod background;
 mod check;
 mod commit;
 mod config;
@@ -40,8 +41,6 @@ mod file;
 mod file_io;
 mod held;
 mod home;
-#[cfg(feature = "std")]
-mod home_thread;
 pub(crate) mod inode;
 #[cfg(feature = "std")]
 mod lender;
@@ -114,21 +113,19 @@ struct Handles<D: BlockDevice> {
     /// The sessions `File`'s own methods borrow (hosted builds).
     #[cfg(feature = "std")]
     lender: lender::Lender<D>,
-    /// The thread writing logged pages home (hosted builds, if
-    /// [`Config::home_writer`]); stopped when the last handle goes.
-    #[cfg(feature = "std")]
-    _home: Option<home_thread::HomeWriter>,
+    /// The driver of the log's background steps ([`Config::background`]),
+    /// stopped when the last handle goes.
+    _background: Option<background::BackgroundDriver>,
     #[cfg(not(feature = "std"))]
     _device: core::marker::PhantomData<D>,
 }
 
 impl<D: BlockDevice> Handles<D> {
-    fn new(_shared: &Arc<Shared<D>>) -> Handles<D> {
+    fn new(shared: &Arc<Shared<D>>) -> Handles<D> {
         Handles {
             #[cfg(feature = "std")]
             lender: lender::Lender::new(),
-            #[cfg(feature = "std")]
-            _home: home_thread::HomeWriter::start(_shared),
+            _background: background::start(shared),
             #[cfg(not(feature = "std"))]
             _device: core::marker::PhantomData,
         }
@@ -211,8 +208,8 @@ impl<D: BlockDevice> Fs<D> {
     /// Says whether the caller drives [`Session::background_step`] (from an
     /// idle loop, say) often enough to checkpoint the log: then commits
     /// leave checkpoints to it and write one themselves only if the log
-    /// passes three quarters full. The hosted log thread
-    /// ([`Config::home_writer`]) turns this on while it runs.
+    /// passes three quarters full. A driver named in
+    /// [`Config::background`] turns this on while it runs.
     pub fn set_background_steps(&self, on: bool) {
         self.shared.journal.set_background(on);
     }

@@ -103,16 +103,16 @@ impl<D: BlockDevice> Fs<D> {
             unflushed: AtomicU64::new(0),
             volatile: super::volatile::Volatile::default(),
             background: super::pause::Gate::default(),
-            #[cfg(feature = "std")]
-            home_signal: Arc::default(),
+            waker: spin::Once::new(),
         });
         Ok(shared)
     }
 
     /// The first handle on `shared`, once it is loaded: only now may the
-    /// log thread start (with the handles), since its first step may
-    /// checkpoint and so allocate blocks, which before the load ended
-    /// could be the checkpoint chain's or a file's (issue 31, finding 13).
+    /// driver of the background steps start (with the handles, which own
+    /// it), since its first step may checkpoint and so allocate blocks,
+    /// which before the load ended could be the checkpoint chain's or a
+    /// file's (issue 31, finding 13).
     fn start(shared: Arc<Shared<D>>) -> Fs<D> {
         Fs {
             handles: Arc::new(Handles::new(&shared)),

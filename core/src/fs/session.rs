@@ -106,9 +106,10 @@ impl<D: BlockDevice> Session<D> {
     /// [`Session::block_on`] the caller's loop polls again at once (an
     /// SPDK-style reactor). Under any other executor the waker is handed to
     /// [`Config::park`](super::Config::park), which wakes it when the queue
-    /// is worth looking at again: at once by default; on a hosted build,
-    /// after a short spin and then on a timer with growing delays (hybrid
-    /// polling), so a task waiting on a slow device does not burn a core.
+    /// is worth looking at again: at once by default; with
+    /// `pollfs_hosted::config`, after a short spin and then on a timer
+    /// with growing delays (hybrid polling), so a task waiting on a slow
+    /// device does not burn a core.
     pub(crate) async fn wait(&self, tag: Tag) -> core::result::Result<(), DevError> {
         let mut polls = 0u32;
         poll_fn(|cx| {

@@ -58,9 +58,9 @@ pub(crate) struct Shared<D: BlockDevice> {
     pub(crate) volatile: super::volatile::Volatile,
     /// Lets background steps run, or keeps them paused (see `pause`).
     pub(crate) background: super::pause::Gate,
-    /// Wakes the write-home thread (see `home_thread`).
-    #[cfg(feature = "std")]
-    pub(crate) home_signal: Arc<super::home_thread::Signal>,
+    /// Wakes the driver of the background steps, once one is started (see
+    /// `background`).
+    pub(crate) waker: spin::Once<Arc<dyn super::background::BackgroundWaker>>,
 }
 
 impl<D: BlockDevice> core::fmt::Debug for Shared<D> {
@@ -167,14 +167,16 @@ impl<D: BlockDevice> Shared<D> {
     }
 
     /// Called after a sync staged data records and after each log write:
-    /// wakes the log's background thread if it sleeps and has work
-    /// (logged pages due home, or a checkpoint due; see `home_thread` for
-    /// why no wake-up is lost); true if it did. Without a thread, nothing.
+    /// wakes the driver of the background steps if it sleeps and there is
+    /// work (logged pages due home, or a checkpoint due; see
+    /// `background::BackgroundWaker` for why no wake-up is lost); true if
+    /// it did. Without a driver, nothing.
     pub(crate) fn wake_background(&self) -> bool {
-        #[cfg(feature = "std")]
-        if self.home_signal.asleep() && self.journal.background_due() {
-            self.home_signal.kick();
-            return true;
+        if let Some(waker) = self.waker.get() {
+            if waker.asleep() && self.journal.background_due() {
+                waker.wake();
+                return true;
+            }
         }
         false
     }

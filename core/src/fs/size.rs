@@ -74,9 +74,9 @@ impl<D: BlockDevice> Session<D> {
         }
         inode.writers().block();
         let _unblock = Unblock(inode.writers());
-        #[cfg(feature = "mutants")]
+        #[cfg(pollfs_mutants)]
         let drain = !crate::mutants::active(crate::mutants::Mutant::TruncateSkipsDrain);
-        #[cfg(not(feature = "mutants"))]
+        #[cfg(not(pollfs_mutants))]
         let drain = true;
         if drain {
             inode.writers().drained().await;
@@ -136,9 +136,9 @@ impl<D: BlockDevice> Session<D> {
         let (first, last) = range.pages();
         let full_start = range.start.div_ceil(PAGE_SIZE_U64);
         let full_end = range.end / PAGE_SIZE_U64;
-        #[cfg(feature = "mutants")]
+        #[cfg(pollfs_mutants)]
         let early = crate::mutants::active(crate::mutants::Mutant::PunchDropsBeforeGate);
-        #[cfg(not(feature = "mutants"))]
+        #[cfg(not(pollfs_mutants))]
         let early = false;
         if early && full_start < full_end {
             self.drop_pages(inode, full_start, full_end).await;

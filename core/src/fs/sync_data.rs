@@ -122,7 +122,7 @@ impl<D: BlockDevice> Session<D> {
     /// Releases pages kept by [`Session::writeback`]; if their flush failed
     /// (`durable` false) they are dirty again, so the data is written again.
     pub(crate) fn release_kept(&self, inode: &Inode, kept: &[u32], durable: bool) {
-        #[cfg(feature = "mutants")]
+        #[cfg(pollfs_mutants)]
         if crate::mutants::active(crate::mutants::Mutant::SyncHoldsWriteback) {
             for &slot in kept {
                 self.end(inode, &self.fs.cache, slot, durable);
@@ -180,10 +180,10 @@ impl<D: BlockDevice> Session<D> {
             }
             for f in &run.frames {
                 if keep && result.is_ok() {
-                    #[cfg(feature = "mutants")]
+                    #[cfg(pollfs_mutants)]
                     let planted =
                         crate::mutants::active(crate::mutants::Mutant::SyncHoldsWriteback);
-                    #[cfg(not(feature = "mutants"))]
+                    #[cfg(not(pollfs_mutants))]
                     let planted = false;
                     if !planted {
                         cache.end_writeback_kept(f.0);

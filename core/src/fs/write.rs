@@ -94,7 +94,7 @@ impl<D: BlockDevice> Session<D> {
                 inode.writers().exit(slot);
             }
         }
-        #[cfg(feature = "mutants")]
+        #[cfg(pollfs_mutants)]
         if crate::mutants::active(crate::mutants::Mutant::ExtendWithoutInodeLock) {
             let n = self.copy(inode, range, copy, &held).await?;
             inode.size.store(range.start + n as u64, Ordering::Release);

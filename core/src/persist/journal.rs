@@ -954,14 +954,12 @@ impl Journal {
     }
 
     /// True for a journal with a log on the device.
-    #[cfg(feature = "std")]
     pub(crate) fn has_log(&self) -> bool {
         matches!(self, Journal::Log(_))
     }
 
     /// True if logged pages are due to be written home off the sync path
     /// (see [`Log::home_due`]; never without a log).
-    #[cfg(feature = "std")]
     pub(crate) fn home_due(&self) -> bool {
         match self {
             Journal::Log(l) => l.home_due(),
@@ -1078,7 +1076,6 @@ impl Journal {
 
     /// True if the log is due a checkpoint (see [`Log::checkpoint_due`];
     /// never without a log).
-    #[cfg(any(feature = "std", test))]
     pub(crate) fn checkpoint_due(&self) -> bool {
         match self {
             Journal::Log(l) => l.checkpoint_due(),
@@ -1097,7 +1094,6 @@ impl Journal {
 
     /// True if a background step has work: logged pages due to be written
     /// home, or a checkpoint due.
-    #[cfg(feature = "std")]
     pub(crate) fn background_due(&self) -> bool {
         self.home_due() || self.checkpoint_due()
     }

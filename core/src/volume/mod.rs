@@ -114,6 +114,41 @@ pub enum VolumeError {
     ReadOnly,
 }
 
+impl VolumeError {
+    /// The Linux errno that says what went wrong, for doors that speak
+    /// errno (the C library); written here, where every kind is matched
+    /// without a catch-all, so a new kind needs its errno to compile.
+    pub fn errno(&self) -> i32 {
+        // Linux values, written out so that the `no_std` build has them.
+        const EIO: i32 = 5;
+        const EROFS: i32 = 30;
+        const EINVAL: i32 = 22;
+        const ENOSPC: i32 = 28;
+        const ENOENT: i32 = 2;
+        const EUCLEAN: i32 = 117;
+        const EOPNOTSUPP: i32 = 95;
+        match self {
+            VolumeError::NoLegs
+            | VolumeError::TooManyLegs
+            | VolumeError::ArenasDiffer
+            | VolumeError::BlockSizesDiffer
+            | VolumeError::ChunkSize
+            | VolumeError::TooFewFrames
+            | VolumeError::NoFua { .. }
+            | VolumeError::Foreign { .. }
+            | VolumeError::LegState { .. } => EINVAL,
+            VolumeError::TooSmall => ENOSPC,
+            // A leg failed a command: an I/O error.
+            VolumeError::Leg { .. } => EIO,
+            // What the legs hold is not a mirror this build can read.
+            VolumeError::NotAMirror { .. } | VolumeError::NoLegInSync => EUCLEAN,
+            VolumeError::NewerFormat { .. } => EOPNOTSUPP,
+            VolumeError::NoSuchLeg => ENOENT,
+            VolumeError::ReadOnly => EROFS,
+        }
+    }
+}
+
 impl fmt::Display for VolumeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

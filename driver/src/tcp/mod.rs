@@ -46,7 +46,7 @@ mod tests;
 pub mod net;
 #[cfg(feature = "std")]
 mod sys;
-#[cfg(feature = "emu")]
+#[cfg(feature = "tcp-target")]
 pub mod target;
 
 pub use address::TcpAddress;

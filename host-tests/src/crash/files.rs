@@ -29,7 +29,7 @@ pub const MAX_FILE: u64 = 48 * 1024;
 /// ([`Op::WriteHome`]), so every run replays.
 pub fn crash_config() -> Config {
     Config {
-        home_writer: false,
+        background: None,
         ..config(CACHE)
     }
 }

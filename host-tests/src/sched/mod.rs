@@ -89,6 +89,21 @@ pub fn run_direct_seed(seed: u64, opts: Options) -> Result<(), Failure> {
     run(&s, c, opts)
 }
 
+/// Runs the background scenario drawn from `seed` (see
+/// [`Scenario::generate_background`]), scheduled by the same generator;
+/// on success, the pages and checkpoints its background steps wrote (a
+/// test sums them to show that the steps had work to race).
+pub fn run_background_seed(seed: u64, opts: Options) -> Result<usize, Failure> {
+    let mut c = Choices::from_seed(seed);
+    let s = Scenario::generate_background(&mut c);
+    let records = run_records(&s, c, opts)?;
+    Ok(records
+        .iter()
+        .filter(|r| r.op == Op::Background)
+        .filter_map(|r| r.result.as_ref().ok())
+        .sum())
+}
+
 /// Runs the scenario drawn from `bytes`, scheduled by the rest of them.
 pub fn run_bytes(bytes: &[u8], opts: Options) -> Result<(), Failure> {
     let mut c = Choices::from_bytes(bytes);
@@ -98,6 +113,15 @@ pub fn run_bytes(bytes: &[u8], opts: Options) -> Result<(), Failure> {
 
 /// Runs `scenario` under the schedule `choices`, then checks the results.
 pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), Failure> {
+    run_records(scenario, choices, opts).map(|_| ())
+}
+
+/// [`run`], returning what every operation did.
+fn run_records(
+    scenario: &Scenario,
+    choices: Choices,
+    opts: Options,
+) -> Result<Vec<Record>, Failure> {
     let fail = |msg: String, trace: String| Failure::new(scenario, msg, trace);
     // A formatted filesystem keeps its metadata frames beside the cache's.
     let frames = scenario.cache_pages
@@ -199,7 +223,7 @@ pub fn run(scenario: &Scenario, choices: Choices, opts: Options) -> Result<(), F
         oracle::check_file(&records, file, initial, opts.strict_length)
             .map_err(|e| fail(e, trace()))?;
     }
-    Ok(())
+    Ok(records)
 }
 
 /// Creates the files and writes their initial stamped contents (at time 1,

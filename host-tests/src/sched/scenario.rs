@@ -104,6 +104,13 @@ pub enum Op {
         /// Index into [`SPECIAL`].
         kind: usize,
     },
+    /// One step of the log's background work
+    /// (`Session::background_step`: logged pages written home, then a
+    /// checkpoint if one is due), as the hosted layer's thread takes it,
+    /// here at a point the schedule chooses among the other operations.
+    /// It changes no file's bytes or size; its answer is the pages and
+    /// checkpoints it wrote.
+    Background,
 }
 
 /// The special files [`Op::Mknod`] makes.
@@ -145,7 +152,8 @@ impl Op {
             | Op::Unlink { .. }
             | Op::Create { .. }
             | Op::Lookup { .. }
-            | Op::Mknod { .. } => NO_FILE,
+            | Op::Mknod { .. }
+            | Op::Background => NO_FILE,
         }
     }
 
@@ -161,7 +169,7 @@ impl Op {
 
     /// True for a namespace operation.
     pub fn is_namespace(&self) -> bool {
-        self.file() == NO_FILE
+        self.file() == NO_FILE && *self != Op::Background
     }
 }
 
@@ -182,6 +190,7 @@ impl fmt::Display for Op {
             Op::Create { name } => write!(f, "create {}", NAMES[name]),
             Op::Lookup { name } => write!(f, "lookup {}", NAMES[name]),
             Op::Mknod { name, kind } => write!(f, "mknod {} {:?}", NAMES[name], SPECIAL[kind]),
+            Op::Background => write!(f, "background step"),
         }
     }
 }
@@ -344,6 +353,20 @@ impl Scenario {
             journal: c.chance(50),
             tasks,
         }
+    }
+
+    /// Draws a sync-heavy scenario ([`Scenario::generate_syncs`], always on
+    /// a formatted filesystem) with one more task that takes steps of the
+    /// log's background work (`Session::background_step`) between the
+    /// others' operations, where the schedule puts them: the write-home
+    /// and checkpoint steps the hosted thread runs, racing syncs, writes
+    /// and punches of the pages they write home.
+    pub fn generate_background(c: &mut Choices) -> Scenario {
+        let mut s = Scenario::generate_syncs(c);
+        s.journal = true;
+        let steps = 2 + c.below(5) as usize;
+        s.tasks.push(vec![Op::Background; steps]);
+        s
     }
 
     /// Every operation with its global id (setup writes come first, ids

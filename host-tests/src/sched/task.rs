@@ -74,6 +74,7 @@ pub fn spawn(
                     fs.mknod_in(pollfs_core::ROOT_INO, NAMES[name], kind, rdev, who)
                         .map(|i| i as usize)
                 }
+                (Op::Background, _) => session.background_step_async().await,
                 (_, None) => Ok(0),
                 (op, Some(f)) => match op {
                     Op::Write { off, len, .. } => {

@@ -97,7 +97,7 @@ impl Bitmap {
                 self.touched[w].fetch_or(bit, SeqCst);
             }
         }
-        #[cfg(feature = "mutants")]
+        #[cfg(pollfs_mutants)]
         if crate::mutants::active(crate::mutants::Mutant::BitmapSkipsMark) {
             return true;
         }

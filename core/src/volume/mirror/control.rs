@@ -319,7 +319,7 @@ impl<Q: DeviceQueue> Control<Q> {
         if regions.iter().all(|&w| w == 0) {
             return;
         }
-        #[cfg(feature = "mutants")]
+        #[cfg(pollfs_mutants)]
         if crate::mutants::active(crate::mutants::Mutant::BitmapClearsBeforeFlush) {
             shared.bitmap.finish_clear(&regions);
             self.rewrite = true;

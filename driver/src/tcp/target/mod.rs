@@ -1,4 +1,4 @@
-//! An NVMe/TCP target for tests (feature `emu`): listens on 127.0.0.1 at an
+//! An NVMe/TCP target for tests (feature `tcp-target`): listens on 127.0.0.1 at an
 //! ephemeral port and serves one subsystem with one namespace in memory,
 //! so the initiator is tested end to end over real sockets without a
 //! kernel target.

@@ -1,13 +1,20 @@
-//! The hosted filesystem's log thread (see `home`): it drives
-//! [`Session::background_step`] on a session of its own while logged pages
-//! are due home or the log is due a checkpoint, and sleeps otherwise,
-//! until a sync that staged data or a log write finds work due and wakes
-//! it.
+//! pollfs under an OS: [`config`], the engine's hosted configuration with
+//! the two things that need a thread of their own, which the engine crate
+//! does not start: hybrid polling under an async runtime ([`park`]), and a
+//! thread that drives the log's background steps
+//! ([`Session::background_step`](pollfs_core::Session::background_step):
+//! writing logged pages home, checkpoints off the sync path). The engine
+//! crate starts no thread; it offers the step to whatever driver its
+//! `Config::background` names, once a mount has finished loading, and this
+//! crate is the one home of the hosted driver, for every door (the
+//! command, the C library, the tests).
 //!
-//! The thread is owned by the mount's handles (`Handles`, with the lender):
-//! when the last `Fs` or `File` drops, it is stopped and joined, so it
-//! never outlives the mount's handles and holds no handle itself (only the
-//! shared state, as a session does).
+//! The thread steps while logged pages are due home or the log is due a
+//! checkpoint, and sleeps otherwise, until a sync that staged data or a
+//! log write finds work due and wakes it. The mount's handles own it: when
+//! the last `Fs` or `File` drops, it is stopped and joined, so it never
+//! outlives them, and it holds no handle itself (only the work, which
+//! holds the shared state, as a session does).
 //!
 //! While syncs keep coming the thread naps ([`NAP`]) between looks at the
 //! log instead of sleeping until woken: waking a sleeping thread costs the
@@ -24,35 +31,76 @@
 //! sees the data or the sync sees the mark; the wake itself is a flag set
 //! under the mutex the thread sleeps on. A napping thread is not marked
 //! asleep: it looks again within a nap.
+//!
+//! `Fs::pause_background` keeps the thread's steps out (they return 0
+//! while it holds); a failed step counts itself in
+//! `Stats::background_errors` and the thread backs off.
 
-use alloc::sync::Arc;
-use core::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{Session, Shared};
-use crate::dev::BlockDevice;
-use crate::persist::Journal;
+use pollfs_core::fs::background::{BackgroundDriver, BackgroundWaker, BackgroundWork};
+use pollfs_core::Config;
+
+pub mod park;
 
 /// How long the thread sleeps after a step that failed (the device
 /// refused a write) before it tries again, unless woken sooner; and the
 /// longest it sleeps at all.
-const BACKOFF: Duration = Duration::from_millis(10);
+pub const BACKOFF: Duration = Duration::from_millis(10);
 
 /// How long the thread naps between looks at the log while pages were
 /// due recently. A sync stages one page; the log is due a few dozen pages
 /// before its share is full, so a look every nap keeps up with syncs a
 /// few microseconds apart.
-const NAP: Duration = Duration::from_micros(100);
+pub const NAP: Duration = Duration::from_micros(100);
 
 /// Naps in a row that found nothing due before the thread sleeps until a
 /// sync wakes it (about 10 ms with nothing to write home).
-const NAPS_BEFORE_SLEEP: u32 = 100;
+pub const NAPS_BEFORE_SLEEP: u32 = 100;
+
+/// [`pollfs_core::hosted::config`] with this crate's thread as the driver
+/// of the log's background steps, and futures waiting for the device under
+/// an async runtime polled on a schedule ([`park::hybrid_park`]) instead
+/// of spinning.
+pub fn config() -> Config {
+    Config {
+        background: Some(start),
+        park: park::hybrid_park,
+        ..pollfs_core::hosted::config()
+    }
+}
+
+/// Starts the thread for `work` (a mount that has finished loading);
+/// `None` if no thread can be started (then syncs write home themselves
+/// when the log's share for data is full, and checkpoint when the log is
+/// half full). The engine calls it, through [`Config::background`].
+pub fn start(work: Arc<dyn BackgroundWork>) -> Option<BackgroundDriver> {
+    let signal = Arc::new(Signal::default());
+    let thread = {
+        let (work, signal) = (work.clone(), signal.clone());
+        std::thread::Builder::new()
+            .name("pollfs-home".into())
+            .spawn(move || run(&*work, &signal))
+            .ok()?
+    };
+    // Commits leave checkpoints to the thread from now on; it turns this
+    // off again however it ends.
+    work.set_steps(true);
+    Some(BackgroundDriver {
+        waker: signal.clone(),
+        guard: Box::new(Stopper {
+            signal,
+            thread: Some(thread),
+        }),
+    })
+}
 
 /// How a sync wakes the thread, and how the handles stop it.
 #[derive(Debug, Default)]
-pub(crate) struct Signal {
+struct Signal {
     state: Mutex<Wake>,
     changed: Condvar,
     asleep: AtomicBool,
@@ -64,21 +112,20 @@ struct Wake {
     stop: bool,
 }
 
-impl Signal {
-    /// True if the thread is asleep or about to be: a caller that made
-    /// pages due should [`kick`](Signal::kick) it.
-    pub(crate) fn asleep(&self) -> bool {
+impl BackgroundWaker for Signal {
+    fn asleep(&self) -> bool {
         self.asleep.load(Ordering::SeqCst)
     }
 
-    /// Wakes the thread.
-    pub(crate) fn kick(&self) {
+    fn wake(&self) {
         if let Ok(mut w) = self.state.lock() {
             w.kicked = true;
             self.changed.notify_one();
         }
     }
+}
 
+impl Signal {
     fn stop(&self) {
         if let Ok(mut w) = self.state.lock() {
             w.stop = true;
@@ -101,9 +148,8 @@ impl Signal {
         }
     }
 
-    /// Sleeps until kicked or stopped, or for `timeout`; false once
-    /// stopped. The caller set [`Signal::asleep`]'s mark and then found
-    /// nothing due.
+    /// Sleeps until woken or stopped, or for `timeout`; false once
+    /// stopped. The caller set the asleep mark and then found nothing due.
     fn sleep(&self, timeout: Duration) -> bool {
         let Ok(mut w) = self.state.lock() else {
             return false;
@@ -120,41 +166,15 @@ impl Signal {
     }
 }
 
-/// The running thread; stopped and joined on drop.
+/// The running thread, owned by the mount's handles; stopped and joined
+/// on drop.
 #[derive(Debug)]
-pub(crate) struct HomeWriter {
+struct Stopper {
     signal: Arc<Signal>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl HomeWriter {
-    /// Starts the thread for `shared` if its journal has a log; `None`
-    /// otherwise, or if no thread can be started (then syncs write home
-    /// themselves when the share is full, and checkpoint when the log is
-    /// half full).
-    pub(crate) fn start<D: BlockDevice>(shared: &Arc<Shared<D>>) -> Option<HomeWriter> {
-        if !shared.config.home_writer {
-            return None;
-        }
-        // `Fs::new` has no log: nothing to write home, ever.
-        if !shared.journal.has_log() {
-            return None;
-        }
-        let signal = shared.home_signal.clone();
-        let fs = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("pollfs-home".into())
-            .spawn(move || run(fs))
-            .ok()?;
-        shared.journal.set_background(true);
-        Some(HomeWriter {
-            signal,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for HomeWriter {
+impl Drop for Stopper {
     fn drop(&mut self) {
         self.signal.stop();
         if let Some(t) = self.thread.take() {
@@ -165,47 +185,36 @@ impl Drop for HomeWriter {
     }
 }
 
-/// Turns the journal's background mode off when the thread ends, however
-/// it ends: commits then checkpoint at half full again.
-struct BackgroundOff<'a>(&'a Journal);
+/// Turns the steps' checkpoints off when the thread ends, however it ends:
+/// commits then checkpoint at half full again.
+struct StepsOff<'a>(&'a dyn BackgroundWork);
 
-impl Drop for BackgroundOff<'_> {
+impl Drop for StepsOff<'_> {
     fn drop(&mut self) {
-        self.0.set_background(false);
+        self.0.set_steps(false);
     }
 }
 
-fn run<D: BlockDevice>(fs: Arc<Shared<D>>) {
-    let _off = BackgroundOff(&fs.journal);
-    // Its session (a device queue) is opened when pages are first due,
-    // not before: the user's threads open theirs first. With none to be
-    // had, syncs write home themselves when the share is full.
-    let mut session: Option<Session<D>> = None;
-    let signal = &fs.home_signal;
+fn run(work: &dyn BackgroundWork, signal: &Signal) {
+    let _off = StepsOff(work);
     // Naps in a row that found nothing due; at the limit the thread
     // sleeps until a sync wakes it.
     let mut idle = NAPS_BEFORE_SLEEP;
     loop {
-        if fs.journal.background_due() {
-            if session.is_none() {
-                session = Session::open(fs.clone()).ok();
-            }
-            match session.as_ref().map(|s| s.background_step()) {
-                Some(Ok(1..)) => idle = 0,
+        if work.due() {
+            match work.step() {
+                Ok(1..) => idle = 0,
                 // Nothing written while due: the pages are busy under a
                 // sync or a writeback, free again within a nap.
-                Some(Ok(0)) => {
+                Ok(0) => {
                     if !signal.nap(NAP) {
                         return;
                     }
                 }
-                // A failed step (it counted itself in `Stats`) or no
-                // queue (counted here, with the closed sessions' sum):
-                // wait a while, or for the next sync that stages data.
-                failed => {
-                    if failed.is_none() {
-                        fs.counters.lock().1.background_errors += 1;
-                    }
+                // A failed step, or no session to step in (the work
+                // counted either): wait a while, or for the next sync
+                // that stages data.
+                Err(_) => {
                     signal.asleep.store(true, Ordering::SeqCst);
                     if !signal.sleep(BACKOFF) {
                         return;
@@ -222,7 +231,7 @@ fn run<D: BlockDevice>(fs: Arc<Shared<D>>) {
             continue;
         }
         signal.asleep.store(true, Ordering::SeqCst);
-        if fs.journal.background_due() {
+        if work.due() {
             signal.asleep.store(false, Ordering::SeqCst);
             continue;
         }

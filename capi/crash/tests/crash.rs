@@ -1,6 +1,8 @@
 //! Crash safety of SQLite on the pollfs VFS, end to end: SQLite (the
 //! system's libsqlite3) in rollback-journal mode with `synchronous=EXTRA`
-//! and in WAL mode with `synchronous=FULL` (SQLite's durable settings), on pollfs on host-tests' recording device. At every write
+//! and in WAL mode with `synchronous=FULL` (SQLite's durable settings), on
+//! pollfs on host-tests' recording device (passed to the library as an
+//! `AnyDevice`). At every write
 //! boundary, the images a power cut could leave (unflushed writes lost,
 //! all landed, reordered, a subset, the write in flight torn) are mounted,
 //! the database opened through the VFS (SQLite rolls back a hot journal
@@ -8,18 +10,23 @@
 //! table must hold exactly the committed transactions: those whose COMMIT
 //! returned before the crash, and possibly the one under way.
 //!
-//! Run with `cargo test -p pollfs-capi --features crash-test --test crash`
+//! Run with `cargo test -p pollfs-capi-crash --features sqlite --test crash`
 //! (`just capi-crash`). `POLLFS_SQLITE_CRASH_TXNS` sets the transactions
 //! per workload (default 12).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+// The VFS (C) and libsqlite3, which this crate's build script links into
+// its library: named here so that the test links them.
+extern crate pollfs_capi_crash;
 
 mod sqlite_ffi;
 
 use std::collections::BTreeMap;
 
-use pollfs::crash::into_handle;
+use pollfs::embed::into_handle;
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::Fs;
+use pollfs_device::AnyDevice;
 use pollfs_host_tests::crash::{crash_images, device_from, Event, RecordingDevice};
 use pollfs_host_tests::rng::Rng;
 use pollfs_host_tests::setup::config;
@@ -48,7 +55,12 @@ struct Run {
     commits: Vec<(usize, usize)>,
 }
 
-fn open_db(fs: Fs<RecordingDevice>, ctx: &str) -> (Registered, Db) {
+/// `dev` as the one device type libpollfs works on.
+fn any(dev: RecordingDevice) -> AnyDevice {
+    AnyDevice::from_device(dev, "recording")
+}
+
+fn open_db(fs: Fs<AnyDevice>, ctx: &str) -> (Registered, Db) {
     let reg = Registered::new(into_handle(fs));
     let db = Db::open("/test.db").unwrap_or_else(|e| panic!("{ctx}: open: {e}"));
     (reg, db)
@@ -60,7 +72,7 @@ fn run_workload(seed: u64, journal: &str) -> Run {
     {
         // The filesystem and an empty table, outside the recording.
         let fs = Fs::format(
-            RecordingDevice::new(ram.clone()),
+            any(RecordingDevice::new(ram.clone())),
             config(CACHE),
             0x5A17 ^ seed,
         )
@@ -77,7 +89,7 @@ fn run_workload(seed: u64, journal: &str) -> Run {
     let mut base = vec![0u8; DEV_BYTES as usize];
     ram.read_raw(0, &mut base);
     let dev = RecordingDevice::new(ram);
-    let fs = Fs::mount(dev.clone(), config(CACHE)).unwrap();
+    let fs = Fs::mount(any(dev.clone()), config(CACHE)).unwrap();
     let keep = fs.clone();
     let (reg, db) = open_db(fs, "workload");
     // In rollback-journal mode the commit point is the journal's removal,
@@ -142,7 +154,7 @@ fn allowed(run: &Run, at: usize) -> Vec<usize> {
 
 fn recover(image: &[u8], ctx: &str) -> Model {
     let dev = RecordingDevice::new(device_from(image, FRAMES));
-    let fs = Fs::mount(dev, config(CACHE))
+    let fs = Fs::mount(any(dev), config(CACHE))
         .unwrap_or_else(|e| panic!("{ctx}: pollfs recovery failed: {e}"));
     let (reg, db) = open_db(fs, ctx);
     let check = db
