@@ -167,7 +167,7 @@ fn device_bytes(n: u64) -> u64 {
 fn config() -> Config {
     Config {
         cache_pages: CACHE_PAGES,
-        ..pollfs_core::hosted::config()
+        ..pollfs_hosted::config()
     }
 }
 
