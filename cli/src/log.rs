@@ -26,10 +26,8 @@ const DEFAULT: &str = "info";
 const FUSER: &str = "fuser=error";
 
 /// Says why `filter` is not one, if it is not.
-pub fn check(filter: &str) -> Result<(), String> {
-    EnvFilter::try_new(filter)
-        .map(drop)
-        .map_err(|e| format!("not a log filter ({e}): try error, warn, info, debug or trace"))
+pub fn check(filter: &str) -> Result<(), tracing_subscriber::filter::ParseError> {
+    EnvFilter::try_new(filter).map(drop)
 }
 
 /// Sends log events to stderr, filtered by `option` (a mount's `-o

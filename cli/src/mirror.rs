@@ -6,16 +6,19 @@
 //! command asks it; otherwise it opens the mirror itself and acts through
 //! the headers on the legs.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::hosted::monotonic_clock;
-use pollfs_core::volume::{Mirror, VolumeError};
+use pollfs_core::volume::{LegState, Mirror, VolumeError};
 use pollfs_device::control::client::{Client, ClientError};
 use pollfs_device::control::{LegWire, Op, Status};
 use pollfs_device::units::show_bytes;
 use pollfs_device::{Access, DeviceJob, DeviceSpec, Leaf, OpenErrorKind};
+
+use crate::progress::CopyBar;
 
 /// Options of `pollfs mirror`.
 #[derive(clap::Args, Debug)]
@@ -154,14 +157,19 @@ fn live(mut client: Client, device: &DeviceSpec, admin: Admin) -> anyhow::Result
     }
     let mut status = client.call(op).map_err(err)?;
     if let Admin::Rejoin { leg, wait: true } = admin {
-        while status
+        let bar = CopyBar::new(&format!("copying to leg {leg}"), status.data_blocks);
+        while let Some(l) = status
             .legs
             .get(leg)
-            .is_some_and(|l| matches!(l.state, LegWire::Stale | LegWire::Resyncing { .. }))
+            .filter(|l| matches!(l.state, LegWire::Stale | LegWire::Resyncing { .. }))
         {
+            if let LegWire::Resyncing { copied_blocks } = l.state {
+                bar.set(copied_blocks);
+            }
             std::thread::sleep(PROGRESS_EVERY);
             status = client.call(Op::Status).map_err(err)?;
         }
+        drop(bar);
         if status.legs.get(leg).map(|l| l.state) != Some(LegWire::InSync) {
             bail!(
                 "{device}: the copy to leg {leg} stopped before the end:\n{}",
@@ -304,7 +312,31 @@ impl DeviceJob for AdminJob<'_> {
     }
     fn run_mirror<L: BlockDevice>(self, m: Mirror<L>, what: &str) -> anyhow::Result<String> {
         let err = |e| anyhow!("{what}: {e}");
-        let settle = |m: &Mirror<L>| m.settle(monotonic_clock, std::thread::yield_now);
+        // The copy runs in `settle`; a second thread reads how far it is
+        // from the mirror's status for the bar.
+        let settle = |m: &Mirror<L>| {
+            let leg = match self.admin {
+                Admin::Rejoin { leg, .. } | Admin::Replace { leg, .. } => leg,
+                _ => usize::MAX,
+            };
+            let bar = CopyBar::new(&format!("copying to leg {leg}"), m.status().data_blocks);
+            let done = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    while !done.load(Ordering::Relaxed) {
+                        if let Some(LegState::Resyncing { copied }) =
+                            m.status().legs.get(leg).map(|l| l.0)
+                        {
+                            bar.set(copied);
+                        }
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                });
+                let settled = m.settle(monotonic_clock, std::thread::yield_now);
+                done.store(true, Ordering::Relaxed);
+                settled
+            })
+        };
         match self.admin {
             Admin::Status => {}
             Admin::Rejoin { leg, .. } => {

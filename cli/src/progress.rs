@@ -5,7 +5,8 @@
 //! wraps the real one and adds up the bytes its commands move, as
 //! smoltcp's tracing devices wrap a real one; the engine has no progress
 //! hook to call. (`mkfs` writes the superblocks and an empty log and
-//! checkpoint whatever the device's size: it needs none.)
+//! checkpoint whatever the device's size: it needs none.) A leg's copy
+//! gets a bar ([`CopyBar`]) fed from the mirror's own status.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -118,6 +119,40 @@ impl Drop for Spinner {
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A bar of a leg's copy (`pollfs mirror rejoin --wait`, `replace`):
+/// blocks copied of the mirror's; hidden when stderr is not a terminal.
+/// Cleared when dropped.
+#[derive(Debug)]
+pub struct CopyBar(ProgressBar);
+
+impl CopyBar {
+    /// A bar for `what` (e.g. "copying to leg 1") of `total` blocks.
+    pub fn new(what: &str, total: u64) -> CopyBar {
+        if !std::io::stderr().is_terminal() {
+            return CopyBar(ProgressBar::hidden());
+        }
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        if let Ok(style) =
+            ProgressStyle::with_template("{prefix}: [{bar:40}] {percent}% of {len} blocks ({eta})")
+        {
+            bar.set_style(style);
+        }
+        bar.set_prefix(what.to_string());
+        CopyBar(bar)
+    }
+
+    /// Blocks copied so far.
+    pub fn set(&self, copied: u64) {
+        self.0.set_position(copied);
+    }
+}
+
+impl Drop for CopyBar {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
     }
 }
 

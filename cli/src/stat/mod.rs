@@ -27,6 +27,22 @@ use pollfs_device::control::{mount_socket_path, Op, Status};
 
 use crate::mount::umount;
 
+/// Why a mirror's socket did not tell its legs.
+#[derive(Debug)]
+pub struct MirrorUnanswered {
+    socket: PathBuf,
+    error: ClientError,
+}
+
+impl std::fmt::Display for MirrorUnanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.socket.display(), self.error)
+    }
+}
+
+/// A mirror's state, or why its socket did not answer.
+pub type MirrorAnswer = Result<Status, MirrorUnanswered>;
+
 /// Options of `pollfs stat`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -101,12 +117,15 @@ impl Target {
 
     /// The filesystem's figures and, when it is on a mirror, the mirror's
     /// legs (or why its socket did not tell them).
-    fn sample_all(&self) -> anyhow::Result<(FsStats, Option<Result<Status, String>>)> {
+    fn sample_all(&self) -> anyhow::Result<(FsStats, Option<MirrorAnswer>)> {
         let stats = self.sample()?;
         let mirror = stats.mirror_socket.as_deref().map(|socket| {
             Client::at(socket)
                 .and_then(|mut c| c.call(Op::Status))
-                .map_err(|e| format!("{}: {e}", socket.display()))
+                .map_err(|error| MirrorUnanswered {
+                    socket: socket.to_path_buf(),
+                    error,
+                })
         });
         Ok((stats, mirror))
     }

@@ -10,6 +10,7 @@ use pollfs_device::control::{LegWire, Status};
 use pollfs_device::units::show_bytes;
 use serde::Serialize;
 
+use super::MirrorAnswer;
 use crate::mount::latency::from_buckets;
 
 /// The request kinds a mount times, in the order shown.
@@ -176,7 +177,7 @@ pub fn leg_state(state: LegWire) -> &'static str {
 
 /// A snapshot for people; `mirror`, the legs of the mirror under the
 /// filesystem (or why they could not be asked).
-pub fn snapshot(mountpoint: &Path, s: &FsStats, mirror: Option<&Result<Status, String>>) -> String {
+pub fn snapshot(mountpoint: &Path, s: &FsStats, mirror: Option<&MirrorAnswer>) -> String {
     let mut out = format!("pollfs on {}\n", mountpoint.display());
     let mut known = Vec::new();
     for (group, counters) in GROUPS {
@@ -260,7 +261,7 @@ pub fn snapshot(mountpoint: &Path, s: &FsStats, mirror: Option<&Result<Status, S
 pub fn snapshot_json(
     mountpoint: &Path,
     s: &FsStats,
-    mirror: Option<&Result<Status, String>>,
+    mirror: Option<&MirrorAnswer>,
 ) -> anyhow::Result<String> {
     #[derive(Serialize)]
     struct Snapshot<'a> {
@@ -270,13 +271,15 @@ pub fn snapshot_json(
         #[serde(skip_serializing_if = "Option::is_none")]
         mirror: Option<&'a Status>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        mirror_error: Option<&'a str>,
+        mirror_error: Option<String>,
     }
     Ok(serde_json::to_string(&Snapshot {
         mountpoint,
         stats: s,
         mirror: mirror.and_then(|m| m.as_ref().ok()),
-        mirror_error: mirror.and_then(|m| m.as_ref().err()).map(String::as_str),
+        mirror_error: mirror
+            .and_then(|m| m.as_ref().err())
+            .map(ToString::to_string),
     })?)
 }
 
