@@ -22,7 +22,9 @@ trap cleanup EXIT
 step() { echo "== deb-test: $*"; }
 
 step "dpkg -i"
-dpkg -i "${debs[@]}" >/dev/null
+# Container images often exclude manual pages from installs
+# (dpkg.cfg.d path-exclude); these are the packages' own and are tested.
+dpkg -i --path-include='/usr/share/man/*' "${debs[@]}" >/dev/null
 dpkg -s pollfs libpollfs0 libpollfs-dev | grep -E '^(Package|Version|Status)'
 [ "$(command -v pollfs)" = /usr/bin/pollfs ]
 [ "$(readlink /sbin/mount.fuse.pollfs)" = /usr/bin/pollfs ]
@@ -37,7 +39,7 @@ man -P cat 3 libpollfs | grep -q "pollfs_open"
 
 step "a C program against libpollfs-dev (pkg-config)"
 cc -std=c11 -o "$work/test_api" capi/tests/c/test_api.c $(pkg-config --cflags --libs pollfs) -lpthread
-ldd "$work/test_api" | grep -q "libpollfs.so.0 => /usr/lib/"
+ldd "$work/test_api" | grep -Eq "libpollfs.so.0 => /(usr/)?lib/"
 (cd "$work" && ./test_api)
 
 step "mount through fstab"
