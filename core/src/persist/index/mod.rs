@@ -179,8 +179,8 @@ impl Node {
     /// Splits an overfull node in two that each fit, at about half its
     /// bytes: the separator and the right half.
     fn split(&mut self) -> (Key, Node) {
-        match self {
-            Node::Leaf { keys, vals } => {
+        let at = match self {
+            Node::Leaf { vals, .. } => {
                 let total = self_bytes_leaf(vals);
                 let mut at = 0;
                 let mut left = 0;
@@ -188,15 +188,43 @@ impl Node {
                     left += page::LEAF_OVERHEAD + vals[at].len();
                     at += 1;
                 }
-                let at = at.max(1);
+                at.max(1)
+            }
+            Node::Branch { kids, .. } => kids.len() / 2,
+        };
+        self.split_at(at)
+    }
+
+    /// Splits an overfull node whose last entry is new: the right node
+    /// takes only that (a branch: its last two children, as a branch
+    /// needs two), the left stays as full as it was.
+    fn split_end(&mut self) -> (Key, Node) {
+        match self {
+            Node::Leaf { keys, .. } if keys.len() >= 2 => {
+                let at = keys.len() - 1;
+                self.split_at(at)
+            }
+            Node::Branch { kids, .. } if kids.len() >= 4 => {
+                let at = kids.len() - 2;
+                self.split_at(at)
+            }
+            _ => self.split(),
+        }
+    }
+
+    /// Moves entries `at..` (a leaf's keys, a branch's children; `at` at
+    /// least 1 and below the count) to a new right node: the separator
+    /// and that node.
+    fn split_at(&mut self, at: usize) -> (Key, Node) {
+        match self {
+            Node::Leaf { keys, vals } => {
                 let rk = keys.split_off(at);
                 let rv = vals.split_off(at);
                 (rk[0], Node::Leaf { keys: rk, vals: rv })
             }
             Node::Branch { level, seps, kids } => {
-                let m = kids.len() / 2;
-                let rkids = kids.split_off(m);
-                let mut rseps = seps.split_off(m - 1);
+                let rkids = kids.split_off(at);
+                let mut rseps = seps.split_off(at - 1);
                 let sep = rseps.remove(0);
                 (
                     sep,
@@ -207,33 +235,6 @@ impl Node {
                     },
                 )
             }
-        }
-    }
-
-    /// Splits an overfull node whose last entry is new: the right node
-    /// takes only that (a branch: its last two children), the left stays
-    /// as full as it was.
-    fn split_end(&mut self) -> (Key, Node) {
-        match self {
-            Node::Leaf { keys, vals } if keys.len() >= 2 => {
-                let rk = keys.split_off(keys.len() - 1);
-                let rv = vals.split_off(vals.len() - 1);
-                (rk[0], Node::Leaf { keys: rk, vals: rv })
-            }
-            Node::Branch { level, seps, kids } if kids.len() >= 4 => {
-                let rkids = kids.split_off(kids.len() - 2);
-                let mut rseps = seps.split_off(seps.len() - 2);
-                let sep = rseps.remove(0);
-                (
-                    sep,
-                    Node::Branch {
-                        level: *level,
-                        seps: rseps,
-                        kids: rkids,
-                    },
-                )
-            }
-            _ => self.split(),
         }
     }
 
@@ -407,36 +408,37 @@ impl Index {
     /// An empty tree of filesystem `uuid` (nothing on the device yet),
     /// keeping at most `capacity` pages read from the device after a trim.
     pub fn new(uuid: u64, capacity: usize) -> Index {
-        Index {
-            uuid,
-            root: Ptr::Mem(0),
-            root_level: 0,
-            generation: 0,
-            mem: alloc::vec![Some(Node::Leaf {
-                keys: Vec::new(),
-                vals: Vec::new(),
-            })],
-            free_slots: Vec::new(),
-            clean: BTreeMap::new(),
-            tick: Cell::new(0),
-            capacity,
-            freed: Vec::new(),
-            stats: IndexStats::default(),
-        }
+        let empty = Node::Leaf {
+            keys: Vec::new(),
+            vals: Vec::new(),
+        };
+        Index::with_root(uuid, capacity, Ptr::Mem(0), 0, 0, alloc::vec![Some(empty)])
     }
 
     /// The tree whose root a superblock names; its pages are read as
     /// operations need them.
     pub fn open(uuid: u64, root: Root, capacity: usize) -> Index {
+        let ptr = Ptr::Disk {
+            block: root.block,
+            generation: root.generation,
+        };
+        Index::with_root(uuid, capacity, ptr, root.level, root.generation, Vec::new())
+    }
+
+    fn with_root(
+        uuid: u64,
+        capacity: usize,
+        root: Ptr,
+        root_level: u8,
+        generation: u64,
+        mem: Vec<Option<Node>>,
+    ) -> Index {
         Index {
             uuid,
-            root: Ptr::Disk {
-                block: root.block,
-                generation: root.generation,
-            },
-            root_level: root.level,
-            generation: root.generation,
-            mem: Vec::new(),
+            root,
+            root_level,
+            generation,
+            mem,
             free_slots: Vec::new(),
             clean: BTreeMap::new(),
             tick: Cell::new(0),
@@ -473,15 +475,21 @@ impl Index {
         let node =
             page::decode(bytes, stamp).map_err(|damage| IndexError::Damage { block, damage })?;
         self.stats.loads += 1;
+        self.keep(block, generation, node);
+        Ok(())
+    }
+
+    /// Keeps `node`, the page at `block` of checkpoint `generation`.
+    fn keep(&mut self, block: u64, generation: u64, node: Node) {
+        let used = Cell::new(self.next_tick());
         self.clean.insert(
             block,
             Cached {
                 generation,
                 node,
-                used: Cell::new(self.next_tick()),
+                used,
             },
         );
-        Ok(())
     }
 
     fn next_tick(&self) -> u64 {
@@ -880,14 +888,7 @@ impl Index {
             block,
         };
         writes.push((block, page::encode(&node, stamp)));
-        self.clean.insert(
-            block,
-            Cached {
-                generation,
-                node,
-                used: Cell::new(self.next_tick()),
-            },
-        );
+        self.keep(block, generation, node);
         block
     }
 }
