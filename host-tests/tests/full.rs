@@ -140,3 +140,47 @@ fn writers_fill_the_device_and_the_unmount_keeps_every_byte() {
     );
     unmount_and_read_back(fs, &dev, &done);
 }
+
+/// A power cut with the log as full as commits let it get (three
+/// quarters: they leave checkpoints to a background step, and none runs
+/// here) leaves an image that mounts: the mount replays the whole log,
+/// says so, and every synced file is there; the unmount after it
+/// checkpoints and fsck finds nothing.
+#[test]
+fn an_image_whose_log_is_full_mounts() {
+    let dev = device();
+    let cfg = pollfs_core::Config {
+        cache_pages: 512,
+        ..pollfs_core::hosted::config()
+    };
+    let fs = Fs::format(dev.clone(), cfg, 9).unwrap();
+    fs.set_background_steps(true);
+    let mut made = 0u64;
+    let mut fullest = 0;
+    while made < 2000 {
+        let f = fs.create(&format!("f{made}")).unwrap();
+        f.write_all_at(&[made as u8 + 1; 4096], 0).unwrap();
+        f.sync_data().unwrap();
+        made += 1;
+        let (used, blocks) = fs.log_fill();
+        fullest = fullest.max(used * 100 / blocks);
+        if used * 100 >= blocks * 70 {
+            break;
+        }
+    }
+    assert!(fullest >= 70, "the log never filled: {fullest}% at most");
+    // A power cut: no unmount, no checkpoint.
+    drop(fs);
+    let fs = Fs::mount(dev.clone(), cfg).unwrap();
+    // Every sync's log write, counted by the mount that replayed them
+    // (before it retired their live data and checkpointed them away).
+    assert!(fs.stats().replayed_log_writes >= made, "{:?}", fs.stats());
+    for i in 0..made {
+        let f = fs.open(&format!("f{i}")).unwrap();
+        let mut b = [0u8; 4096];
+        f.read_exact_at(&mut b, 0).unwrap();
+        assert!(b.iter().all(|&x| x == i as u8 + 1), "file f{i}");
+    }
+    fs.unmount().unwrap();
+    fsck_clean(&dev);
+}

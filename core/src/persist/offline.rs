@@ -411,6 +411,10 @@ pub(crate) fn recover_for_mount<D: BlockDevice>(
     if rec.shadow.data_pages() == 0 {
         return Ok(rec);
     }
+    // What the mount replayed is what this first look found; the second,
+    // after the live data is retired, may find a log the retiring
+    // checkpointed away.
+    let replayed = (rec.log_writes, rec.records);
     block_on(
         async {
             for (_, (block, bytes)) in rec.shadow.data() {
@@ -440,7 +444,9 @@ pub(crate) fn recover_for_mount<D: BlockDevice>(
         }
         done => done?,
     }
-    recover_now()
+    let mut again = recover_now()?;
+    (again.log_writes, again.records) = replayed;
+    Ok(again)
 }
 
 /// Formats `dev` (see [`format`]) through `frames`.
