@@ -4,7 +4,8 @@
 # loop device over a file beside pollfs's device file, with the kernel
 # filesystem's mount, unmount and fsck timed here (fsck's peak memory by
 # /usr/bin/time). Needs root for the loop devices; xfs is skipped, and
-# says so, when mkfs.xfs is missing.
+# says so, when mkfs.xfs is missing. POLLFS_SCALE_ENGINES picks some of
+# "pollfs ext4 xfs" (all by default).
 set -euo pipefail
 scale=$1
 shift
@@ -12,10 +13,13 @@ counts=("$@")
 work=${POLLFS_SCALE_DIR:-/var/tmp/pollfs-scale}
 mkdir -p "$work"
 echo "device files under $work; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo
-echo "### pollfs (library)"
-"$scale" pollfs "$work" "${counts[@]}"
-rm -f "$work/scale.img"
+engines=" ${POLLFS_SCALE_ENGINES:-pollfs ext4 xfs} "
+if [[ $engines == *" pollfs "* ]]; then
+    echo
+    echo "### pollfs (library)"
+    "$scale" pollfs "$work" "${counts[@]}"
+    rm -f "$work/scale.img"
+fi
 
 ms() { python3 -c "import sys; print(f'{(float(sys.argv[2]) - float(sys.argv[1])) * 1e3:.1f}')" "$1" "$2"; }
 now() { date +%s.%N; }
@@ -78,5 +82,5 @@ kernel_fs() {
     done
 }
 
-kernel_fs ext4 mkfs.ext4 "e2fsck -fn"
-kernel_fs xfs mkfs.xfs "xfs_repair -n"
+if [[ $engines == *" ext4 "* ]]; then kernel_fs ext4 mkfs.ext4 "e2fsck -fn"; fi
+if [[ $engines == *" xfs "* ]]; then kernel_fs xfs mkfs.xfs "xfs_repair -n"; fi
