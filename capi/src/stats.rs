@@ -8,6 +8,7 @@
 use core::ffi::{c_int, c_void};
 
 use pollfs_core::Stats;
+use pollfs_device::control::stats::Gauges;
 
 use crate::error::{int, Fail};
 use crate::fs::{fs_of, PollfsFs};
@@ -173,16 +174,15 @@ pub unsafe extern "C" fn pollfs_fs_stats(
         let fs = unsafe { fs_of(fs) }?;
         // SAFETY: the caller's contract: `size` writable bytes at `out`.
         let out = unsafe { raw::bytes_mut(out.cast::<c_void>(), size) }?;
-        let (log_used_blocks, log_blocks) = fs.log_fill();
-        let space = fs.statfs();
+        let g = Gauges::of(&fs);
         let all = PollfsStats {
-            dirty_pages: fs.dirty_pages(),
-            cache_pages: u64::from(fs.cache_pages()),
-            log_used_blocks,
-            log_blocks,
-            data_blocks: space.blocks,
-            free_blocks: space.free,
-            inodes: space.inodes,
+            dirty_pages: g.dirty_pages,
+            cache_pages: g.cache_pages,
+            log_used_blocks: g.log_used_blocks,
+            log_blocks: g.log_blocks,
+            data_blocks: g.data_blocks,
+            free_blocks: g.free_blocks,
+            inodes: g.inodes,
             ..PollfsStats::counters(&fs.stats())
         };
         // SAFETY: `all` is a live local of `size_of::<PollfsStats>()`

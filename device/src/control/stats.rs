@@ -55,12 +55,28 @@ pub struct Gauges {
     pub inodes: u64,
 }
 
+impl Gauges {
+    /// The gauges of `fs` now (also what libpollfs's `pollfs_fs_stats`
+    /// reports).
+    pub fn of<D: BlockDevice>(fs: &Fs<D>) -> Gauges {
+        let (log_used_blocks, log_blocks) = fs.log_fill();
+        let space = fs.statfs();
+        Gauges {
+            dirty_pages: fs.dirty_pages(),
+            cache_pages: u64::from(fs.cache_pages()),
+            log_used_blocks,
+            log_blocks,
+            data_blocks: space.blocks,
+            free_blocks: space.free,
+            inodes: space.inodes,
+        }
+    }
+}
+
 impl FsStats {
     /// The figures of `fs` now.
     pub fn of<D: BlockDevice>(fs: &Fs<D>) -> FsStats {
         let stats = fs.stats();
-        let (log_used_blocks, log_blocks) = fs.log_fill();
-        let space = fs.statfs();
         FsStats {
             taken_ns: monotonic_clock().0,
             counters: stats
@@ -68,15 +84,7 @@ impl FsStats {
                 .iter()
                 .map(|&(name, value)| (name.to_string(), value))
                 .collect(),
-            gauges: Gauges {
-                dirty_pages: fs.dirty_pages(),
-                cache_pages: u64::from(fs.cache_pages()),
-                log_used_blocks,
-                log_blocks,
-                data_blocks: space.blocks,
-                free_blocks: space.free,
-                inodes: space.inodes,
-            },
+            gauges: Gauges::of(fs),
             latency: BTreeMap::new(),
             mirror_socket: None,
         }
