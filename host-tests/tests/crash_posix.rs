@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use pollfs_core::fs::posix::{Creds, ACL_ACCESS, ACL_DEFAULT, NO_ID};
 use pollfs_core::{Fs, Kind, XattrMode, ROOT_INO};
-use pollfs_host_tests::crash::{assert_fsck_clean, crash_images, device_from, RecordingDevice};
+use pollfs_host_tests::crash::{
+    assert_fsck_clean, crash_images, device_from, mount_checked, RecordingDevice,
+};
 use pollfs_host_tests::rng::Rng;
 use pollfs_host_tests::setup::config;
 
@@ -114,10 +116,7 @@ fn a_created_name_has_its_owner_bits_and_acls_at_every_crash_point() {
             let ctx = format!("at {at}: {desc}");
             let dev = device_from(&image, FRAMES);
             assert_fsck_clean(&dev, &format!("{ctx}: fsck"));
-            let fs = Fs::mount(dev, config(CACHE))
-                .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
-            fs.check_invariants()
-                .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+            let fs = mount_checked(dev, config(CACHE), &ctx);
             let Ok(d) = fs.lookup_in(ROOT_INO, "d") else {
                 assert!(at < setup_at, "{ctx}: the synced directory is gone");
                 continue;

@@ -14,7 +14,9 @@
 
 use pollfs_core::error::NamespaceError;
 use pollfs_core::{Error, Fs, NewInode};
-use pollfs_host_tests::crash::{assert_fsck_clean, crash_images, device_from, RecordingDevice};
+use pollfs_host_tests::crash::{
+    assert_fsck_clean, crash_images, device_from, mount_checked, RecordingDevice,
+};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::rng::Rng;
 use pollfs_host_tests::setup::config;
@@ -93,10 +95,7 @@ fn unnamed_files_are_freed_or_named_whole_at_every_crash_point() {
             let ctx = format!("at {at}: {desc}");
             let dev = device_from(&image, FRAMES);
             assert_fsck_clean(&dev, &format!("{ctx}: fsck"));
-            let fs = Fs::mount(dev, config(CACHE))
-                .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
-            fs.check_invariants()
-                .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+            let fs = mount_checked(dev, config(CACHE), &ctx);
             let Ok(dir) = fs.lookup("d") else {
                 continue;
             };

@@ -27,7 +27,7 @@ use pollfs_core::error::XattrError;
 use pollfs_core::{Error, Fs, Kind, NewInode, RenameFlags, XattrMode, ROOT_INO};
 use pollfs_host_tests::crash::files::crash_config;
 use pollfs_host_tests::crash::{
-    assert_fsck_clean, crash_images, device_from, Event, RecordingDevice,
+    assert_fsck_clean, crash_images, device_from, mount_checked, Event, RecordingDevice,
 };
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::rng::Rng;
@@ -355,10 +355,7 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
             let ctx = format!("{label}: {desc}");
             let dev = device_from(&image, FRAMES);
             assert_fsck_clean(&dev, &format!("{ctx}: fsck"));
-            let fs = Fs::mount(dev.clone(), crash_config())
-                .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
-            fs.check_invariants()
-                .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+            let fs = mount_checked(dev.clone(), crash_config(), &ctx);
             let (snap, inos) = Snapshot::of(&fs).unwrap();
             // The namespace is the model's after some prefix of operations:
             // at least those every finished sync covered, at most those

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::{Allocate, Config, Fs};
 
+use super::mount_checked;
 use crate::model::pattern;
 use crate::rng::Rng;
 use crate::setup::config;
@@ -490,10 +491,7 @@ pub fn check_state<D: BlockDevice + Clone>(
 
 /// Mounts `dev` and reads every file (after the invariant check).
 pub fn read_state<D: BlockDevice + Clone>(dev: &D, ctx: &str) -> BTreeMap<String, Vec<u8>> {
-    let fs = Fs::mount(dev.clone(), crash_config())
-        .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
-    fs.check_invariants()
-        .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+    let fs = mount_checked(dev.clone(), crash_config(), ctx);
     let mut out = BTreeMap::new();
     for name in fs.list() {
         let f = fs.open(&name).unwrap();

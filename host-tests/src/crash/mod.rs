@@ -276,6 +276,21 @@ pub fn assert_fsck_clean<D: BlockDevice>(dev: &D, what: &str) {
     assert!(report.problems.is_empty(), "{what}: {:?}", report.problems);
 }
 
+/// Mounts the crash image on `dev` (recovery must succeed) and checks
+/// the engine's invariants on what it recovered; `ctx` names the image in
+/// a failure.
+pub fn mount_checked<D: BlockDevice>(
+    dev: D,
+    config: pollfs_core::Config,
+    ctx: &str,
+) -> pollfs_core::Fs<D> {
+    let fs = pollfs_core::Fs::mount(dev, config)
+        .unwrap_or_else(|e| panic!("{ctx}: recovery failed: {e}"));
+    fs.check_invariants()
+        .unwrap_or_else(|e| panic!("{ctx}: {e:?}"));
+    fs
+}
+
 /// A RAM device holding `image`.
 pub fn device_from(image: &[u8], frames: u32) -> RamDevice {
     let dev = RamDevice::new(image.len() as u64, 4096, frames).expect("ram device");
