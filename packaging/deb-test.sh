@@ -33,9 +33,16 @@ dpkg -s pollfs libpollfs0 libpollfs-dev | grep -E '^(Package|Version|Status)'
 [ -f /usr/share/bash-completion/completions/pollfs ]
 
 step "man pollfs"
-man -P cat pollfs | grep -q "pollfs"
-man -P cat mount.pollfs | grep -q "fstab"
-man -P cat 3 libpollfs | grep -q "pollfs_open"
+# Each page whole into a variable, then matched: `man | grep -q` can end
+# man with SIGPIPE, which pipefail turns into a failure.
+has() { # PAGE-ARGS... -- WORD
+    local word=${*: -1} text
+    text=$(man -P cat "${@:1:$#-1}")
+    grep -q -- "$word" <<<"$text"
+}
+has pollfs pollfs
+has mount.pollfs fstab
+has 3 libpollfs pollfs_open
 
 step "a C program against libpollfs-dev (pkg-config)"
 cc -std=c11 -o "$work/test_api" capi/tests/c/test_api.c $(pkg-config --cflags --libs pollfs) -lpthread

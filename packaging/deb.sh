@@ -45,7 +45,9 @@ doc() { # DIR NAME
     } >"$1/usr/share/doc/$2/copyright"
 }
 
-libc_dep="libc6 (>= $(ldd --version | head -1 | grep -o '[0-9.]*$'))"
+# getconf prints "glibc 2.36" (no pipe into head: with pipefail a writer cut
+# off by head fails the script with SIGPIPE).
+libc_dep="libc6 (>= $(getconf GNU_LIBC_VERSION | cut -d' ' -f2))"
 
 # pollfs
 p="$out/stage/pollfs"

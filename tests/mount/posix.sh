@@ -54,7 +54,8 @@ start posix
 check "O_TMPFILE: recovered, and unmounted cleanly" stop posix
 # fsck clean, and as many files as before the unnamed one.
 tmpfile_freed() {
-    fsck_clean posix && "$POLLFS" fsck "file:$(img posix)" | grep -q ": $files_before,"
+    local report
+    fsck_clean posix && report=$("$POLLFS" fsck "file:$(img posix)") && grep -q ": $files_before," <<<"$report"
 }
 check "O_TMPFILE: fsck is clean after the remount, and the unnamed file is gone" tmpfile_freed
 
