@@ -36,7 +36,7 @@ pub mod items;
 pub mod page;
 #[cfg(test)]
 mod tests;
-mod verify;
+pub mod verify;
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
