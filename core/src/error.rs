@@ -1,6 +1,8 @@
 //! Errors: one small enum per kind of operation, joined into [`Error`].
 
-pub use crate::persist::damage::{CheckpointDamage, RecordDamage, ReplayDamage, SuperblockField};
+pub use crate::persist::damage::{
+    CheckpointDamage, IndexDamage, RecordDamage, ReplayDamage, SuperblockField,
+};
 use core::fmt;
 
 use crate::dev::DevError;
@@ -287,6 +289,8 @@ pub enum Damage {
     },
     /// A checkpoint frame is missing, damaged or out of place.
     Checkpoint(CheckpointDamage),
+    /// The metadata index (a page or an item) is damaged.
+    Index(IndexDamage),
     /// A metadata record is malformed or out of range.
     Record(RecordDamage),
     /// A record contradicts the metadata before it.
@@ -331,6 +335,7 @@ impl fmt::Display for Damage {
                 "formatted for {fs}-byte device blocks, but the device has {device}-byte blocks"
             ),
             Damage::Checkpoint(what) => write!(f, "checkpoint: {what}"),
+            Damage::Index(what) => write!(f, "metadata index: {what}"),
             Damage::Record(what) => write!(f, "malformed record: {what}"),
             Damage::Replay(what) => write!(f, "record does not apply: {what}"),
             Damage::LogHole { lsn, later_lsn } => write!(

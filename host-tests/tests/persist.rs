@@ -6,7 +6,8 @@ use std::future::Future;
 
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::error::{CheckpointDamage, Damage};
+use pollfs_core::error::{Damage, IndexDamage};
+use pollfs_core::persist::index::PageDamage;
 use pollfs_core::{Error, File, Fs};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::setup::{config, fsck_clean};
@@ -210,20 +211,20 @@ fn damaged_images_give_clear_errors() {
         }
         other => panic!("mounting a blank device gave {other:?}"),
     }
-    // The checkpoint's checksum.
+    // A bit flipped in the index's root page.
     let mut block = vec![0u8; 4096];
     dev.read_raw(4096, &mut block);
     let sb = pollfs_core::persist::format::Superblock::decode(&block).unwrap();
-    let ckpt = sb.ckpt.block * 4096;
-    let mut first = vec![0u8; 4096];
-    dev.read_raw(ckpt, &mut first);
-    first[44] ^= 0xff;
-    dev.write_raw(ckpt, &first);
+    let root = sb.root.block * 4096;
+    let mut page = vec![0u8; 4096];
+    dev.read_raw(root, &mut page);
+    page[100] ^= 0xff;
+    dev.write_raw(root, &page);
     match Fs::mount(dev.clone(), config(64)) {
         Err(Error::Corrupt {
-            damage: Damage::Checkpoint(CheckpointDamage::Checksum { index: 0 }),
-            ..
-        }) => {}
+            block,
+            damage: Damage::Index(IndexDamage::Page(PageDamage::Checksum)),
+        }) if block == sb.root.block => {}
         other => panic!("{other:?}"),
     }
     let report = pollfs_core::persist::check(
@@ -582,4 +583,203 @@ fn the_log_thread_checkpoints_beside_syncs() {
     drop(fs);
     remount_holds(&dev, &want, &format!("{i} syncs"));
     fsck_clean(&dev);
+}
+
+/// A filesystem of `files` files of 100 bytes in directories of 100,
+/// unmounted (so its index holds them all).
+fn filled(files: u64) -> RamDevice {
+    let dev = RamDevice::new(64 << 20, 4096, 96).unwrap();
+    let fs = Fs::format(dev.clone(), config(64), 11).unwrap();
+    for d in 0..files.div_ceil(100) {
+        fs.mkdir(&format!("d{d}")).unwrap();
+    }
+    for i in 0..files {
+        let f = fs.create(&format!("d{}/f{i}", i / 100)).unwrap();
+        f.write_all_at(&pattern(i, 0, 100), 0).unwrap();
+    }
+    fs.unmount().unwrap();
+    dev
+}
+
+/// What the checkpoint of an unmount writes after one file's permission
+/// bits changed and were synced: (its bytes, the bytes of a checkpoint
+/// of everything).
+fn one_change(dev: &RamDevice) -> (u64, u64) {
+    let fs = mount(dev);
+    let f = fs.lookup("d0/f7").unwrap();
+    fs.set_attr(
+        f,
+        pollfs_core::fs::SetAttr {
+            perm: Some(0o600),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fs.sync().unwrap();
+    let before = fs.stats();
+    fs.clone().unmount().unwrap();
+    let d = fs.stats().since(&before);
+    assert_eq!(d.checkpoints, 1, "{d:?}");
+    // The whole view, for scale: what format 5 wrote every time.
+    let whole = pollfs_core::persist::check(
+        dev,
+        pollfs_core::hosted::monotonic_clock,
+        std::thread::yield_now,
+    )
+    .unwrap();
+    assert!(whole.problems.is_empty(), "{:?}", whole.problems);
+    (d.checkpoint_bytes, whole.checkpoint_blocks * 4096)
+}
+
+/// A checkpoint writes the pages that hold what changed and the branches
+/// above them, not the whole metadata: one file's change costs the same
+/// few pages with 300 files as with 3,000 (counted, not timed).
+#[test]
+fn a_checkpoint_writes_what_changed_not_the_filesystem() {
+    let small = one_change(&filled(300));
+    let large = one_change(&filled(3000));
+    println!("one change: {small:?} with 300 files, {large:?} with 3,000 (bytes written, bytes of the index)");
+    for (written, whole) in [small, large] {
+        // A leaf and the branches above it: at most a page per level.
+        assert!(written <= 4 * 4096, "{written} bytes for one change");
+        assert!(written > 0);
+        assert!(whole >= 4 * written, "the index is {whole} bytes");
+    }
+    assert!(
+        large.1 >= 8 * small.1 / 2,
+        "the index grows with the files: {small:?} {large:?}"
+    );
+    assert!(
+        large.0 <= small.0 + 4096,
+        "one more level at most: {small:?} {large:?}"
+    );
+}
+
+/// A format 5 image (its version field says so, with a valid checksum)
+/// is refused by name, not read as something else.
+#[test]
+fn an_image_of_format_5_is_refused_by_name() {
+    let dev = device();
+    drop(Fs::format(dev.clone(), config(64), 5).unwrap());
+    for copy in 0..2u64 {
+        let mut block = vec![0u8; 4096];
+        dev.read_raw(copy * 4096, &mut block);
+        block[8..12].copy_from_slice(&5u32.to_le_bytes());
+        dev.write_raw(copy * 4096, &block);
+    }
+    match Fs::mount(dev.clone(), config(64)) {
+        Err(
+            e @ Error::Corrupt {
+                damage:
+                    Damage::Version {
+                        found: 5,
+                        supported: 6,
+                    },
+                ..
+            },
+        ) => {
+            let said = e.to_string();
+            assert!(
+                said.contains("format version 5, but this pollfs reads version 6"),
+                "{said}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Index pages that are whole and checksum-valid but not what their
+/// parent names (an older page where a newer one belongs, a page written
+/// for another block), and an item that does not decode, are refused by
+/// mount and reported by fsck, each as what it is.
+#[test]
+fn crafted_index_pages_are_refused_as_what_they_are() {
+    let base = filled(300);
+    let sb = {
+        let mut b = vec![0u8; 4096];
+        base.read_raw(0, &mut b);
+        let a = pollfs_core::persist::format::Superblock::decode(&b).unwrap();
+        base.read_raw(4096, &mut b);
+        let c = pollfs_core::persist::format::Superblock::decode(&b).unwrap();
+        if a.generation > c.generation {
+            a
+        } else {
+            c
+        }
+    };
+    assert!(sb.root.level >= 1, "a tree with branches");
+    let page = |dev: &RamDevice, block: u64| {
+        let mut p = vec![0u8; 4096];
+        dev.read_raw(block * 4096, &mut p);
+        p
+    };
+    let seal = |p: &mut Vec<u8>| {
+        p[12..16].fill(0);
+        let crc = pollfs_core::persist::format::crc32c(&[p]);
+        p[12..16].copy_from_slice(&crc.to_le_bytes());
+    };
+    // The root's first child: (block, generation) at the start of the
+    // root's payload.
+    let root = page(&base, sb.root.block);
+    let child = u64::from_le_bytes(root[40..48].try_into().unwrap());
+    let refused = |dev: &RamDevice, want: &dyn Fn(&Damage) -> bool| {
+        match Fs::mount(dev.clone(), config(64)) {
+            Err(Error::Corrupt { damage, .. }) if want(&damage) => {}
+            other => panic!("{other:?}"),
+        }
+        let report = pollfs_core::persist::check(
+            dev,
+            pollfs_core::hosted::monotonic_clock,
+            std::thread::yield_now,
+        )
+        .unwrap();
+        assert!(!report.problems.is_empty());
+    };
+    let copy = || {
+        let mut all = vec![0u8; 64 << 20];
+        base.read_raw(0, &mut all);
+        let d = RamDevice::new(64 << 20, 4096, 96).unwrap();
+        d.write_raw(0, &all);
+        d
+    };
+    // An older generation in a whole page: a lost write.
+    let dev = copy();
+    let mut p = page(&dev, child);
+    let gen = u64::from_le_bytes(p[24..32].try_into().unwrap());
+    p[24..32].copy_from_slice(&(gen - 1).to_le_bytes());
+    seal(&mut p);
+    dev.write_raw(child * 4096, &p);
+    refused(
+        &dev,
+        &|d| matches!(d, Damage::Index(IndexDamage::Page(PageDamage::Stale { found })) if *found == gen - 1),
+    );
+    // A page written for another block.
+    let dev = copy();
+    let mut p = page(&dev, child);
+    p[32..40].copy_from_slice(&(child + 1).to_le_bytes());
+    seal(&mut p);
+    dev.write_raw(child * 4096, &p);
+    refused(
+        &dev,
+        &|d| matches!(d, Damage::Index(IndexDamage::Page(PageDamage::Misplaced { written_for })) if *written_for == child + 1),
+    );
+    // The first item of the first leaf (an inode's: the root directory's)
+    // given an unknown kind: its value starts after the key (17 bytes)
+    // and its length (2).
+    let dev = copy();
+    let mut block = child;
+    let mut level = sb.root.level - 1;
+    while level > 0 {
+        let p = page(&dev, block);
+        block = u64::from_le_bytes(p[40..48].try_into().unwrap());
+        level -= 1;
+    }
+    let mut p = page(&dev, block);
+    assert_eq!(p[40 + 8], 1, "the first item is an inode's");
+    p[40 + 17 + 2] = 99;
+    seal(&mut p);
+    dev.write_raw(block * 4096, &p);
+    refused(&dev, &|d| {
+        matches!(d, Damage::Index(IndexDamage::Item { .. }))
+    });
 }

@@ -8,6 +8,9 @@
 
 use core::fmt;
 
+use super::index::items::ItemDamage;
+use super::index::{Key, PageDamage};
+
 /// A superblock field that is out of range or contradicts another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -35,15 +38,25 @@ pub enum SuperblockField {
         /// The checkpoint's log sequence number.
         ckpt_lsn: u64,
     },
-    /// The checkpoint's first frame lies outside the data area.
+    /// The index's root lies outside the data area, is newer than the
+    /// superblock, or is deeper than a tree can be.
+    IndexRoot {
+        /// Its block.
+        block: u64,
+        /// The checkpoint that wrote it.
+        generation: u64,
+        /// Its level.
+        level: u8,
+    },
+    /// The carried records' first frame lies outside the data area.
     CheckpointLocation {
         /// Its first block.
         block: u64,
         /// Its length in blocks.
         blocks: u32,
     },
-    /// The checkpoint's size is shorter than its first frame or larger
-    /// than the data area.
+    /// The carried records' size is shorter than their first frame or
+    /// larger than the data area (or given with no chain).
     CheckpointSize(u64),
 }
 
@@ -65,12 +78,98 @@ impl fmt::Display for SuperblockField {
                 f,
                 "generation {generation} or checkpoint sequence number {ckpt_lsn} is out of range"
             ),
+            Self::IndexRoot {
+                block,
+                generation,
+                level,
+            } => write!(
+                f,
+                "index root at block {block} (generation {generation}, level {level}) \
+                 is outside the data area, newer than the superblock or too deep"
+            ),
             Self::CheckpointLocation { block, blocks } => write!(
                 f,
-                "checkpoint at block {block} (+{blocks}) is outside the data area"
+                "carried records at block {block} (+{blocks}) are outside the data area"
             ),
             Self::CheckpointSize(total) => {
-                write!(f, "checkpoint size {total} blocks is out of range")
+                write!(f, "carried records' size {total} blocks is out of range")
+            }
+        }
+    }
+}
+
+/// What is wrong with the metadata index: a page (the block is the
+/// error's), or an item in a sound page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IndexDamage {
+    /// A page is damaged, or does not fit where its parent puts it.
+    Page(PageDamage),
+    /// An item's value does not decode.
+    Item {
+        /// Its key.
+        key: Key,
+        /// How.
+        damage: ItemDamage,
+    },
+    /// An item belongs to no inode, or items of one thing disagree
+    /// (pieces missing, lengths that do not add up).
+    Orphan(Key),
+    /// More names in one bucket than its item holds.
+    BucketFull(Key),
+}
+
+fn key(f: &mut fmt::Formatter<'_>, k: &Key) -> fmt::Result {
+    write!(f, "inode {} kind {} offset {}", k.ino, k.kind, k.off)
+}
+
+impl fmt::Display for IndexDamage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Page(d) => match d {
+                PageDamage::Length => write!(f, "a page is cut short or has bytes left over"),
+                PageDamage::Magic => write!(f, "not an index page"),
+                PageDamage::Checksum => write!(f, "a page's checksum mismatches"),
+                PageDamage::Uuid => write!(f, "a page of another filesystem"),
+                PageDamage::Misplaced { written_for } => {
+                    write!(f, "a page written for block {written_for}")
+                }
+                PageDamage::Stale { found } => write!(
+                    f,
+                    "a page of checkpoint {found}, not the one its parent names \
+                     (a lost or misdirected write)"
+                ),
+                PageDamage::Header => write!(f, "a page's header is out of range"),
+                PageDamage::ValueTooLarge => write!(f, "a value longer than an item holds"),
+                PageDamage::Order => write!(f, "keys out of order or outside their range"),
+                PageDamage::Pointer => write!(f, "a child pointer out of range"),
+                PageDamage::Level { expected, found } => {
+                    write!(f, "a page at level {found} where level {expected} belongs")
+                }
+                PageDamage::Empty => write!(f, "an empty page below the root"),
+                PageDamage::Shared => write!(f, "a page reached twice"),
+            },
+            Self::Item { key: k, damage } => {
+                write!(f, "item ")?;
+                key(f, k)?;
+                match damage {
+                    ItemDamage::Length => write!(f, " is cut short or too long"),
+                    ItemDamage::Kind => write!(f, " is of an unknown kind"),
+                    ItemDamage::Field(name) => write!(f, ": {name} out of range"),
+                }
+            }
+            Self::Orphan(k) => {
+                write!(f, "item ")?;
+                key(f, k)?;
+                write!(
+                    f,
+                    " belongs to no inode or disagrees with its inode's others"
+                )
+            }
+            Self::BucketFull(k) => {
+                write!(f, "bucket ")?;
+                key(f, k)?;
+                write!(f, " holds more names than fit")
             }
         }
     }

@@ -5,6 +5,7 @@
 
 use alloc::vec::Vec;
 
+use super::index::{Root, MAX_LEVELS};
 use crate::error::{Damage, SuperblockField};
 use crate::units::{PAGE_SIZE, PAGE_SIZE_U64};
 
@@ -31,10 +32,13 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"POLLFSv1");
 /// rename and free records); version 4 logs small syncs' data (data and
 /// home records); version 5 has FIFOs, sockets and device nodes (inode
 /// kinds 4 to 7, a device node's record carrying its device number) and
-/// extended attributes (xattr records).
+/// extended attributes (xattr records); version 6 checkpoints into the
+/// metadata index ([`index`](super::index)), a copy-on-write tree of
+/// pages whose root the superblock names, so a checkpoint writes the
+/// pages that changed, not the whole image.
 /// Only this version is read: an image of another gets
 /// [`Damage::Version`](crate::error::Damage::Version).
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// Feature flags this code understands (none yet).
 pub const FEATURES: u32 = 0;
 
@@ -215,18 +219,27 @@ pub struct Superblock {
     pub lba_size: u32,
     /// The layout.
     pub layout: Layout,
-    /// The checkpoint's first frame.
-    pub ckpt: Location,
-    /// Blocks of the whole checkpoint chain.
-    pub ckpt_total: u64,
+    /// The metadata index's root page (see [`index`](super::index)).
+    pub root: Root,
+    /// Records the checkpoint made durable beside the index (a commit too
+    /// large for one log write folds its records into a checkpoint): the
+    /// first frame of their chain, `blocks` 0 if there are none. They
+    /// replay after the index, before the log.
+    pub carry: Location,
+    /// Blocks of the whole carried chain (0 with none).
+    pub carry_total: u64,
     /// Log sequence number the checkpoint includes; replay starts after it.
     pub ckpt_lsn: u64,
     /// Log block (relative to `log_start`) where replay starts.
     pub log_head: u64,
+    /// The key of the SipHash that places directory entries and extended
+    /// attribute names in the index ([`bucket`](super::index::items::bucket)),
+    /// chosen when the filesystem is made.
+    pub hash_key: (u64, u64),
 }
 
 /// Bytes of an encoded superblock (the rest of the block is zero).
-pub const SUPERBLOCK_LEN: usize = 108;
+pub const SUPERBLOCK_LEN: usize = 144;
 
 /// Largest generation or sequence number accepted from disk: leaves room to
 /// count on for longer than any device lives, with no overflow checks.
@@ -246,11 +259,16 @@ impl Superblock {
         e.u64(self.layout.log_start);
         e.u64(self.layout.log_blocks);
         e.u64(self.layout.data_start);
-        e.u64(self.ckpt.block);
-        e.u32(self.ckpt.blocks);
-        e.u64(self.ckpt_total);
+        e.u64(self.root.block);
+        e.u64(self.root.generation);
+        e.u32(u32::from(self.root.level));
+        e.u64(self.carry.block);
+        e.u32(self.carry.blocks);
+        e.u64(self.carry_total);
         e.u64(self.ckpt_lsn);
         e.u64(self.log_head);
+        e.u64(self.hash_key.0);
+        e.u64(self.hash_key.1);
         let crc = crc32c(&[&e.0]);
         e.u32(crc);
         debug_assert_eq!(e.0.len(), SUPERBLOCK_LEN);
@@ -287,13 +305,20 @@ impl Superblock {
                 log_blocks: d.u64().map_err(short)?,
                 data_start: d.u64().map_err(short)?,
             },
-            ckpt: Location {
+            root: Root {
+                block: d.u64().map_err(short)?,
+                generation: d.u64().map_err(short)?,
+                // Out of range becomes a level the check refuses.
+                level: u8::try_from(d.u32().map_err(short)?).unwrap_or(u8::MAX),
+            },
+            carry: Location {
                 block: d.u64().map_err(short)?,
                 blocks: d.u32().map_err(short)?,
             },
-            ckpt_total: d.u64().map_err(short)?,
+            carry_total: d.u64().map_err(short)?,
             ckpt_lsn: d.u64().map_err(short)?,
             log_head: d.u64().map_err(short)?,
+            hash_key: (d.u64().map_err(short)?, d.u64().map_err(short)?),
         };
         let crc = d.u32().map_err(short)?;
         let body = block.get(..SUPERBLOCK_LEN - 4).ok_or(short(Short))?;
@@ -329,18 +354,33 @@ impl Superblock {
                 ckpt_lsn: self.ckpt_lsn,
             });
         }
-        let first = u64::from(self.ckpt.blocks);
-        if first == 0
-            || first > CKPT_FRAME_MAX_BLOCKS
-            || !self.layout.in_data(self.ckpt.block, first)
+        let root = self.root;
+        if !self.layout.in_data(root.block, 1)
+            || root.generation == 0
+            || root.generation > self.generation
+            || usize::from(root.level) >= MAX_LEVELS
         {
-            return bad(SuperblockField::CheckpointLocation {
-                block: self.ckpt.block,
-                blocks: self.ckpt.blocks,
+            return bad(SuperblockField::IndexRoot {
+                block: root.block,
+                generation: root.generation,
+                level: root.level,
             });
         }
-        if self.ckpt_total < first || self.ckpt_total > self.layout.data_blocks() {
-            return bad(SuperblockField::CheckpointSize(self.ckpt_total));
+        let first = u64::from(self.carry.blocks);
+        if first == 0 {
+            if self.carry.block != 0 || self.carry_total != 0 {
+                return bad(SuperblockField::CheckpointSize(self.carry_total));
+            }
+            return Ok(());
+        }
+        if first > CKPT_FRAME_MAX_BLOCKS || !self.layout.in_data(self.carry.block, first) {
+            return bad(SuperblockField::CheckpointLocation {
+                block: self.carry.block,
+                blocks: self.carry.blocks,
+            });
+        }
+        if self.carry_total < first || self.carry_total > self.layout.data_blocks() {
+            return bad(SuperblockField::CheckpointSize(self.carry_total));
         }
         Ok(())
     }
@@ -467,13 +507,19 @@ mod tests {
             generation: 3,
             lba_size: 512,
             layout,
-            ckpt: Location {
+            root: Root {
+                block: layout.data_start + 3,
+                generation: 2,
+                level: 1,
+            },
+            carry: Location {
                 block: layout.data_start,
                 blocks: 2,
             },
-            ckpt_total: 5,
+            carry_total: 5,
             ckpt_lsn: 9,
             log_head: 5,
+            hash_key: (11, 12),
         }
     }
 
@@ -494,14 +540,23 @@ mod tests {
     #[test]
     fn superblock_fields_out_of_range_are_refused_with_a_valid_checksum() {
         type Change = fn(&mut Superblock);
-        let cases: [(&str, Change); 7] = [
+        let cases: [(&str, Change); 13] = [
             ("generation", |s| s.generation = u64::MAX),
             ("lsn", |s| s.ckpt_lsn = u64::MAX),
             ("head", |s| s.log_head = s.layout.log_blocks),
-            ("ckpt in log", |s| s.ckpt.block = 2),
-            ("ckpt past end", |s| s.ckpt.block = s.layout.blocks - 1),
-            ("ckpt total", |s| s.ckpt_total = u64::MAX),
+            ("carry in log", |s| s.carry.block = 2),
+            ("carry past end", |s| s.carry.block = s.layout.blocks - 1),
+            ("carry total", |s| s.carry_total = u64::MAX),
+            ("no carry, a total", |s| {
+                s.carry = Location::default();
+                s.carry_total = 1;
+            }),
             ("lba", |s| s.lba_size = 1024),
+            ("root in log", |s| s.root.block = 2),
+            ("root past end", |s| s.root.block = s.layout.blocks),
+            ("root newer", |s| s.root.generation = s.generation + 1),
+            ("root generation 0", |s| s.root.generation = 0),
+            ("root level", |s| s.root.level = MAX_LEVELS as u8),
         ];
         for (what, change) in cases {
             let mut sb = superblock();

@@ -6,11 +6,12 @@
 //!
 //! A commit flushes the device once for every syncer queued (their data is
 //! then durable), then makes their records durable with one FUA log write,
-//! or, if they do not fit one log write, with a checkpoint that folds them
-//! in. A checkpoint writes the durable metadata as a chain of frames in
-//! free data blocks, flushes, and points a FUA superblock write at it; only
-//! then do the previous checkpoint's blocks become free. See
-//! docs/design.md, section 7, for the argument case by case.
+//! or, if they do not fit one log write, with a checkpoint that carries
+//! them. A checkpoint writes the inodes that changed into the metadata
+//! index (copy-on-write pages in free data blocks), flushes, and points a
+//! FUA superblock write at the new root; only then do the pages it
+//! replaced become free. See docs/design.md, section 7, for the argument
+//! case by case.
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
@@ -21,14 +22,16 @@ use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use super::format::{
     Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, MAX_SEQUENCE,
 };
+use super::index::{page::PAYLOAD, Index, Root};
 use super::metaio::MetaIo;
+use super::pages::{self, Applied, Changes, CACHE_PAGES};
 use super::record::Record;
 use super::recover::{first_location, Recovered};
-use super::shadow::{ImageParts, Shadow};
+use super::shadow::Shadow;
 use crate::error::{Result, SpaceError};
 use crate::lock::{Held, Level, Mode, RangeLock};
 use crate::sync::Mutex;
-use crate::units::{BlockNo, ByteRange, Nanos};
+use crate::units::{BlockNo, ByteRange, Nanos, PAGE_SIZE_U64};
 
 /// A block freed in memory but still referenced by durable metadata.
 #[derive(Clone, Copy, Debug)]
@@ -90,7 +93,8 @@ const SPARE_MAX: usize = 4096;
 /// What a checkpoint writes, taken under the journal's lock
 /// ([`Log::take_view`]).
 struct View {
-    image: ImageParts,
+    /// The inodes that changed since the last view, as items.
+    changes: Changes,
     /// The last sequence number the image covers.
     lsn: u64,
     /// The log's append position when it was taken: the new head.
@@ -100,10 +104,27 @@ struct View {
     skip: bool,
 }
 
+/// What a checkpoint took for its writing: the blocks to give back if it
+/// does not land, to free the old ones for if it does.
+struct Taken {
+    /// The changes applied: live pages' copies, and the old copies.
+    applied: Applied,
+    /// The carried chain.
+    carry: Vec<(u64, u64)>,
+    /// The blocks of the changed pages.
+    pages: Vec<u64>,
+}
+
 /// The checkpoint the superblock names.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Checkpoint {
-    runs: Vec<(u64, u64)>,
+    /// The index's root.
+    root: Root,
+    /// Every block it occupies: the index's pages, live pages' copies,
+    /// the carried records' chain.
+    blocks: BTreeSet<u64>,
+    /// The carried records' chain (freed by the next checkpoint).
+    carry: Vec<(u64, u64)>,
 }
 
 #[derive(Debug)]
@@ -148,6 +169,9 @@ struct State {
     /// Inodes whose removal is durable.
     removed: BTreeSet<u64>,
     shadow: Shadow,
+    /// The index as of the last checkpoint, with the pages it has read;
+    /// taken out by the checkpoint writing (under the checkpoint lock).
+    index: Option<Index>,
 }
 
 impl State {
@@ -162,6 +186,7 @@ pub(crate) struct Log {
     layout: Layout,
     uuid: u64,
     lba_size: u32,
+    hash_key: (u64, u64),
     /// Serialises commits; taken with no other lock held.
     commit_lock: RangeLock,
     /// Serialises checkpoints; taken after `commit_lock` when both are.
@@ -193,24 +218,33 @@ impl Log {
     pub(crate) fn open(rec: &Recovered) -> Log {
         let sb = rec.superblock;
         let durable_seq = rec.shadow.inodes.keys().map(|&ino| (ino, 0)).collect();
+        let blocks: BTreeSet<u64> = rec
+            .chain
+            .iter()
+            .flat_map(|&(b, n)| b..b.saturating_add(n))
+            .collect();
+        let carry = rec.carry.clone();
         Log {
             layout: sb.layout,
             uuid: sb.uuid,
             lba_size: sb.lba_size,
+            hash_key: sb.hash_key,
             commit_lock: RangeLock::new(Level::Inode),
             ckpt_lock: RangeLock::new(Level::Inode),
             background: AtomicBool::new(false),
             syncers: AtomicUsize::new(0),
             durable_image: AtomicU64::new(rec.shadow.image_len()),
             queued: AtomicU64::new(0),
-            chain_blocks: AtomicU64::new(rec.chain.iter().map(|&(_, n)| n).sum()),
+            chain_blocks: AtomicU64::new(blocks.len() as u64),
             st: Mutex::new(State {
                 next_lsn: rec.newest_lsn + 1,
                 pos: rec.pos,
                 head: sb.log_head,
                 generation: sb.generation,
                 ckpt: Checkpoint {
-                    runs: rec.chain.clone(),
+                    root: sb.root,
+                    blocks,
+                    carry,
                 },
                 limbo: Vec::new(),
                 skip_lsn: rec.newest_lsn != rec.last_lsn,
@@ -225,6 +259,7 @@ impl Log {
                 durable_seq,
                 removed: BTreeSet::new(),
                 shadow: rec.shadow.clone(),
+                index: Some(Index::open(sb.uuid, sb.root, CACHE_PAGES)),
             }),
         }
     }
@@ -360,7 +395,9 @@ impl Log {
     /// Runs of blocks the journal's checkpoints occupy.
     pub(crate) fn meta_runs(&self) -> Vec<(u64, u64)> {
         let st = self.st.lock();
-        st.ckpt.runs.iter().chain(&st.limbo).copied().collect()
+        let mut runs = pages::runs(st.ckpt.blocks.iter().copied());
+        runs.extend_from_slice(&st.limbo);
+        runs
     }
 
     /// Bytes of the durable metadata's checkpoint image.
@@ -382,13 +419,24 @@ impl Log {
     /// disk: after a checkpoint of `n` blocks replaces one of `c`, the
     /// free blocks are at least `2n - c - n + c = n`, the room for the
     /// next.
+    ///
+    /// The next checkpoint writes at most every page of the index again
+    /// (the chain, if every leaf changed) or a tree of the whole view:
+    /// the image's bytes as items (keys and offsets cost about what a
+    /// record's header does) in pages at least half full, as splits leave
+    /// them (a tree made fresh by a repair fills its pages), the branches
+    /// above them, and the queued records carried in frames of one block
+    /// each if free space is that fragmented.
     fn reserve(&self, more_bytes: u64) -> u64 {
-        let bytes = self.durable_image_len() + self.queued.load(Ordering::Acquire) + more_bytes;
-        // Worst case: free space so fragmented that every frame is one
-        // block.
-        let per_block = Frame::capacity(1) as u64;
-        let next = bytes.div_ceil(per_block) + 2;
-        next + next.saturating_sub(self.chain_blocks.load(Ordering::Acquire))
+        let image = self.durable_image_len() + more_bytes;
+        let leaves = (image * 2).div_ceil(PAYLOAD as u64);
+        let chain = self.chain_blocks.load(Ordering::Acquire);
+        let carried = self
+            .queued
+            .load(Ordering::Acquire)
+            .div_ceil(Frame::capacity(1) as u64);
+        let next = leaves.max(chain) + leaves / 8 + carried + 4;
+        next + next.saturating_sub(chain)
     }
 
     /// Joins a group commit; returns when a flush after `ticket` was taken,
@@ -663,7 +711,7 @@ impl Log {
         if !self.checkpoint_due() {
             return Ok(false);
         }
-        let view = self.take_view();
+        let view = self.take_view()?;
         drop(leader);
         // Commits queued behind the view go first: on a reactor that
         // drives this step and the syncs on one thread, too.
@@ -683,7 +731,7 @@ impl Log {
             .ckpt_lock
             .lock(ByteRange::from(0), Mode::Exclusive, &held)
             .await;
-        let view = self.take_view();
+        let view = self.take_view()?;
         self.write_checkpoint(env, view, extra).await
     }
 
@@ -691,10 +739,10 @@ impl Log {
     /// no commit running, the records up to `lsn` are all applied to the
     /// view and the log after them starts at `pos`. The data's pages are
     /// shared, not copied.
-    fn take_view(&self) -> View {
-        let st = self.st.lock();
-        View {
-            image: st.shadow.image_parts(),
+    fn take_view(&self) -> Result<View> {
+        let mut st = self.st.lock();
+        Ok(View {
+            changes: Changes::take(&mut st.shadow, self.hash_key)?,
             // After a failed log write, the checkpoint covers its sequence
             // number too, so that write can never be replayed.
             lsn: if st.skip_lsn {
@@ -705,14 +753,16 @@ impl Log {
             pos: st.pos,
             generation: st.generation + 1,
             skip: st.skip_lsn,
-        }
+        })
     }
 
-    /// Writes `view`'s image, followed by `extra`, as a chain of frames in
-    /// free data blocks; flushes; then points the superblock at it with
-    /// the log's head moved to the view's position. Until that superblock
-    /// write, the old checkpoint and log stay valid. The caller holds the
-    /// checkpoint lock.
+    /// Writes `view`'s changes into the index (and `extra`, records this
+    /// checkpoint makes durable besides, as a carried chain); flushes;
+    /// then points the superblock at the new root with the log's head
+    /// moved to the view's position. Until that superblock write, the old
+    /// root, every page under it and the log stay valid: new pages go to
+    /// free blocks, and replaced ones are freed only after it. The caller
+    /// holds the checkpoint lock.
     async fn write_checkpoint<E: CommitEnv>(
         &self,
         env: &E,
@@ -720,7 +770,7 @@ impl Log {
         extra: &[u8],
     ) -> Result<()> {
         let View {
-            image,
+            changes,
             lsn,
             pos,
             generation,
@@ -728,37 +778,85 @@ impl Log {
         } = view;
         // A superblock the decoder would refuse is never written.
         if lsn > MAX_SEQUENCE || generation > MAX_SEQUENCE {
+            self.st.lock().shadow.retouch(changes.inos());
             return Err(SpaceError::SequenceExhausted.into());
         }
-        // The image, then what this checkpoint makes durable besides
-        // (replayed like the log, after the image's end marker).
         let started = env.now();
-        let stream = image.encode(extra);
-        let runs = self.alloc_chain(env, stream.len())?;
-        let written = self.write_chain(env, &runs, &stream, lsn).await;
-        if let Err(e) = written {
-            env.free_meta(&runs);
-            return Err(e);
-        }
+        let (mut index, old_root) = {
+            let mut st = self.st.lock();
+            let root = st.ckpt.root;
+            let index = st
+                .index
+                .take()
+                .unwrap_or_else(|| Index::open(self.uuid, root, CACHE_PAGES));
+            (index, root)
+        };
+        let written = self
+            .write_tree(env, &mut index, &changes, extra, lsn, generation)
+            .await;
+        let (taken, commit, bytes) = match written {
+            Ok(done) => done,
+            Err((
+                e,
+                Taken {
+                    applied,
+                    carry,
+                    pages,
+                },
+            )) => {
+                // Nothing the old root reaches was touched: forget the
+                // changed pages, give back the blocks, mark the inodes
+                // for the next checkpoint.
+                env.free_meta(&pages::runs(applied.copies.iter().map(|c| c.0)));
+                env.free_meta(&carry);
+                env.free_meta(&pages::runs(pages.iter().copied()));
+                let mut st = self.st.lock();
+                st.index = Some(Index::open(self.uuid, old_root, CACHE_PAGES));
+                st.shadow.retouch(changes.inos());
+                return Err(e);
+            }
+        };
+        let Taken {
+            applied,
+            carry,
+            pages,
+        } = taken;
         let sb = Superblock {
             uuid: self.uuid,
             generation,
             lba_size: self.lba_size,
             layout: self.layout,
-            ckpt: first_location(&runs),
-            ckpt_total: runs.iter().map(|r| r.1).sum(),
+            root: commit.root,
+            carry: first_location(&carry),
+            carry_total: carry.iter().map(|r| r.1).sum(),
             ckpt_lsn: lsn,
             log_head: pos,
+            hash_key: self.hash_key,
+        };
+        let new_blocks = || {
+            applied
+                .copies
+                .iter()
+                .map(|c| c.0)
+                .chain(pages.iter().copied())
+                .chain(carry.iter().flat_map(|&(b, n)| b..b + n))
         };
         if let Err(e) = env.write(generation % 2, &sb.encode(), true).await {
-            // The superblock may or may not have landed: keep both chains.
-            self.st.lock().limbo.extend_from_slice(&runs);
+            // The superblock may or may not have landed: keep both trees.
+            // The next checkpoint starts again from the old root, with the
+            // same generation, into the same superblock slot.
+            let mut st = self.st.lock();
+            let kept = pages::runs(new_blocks());
+            st.limbo.extend_from_slice(&kept);
+            st.index = Some(Index::open(self.uuid, old_root, CACHE_PAGES));
+            st.shadow.retouch(changes.inos());
             return Err(e);
         }
         env.counted(Written::Checkpoint {
-            bytes: stream.len() as u64,
+            bytes,
             nanos: env.now().0.saturating_sub(started.0),
         });
+        index.trim();
         let old = {
             let mut st = self.st.lock();
             st.generation = generation;
@@ -767,14 +865,128 @@ impl Log {
                 st.next_lsn = lsn + 1;
                 st.skip_lsn = false;
             }
+            let mut gone: Vec<u64> = commit.freed.clone();
+            gone.extend_from_slice(&applied.old_copies);
+            let old_carry = core::mem::take(&mut st.ckpt.carry);
+            gone.extend(old_carry.iter().flat_map(|&(b, n)| b..b + n));
+            for b in &gone {
+                st.ckpt.blocks.remove(b);
+            }
+            st.ckpt.blocks.extend(new_blocks());
+            st.ckpt.root = commit.root;
+            st.ckpt.carry = carry.clone();
+            st.index = Some(index);
             self.chain_blocks
-                .store(runs.iter().map(|&(_, n)| n).sum(), Ordering::Release);
-            let mut old = core::mem::replace(&mut st.ckpt, Checkpoint { runs }).runs;
+                .store(st.ckpt.blocks.len() as u64, Ordering::Release);
+            gone.sort_unstable();
+            let mut old = pages::runs(gone);
             old.append(&mut st.limbo);
             old
         };
         env.free_meta(&old);
         Ok(())
+    }
+
+    /// The writing of a checkpoint up to its superblock: the changes
+    /// applied to `index`, the carried chain, the live pages' copies and
+    /// the changed pages written, then a flush. On an error, what it took
+    /// (for the caller to give back).
+    async fn write_tree<E: CommitEnv>(
+        &self,
+        env: &E,
+        index: &mut Index,
+        changes: &Changes,
+        extra: &[u8],
+        lsn: u64,
+        generation: u64,
+    ) -> core::result::Result<(Taken, super::index::Commit, u64), (crate::error::Error, Taken)>
+    {
+        let mut applied = Applied::default();
+        let mut hint = self.layout.data_start;
+        let mut alloc_one = || {
+            let got = env.alloc_meta(hint, 1).map(|(b, _)| b);
+            if let Some(b) = got {
+                hint = b + 1;
+            }
+            got
+        };
+        let taken = |applied, carry, pages| Taken {
+            applied,
+            carry,
+            pages,
+        };
+        if let Err(e) = pages::apply(env, index, changes, &mut alloc_one, &mut applied).await {
+            return Err((e, taken(applied, Vec::new(), Vec::new())));
+        }
+        let carry = if extra.is_empty() {
+            Vec::new()
+        } else {
+            match self.alloc_chain(env, extra.len()) {
+                Ok(runs) => runs,
+                Err(e) => return Err((e, taken(applied, Vec::new(), Vec::new()))),
+            }
+        };
+        let mut pages = Vec::with_capacity(index.dirty_pages());
+        while pages.len() < index.dirty_pages() {
+            let want = (index.dirty_pages() - pages.len()) as u64;
+            match env.alloc_meta(hint, want.min(CKPT_FRAME_MAX_BLOCKS)) {
+                Some((b, n)) => {
+                    pages.extend(b..b + n);
+                    hint = b + n;
+                }
+                None => {
+                    let e = SpaceError::MetadataFull.into();
+                    return Err((e, taken(applied, carry, pages)));
+                }
+            }
+        }
+        let commit = match index.commit(generation, &pages) {
+            Ok(c) => c,
+            Err(_) => {
+                let e = crate::error::Error::Corrupt {
+                    block: 0,
+                    damage: crate::error::Damage::Index(crate::error::IndexDamage::Page(
+                        super::index::PageDamage::Header,
+                    )),
+                };
+                return Err((e, taken(applied, carry, pages)));
+            }
+        };
+        match self
+            .write_pages(env, &carry, extra, lsn, &applied, &commit)
+            .await
+        {
+            Ok(bytes) => Ok((taken(applied, carry, pages), commit, bytes)),
+            Err(e) => Err((e, taken(applied, carry, pages))),
+        }
+    }
+
+    /// Writes the carried chain, the live pages' copies and the changed
+    /// pages (children before parents), then flushes; the bytes written.
+    async fn write_pages<E: CommitEnv>(
+        &self,
+        env: &E,
+        carry: &[(u64, u64)],
+        extra: &[u8],
+        lsn: u64,
+        applied: &Applied,
+        commit: &super::index::Commit,
+    ) -> Result<u64> {
+        let mut bytes = 0u64;
+        if !extra.is_empty() {
+            self.write_chain(env, carry, extra, lsn).await?;
+            bytes += carry.iter().map(|r| r.1).sum::<u64>() * PAGE_SIZE_U64;
+        }
+        for (block, page) in applied.copies.iter() {
+            env.write(*block, page, false).await?;
+            bytes += PAGE_SIZE_U64;
+        }
+        for (block, page) in &commit.writes {
+            env.write(*block, page, false).await?;
+            bytes += PAGE_SIZE_U64;
+        }
+        env.flush().await?;
+        Ok(bytes)
     }
 
     /// Allocates runs of data blocks for a checkpoint of `len` bytes.
@@ -795,7 +1007,7 @@ impl Log {
         Ok(runs)
     }
 
-    /// Writes `stream` as checkpoint frames into `runs`, then flushes.
+    /// Writes `stream` as checkpoint frames into `runs` (the caller flushes).
     async fn write_chain<E: CommitEnv>(
         &self,
         env: &E,
@@ -825,7 +1037,7 @@ impl Log {
                 .await?;
             at += take;
         }
-        env.flush().await
+        Ok(())
     }
 }
 
@@ -1133,15 +1345,19 @@ mod tests {
                 generation: 1,
                 lba_size: 4096,
                 layout,
-                ckpt: Location {
+                root: Root {
                     block: layout.data_start,
-                    blocks: 1,
+                    generation: 1,
+                    level: 0,
                 },
-                ckpt_total: 1,
+                carry: Location::default(),
+                carry_total: 0,
                 ckpt_lsn: 0,
                 log_head: 0,
+                hash_key: (1, 2),
             },
             chain: alloc::vec![(layout.data_start, 1)],
+            carry: Vec::new(),
             log_writes: 0,
             records: 0,
             last_lsn: 0,

@@ -41,6 +41,7 @@ pub mod index;
 mod journal;
 mod metaio;
 mod offline;
+mod pages;
 pub mod problems;
 pub mod record;
 mod recover;

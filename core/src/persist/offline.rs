@@ -6,7 +6,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
-use super::format::{Frame, Layout, Location, Superblock, FRAME_CKPT};
+use super::format::{Layout, Location, Superblock};
+use super::index::image::inode_items;
+use super::index::Index;
 use super::journal::{CommitEnv, Journal, PendingFree, Written};
 use super::metaio::{BlockIo, MetaIo};
 use super::problems::{Owner, Problem};
@@ -35,8 +37,17 @@ fn block_io<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Result
     Ok(BlockIo::new(dev, first..frames, clock, idle)?)
 }
 
-/// Writes an empty filesystem: a checkpoint of just a root directory
-/// (owned by `owner`, stamped `now`) in the first data block, and both
+/// The key of the hash that places names in the index, for the
+/// filesystem `uuid` (random, chosen by the caller of format): mixed from
+/// it, so nobody who cannot read the superblock can choose names that
+/// fill one bucket.
+pub(crate) fn hash_key(uuid: u64) -> (u64, u64) {
+    let mut r = crate::rng::SplitMix64::new(uuid ^ 0x6e61_6d65_6b65_7973);
+    (r.next_u64(), r.next_u64())
+}
+
+/// Writes an empty filesystem: an index of just a root directory (owned
+/// by `owner`, stamped `now`) in the first data blocks, and both
 /// superblock copies naming it.
 pub(crate) fn format<M: MetaIo>(
     io: &M,
@@ -46,23 +57,29 @@ pub(crate) fn format<M: MetaIo>(
     owner: (u32, u32),
     now: u64,
 ) -> Result<()> {
-    let image = Shadow::empty(owner.0, owner.1, now).image();
-    let ckpt = Location {
+    let key = hash_key(uuid);
+    let view = Shadow::empty(owner.0, owner.1, now);
+    let bad = |_| Error::Corrupt {
         block: layout.data_start,
-        blocks: Frame::blocks_for(image.len()) as u32,
+        damage: crate::error::Damage::Index(crate::error::IndexDamage::Page(
+            super::index::PageDamage::Header,
+        )),
     };
-    let frame = Frame {
-        kind: FRAME_CKPT,
-        uuid,
-        lsn: 0,
-        blocks: 0,
-        payload_len: 0,
-        next: Location::default(),
-        index: 0,
-    };
+    let mut index = Index::new(uuid, 16);
+    let root_items = inode_items(&view, ROOT_INO, key).map_err(|_| bad(()))?;
+    for (k, v) in &root_items.items {
+        // A new tree is all in memory: no page to miss.
+        index.insert(*k, v).map_err(|_| bad(()))?;
+    }
+    let blocks: Vec<u64> = (0..index.dirty_pages() as u64)
+        .map(|i| layout.data_start + i)
+        .collect();
+    let commit = index.commit(1, &blocks).map_err(|_| bad(()))?;
     block_on(
         async {
-            io.write(ckpt.block, &frame.encode(&image), false).await?;
+            for (block, page) in &commit.writes {
+                io.write(*block, page, false).await?;
+            }
             // No frame of an earlier filesystem at the log's start.
             io.write(layout.log_start, &[0u8; PAGE_SIZE], false).await?;
             io.flush().await?;
@@ -72,10 +89,12 @@ pub(crate) fn format<M: MetaIo>(
                     generation,
                     lba_size,
                     layout,
-                    ckpt,
-                    ckpt_total: u64::from(ckpt.blocks),
+                    root: commit.root,
+                    carry: Location::default(),
+                    carry_total: 0,
                     ckpt_lsn: 0,
                     log_head: 0,
+                    hash_key: key,
                 };
                 io.write(generation % 2, &sb.encode(), true).await?;
             }
@@ -222,6 +241,9 @@ pub fn repair<D: BlockDevice>(dev: &D, clock: fn() -> Nanos, idle: fn()) -> Resu
         }
     }
     rec.problems.clear();
+    // Fixes change the view in ways no record describes: the next
+    // checkpoint writes every inode's items again.
+    rec.shadow.touch_all();
     let env = OfflineEnv::new(&io, &rec)?;
     let journal = Journal::open(&rec);
     // Twice: each checkpoint writes one superblock copy.

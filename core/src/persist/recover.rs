@@ -1,5 +1,5 @@
-//! Recovery: from the newest valid superblock, read the checkpoint chain,
-//! replay the log while its writes follow on, and then make sure the log
+//! Recovery: from the newest valid superblock, read the metadata index
+//! and the records the checkpoint carried beside it, replay the log while its writes follow on, and then make sure the log
 //! really ended there. Writes nothing, so a crash during recovery changes
 //! nothing.
 //!
@@ -17,6 +17,7 @@ use super::format::{
     Frame, Layout, Location, Superblock, CKPT_FRAME_MAX_BLOCKS, FRAME_CKPT, FRAME_LOG, MAX_SEQUENCE,
 };
 use super::metaio::MetaIo;
+use super::pages::{read_tree, runs};
 use super::problems::Problem;
 use super::record::Record;
 use super::shadow::Shadow;
@@ -40,8 +41,11 @@ pub(crate) struct Recovered {
     pub(crate) shadow: Shadow,
     /// The superblock used.
     pub(crate) superblock: Superblock,
-    /// The checkpoint chain's runs of blocks, in chain order.
+    /// Every block the checkpoint occupies (the index's pages, live
+    /// pages' copies, the carried chain), as runs in block order.
     pub(crate) chain: Vec<(u64, u64)>,
+    /// The carried records' chain, in chain order.
+    pub(crate) carry: Vec<(u64, u64)>,
     /// Log writes replayed.
     pub(crate) log_writes: u64,
     /// Records replayed from the log.
@@ -127,15 +131,18 @@ async fn superblock<M: MetaIo>(
     })
 }
 
-/// Reads the checkpoint chain the superblock names; returns its records'
-/// bytes and its runs.
-async fn checkpoint<M: MetaIo>(io: &M, sb: &Superblock) -> Result<(Vec<u8>, Vec<(u64, u64)>)> {
+/// Reads the chain of records the checkpoint carried (see
+/// [`Superblock::carry`]); returns their bytes and its runs.
+async fn carried<M: MetaIo>(io: &M, sb: &Superblock) -> Result<(Vec<u8>, Vec<(u64, u64)>)> {
     let layout = sb.layout;
     let mut stream = Vec::new();
     let mut runs: Vec<(u64, u64)> = Vec::new();
+    if sb.carry.blocks == 0 {
+        return Ok((stream, runs));
+    }
     // Start -> end of every run so far, to catch a chain that loops.
     let mut taken: BTreeMap<u64, u64> = BTreeMap::new();
-    let mut loc = sb.ckpt;
+    let mut loc = sb.carry;
     let mut total = 0u64;
     for index in 0u32.. {
         let blocks = u64::from(loc.blocks);
@@ -149,7 +156,7 @@ async fn checkpoint<M: MetaIo>(io: &M, sb: &Superblock) -> Result<(Vec<u8>, Vec<
             .next_back()
             .is_some_and(|(_, &e)| e > loc.block);
         total += blocks;
-        if overlaps || total > sb.ckpt_total {
+        if overlaps || total > sb.carry_total {
             return Err(bad(CheckpointDamage::Loops { index }));
         }
         taken.insert(loc.block, end);
@@ -172,12 +179,12 @@ async fn checkpoint<M: MetaIo>(io: &M, sb: &Superblock) -> Result<(Vec<u8>, Vec<
         }
         loc = f.next;
     }
-    if total != sb.ckpt_total {
+    if total != sb.carry_total {
         return Err(corrupt(
-            sb.ckpt.block,
+            sb.carry.block,
             Damage::Checkpoint(CheckpointDamage::Short {
                 found: total,
-                expected: sb.ckpt_total,
+                expected: sb.carry_total,
             }),
         ));
     }
@@ -264,33 +271,38 @@ pub(crate) async fn recover<M: MetaIo>(
     let mut notes = Vec::new();
     let sb = superblock(io, device_blocks, lba_size, &mut notes).await?;
     let layout = sb.layout;
-    let (stream, chain) = checkpoint(io, &sb).await?;
+    let (records, mut blocks) = read_tree(io, sb.uuid, sb.root, &layout).await?;
     let mut shadow = Shadow::default();
-    let at = sb.ckpt.block;
-    // The image is taken as it is, up to its end marker; records the
-    // checkpoint folded in after it replay like the log.
+    let at = sb.root.block;
+    // The image is taken as it is, up to its end marker; the live data
+    // after it applies like the log (which checks each page is mapped).
     let mut in_image = true;
-    for r in Record::decode_all(&stream).map_err(|d| corrupt(at, d))? {
-        let applied = match (&r, in_image) {
+    for r in &records {
+        let applied = match (r, in_image) {
             (Record::ImageEnd, true) => {
                 in_image = false;
                 Ok(())
             }
-            (_, true) => shadow.load(&r),
-            (_, false) => shadow.apply(&r),
+            (_, true) => shadow.load(r),
+            (_, false) => shadow.apply(r),
         };
         applied.map_err(|d| corrupt(at, d))?;
     }
-    if in_image {
-        return Err(corrupt(
-            at,
-            Damage::Checkpoint(CheckpointDamage::NoImageEnd),
-        ));
+    drop(records);
+    // What the index holds needs no writing again; what follows does.
+    shadow.take_dirty();
+    let (stream, carry) = carried(io, &sb).await?;
+    let at = sb.carry.block;
+    for r in Record::decode_all(&stream).map_err(|d| corrupt(at, d))? {
+        shadow.apply(&r).map_err(|d| corrupt(at, d))?;
     }
+    blocks.extend(carry.iter().flat_map(|&(b, n)| b..b + n));
+    let chain = runs(blocks);
     let mut out = Recovered {
         shadow,
         superblock: sb,
         chain,
+        carry,
         log_writes: 0,
         records: 0,
         last_lsn: sb.ckpt_lsn,

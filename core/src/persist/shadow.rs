@@ -49,7 +49,23 @@ pub struct Shadow {
     /// Bytes of this state's inode, attribute and data records in a checkpoint image
     /// (the tree counts its entries').
     image_len: u64,
+    /// Inodes whose items may differ from the index's since the last
+    /// checkpoint's view ([`Shadow::take_dirty`]).
+    dirty: Dirty,
 }
+
+/// The inodes a checkpoint must write again: bookkeeping of a
+/// [`Shadow`], not part of the state it describes (two shadows with the
+/// same state are equal whatever each has yet to write).
+#[derive(Clone, Debug, Default)]
+pub struct Dirty(BTreeSet<u64>);
+
+impl PartialEq for Dirty {
+    fn eq(&self, _: &Dirty) -> bool {
+        true
+    }
+}
+impl Eq for Dirty {}
 
 /// A page of live data: its block and its bytes, shared.
 pub type LiveData = (u64, Arc<[u8]>);
@@ -97,7 +113,31 @@ impl Shadow {
         s
     }
 
+    /// Marks `ino`'s items for the next checkpoint.
+    fn touch(&mut self, ino: u64) {
+        self.dirty.0.insert(ino);
+    }
+
+    /// Marks every inode, so the next checkpoint writes the whole view
+    /// (after repair changed it in ways no record describes).
+    pub fn touch_all(&mut self) {
+        let all: Vec<u64> = self.inodes.keys().copied().collect();
+        self.dirty.0.extend(all);
+    }
+
+    /// The inodes whose items changed since the last call (or were marked
+    /// again by a failed checkpoint, [`Shadow::retouch`]), in order.
+    pub fn take_dirty(&mut self) -> BTreeSet<u64> {
+        core::mem::take(&mut self.dirty.0)
+    }
+
+    /// Marks `inos` again: a checkpoint that took them did not land.
+    pub fn retouch(&mut self, inos: impl IntoIterator<Item = u64>) {
+        self.dirty.0.extend(inos);
+    }
+
     fn put_inode(&mut self, ino: u64, meta: InodeMeta) {
+        self.touch(ino);
         self.image_len += meta.record_len();
         if let Some(old) = self.inodes.insert(ino, meta) {
             self.image_len -= old.record_len();
@@ -126,6 +166,7 @@ impl Shadow {
 
     fn drop_data(&mut self, ino: u64, page: u64) {
         if self.data.remove(&(ino, page)).is_some() {
+            self.touch(ino);
             self.image_len -= DATA_RECORD_LEN;
         }
     }
@@ -135,6 +176,13 @@ impl Shadow {
         self.data.iter()
     }
 
+    /// Live data of `ino`: `(page, (block, bytes))` in page order.
+    pub fn data_of(&self, ino: u64) -> impl Iterator<Item = (u64, &LiveData)> {
+        self.data
+            .range((ino, 0)..=(ino, u64::MAX))
+            .map(|(&(_, page), d)| (page, d))
+    }
+
     /// Pages of live data.
     pub fn data_pages(&self) -> usize {
         self.data.len()
@@ -142,6 +190,8 @@ impl Shadow {
 
     /// Forgets all live data (once it is written to its blocks).
     pub fn clear_data(&mut self) {
+        let inos: BTreeSet<u64> = self.data.keys().map(|&(ino, _)| ino).collect();
+        self.dirty.0.extend(inos);
         self.image_len -= DATA_RECORD_LEN * self.data.len() as u64;
         self.data.clear();
     }
@@ -163,6 +213,7 @@ impl Shadow {
         if !self.inodes.contains_key(&ino) {
             return Err(Damage::Replay(ReplayDamage::NoInode(ino)));
         }
+        self.touch(ino);
         let key = (ino, String::from(name));
         let old = match value {
             Some(v) => {
@@ -236,10 +287,16 @@ impl Shadow {
                 {
                     self.image_len += DATA_RECORD_LEN;
                 }
+                self.touch(*ino);
             }
             Record::Home { ino, page } => self.drop_data(*ino, *page),
             Record::Xattr { ino, name, value } => self.put_xattr(*ino, name, value.as_deref())?,
-            Record::Link { .. } | Record::Unlink { .. } | Record::Rename { .. } => {}
+            // A directory's entries are its items.
+            Record::Link { parent, .. } | Record::Unlink { parent, .. } => self.touch(*parent),
+            Record::Rename { from, to, .. } => {
+                self.touch(*from);
+                self.touch(*to);
+            }
             Record::ImageEnd => {}
         }
         self.follow(&effects);
@@ -252,6 +309,7 @@ impl Shadow {
             if let Some(m) = self.inodes.get_mut(&ino) {
                 m.nlink = node.nlink;
                 m.parent = node.parent;
+                self.dirty.0.insert(ino);
             }
         }
     }
@@ -278,6 +336,7 @@ impl Shadow {
 
     /// Drops an orphan (see [`Shadow::orphans`]).
     pub fn reclaim(&mut self, ino: u64) {
+        self.touch(ino);
         self.tree.drop_node(ino);
         if let Some(old) = self.inodes.remove(&ino) {
             self.image_len -= old.record_len();
@@ -342,6 +401,7 @@ impl Shadow {
 
     /// Drops the extents of `ino` that `keep` refuses (for repair).
     pub fn retain_extents(&mut self, ino: u64, mut keep: impl FnMut(&Extent) -> bool) {
+        self.dirty.0.insert(ino);
         if let Some(m) = self.inodes.get_mut(&ino) {
             self.image_len -= m.record_len();
             m.extents.retain(|x| keep(x));
@@ -353,6 +413,7 @@ impl Shadow {
     /// Removes the entry `(parent, name)` as it is, counting nothing (for
     /// repair).
     pub fn drop_entry(&mut self, parent: u64, name: &str) {
+        self.touch(parent);
         self.tree.take_entry(parent, name);
     }
 
@@ -368,6 +429,7 @@ impl Shadow {
 
     /// Sets directory `ino`'s `..` (for repair).
     pub fn set_parent(&mut self, ino: u64, parent: u64) {
+        self.touch(ino);
         if let Some(m) = self.inodes.get_mut(&ino) {
             m.parent = parent;
         }
@@ -376,6 +438,7 @@ impl Shadow {
 
     /// Sets `ino`'s link count (for repair).
     pub fn set_nlink(&mut self, ino: u64, nlink: u32) {
+        self.touch(ino);
         if let Some(m) = self.inodes.get_mut(&ino) {
             m.nlink = nlink;
         }
@@ -389,6 +452,7 @@ impl Shadow {
         if self.inodes.get(&ino).is_some_and(|m| m.kind == Kind::Dir) {
             self.set_parent(ino, ROOT_INO);
         }
+        self.touch(ROOT_INO);
         self.tree.put_entry(ROOT_INO, &name, ino);
     }
 

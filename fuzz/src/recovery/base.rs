@@ -1,9 +1,10 @@
 //! The valid image every `recovery` input starts from, built once per
-//! process: a 1 MiB filesystem whose checkpoint is a chain of several
-//! frames (long names make it span blocks, punched holes make free space
-//! come in single blocks) holding nested directories, a hard link, a
-//! symbolic link, odd attributes and extended attributes (every
-//! namespace, one value at the limit), followed by several live log
+//! process: a 2 MiB filesystem whose metadata index spans several pages
+//! (long names) and holds nested directories, a hard link, a symbolic
+//! link, odd attributes and extended attributes (every namespace, one
+//! value at the limit); beside it the records of a commit too large for
+//! a log write (an attribute of 64 KiB), carried in a chain of frames;
+//! followed by several live log
 //! writes (creates, truncates, punches, appends, renames across
 //! directories, a directory moved, an exchange, a hard link, a symbolic
 //! link, a removal, extended attributes set, replaced and removed, and a
@@ -14,6 +15,9 @@ use std::sync::OnceLock;
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::fs::{NewInode, RenameFlags, SetAttr};
 use pollfs_core::persist::format::{Frame, Superblock};
+use pollfs_core::persist::index::image::records_of;
+use pollfs_core::persist::index::verify::Walk;
+use pollfs_core::persist::index::Key;
 use pollfs_core::persist::record::Record;
 use pollfs_core::persist::shadow::Shadow;
 use pollfs_core::persist::xattr::VALUE_MAX;
@@ -27,8 +31,8 @@ use pollfs_host_tests::model::pattern;
 use super::values;
 
 /// Device size: two superblocks, the log's 64 blocks and a data area of
-/// 190 blocks.
-pub const DEV_BYTES: u64 = 1 << 20;
+/// 446 blocks.
+pub const DEV_BYTES: u64 = 2 << 20;
 /// Page-cache pages of every mount.
 pub const CACHE_PAGES: u32 = 16;
 const UUID: u64 = 0x5EED_F00D_0000_0001;
@@ -77,10 +81,14 @@ pub struct Base {
     pub sb: Superblock,
     /// The live log writes, in replay order.
     pub log: Vec<image::LogFrame>,
-    /// The checkpoint chain, in chain order.
+    /// The carried chain, in chain order.
     pub ckpt: Vec<CkptFrame>,
-    /// The checkpoint's records.
+    /// The carried records.
     pub ckpt_records: Vec<Record>,
+    /// The records the index holds, as recovery loads them.
+    pub tree_records: Vec<Record>,
+    /// The index.
+    pub tree: super::tree::TreeModel,
     /// The durable view the checkpoint and the log build.
     pub shadow: Shadow,
 }
@@ -167,6 +175,10 @@ fn build() -> Result<Base> {
     }
     fs.unmount()?;
     let fs = Fs::mount(dev.clone(), config())?;
+    // A commit too large for a log write: a checkpoint carries it.
+    let big = fs.lookup(&path(9))?;
+    fs.set_xattr(big, "user.big", &pattern(6, 0, VALUE_MAX), XattrMode::Any)?;
+    fs.sync()?;
     // Live log writes after the checkpoint, one commit each.
     let a = fs.create("d1/a")?;
     a.write_all_at(&pattern(1, 0, 10_000), 0)?;
@@ -213,18 +225,34 @@ fn build() -> Result<Base> {
     let dev = device(&bytes);
     let sb = image::superblock(&dev);
     let log = image::live_frames(&dev);
-    let (ckpt, stream) = chain(&bytes, &sb).expect("the checkpoint chain reads");
-    let ckpt_records = Record::decode_all(&stream).expect("the checkpoint decodes");
-    // The crafting encoder writes what the engine's does.
-    for r in ckpt_records
+    let (ckpt, stream) = chain(&bytes, &sb).expect("the carried chain reads");
+    let ckpt_records = Record::decode_all(&stream).expect("the carried records decode");
+    let (mut tree, tree_records) = tree_of(&bytes, &sb);
+    // The crafting encoders write what the engine's do.
+    for r in tree_records
         .iter()
+        .chain(&ckpt_records)
         .chain(log.iter().flat_map(|f| &f.records))
     {
         let ours = values::encode(&[values::Rec::from(r)]);
         assert!(ours == Record::encode_all(std::slice::from_ref(r)), "{r:?}");
     }
-    let shadow = durable(&ckpt_records, &log).expect("the records load and apply");
-    assert!(ckpt.len() >= 2, "the checkpoint spans several frames");
+    let shadow = durable(&tree_records, &ckpt_records, &log).expect("the records load and apply");
+    // One frame here; `CkptMove` writes it again as a chain of several.
+    assert!(!ckpt.is_empty(), "a carried chain");
+    assert!(tree.pages.len() >= 3, "the index spans several pages");
+    // Room for a tree built again with more items than the base's.
+    let mut used: std::collections::BTreeSet<u64> = tree.blocks.iter().copied().collect();
+    used.extend(ckpt.iter().flat_map(|f| f.block..f.block + f.blocks));
+    for m in shadow.inodes.values() {
+        used.extend(m.extents.iter().flat_map(|x| x.dev.0..x.dev.0 + x.len));
+    }
+    let layout = sb.layout;
+    tree.blocks.extend(
+        (layout.data_start..layout.blocks)
+            .filter(|b| !used.contains(b))
+            .take(32),
+    );
     assert!(log.len() >= 5, "several live log writes");
     assert!(
         shadow.orphans().len() == 1,
@@ -237,21 +265,24 @@ fn build() -> Result<Base> {
         log,
         ckpt,
         ckpt_records,
+        tree_records,
+        tree,
         shadow,
     })
 }
 
-/// The durable view: the checkpoint's image, then what it folded in and
-/// the log replayed, as mount builds it; `None` if a record does not
-/// load or apply.
-pub fn durable(ckpt: &[Record], log: &[image::LogFrame]) -> Option<Shadow> {
+/// The durable view: the index's image, then the records the checkpoint
+/// carried and the log replayed, as mount builds it; `None` if a record
+/// does not load or apply.
+pub fn durable(tree: &[Record], carried: &[Record], log: &[image::LogFrame]) -> Option<Shadow> {
     let mut shadow = Shadow::default();
-    let end = ckpt.iter().position(|r| *r == Record::ImageEnd)?;
-    for r in &ckpt[..end] {
+    let end = tree.iter().position(|r| *r == Record::ImageEnd)?;
+    for r in &tree[..end] {
         shadow.load(r).ok()?;
     }
-    for r in ckpt[end + 1..]
+    for r in tree[end + 1..]
         .iter()
+        .chain(carried)
         .chain(log.iter().flat_map(|f| &f.records))
     {
         shadow.apply(r).ok()?;
@@ -259,11 +290,53 @@ pub fn durable(ckpt: &[Record], log: &[image::LogFrame]) -> Option<Shadow> {
     Some(shadow)
 }
 
+/// The index the superblock names in `bytes`, and the records it holds;
+/// the blocks a tree built again may use are its own, then the data
+/// blocks nothing in the image uses.
+fn tree_of(bytes: &[u8], sb: &Superblock) -> (super::tree::TreeModel, Vec<Record>) {
+    let block = |b: u64| {
+        let at = b as usize * PAGE_SIZE;
+        bytes[at..at + PAGE_SIZE].to_vec()
+    };
+    let mut walk = Walk::new(sb.uuid, sb.root).expect("the root is in range");
+    let mut pages = Vec::new();
+    let mut items: Vec<(Key, Vec<u8>)> = Vec::new();
+    while let Some(b) = walk.next_block() {
+        let page = block(b);
+        walk.feed(&page, &mut |k, v| items.push((k, v.to_vec())))
+            .expect("the index is sound");
+        pages.push((b, page));
+    }
+    let records = records_of(items.iter().map(|(k, v)| (*k, v.as_slice())), &mut |b| {
+        Some(block(b))
+    })
+    .expect("the index's items make records");
+    let recs: Vec<values::Rec> = records.iter().map(values::Rec::from).collect();
+    assert!(
+        super::tree::items(&recs, sb.hash_key) == items,
+        "the crafting encoder of items writes what the engine's does"
+    );
+    let mut blocks: Vec<u64> = pages.iter().map(|p| p.0).collect();
+    blocks.sort_unstable();
+    (
+        super::tree::TreeModel {
+            uuid: sb.uuid,
+            hash_key: sb.hash_key,
+            root: sb.root,
+            pages,
+            recs,
+            blocks,
+            dirty: false,
+        },
+        records,
+    )
+}
+
 /// The checkpoint chain the superblock names, and its payload stream.
 fn chain(bytes: &[u8], sb: &Superblock) -> Option<(Vec<CkptFrame>, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stream = Vec::new();
-    let (mut block, mut blocks) = (sb.ckpt.block, u64::from(sb.ckpt.blocks));
+    let (mut block, mut blocks) = (sb.carry.block, u64::from(sb.carry.blocks));
     while blocks != 0 && out.len() < bytes.len() / PAGE_SIZE {
         let at = usize::try_from(block).ok()?.checked_mul(PAGE_SIZE)?;
         let raw = bytes.get(at..at.checked_add(blocks as usize * PAGE_SIZE)?)?;

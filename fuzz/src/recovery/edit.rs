@@ -1,9 +1,10 @@
 //! The changes a `recovery` input makes to the base image. Structured
 //! changes edit a model of the image (both superblocks, the live log
-//! writes, the checkpoint chain and its records) and are written back with
-//! valid checksums; raw byte changes are applied afterwards, on top.
-//! Tree edits damage the checkpoint image's tree while keeping every
-//! record decodable, so the damage reaches check, mount and repair.
+//! writes, the metadata index's pages and the records it holds, the chain
+//! of records the checkpoint carried) and are written back with valid
+//! checksums; raw byte changes are applied afterwards, on top. Tree edits
+//! damage the namespace the index holds while keeping every item
+//! decodable, so the damage reaches check, mount and repair.
 
 use arbitrary::Arbitrary;
 use pollfs_core::persist::format::{
@@ -15,6 +16,7 @@ use pollfs_core::units::{
 };
 
 use super::model::{Head, Model, Payload};
+use super::tree::{seal, TreeModel};
 use super::values::{
     Cx, Rec, Text, Value, KIND_DIR, KIND_FILE, KIND_SYMLINK, TAG_FREE, TAG_IMAGE_END, TAG_INODE,
     TAG_LINK, TAG_RENAME, TAG_UNLINK, TAG_XATTR,
@@ -241,12 +243,20 @@ pub enum SbField {
     LogBlocks,
     /// First data block.
     DataStart,
-    /// First checkpoint frame's block.
-    CkptBlock,
-    /// First checkpoint frame's length.
-    CkptBlocks,
-    /// Blocks of the checkpoint chain.
-    CkptTotal,
+    /// The index's root block.
+    RootBlock,
+    /// The generation the root page must carry.
+    RootGeneration,
+    /// The root's level.
+    RootLevel,
+    /// First carried frame's block.
+    CarryBlock,
+    /// First carried frame's length.
+    CarryBlocks,
+    /// Blocks of the carried chain.
+    CarryTotal,
+    /// A half of the names' hash key.
+    HashKey(bool),
     /// Sequence number the checkpoint includes.
     CkptLsn,
     /// Where replay starts.
@@ -273,8 +283,10 @@ pub enum Region {
     Log,
     /// A log write's header and payload, by index.
     LogFrame(u8),
-    /// A checkpoint frame's header and payload, by index.
+    /// A carried frame's header and payload, by index.
     CkptFrame(u8),
+    /// A page of the index, by walk order.
+    TreePage(u8),
     /// The data area.
     Data,
     /// Anywhere on the device.
@@ -314,15 +326,35 @@ pub enum Mutation {
     /// A new log write after the last: sequence number (`Current` is the
     /// next one), the records of a live write to start from, new records.
     Append(Value, Option<u8>, Vec<NewRec>),
-    /// A checkpoint frame's header.
+    /// A carried frame's header.
     CkptHeader(u8, HeaderField),
-    /// The checkpoint's records.
+    /// The carried records.
     CkptRecords(RecEdit),
-    /// The checkpoint written again as a chain of equal frames from a
-    /// block, the newest superblock pointing at it.
+    /// The carried records written again as a chain of equal frames from
+    /// a block, the newest superblock pointing at it.
     CkptMove(Value, u8),
-    /// The checkpoint image's tree.
+    /// The namespace the index holds (the tree built again).
     Tree(TreeEdit),
+    /// The records the index holds (the tree built again from their
+    /// items, whatever their fields say).
+    TreeRecords(RecEdit),
+    /// One page of the index, with a valid checksum.
+    Page(u8, PageEdit),
+    /// The index built again from a block on (over anything there), the
+    /// newest superblock pointing at it.
+    TreeMove(Value),
+}
+
+/// A change to one page of the index (its checksum made valid after).
+#[derive(Arbitrary, Clone, Copy, Debug)]
+pub enum PageEdit {
+    /// A header field: 0 magic, 1 level, 2 entries, 3 bytes used, 4 uuid,
+    /// 5 generation, 6 own block (by the index mod 7).
+    Field(u8, Value),
+    /// One byte of the page.
+    Byte(u16, u8),
+    /// Another page's bytes, as they are (a good page in the wrong place).
+    Other(u8),
 }
 
 fn pick<T>(v: &mut [T], i: u8) -> Option<&mut T> {
@@ -731,9 +763,79 @@ pub fn apply(m: &mut Model, muts: &[Mutation]) {
                 m.move_checkpoint(at, 1 + u64::from(*frame_blocks % 4));
             }
             Mutation::Tree(e) => {
-                tree_edit(&cx, &mut m.ckpt_stream.recs, *e);
-                m.ckpt_dirty = true;
+                tree_edit(&cx, &mut m.tree.recs, *e);
+                if m.tree.rebuild(None) {
+                    m.point_at_tree();
+                }
+            }
+            Mutation::TreeRecords(e) => {
+                let mut p = Payload {
+                    recs: core::mem::take(&mut m.tree.recs),
+                    ..Payload::default()
+                };
+                rec_edit(&cx, &mut p, e);
+                m.tree.recs = p.recs;
+                if m.tree.rebuild(None) {
+                    m.point_at_tree();
+                }
+            }
+            Mutation::Page(i, e) => page_edit(&cx, &mut m.tree, *i, *e),
+            Mutation::TreeMove(v) => {
+                let at = cx.resolve(*v, free_block(&cx, 15), cx.layout.blocks);
+                let blocks: Vec<u64> = (0..64).map(|i| at.wrapping_add(i)).collect();
+                if m.tree.rebuild(Some(blocks)) {
+                    m.point_at_tree();
+                }
             }
         }
     }
+}
+
+/// Byte offset and width of header field `which` (mod 7) of a page, and
+/// the value it has to be to pass.
+fn page_field(tree: &TreeModel, page: &[u8], which: u8) -> (usize, usize, u64) {
+    let cur = |at: usize, w: usize| {
+        let mut b = [0u8; 8];
+        b[..w].copy_from_slice(&page[at..at + w]);
+        u64::from_le_bytes(b)
+    };
+    match which % 7 {
+        0 => (0, 4, cur(0, 4)),
+        1 => (4, 1, cur(4, 1)),
+        2 => (6, 2, cur(6, 2)),
+        3 => (8, 2, cur(8, 2)),
+        4 => (16, 8, tree.uuid),
+        5 => (24, 8, tree.root.generation),
+        _ => (32, 8, cur(32, 8)),
+    }
+}
+
+fn page_edit(cx: &Cx, tree: &mut TreeModel, i: u8, e: PageEdit) {
+    let n = tree.pages.len();
+    if n == 0 {
+        return;
+    }
+    let k = usize::from(i) % n;
+    match e {
+        PageEdit::Field(which, v) => {
+            let (at, width, limit) = page_field(tree, &tree.pages[k].1, which);
+            let page = &mut tree.pages[k].1;
+            let mut b = [0u8; 8];
+            b[..width].copy_from_slice(&page[at..at + width]);
+            let new = cx.resolve(v, u64::from_le_bytes(b), limit);
+            page[at..at + width].copy_from_slice(&new.to_le_bytes()[..width]);
+            seal(page);
+        }
+        PageEdit::Byte(at, x) => {
+            let page = &mut tree.pages[k].1;
+            let at = usize::from(at) % PAGE_SIZE;
+            page[at] ^= x.max(1);
+            seal(page);
+        }
+        PageEdit::Other(j) => {
+            let other = tree.pages[usize::from(j) % n].1.clone();
+            tree.pages[k].1 = other;
+        }
+    }
+    tree.dirty = true;
 }

@@ -1,9 +1,11 @@
 //! The `recovery` fuzz input: changes to a small valid image, raw (bytes
-//! flipped or set in the superblocks, log writes, checkpoint frames,
-//! anywhere) and crafted with valid checksums (superblock fields, frame
-//! headers, records with values at and past their limits, records made
-//! from nothing or from the image's entries, damage to the checkpoint's
-//! tree, new log writes with the next sequence number, the checkpoint
+//! flipped or set in the superblocks, log writes, the index's pages, the
+//! carried frames, anywhere) and crafted with valid checksums (superblock
+//! fields, frame headers, index page headers and bytes, a page in another
+//! page's place, records with values at and past their limits, records
+//! made from nothing or from the image's entries, the index built again
+//! from edited records or somewhere else, damage to the namespace it
+//! holds, new log writes with the next sequence number, the carried chain
 //! moved; extended-attribute records set and removed, with names in every
 //! namespace and past the rules, values at and past 64 KiB). Then:
 //!
@@ -28,6 +30,7 @@ pub mod base;
 pub mod check;
 pub mod edit;
 pub mod model;
+pub mod tree;
 pub mod values;
 
 use arbitrary::Arbitrary;

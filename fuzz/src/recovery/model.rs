@@ -8,11 +8,13 @@ use pollfs_core::persist::format::{
     crc32c, Frame, CKPT_FRAME_MAX_BLOCKS, FEATURES, FRAME_HEADER, MAGIC, MAX_SEQUENCE,
     SUPERBLOCK_LEN, VERSION,
 };
+use pollfs_core::persist::index::MAX_LEVELS;
 use pollfs_core::persist::record::Kind;
 use pollfs_core::units::{PAGE_SIZE, PAGE_SIZE_U64};
 
 use super::base::{Base, DEV_BYTES};
 use super::edit::{RawOp, Region, SbField};
+use super::tree::TreeModel;
 use super::values::{encode, Cx, Entry, Rec, KIND_FILE};
 
 /// Most frames a moved checkpoint is written as.
@@ -121,12 +123,14 @@ pub struct Model {
     newest: usize,
     /// Live log writes, in order, then appended ones.
     pub log: Vec<LogItem>,
-    /// The checkpoint chain.
+    /// The chain of records the checkpoint carried beside the index.
     pub ckpt: Vec<CkptItem>,
-    /// The checkpoint's records.
+    /// The carried records.
     pub ckpt_stream: Payload,
     /// The chain changed: every frame is written back.
     pub ckpt_dirty: bool,
+    /// The metadata index.
+    pub tree: TreeModel,
 }
 
 fn sb_bytes(bytes: &[u8], copy: usize) -> Vec<u8> {
@@ -139,8 +143,9 @@ impl Model {
         let mut known: Vec<u64> = Vec::new();
         let mut names: Vec<Vec<u8>> = Vec::new();
         let recs = base
-            .ckpt_records
+            .tree_records
             .iter()
+            .chain(&base.ckpt_records)
             .chain(base.log.iter().flat_map(|f| f.records.iter()));
         for r in recs.map(Rec::from) {
             known.extend([r.ino, r.parent, r.to].into_iter().filter(|&x| x != 0));
@@ -154,6 +159,8 @@ impl Model {
         }
         known.extend(base.log.iter().map(|f| f.frame.lsn));
         known.extend(base.ckpt.iter().map(|f| f.block));
+        known.extend(base.tree.pages.iter().map(|p| p.0));
+        known.extend([base.tree.root.generation]);
         known.sort_unstable();
         known.dedup();
         names.sort();
@@ -216,6 +223,7 @@ impl Model {
                 ..Payload::default()
             },
             ckpt_dirty: false,
+            tree: base.tree.clone(),
         }
     }
 
@@ -266,7 +274,18 @@ impl Model {
         });
     }
 
-    /// Rewrites the checkpoint as equal frames of `frame_blocks` blocks from
+    /// Points the newest superblock at the tree's root, with a valid
+    /// checksum.
+    pub fn point_at_tree(&mut self) {
+        let copy = self.newest;
+        let root = self.tree.root;
+        self.sb_set(copy, SbField::RootBlock, root.block);
+        self.sb_set(copy, SbField::RootGeneration, root.generation);
+        self.sb_set(copy, SbField::RootLevel, u64::from(root.level));
+        self.seal_superblock(copy);
+    }
+
+    /// Rewrites the carried records as equal frames of `frame_blocks` blocks from
     /// `block` on, and points the newest superblock at it.
     pub fn move_checkpoint(&mut self, block: u64, frame_blocks: u64) {
         let len = self.ckpt_stream.bytes().len() as u64;
@@ -297,9 +316,9 @@ impl Model {
             .collect();
         self.ckpt_dirty = true;
         let copy = self.newest;
-        self.sb_set(copy, SbField::CkptBlock, block);
-        self.sb_set(copy, SbField::CkptBlocks, frame_blocks);
-        self.sb_set(copy, SbField::CkptTotal, n * frame_blocks);
+        self.sb_set(copy, SbField::CarryBlock, block);
+        self.sb_set(copy, SbField::CarryBlocks, frame_blocks);
+        self.sb_set(copy, SbField::CarryTotal, n * frame_blocks);
         self.seal_superblock(copy);
     }
 
@@ -318,11 +337,15 @@ impl Model {
             SbField::LogStart => (44, 8, l.log_start),
             SbField::LogBlocks => (52, 8, l.log_blocks),
             SbField::DataStart => (60, 8, l.data_start),
-            SbField::CkptBlock => (68, 8, l.blocks),
-            SbField::CkptBlocks => (76, 4, CKPT_FRAME_MAX_BLOCKS),
-            SbField::CkptTotal => (80, 8, l.blocks - l.data_start),
-            SbField::CkptLsn => (88, 8, MAX_SEQUENCE),
-            SbField::LogHead => (96, 8, l.log_blocks),
+            SbField::RootBlock => (68, 8, l.blocks),
+            SbField::RootGeneration => (76, 8, MAX_SEQUENCE),
+            SbField::RootLevel => (84, 4, MAX_LEVELS as u64),
+            SbField::CarryBlock => (88, 8, l.blocks),
+            SbField::CarryBlocks => (96, 4, CKPT_FRAME_MAX_BLOCKS),
+            SbField::CarryTotal => (100, 8, l.blocks - l.data_start),
+            SbField::CkptLsn => (108, 8, MAX_SEQUENCE),
+            SbField::LogHead => (116, 8, l.log_blocks),
+            SbField::HashKey(second) => (124 + 8 * usize::from(second), 8, u64::MAX),
         }
     }
 
@@ -346,9 +369,10 @@ impl Model {
     pub fn offsets(&self) -> Vec<u64> {
         let mut out = vec![0];
         let recs = self
-            .ckpt_stream
+            .tree
             .recs
             .iter()
+            .chain(&self.ckpt_stream.recs)
             .chain(self.log.iter().flat_map(|l| l.payload.recs.iter()));
         for r in recs.filter(|r| r.is_inode(KIND_FILE)) {
             out.push(r.size.saturating_sub(1));
@@ -390,6 +414,13 @@ impl Model {
                 let take = Frame::capacity(c.blocks).min(stream.len() - at);
                 write_frame(dev, c.block, &c.head, &stream[at..at + take]);
                 at += take;
+            }
+        }
+        if self.tree.dirty {
+            for (block, page) in &self.tree.pages {
+                if let Some(pos) = block.checked_mul(PAGE_SIZE_U64) {
+                    put(dev, pos, page);
+                }
             }
         }
         for &(region, offset, op) in raw {
@@ -444,6 +475,13 @@ impl Model {
                 let item = self.ckpt.get(usize::from(i) % self.ckpt.len().max(1))?;
                 let len = Frame::capacity(item.blocks);
                 frame(item.block, &item.head, len)?
+            }
+            Region::TreePage(i) => {
+                let n = self.tree.pages.len().max(1);
+                let (block, _) = self.tree.pages.get(usize::from(i) % n)?;
+                block
+                    .checked_mul(PAGE_SIZE_U64)?
+                    .checked_add(off % PAGE_SIZE_U64)?
             }
             Region::Data => {
                 l.data_start * PAGE_SIZE_U64 + off % ((l.blocks - l.data_start) * PAGE_SIZE_U64)

@@ -51,15 +51,33 @@ pub struct Items {
     pub copies: Vec<(u64, Arc<[u8]>)>,
 }
 
-/// The items of `view`, names placed by `hash_key`; each page of live data
-/// gets a block from `alloc`, in which it must be written.
-pub fn items_of(
+/// One inode's items in key order, but for its live data, which comes
+/// apart: each page needs a block for its bytes before it is an item
+/// ([`InodeItems::live_item`]).
+#[derive(Debug, Default)]
+pub struct InodeItems {
+    /// Key and value, in key order (no live data items).
+    pub items: Vec<(Key, Vec<u8>)>,
+    /// (page, the block the file maps it to, its synced bytes).
+    pub live: Vec<(u64, u64, Arc<[u8]>)>,
+}
+
+impl InodeItems {
+    /// The item of live page `page` of `ino` whose bytes are in `copy`.
+    pub fn live_item(ino: u64, page: u64, home: u64, copy: u64) -> (Key, Vec<u8>) {
+        (Key::new(ino, LIVE, page), LiveItem { home, copy }.encode())
+    }
+}
+
+/// The items of inode `ino` of `view` (none if it is gone), names placed
+/// by `hash_key`: what a checkpoint writes for an inode that changed.
+pub fn inode_items(
     view: &Shadow,
+    ino: u64,
     hash_key: (u64, u64),
-    alloc: &mut dyn FnMut() -> Option<u64>,
-) -> Result<Items, ImageError> {
+) -> Result<InodeItems, ImageError> {
     let mut map: BTreeMap<Key, Vec<u8>> = BTreeMap::new();
-    for (&ino, m) in &view.inodes {
+    if let Some(m) = view.inodes.get(&ino) {
         let item = InodeItem {
             kind: m.kind,
             perm: m.perm,
@@ -87,35 +105,54 @@ pub fn items_of(
         }
     }
     let mut buckets: BTreeMap<Key, Bucket> = BTreeMap::new();
-    for (parent, name, ino) in view.tree.entries() {
-        let key = Key::new(parent, ENTRIES, bucket(hash_key, name));
+    for (name, child) in view.tree.entries_of(ino) {
+        let key = Key::new(ino, ENTRIES, bucket(hash_key, name));
         let b = buckets.entry(key).or_default();
-        b.add(name, ino).ok_or(ImageError::BucketFull(key))?;
+        b.add(name, child).ok_or(ImageError::BucketFull(key))?;
     }
     map.extend(buckets.into_iter().map(|(k, b)| (k, b.encode())));
-    for ((ino, name), value) in &view.xattrs {
+    for (name, value) in view.xattrs_of(ino) {
         let base = bucket(hash_key, name) << 8;
-        let head_key = Key::new(*ino, XATTR, base);
+        let head_key = Key::new(ino, XATTR, base);
         if map.contains_key(&head_key) {
             return Err(ImageError::BucketFull(head_key));
         }
         let (head, rest) = XattrHead::split(name, value);
         map.insert(head_key, head.encode());
-        for (k, c) in chunks(*ino, XATTR, base + 1, rest) {
+        for (k, c) in chunks(ino, XATTR, base + 1, rest) {
             map.insert(k, c.to_vec());
         }
     }
-    let mut copies = Vec::new();
-    for (&(ino, page), (home, bytes)) in view.data() {
-        let copy = alloc().ok_or(ImageError::NoSpace)?;
-        let v = LiveItem { home: *home, copy };
-        map.insert(Key::new(ino, LIVE, page), v.encode());
-        copies.push((copy, bytes.clone()));
-    }
-    Ok(Items {
+    let live = view
+        .data_of(ino)
+        .map(|(page, (home, bytes))| (page, *home, bytes.clone()))
+        .collect();
+    Ok(InodeItems {
         items: map.into_iter().collect(),
-        copies,
+        live,
     })
+}
+
+/// The items of `view`, names placed by `hash_key`; each page of live data
+/// gets a block from `alloc`, in which it must be written.
+pub fn items_of(
+    view: &Shadow,
+    hash_key: (u64, u64),
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Result<Items, ImageError> {
+    let mut out = Items::default();
+    let mut inos: alloc::collections::BTreeSet<u64> = view.inodes.keys().copied().collect();
+    inos.extend(view.tree.entries().map(|(parent, _, _)| parent));
+    for ino in inos {
+        let one = inode_items(view, ino, hash_key)?;
+        out.items.extend(one.items);
+        for (page, home, bytes) in one.live {
+            let copy = alloc().ok_or(ImageError::NoSpace)?;
+            out.items.push(InodeItems::live_item(ino, page, home, copy));
+            out.copies.push((copy, bytes));
+        }
+    }
+    Ok(out)
 }
 
 /// One inode's items, gathered until the next inode's begin.
