@@ -158,6 +158,14 @@ mount-bench:
     cargo build --release -p pollfs-cli
     bash tests/mount/bench.sh target/release/pollfs
 
+# Where a sync through the mount goes, in counts: the FUSE requests the
+# kernel sends (its fuse tracepoints) and the server's system calls
+# (strace -c) per sync, beside ext4 on a loop device's writes and flushes
+# per sync, both images on a disk (DIR, /var/tmp). Not in CI.
+mount-sync-trace:
+    cargo build --release -p pollfs-cli
+    bash tests/mount/sync_trace.sh target/release/pollfs
+
 # What the mount costs for a tree and a big directory against tmpfs:
 # `tar x` of libc's .crate, and a directory of 100,000 files made and
 # listed (ls -f, os.scandir), medians of 5 (under a minute).
