@@ -52,13 +52,14 @@ impl FileCalls {
         self.fdatasyncs + self.dsync_writes
     }
 
-    /// The difference `self - earlier`, kind by kind.
+    /// The difference `self - earlier`, kind by kind (zero where
+    /// `earlier` is the later snapshot).
     pub fn since(&self, earlier: &FileCalls) -> FileCalls {
         FileCalls {
-            reads: self.reads - earlier.reads,
-            writes: self.writes - earlier.writes,
-            dsync_writes: self.dsync_writes - earlier.dsync_writes,
-            fdatasyncs: self.fdatasyncs - earlier.fdatasyncs,
+            reads: self.reads.saturating_sub(earlier.reads),
+            writes: self.writes.saturating_sub(earlier.writes),
+            dsync_writes: self.dsync_writes.saturating_sub(earlier.dsync_writes),
+            fdatasyncs: self.fdatasyncs.saturating_sub(earlier.fdatasyncs),
         }
     }
 }
