@@ -147,14 +147,24 @@ mount-stress:
     cargo build --release -p pollfs-cli
     bash tests/mount/stress.sh target/release/pollfs
 
-# What the mount costs against ext4 on a loop device and tmpfs, in each
-# cache mode, ratios in one run: fio random, cached, sequential and
-# fsync'd I/O, a 1-byte pread, sqlite3 WAL commits, tar x / find / git
-# status on a source tree, stress-ng's metadata stressors (about 5
-# minutes).
+# What the mount costs against ext4 on a loop device and tmpfs, ratios
+# in one run, with both images on a disk (DISK, /var/tmp) and on
+# /dev/shm: the default configuration (no options) first, then each cache
+# mode; fio random, cached, sequential and fsync'd I/O, a 1-byte pread,
+# sqlite3 WAL commits, tar x / find / git status on a source tree,
+# stress-ng's metadata stressors (PLACES, MODES, ONLY pick fewer). Not in
+# CI: measurements never are.
 mount-bench:
     cargo build --release -p pollfs-cli
     bash tests/mount/bench.sh target/release/pollfs
+
+# Where a sync through the mount goes, in counts: the FUSE requests the
+# kernel sends (its fuse tracepoints) and the server's system calls
+# (strace -c) per sync, beside ext4 on a loop device's writes and flushes
+# per sync, both images on a disk (DIR, /var/tmp). Not in CI.
+mount-sync-trace:
+    cargo build --release -p pollfs-cli
+    bash tests/mount/sync_trace.sh target/release/pollfs
 
 # What the mount costs for a tree and a big directory against tmpfs:
 # `tar x` of libc's .crate, and a directory of 100,000 files made and

@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
 # What the mount costs against the kernel's filesystems, in one run:
-# `pollfs mount` in each cache mode (kernel, direct), ext4 on a loop
-# device over a file, and tmpfs. Every backing file is on /dev/shm, so
-# every side runs from memory and the differences are the filesystems and
-# FUSE. Rows: fio 4 KiB random reads (fio's default cache invalidation,
-# then invalidate=0 with 1, 2 and 4 jobs) and writes, 1 MiB sequential
-# reads and writes, 4 KiB writes with an fsync after each (psync, queue
-# depth 1), a 1-byte pread, 200 sqlite3 commits (WAL, synchronous=FULL),
-# SQLite's speedtest1 with the unix VFS (WAL; the system library's
-# default, synchronous=FULL; built by capi/scripts/sqlite.sh), `tar x` of libc's .crate then `find` and `git status` on the tree, and
-# stress-ng's metadata stressors (dentry, dir, rename, utime, chmod; 4
-# workers, 4,000 operations each). Each figure is the median of REPS
-# runs; ratios are pollfs over ext4 and over tmpfs, oriented so that
-# above 1.0 means pollfs is faster. Each cache mode runs with requests
-# read from /dev/fuse (`--uring off`) and, where the kernel has FUSE over
-# io_uring (its enable_uring is turned on here), over the ring
-# (`--uring on`); URINGS="off" or "on" runs one of them.
+# `pollfs mount` with no options at all (the default configuration, the
+# first column: what a user mounts), then in each cache mode (kernel,
+# direct), ext4 on a loop device over a file, and tmpfs. Each place in
+# PLACES holds both images, pollfs's and ext4's: `disk`, a directory on a
+# real disk (DISK, /var/tmp by default: where a flush costs, the case
+# users have), and `shm`, /dev/shm (every side runs from memory, so the
+# differences are the filesystems and FUSE); tmpfs runs once, the
+# memory's limit for both. Rows: fio 4 KiB random reads (fio's default
+# cache invalidation, then invalidate=0 with 1, 2 and 4 jobs) and writes,
+# 1 MiB sequential reads and writes, 4 KiB writes with an fsync after each
+# (psync, queue depth 1), a 1-byte pread, 200 sqlite3 commits (WAL,
+# synchronous=FULL), SQLite's speedtest1 with the unix VFS (WAL; the
+# system library's default, synchronous=FULL; built by
+# capi/scripts/sqlite.sh), `tar x` of libc's .crate then `find` and `git
+# status` on the tree, and stress-ng's metadata stressors (dentry, dir,
+# rename, utime, chmod; 4 workers, 4,000 operations each). Each figure is
+# the median of REPS runs; ratios are pollfs over ext4 (on the same place)
+# and over tmpfs, oriented so that above 1.0 means pollfs is faster. Each
+# cache mode runs with requests read from /dev/fuse (`--uring off`) and,
+# where the kernel has FUSE over io_uring (its enable_uring is turned on
+# here), over the ring (`--uring on`); URINGS="off" or "on" runs one of
+# them, MODES="" only the default column.
 # Needs root, /dev/fuse, losetup, mkfs.ext4, fio, jq, sqlite3 and
 # libsqlite3-dev, git, stress-ng, python3.
 # Usage: tests/mount/bench.sh [POLLFS_BINARY]   (`just mount-bench`)
 # Environment: REPS, RUNTIME (fio seconds), SIZE (fio file), THREADS,
-# MODES ("kernel direct"), ONLY (row keys, e.g. "tx st"), SPEEDTEST.
+# MODES ("kernel direct"), PLACES ("disk shm"), DISK (/var/tmp), ONLY
+# (row keys, e.g. "tx st"), SPEEDTEST.
 set -euo pipefail
 POLLFS=${1:-target/release/pollfs}
 source "$(dirname "$0")/lib.sh"
@@ -28,29 +35,42 @@ RUNTIME=${RUNTIME:-3}
 REPS=${REPS:-1}
 SIZE=${SIZE:-128m}
 THREADS=${THREADS:-4}
-MODES=${MODES:-kernel direct}
+MODES=${MODES-kernel direct}
+PLACES=${PLACES:-disk shm}
+DISK=${DISK:-/var/tmp}
 if [ -z "${URINGS:-}" ]; then
     URINGS=off
     if echo Y 2>/dev/null >/sys/module/fuse/parameters/enable_uring; then URINGS="off on"; fi
 fi
-# The pollfs columns: each cache mode, with each way of serving requests.
-COLS=""
+# The pollfs columns: the default configuration (no options), then each
+# cache mode with each way of serving requests.
+COLS="default"
 for mode in $MODES; do for u in $URINGS; do COLS+=" $mode-$u"; done; done
 # Row keys to run (e.g. ONLY="tx st"); every row if empty.
 ONLY=${ONLY:-}
 
 SHM=$(mktemp -d /dev/shm/pollfs-bench.XXXXXX)
-LOOP=""
+# Each place's directory (images, ext4's mount point) and loop device.
+declare -A DIRS LOOPS
 finish() {
     cleanup
-    if [ -n "$LOOP" ]; then
-        umount "$SHM/ext4" 2>/dev/null || true
-        losetup -d "$LOOP" 2>/dev/null || true
-    fi
+    local place
+    for place in "${!DIRS[@]}"; do
+        umount "${DIRS[$place]}/ext4" 2>/dev/null || true
+        if [ -n "${LOOPS[$place]:-}" ]; then losetup -d "${LOOPS[$place]}" 2>/dev/null || true; fi
+        [ "$place" = shm ] || rm -rf "${DIRS[$place]}"
+    done
     umount "$SHM/tmpfs" 2>/dev/null || true
     rm -rf "$SHM"
 }
 trap finish EXIT
+for place in $PLACES; do
+    case $place in
+    shm) DIRS[$place]=$SHM ;;
+    disk) DIRS[$place]=$(mktemp -d "$DISK/pollfs-bench.XXXXXX") ;;
+    *) echo "PLACES: disk or shm, not $place" >&2; exit 2 ;;
+    esac
+done
 
 SPEEDTEST=${SPEEDTEST:-$HERE/../../target/release/speedtest1}
 if [ ! -x "$SPEEDTEST" ]; then
@@ -176,60 +196,80 @@ run_rows() {
 }
 
 # ext4 on a loop device over a file, as a kernel filesystem on a block
-# device; tmpfs as the memory's limit.
-truncate -s 2g "$SHM/ext4.img"
-mkfs.ext4 -q "$SHM/ext4.img"
-LOOP=$(losetup --find --show "$SHM/ext4.img")
-mkdir -p "$SHM/ext4" "$SHM/tmpfs"
-mount "$LOOP" "$SHM/ext4"
+# device, on each place; tmpfs once, as the memory's limit.
+mkdir -p "$SHM/tmpfs"
 mount -t tmpfs -o size=3g tmpfs "$SHM/tmpfs"
-run_rows ext4 "$SHM/ext4"
 run_rows tmpfs "$SHM/tmpfs"
+for place in $PLACES; do
+    dir=${DIRS[$place]}
+    truncate -s 2g "$dir/ext4.img"
+    mkfs.ext4 -q "$dir/ext4.img"
+    LOOPS[$place]=$(losetup --find --show "$dir/ext4.img")
+    mkdir -p "$dir/ext4"
+    mount "${LOOPS[$place]}" "$dir/ext4"
+    run_rows "$place/ext4" "$dir/ext4"
+    umount "$dir/ext4"
+    losetup -d "${LOOPS[$place]}"
+    LOOPS[$place]=""
+    rm -f "$dir/ext4.img"
 
-for col in $COLS; do
-    mode=${col%-*}
-    CACHE_MODE=$mode
-    "$POLLFS" mkfs "file:$SHM/$col.img" --size 2g >/dev/null
-    MNT="$WORK/$col.mnt"
-    mkdir -p "$MNT"
-    "$POLLFS" mount --foreground --cache-mode "$mode" --uring "${col##*-}" --threads "$THREADS" \
-        --cache 1g "file:$SHM/$col.img" "$MNT" 2>"$WORK/$col.log" &
-    SERVER[$col]=$!
-    for _ in $(seq 600); do mountpoint -q "$MNT" && break; sleep 0.05; done
-    mountpoint -q "$MNT"
-    run_rows "$col" "$MNT"
-    kill -TERM "${SERVER[$col]}"
-    wait "${SERVER[$col]}"
-    unset "SERVER[$col]"
-    grep -h "served .* requests" "$WORK/$col.log" | sed "s/^/$col: /" >&2
-    rm -f "$SHM/$col.img"
+    for col in $COLS; do
+        img="$dir/$col.img"
+        "$POLLFS" mkfs "file:$img" --size 2g >/dev/null
+        MNT="$WORK/$col.mnt"
+        mkdir -p "$MNT"
+        if [ "$col" = default ]; then
+            opts=()
+        else
+            opts=(--cache-mode "${col%-*}" --uring "${col##*-}" --threads "$THREADS" --cache 1g)
+        fi
+        "$POLLFS" mount --foreground "${opts[@]}" "file:$img" "$MNT" 2>"$WORK/$col.log" &
+        SERVER[$col]=$!
+        for _ in $(seq 600); do mountpoint -q "$MNT" && break; sleep 0.05; done
+        mountpoint -q "$MNT"
+        run_rows "$place/$col" "$MNT"
+        kill -TERM "${SERVER[$col]}"
+        wait "${SERVER[$col]}"
+        unset "SERVER[$col]"
+        grep -h "served .* requests" "$WORK/$col.log" | sed "s/^/$place $col: /" >&2
+        rm -f "$img"
+    done
 done
 
-echo "pollfs mount --threads $THREADS --cache 1g file:/dev/shm/... (column MODE-off: --uring off," \
-    "requests read from /dev/fuse; MODE-on: --uring on, FUSE over io_uring, a queue per CPU);" \
-    "ext4 on a loop device over /dev/shm; tmpfs; fio psync, --size=$SIZE a job, --runtime=$RUNTIME;" \
-    "median of $REPS; $(nproc) CPUs; $(uname -r)"
-echo
-head="| workload | unit"
-line="| --- | ---"
-for col in $COLS; do head+=" | pollfs $col"; line+=" | ---:"; done
-head+=" | ext4 | tmpfs"
-line+=" | ---: | ---:"
-for col in $COLS; do head+=" | $col / ext4 | $col / tmpfs"; line+=" | ---: | ---:"; done
+echo "pollfs mount file:IMG (column default: no options; MODE-off: --cache-mode MODE --uring off" \
+    "--threads $THREADS --cache 1g, requests read from /dev/fuse; MODE-on: the same with --uring on," \
+    "FUSE over io_uring, a queue per CPU); ext4 on a loop device over a file beside pollfs's image;" \
+    "tmpfs; fio psync, --size=$SIZE a job, --runtime=$RUNTIME; median of $REPS; $(nproc) CPUs; $(uname -r)"
 # shown N: a figure to 3 significant digits, whole numbers from 100 up.
 shown() { awk -v v="$1" 'BEGIN { if (v >= 100) printf "%.0f", v; else printf "%.3g", v }'; }
-echo "$head |"
-echo "$line |"
-for row in "${ROWS[@]}"; do
-    IFS='|' read -r key label unit better _ <<<"$row"
-    picked "$key" || continue
-    out="| $label | $unit"
-    for fs in $COLS ext4 tmpfs; do out+=" | $(shown "${R[$fs/$key]}")"; done
-    for col in $COLS; do
-        out+=$(awk -v p="${R[$col/$key]}" -v e="${R[ext4/$key]}" -v t="${R[tmpfs/$key]}" \
-            -v b="$better" 'BEGIN {
-            if (b == "hi") printf " | %.2f | %.2f", p / e, p / t
-            else printf " | %.2f | %.2f", e / p, t / p }')
+for place in $PLACES; do
+    case $place in
+    disk) where="both images on a disk: files in ${DISK} ($(findmnt -no SOURCE,FSTYPE -T "$DISK" | tr -s ' ' ' '))" ;;
+    shm) where="both images in /dev/shm" ;;
+    esac
+    echo
+    echo "$where"
+    echo
+    head="| workload | unit"
+    line="| --- | ---"
+    for col in $COLS; do head+=" | pollfs $col"; line+=" | ---:"; done
+    head+=" | ext4 | tmpfs"
+    line+=" | ---: | ---:"
+    for col in $COLS; do head+=" | $col / ext4 | $col / tmpfs"; line+=" | ---: | ---:"; done
+    echo "$head |"
+    echo "$line |"
+    for row in "${ROWS[@]}"; do
+        IFS='|' read -r key label unit better _ <<<"$row"
+        picked "$key" || continue
+        out="| $label | $unit"
+        for fs in $COLS ext4; do out+=" | $(shown "${R[$place/$fs/$key]}")"; done
+        out+=" | $(shown "${R[tmpfs/$key]}")"
+        for col in $COLS; do
+            out+=$(awk -v p="${R[$place/$col/$key]}" -v e="${R[$place/ext4/$key]}" -v t="${R[tmpfs/$key]}" \
+                -v b="$better" 'BEGIN {
+                if (b == "hi") printf " | %.2f | %.2f", p / e, p / t
+                else printf " | %.2f | %.2f", e / p, t / p }')
+        done
+        echo "$out |"
     done
-    echo "$out |"
 done

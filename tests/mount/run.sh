@@ -129,6 +129,7 @@ source "$HERE/fill.sh"
 source "$HERE/tree.sh"
 source "$HERE/posix.sh"
 source "$HERE/xattr_roundtrip.sh"
+source "$HERE/sync_cost.sh"
 source "$HERE/uring.sh"
 
 echo "$PASSED passed, $FAILED failed"
