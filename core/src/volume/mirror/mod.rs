@@ -40,8 +40,10 @@ pub use queue::MirrorQueue;
 
 use super::fanout::Fanout;
 use super::header::{self, Header, Recorded};
+use super::tally::Tally;
 use super::{check_legs, VolumeError, MAX_LEGS};
 use crate::dev::{BlockDevice, Command, DevError, FrameArena, Geometry};
+use crate::stats::DeviceCounts;
 use crate::sync::Mutex;
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 use bitmap::Bitmap;
@@ -155,6 +157,13 @@ impl<D: BlockDevice> BlockDevice for Mirror<D> {
     fn open_queue(&self) -> Result<MirrorQueue<D>, DevError> {
         Ok(MirrorQueue::open(self.shared.clone()))
     }
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        let mut counts = self.shared.tally.sum();
+        for (c, leg) in counts.iter_mut().zip(&self.shared.legs) {
+            c.health = leg.health();
+        }
+        counts
+    }
 }
 
 /// The legs' shape, checked: block size, pages per leg, the frames the
@@ -206,8 +215,13 @@ fn check_fits(shape: &Shape, assembly: &Assembly) -> Result<(), VolumeError> {
     Ok(())
 }
 
+/// The control section's fanout, counting into a new tally that the
+/// mirror's queues then share.
 fn control_fanout<D: BlockDevice>(legs: &[D]) -> Fanout<D::Queue> {
-    Fanout::new(legs.iter().map(|l| l.open_queue().ok()).collect())
+    Fanout::new(
+        legs.iter().map(|l| l.open_queue().ok()).collect(),
+        Tally::new(legs.len()),
+    )
 }
 
 /// What a leg's two header copies hold: its newest intact header, or
@@ -388,6 +402,7 @@ impl<D: BlockDevice> Mirror<D> {
         if let Some(b) = &a.bitmap {
             bitmap.load(b);
         }
+        let tally = fanout.tally();
         let shared = Arc::new(MirrorState {
             legs,
             uuid: a.uuid,
@@ -412,6 +427,7 @@ impl<D: BlockDevice> Mirror<D> {
             members: Mutex::new(members),
             control: Mutex::new(Control::new(fanout, shape.reserved)),
             slots: Mutex::new(Vec::new()),
+            tally,
         });
         let mirror = Mirror {
             frames: MirrorFrames {
