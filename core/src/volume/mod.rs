@@ -39,7 +39,7 @@ pub mod split;
 mod stripe;
 mod tally;
 
-pub use mirror::{LegState, Mirror, MirrorEvent, MirrorStatus, OpenOptions};
+pub use mirror::{EventHook, LegState, Mirror, MirrorEvent, MirrorStatus, OpenOptions};
 pub use stripe::{Stripe, StripeQueue};
 
 use core::fmt;

@@ -51,8 +51,11 @@ use control::Control;
 use members::Members;
 use state::MirrorState;
 
+/// Told of a mirror's events as they happen ([`OpenOptions::on_event`]).
+pub type EventHook = Arc<dyn Fn(&MirrorEvent) + Send + Sync>;
+
 /// How to open a mirror.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub struct OpenOptions {
     /// Take writes (and mark the mirror dirty until [`Mirror::close`]).
     /// Read-only, nothing is written, not even headers.
@@ -62,7 +65,17 @@ pub struct OpenOptions {
     pub prefer: Option<usize>,
     /// Called with every event as it happens (from whichever thread
     /// caused it; keep it short).
-    pub on_event: Option<fn(&MirrorEvent)>,
+    pub on_event: Option<EventHook>,
+}
+
+impl core::fmt::Debug for OpenOptions {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OpenOptions")
+            .field("writable", &self.writable)
+            .field("prefer", &self.prefer)
+            .field("on_event", &self.on_event.is_some())
+            .finish()
+    }
 }
 
 impl Default for OpenOptions {
