@@ -120,6 +120,7 @@ fn role(r: Role) -> &'static str {
         Role::Device => "device",
         Role::MirrorLeg => "mirror_leg",
         Role::StripeLeg => "stripe_leg",
+        Role::Leg => "leg",
     }
 }
 

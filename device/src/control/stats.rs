@@ -53,6 +53,9 @@ pub enum Role {
     MirrorLeg,
     /// A leg of the stripe it is on.
     StripeLeg,
+    /// A leg of a volume the names do not say the kind of (a device no
+    /// spec names).
+    Leg,
 }
 
 impl Role {
@@ -62,6 +65,7 @@ impl Role {
             Role::Device => "device",
             Role::MirrorLeg => "mirror leg",
             Role::StripeLeg => "stripe leg",
+            Role::Leg => "leg",
         }
     }
 }
@@ -121,7 +125,7 @@ pub struct Names {
     /// The device's.
     pub device: String,
     /// Its legs' role and their names by position (a leg without a name
-    /// here is called `leg N`).
+    /// here is called `leg N`; without these, its role is [`Role::Leg`]).
     pub legs: Option<(Role, Vec<String>)>,
 }
 
@@ -153,7 +157,7 @@ pub fn devices<D: BlockDevice>(fs: &Fs<D>, stats: &Stats, names: &Names) -> Vec<
         None,
         &whole,
     )];
-    let role = names.legs.as_ref().map_or(Role::MirrorLeg, |(r, _)| *r);
+    let role = names.legs.as_ref().map_or(Role::Leg, |(r, _)| *r);
     for (i, counts) in dev.leg_counts().iter().enumerate() {
         let name = names
             .legs
@@ -327,5 +331,40 @@ mod tests {
         assert_eq!(later.since(&earlier).latency["read"], [[20, 3], [30, 1]]);
         let json = serde_json::to_string(&after).unwrap();
         assert_eq!(serde_json::from_str::<FsStats>(&json).unwrap(), after);
+    }
+
+    #[test]
+    fn legs_no_spec_names_are_called_by_position() {
+        use pollfs_core::dev::ram::RamFrames;
+        use pollfs_core::volume::Stripe;
+        let arena = std::sync::Arc::new(RamFrames::new(256));
+        let legs = (0..2)
+            .map(|_| RamDevice::with_arena(16 << 20, 4096, arena.clone()).unwrap())
+            .collect();
+        let stripe = Stripe::new(legs, 65536).unwrap();
+        let fs = Fs::format(stripe, pollfs_core::Config::default(), 3).unwrap();
+        let f = fs.create("a").unwrap();
+        f.write_all_at(&[1; 1 << 17], 0).unwrap();
+        f.sync_data().unwrap();
+        let s = FsStats::of(&fs);
+        let who: Vec<(&str, Role, Option<usize>)> = s
+            .devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.role, d.leg))
+            .collect();
+        assert_eq!(
+            who,
+            [
+                ("device", Role::Device, None),
+                ("leg 0", Role::Leg, Some(0)),
+                ("leg 1", Role::Leg, Some(1)),
+            ]
+        );
+        // 128 KiB in 64 KiB chunks: each leg was sent a share.
+        for leg in &s.devices[1..] {
+            assert!(leg.counter("write_bytes") >= 65536, "{leg:?}");
+        }
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains(r#""role":"leg","leg":1"#), "{json}");
     }
 }
