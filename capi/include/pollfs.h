@@ -34,6 +34,9 @@
 // `fdatasync` the file.
 #define POLLFS_OP_FDATASYNC 3
 
+// Most legs a mirror or a stripe has: the length of `PollfsStats.leg`.
+#define POLLFS_MAX_LEGS 8
+
 // An open file. Thread-safe. A panic in a call on it poisons it as one
 // poisons a `PollfsFs`: later calls on it fail with `-ENOTRECOVERABLE`;
 // `pollfs_close` still frees it. A file a panic did not touch keeps
@@ -132,9 +135,43 @@ typedef struct PollfsCompletion {
   int64_t result;
 } PollfsCompletion;
 
-// A filesystem's counters (they only grow while it is mounted) and
-// gauges (the last seven fields, read at the same time), as
-// `pollfs_fs_stats` fills them. Every field is a `uint64_t`.
+// One device's commands, errors and recoveries (a `PollfsStats`
+// field). Every field is a `uint64_t` and only grows.
+typedef struct PollfsDeviceStats {
+  // Read commands.
+  uint64_t reads;
+  // Bytes read.
+  uint64_t read_bytes;
+  // Write commands.
+  uint64_t writes;
+  // Bytes written.
+  uint64_t write_bytes;
+  // Flush commands.
+  uint64_t flushes;
+  // Deallocate (trim) commands.
+  uint64_t deallocates;
+  // Write-zeroes commands.
+  uint64_t write_zeroes;
+  // Commands refused or failed.
+  uint64_t errors;
+  // Controller resets.
+  uint64_t resets;
+  // Queues that re-created themselves after a reset.
+  uint64_t queue_recoveries;
+  // Commands that hit their deadline.
+  uint64_t timeouts;
+  // Commands sent again after an error status or a reset.
+  uint64_t retries;
+  // Replies that broke the NVMe protocol.
+  uint64_t protocol_errors;
+  // New associations with a fabric controller (NVMe/TCP).
+  uint64_t reconnects;
+} PollfsDeviceStats;
+
+// A filesystem's counters (they only grow while it is mounted), gauges
+// (the seven fields from `dirty_pages`, read at the same time), and the
+// figures of its device and of each leg of the mirror or stripe it is
+// on, as `pollfs_fs_stats` fills them. Every figure is a `uint64_t`.
 typedef struct PollfsStats {
   // Reads through the file API (cached and direct), each call once.
   uint64_t reads;
@@ -214,6 +251,15 @@ typedef struct PollfsStats {
   uint64_t free_blocks;
   // Gauge: live inodes.
   uint64_t inodes;
+  // The device the filesystem is on: its commands are the engine's
+  // (`dev_*` above), its recoveries the driver's.
+  struct PollfsDeviceStats device;
+  // Legs of the mirror or stripe the filesystem is on (0 on a single
+  // device); `leg[0..legs]` are theirs, by position.
+  uint64_t legs;
+  // Each leg's commands (as its volume sent them), errors and
+  // recoveries.
+  struct PollfsDeviceStats leg[POLLFS_MAX_LEGS];
 } PollfsStats;
 
 #ifdef __cplusplus

@@ -1,22 +1,25 @@
 //! The filesystem's counters for C: `pollfs_fs_stats` fills a
-//! `PollfsStats`, the engine's [`Stats`] field for field and the gauges
-//! `pollfs stat` shows beside them. The caller passes the size of the
+//! `PollfsStats`, the engine's [`Stats`] field for field, the gauges
+//! `pollfs stat` shows beside them, and the device's and each leg's
+//! commands, errors and recoveries. The caller passes the size of the
 //! struct it was compiled with; the library fills that many bytes, so a
 //! program built against an older header (a shorter struct: fields are
 //! only ever added at the end) keeps working with a newer library.
 
 use core::ffi::{c_int, c_void};
 
-use pollfs_core::Stats;
+use pollfs_core::dev::BlockDevice;
+use pollfs_core::{DeviceCounts, Stats};
 use pollfs_device::control::stats::Gauges;
 
 use crate::error::{int, Fail};
 use crate::fs::{fs_of, PollfsFs};
 use crate::raw;
 
-/// A filesystem's counters (they only grow while it is mounted) and
-/// gauges (the last seven fields, read at the same time), as
-/// `pollfs_fs_stats` fills them. Every field is a `uint64_t`.
+/// A filesystem's counters (they only grow while it is mounted), gauges
+/// (the seven fields from `dirty_pages`, read at the same time), and the
+/// figures of its device and of each leg of the mirror or stripe it is
+/// on, as `pollfs_fs_stats` fills them. Every figure is a `uint64_t`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PollfsStats {
@@ -98,15 +101,94 @@ pub struct PollfsStats {
     pub free_blocks: u64,
     /// Gauge: live inodes.
     pub inodes: u64,
+    /// The device the filesystem is on: its commands are the engine's
+    /// (`dev_*` above), its recoveries the driver's.
+    pub device: PollfsDeviceStats,
+    /// Legs of the mirror or stripe the filesystem is on (0 on a single
+    /// device); `leg[0..legs]` are theirs, by position.
+    pub legs: u64,
+    /// Each leg's commands (as its volume sent them), errors and
+    /// recoveries.
+    pub leg: [PollfsDeviceStats; POLLFS_MAX_LEGS],
 }
 
-/// The gauges at the end of [`PollfsStats`].
+/// Most legs a mirror or a stripe has: the length of `PollfsStats.leg`.
+pub const POLLFS_MAX_LEGS: usize = 8;
+
+const _: () = assert!(POLLFS_MAX_LEGS == pollfs_core::volume::MAX_LEGS);
+
+/// One device's commands, errors and recoveries (a `PollfsStats`
+/// field). Every field is a `uint64_t` and only grows.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PollfsDeviceStats {
+    /// Read commands.
+    pub reads: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Write commands.
+    pub writes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Flush commands.
+    pub flushes: u64,
+    /// Deallocate (trim) commands.
+    pub deallocates: u64,
+    /// Write-zeroes commands.
+    pub write_zeroes: u64,
+    /// Commands refused or failed.
+    pub errors: u64,
+    /// Controller resets.
+    pub resets: u64,
+    /// Queues that re-created themselves after a reset.
+    pub queue_recoveries: u64,
+    /// Commands that hit their deadline.
+    pub timeouts: u64,
+    /// Commands sent again after an error status or a reset.
+    pub retries: u64,
+    /// Replies that broke the NVMe protocol.
+    pub protocol_errors: u64,
+    /// New associations with a fabric controller (NVMe/TCP).
+    pub reconnects: u64,
+}
+
+impl PollfsDeviceStats {
+    fn of(c: &DeviceCounts) -> PollfsDeviceStats {
+        let h = &c.health;
+        PollfsDeviceStats {
+            reads: c.reads,
+            read_bytes: c.read_bytes,
+            writes: c.writes,
+            write_bytes: c.write_bytes,
+            flushes: c.flushes,
+            deallocates: c.deallocates,
+            write_zeroes: c.write_zeroes,
+            errors: c.errors,
+            resets: h.resets,
+            queue_recoveries: h.queue_recoveries,
+            timeouts: h.timeouts,
+            retries: h.retries,
+            protocol_errors: h.protocol_errors,
+            reconnects: h.reconnects,
+        }
+    }
+}
+
+/// The gauges after the counters in [`PollfsStats`].
 const GAUGES: usize = 7;
 
-// Every counter of the engine has its field here: a counter added there
-// and not here fails the build (the engine's `Stats` is all `u64`).
+// Every counter of the engine has its field here, and every figure of a
+// device in `PollfsDeviceStats`: one added there and not here fails the
+// build (both are all `u64`).
+const _: () = assert!(
+    core::mem::size_of::<PollfsStats>()
+        == core::mem::size_of::<Stats>()
+            + 8 * GAUGES
+            + 8
+            + (1 + POLLFS_MAX_LEGS) * core::mem::size_of::<PollfsDeviceStats>()
+);
 const _: () =
-    assert!(core::mem::size_of::<PollfsStats>() == core::mem::size_of::<Stats>() + 8 * GAUGES);
+    assert!(core::mem::size_of::<PollfsDeviceStats>() == core::mem::size_of::<DeviceCounts>());
 
 impl PollfsStats {
     /// The counters `s`, gauges zero.
@@ -175,7 +257,17 @@ pub unsafe extern "C" fn pollfs_fs_stats(
         // SAFETY: the caller's contract: `size` writable bytes at `out`.
         let out = unsafe { raw::bytes_mut(out.cast::<c_void>(), size) }?;
         let g = Gauges::of(&fs);
+        let stats = fs.stats();
+        let dev = fs.device();
+        let mut leg = [PollfsDeviceStats::default(); POLLFS_MAX_LEGS];
+        let legs = dev.leg_counts();
+        for (out, counts) in leg.iter_mut().zip(&legs) {
+            *out = PollfsDeviceStats::of(counts);
+        }
         let all = PollfsStats {
+            device: PollfsDeviceStats::of(&DeviceCounts::of_engine(&stats, dev.health())),
+            legs: legs.len().min(POLLFS_MAX_LEGS) as u64,
+            leg,
             dirty_pages: g.dirty_pages,
             cache_pages: g.cache_pages,
             log_used_blocks: g.log_used_blocks,
@@ -183,7 +275,7 @@ pub unsafe extern "C" fn pollfs_fs_stats(
             data_blocks: g.data_blocks,
             free_blocks: g.free_blocks,
             inodes: g.inodes,
-            ..PollfsStats::counters(&fs.stats())
+            ..PollfsStats::counters(&stats)
         };
         // SAFETY: `all` is a live local of `size_of::<PollfsStats>()`
         // bytes (all `u64`, so no padding), borrowed for this statement.
@@ -262,9 +354,17 @@ mod tests {
                 data_blocks: 0,
                 free_blocks: 0,
                 inodes: 0,
+                device: PollfsDeviceStats::default(),
+                legs: 0,
+                leg: Default::default(),
                 ..after
             }
         );
+        // The device's commands are the engine's; `ram` is one device.
+        assert_eq!(after.device.writes, after.dev_writes);
+        assert_eq!(after.device.write_bytes, after.dev_write_bytes);
+        assert_eq!((after.device.errors, after.device.resets), (0, 0));
+        assert_eq!(after.legs, 0);
         drop(held);
         // An older header's struct: its fields are filled, the rest left.
         let (r, prefix) = stats(fs, 2 * 8);
@@ -275,6 +375,49 @@ mod tests {
         );
         assert_eq!(prefix.writes, 0, "past the size given");
         assert_eq!(stats(fs, full + 8).0, -libc::EINVAL);
+        // SAFETY: live handles, given up.
+        unsafe {
+            assert_eq!(pollfs_close(file), 0);
+            assert_eq!(pollfs_unmount(fs), 0);
+        }
+    }
+
+    #[test]
+    fn each_leg_of_a_mirror_has_its_figures_in_its_place() {
+        let mut fs = core::ptr::null_mut();
+        let mut file = core::ptr::null_mut();
+        // SAFETY: C strings, no options, writable outputs; the handles are
+        // live until closed below.
+        unsafe {
+            assert_eq!(
+                pollfs_format(c"mirror:(ram,ram)".as_ptr(), core::ptr::null(), &mut fs),
+                0
+            );
+            let flags = libc::O_CREAT | libc::O_RDWR;
+            assert_eq!(pollfs_open(fs, c"/a".as_ptr(), flags, 0o644, &mut file), 0);
+        }
+        let (_, before) = stats(fs, core::mem::size_of::<PollfsStats>());
+        assert_eq!(before.legs, 2);
+        // SAFETY: a live handle; 8 KiB readable bytes.
+        unsafe {
+            assert_eq!(
+                pollfs_pwrite(file, [6u8; 8192].as_ptr().cast(), 8192, 0),
+                8192
+            );
+            assert_eq!(pollfs_fsync(file), 0);
+        }
+        let (r, after) = stats(fs, core::mem::size_of::<PollfsStats>());
+        assert_eq!(r, 0);
+        for i in 0..2 {
+            let (b, a) = (before.leg[i], after.leg[i]);
+            // Every write the engine sent reached each leg.
+            assert!(
+                a.write_bytes - b.write_bytes >= after.dev_write_bytes - before.dev_write_bytes,
+                "leg {i}: {a:?}"
+            );
+            assert_eq!(a.errors, 0);
+        }
+        assert_eq!(after.leg[2], PollfsDeviceStats::default(), "no third leg");
         // SAFETY: live handles, given up.
         unsafe {
             assert_eq!(pollfs_close(file), 0);

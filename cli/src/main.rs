@@ -64,9 +64,10 @@ enum Command {
     Umount(mount::umount::Args),
     /// The figures of a mounted pollfs filesystem: operations and bytes,
     /// latency percentiles of reads, writes and fsyncs, cache hits and
-    /// misses, dirty pages, log fill, checkpoints, write-home, device
-    /// commands and errors, and a mirror's legs; a snapshot, or with `-i
-    /// SECS` per interval like iostat.
+    /// misses, dirty pages, log fill, checkpoints, write-home, and for the
+    /// device and each mirror or stripe leg its commands, errors, resets,
+    /// timeouts and reconnects; a snapshot, or with `-i SECS` per interval
+    /// like iostat.
     Stat(stat::Args),
     /// Check a pollfs filesystem: superblocks, checkpoint, log, and every
     /// metadata invariant; exits non-zero if anything is wrong.

@@ -31,6 +31,11 @@ impl Fixture {
     fn new(name: &str) -> Fixture {
         let s = Scratch::new(name);
         let legs = [s.path("a"), s.path("b")];
+        Fixture::on(s, legs)
+    }
+
+    /// A mirror of the files `legs`, made in `s`.
+    fn on(s: Scratch, legs: [PathBuf; 2]) -> Fixture {
         let dev = format!(
             "mirror:(file:{},file:{})",
             legs[0].display(),
@@ -56,16 +61,26 @@ impl Fixture {
 
     /// `pollfs mount --foreground DEV MNT`, once mounted.
     fn mount(&self) -> Mount {
+        self.mount_logging(None)
+    }
+
+    /// As [`mount`](Self::mount), its log (stderr, at `info`) going to
+    /// `log` if given.
+    fn mount_logging(&self, log: Option<&Path>) -> Mount {
         let dir = self.s.path("mnt");
         std::fs::create_dir_all(&dir).unwrap();
         let dir = dir.canonicalize().unwrap();
-        let child = self
-            .command()
+        let mut command = self.command();
+        command
             .args(["mount", "--foreground", "--cache", "8m", &self.dev])
             .arg(&dir)
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
+            .stdin(Stdio::null());
+        if let Some(log) = log {
+            command
+                .env("POLLFS_LOG", "info")
+                .stderr(std::fs::File::create(log).unwrap());
+        }
+        let child = command.spawn().unwrap();
         let mut m = Mount { child, dir };
         wait_for("the mount", WAIT, || {
             assert!(m.child.try_wait().unwrap().is_none(), "mount failed");
@@ -409,5 +424,119 @@ fn a_bench_that_asks_serves_its_mirror_too() {
     assert!(
         std::fs::read_dir(&run).unwrap().next().is_none(),
         "socket removed"
+    );
+}
+
+/// A tmpfs of `size` mounted at `dir` while it lives: a leg file on it
+/// fails its writes (ENOSPC) once the tmpfs is full, as a dying device
+/// would.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: PathBuf, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount -t tmpfs on {}", dir.display());
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let c = std::ffi::CString::new(self.0.to_str().unwrap()).unwrap();
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
+        unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// Writes `bytes` bytes of `byte` to `path` and syncs them.
+fn write_synced(path: &Path, bytes: usize, byte: u8) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(&vec![byte; bytes]).unwrap();
+    f.sync_all().unwrap();
+}
+
+#[test]
+fn a_leg_that_fails_counts_its_errors_in_stat_and_the_log_names_it() {
+    if !can_mount() {
+        return;
+    }
+    let s = Scratch::new("leg-fails");
+    // Leg b lives on 3 MiB: the 16 MiB mirror's format fits, 6 MiB of
+    // data does not.
+    let small = Tmpfs::mount(s.path("small"), "3m");
+    let legs = [s.path("a"), small.0.join("b")];
+    let f = Fixture::on(s, legs.clone());
+    let log = f.s.path("mount.log");
+    let m = f.mount_logging(Some(&log));
+    let mnt = m.dir.to_str().unwrap().to_string();
+    let stat = || -> serde_json::Value {
+        let (ok, out, err) = f.pollfs(&["stat", &mnt, "--json"]);
+        assert!(ok, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let leg = |v: &serde_json::Value, i: u64, name: &str| -> u64 {
+        let d = v["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["role"] == "mirror_leg" && d["leg"] == i)
+            .unwrap_or_else(|| panic!("no leg {i} in {v}"));
+        d["counters"][name].as_u64().unwrap()
+    };
+    let before = stat();
+    assert_eq!(leg(&before, 1, "errors"), 0, "{before}");
+    // The data outgrows leg b: it fails, is dropped, and the writer goes
+    // on on leg a.
+    write_synced(&m.dir.join("big"), 6 << 20, 1);
+    let failed = stat();
+    assert!(leg(&failed, 1, "errors") > 0, "{failed}");
+    assert_eq!(leg(&failed, 0, "errors"), 0, "{failed}");
+    assert_eq!(failed["mirror"]["legs"][1]["state"], "failed", "{failed}");
+    let b = format!("file:{}", legs[1].display());
+    let names: Vec<&str> = failed["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [f.dev.as_str(), &format!("file:{}", legs[0].display()), &b]
+    );
+    // Leg a takes the later writes; the failed leg is sent none.
+    write_synced(&m.dir.join("more"), 1 << 20, 2);
+    let later = stat();
+    assert!(
+        leg(&later, 0, "write_bytes") >= leg(&failed, 0, "write_bytes") + (1 << 20),
+        "{later}"
+    );
+    for name in ["writes", "errors"] {
+        assert_eq!(
+            leg(&later, 1, name),
+            leg(&failed, 1, name),
+            "{name}: {later}"
+        );
+    }
+    m.stop();
+    drop(small);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.contains("mirror: leg 1 failed"))
+        .unwrap_or_else(|| panic!("no line about the leg failing in {text}"));
+    assert!(line.contains("ERROR"), "{line}");
+    assert!(line.contains(&format!("device=\"{b}\"")), "{line}");
+    let errors = format!("WARN mirror leg 1 ({b}): ");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&errors) && l.contains("commands failed")),
+        "no line counting the leg's failed commands in {text}"
     );
 }

@@ -88,6 +88,15 @@ fn the_figures_of_a_live_mount_move_with_its_writes_and_syncs() {
     assert!(grew("log_writes") + grew("checkpoints") > 0, "{after}");
     assert!(grew("dev_write_bytes") >= data.len() as u64, "{after}");
     assert_eq!(grew("dev_errors"), 0);
+    // The device, by its name, with the engine's commands to it.
+    let dev = &after["devices"][0];
+    assert_eq!(dev["name"], device.as_str(), "{after}");
+    assert_eq!(dev["role"], "device", "{after}");
+    assert_eq!(
+        dev["counters"]["write_bytes"],
+        after["counters"]["dev_write_bytes"]
+    );
+    assert_eq!(dev["counters"]["resets"], 0, "{after}");
     // The requests' times: the fsync and the writes were timed.
     let timed = |v: &serde_json::Value, kind: &str| -> u64 {
         v["latency"][kind]

@@ -74,4 +74,4 @@ pub use fs::{
     NewInode, RenameFlags, Session, SetAttr, StatFs, XattrMode, MAX_FILE_SIZE, MAX_NAME_LEN,
     ROOT_INO,
 };
-pub use stats::Stats;
+pub use stats::{DeviceCounts, DeviceHealth, Stats};

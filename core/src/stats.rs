@@ -189,6 +189,107 @@ impl Stats {
     }
 }
 
+/// One device's commands and errors, and what its driver counted of its
+/// own recoveries: for each leg of a volume ([`crate::dev::BlockDevice::leg_counts`]),
+/// the commands the volume sent it; for a device alone, the engine's own
+/// `dev_*` counters are its commands, and only [`DeviceHealth`] is the
+/// device's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCounts {
+    /// Read commands.
+    pub reads: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Write commands.
+    pub writes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Flush commands.
+    pub flushes: u64,
+    /// Deallocate (trim) commands.
+    pub deallocates: u64,
+    /// Write-zeroes commands.
+    pub write_zeroes: u64,
+    /// Commands refused or failed.
+    pub errors: u64,
+    /// The device's own recoveries.
+    pub health: DeviceHealth,
+}
+
+/// What a device's driver counted of its own trouble
+/// ([`crate::dev::BlockDevice::health`]): all zero for a device with no
+/// controller (RAM, a file).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceHealth {
+    /// Controller resets.
+    pub resets: u64,
+    /// Times a queue re-created itself after a reset and sent again what
+    /// it had in flight.
+    pub queue_recoveries: u64,
+    /// Commands that hit their deadline.
+    pub timeouts: u64,
+    /// Commands sent again after an error status or a reset.
+    pub retries: u64,
+    /// Replies from the device that broke the protocol.
+    pub protocol_errors: u64,
+    /// New associations with a fabric controller after the old one was
+    /// lost (NVMe/TCP).
+    pub reconnects: u64,
+}
+
+impl DeviceHealth {
+    /// `(name, value)` for every field, in declaration order.
+    pub fn fields(&self) -> [(&'static str, u64); 6] {
+        [
+            ("resets", self.resets),
+            ("queue_recoveries", self.queue_recoveries),
+            ("timeouts", self.timeouts),
+            ("retries", self.retries),
+            ("protocol_errors", self.protocol_errors),
+            ("reconnects", self.reconnects),
+        ]
+    }
+}
+
+impl DeviceCounts {
+    /// `(name, value)` for every figure, the health's included, in
+    /// declaration order.
+    pub fn fields(&self) -> [(&'static str, u64); 14] {
+        let h = self.health.fields();
+        [
+            ("reads", self.reads),
+            ("read_bytes", self.read_bytes),
+            ("writes", self.writes),
+            ("write_bytes", self.write_bytes),
+            ("flushes", self.flushes),
+            ("deallocates", self.deallocates),
+            ("write_zeroes", self.write_zeroes),
+            ("errors", self.errors),
+            h[0],
+            h[1],
+            h[2],
+            h[3],
+            h[4],
+            h[5],
+        ]
+    }
+    /// The engine's own count of its commands to its device, from `s`:
+    /// the figures of a device with no legs.
+    pub fn of_engine(s: &Stats, health: DeviceHealth) -> DeviceCounts {
+        DeviceCounts {
+            reads: s.dev_reads,
+            read_bytes: s.dev_read_bytes,
+            writes: s.dev_writes,
+            write_bytes: s.dev_write_bytes,
+            flushes: s.dev_flushes,
+            deallocates: s.dev_deallocates,
+            write_zeroes: s.dev_write_zeroes,
+            errors: s.dev_errors,
+            health,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::dev::ram::RamDevice;

@@ -29,9 +29,9 @@ const MAX_CHUNKS: u64 = 256;
 /// Frames for the filesystem (a mirror adds its own).
 const FRAMES: u32 = 1024;
 
-fn report(e: &MirrorEvent) {
+fn report(e: &MirrorEvent, device: &str) {
     if !matches!(e, MirrorEvent::HeadersWritten { .. }) {
-        eprintln!("volume_check: mirror: {e}");
+        eprintln!("volume_check: mirror: {e} ({device})");
     }
     if let MirrorEvent::LegFailed { leg, .. } = e {
         let mut out = std::io::stdout();

@@ -22,6 +22,7 @@ use pollfs_core::dev::{
 use pollfs_core::units::{FrameId, Nanos};
 use pollfs_core::volume::mirror::MirrorQueue;
 use pollfs_core::volume::{Mirror, Stripe, VolumeError};
+use pollfs_core::{DeviceCounts, DeviceHealth};
 use pollfs_driver::tcp::net::TcpDevice;
 use pollfs_driver::tcp::TcpFrames;
 use pollfs_driver::{EmuFrames, EmulatedDevice, NvmeDevice, Transport};
@@ -106,6 +107,12 @@ impl<N: BlockDevice> Shape<N> {
     }
     fn frame_count(&self) -> u32 {
         each_shape!(self, d => d.frames().frame_count())
+    }
+    fn health(&self) -> DeviceHealth {
+        each_shape!(self, d => d.health())
+    }
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        each_shape!(self, d => d.leg_counts())
     }
     fn open_queue(&self) -> Result<ShapeQueue<N>, DevError> {
         Ok(match self {
@@ -390,6 +397,15 @@ pub(crate) struct Held {
     pub(crate) locks: Vec<DeviceLock>,
 }
 
+/// What a device's legs are legs of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LegKind {
+    /// A mirror's.
+    Mirror,
+    /// A stripe's.
+    Stripe,
+}
+
 /// Any device a [`DeviceSpec`](crate::DeviceSpec) names, opened: a
 /// [`BlockDevice`] with no type parameters. It holds the device files'
 /// locks, and closes a writable mirror cleanly when dropped.
@@ -450,6 +466,18 @@ impl AnyDevice {
     /// The device's name, as its spec gives it.
     pub fn name(&self) -> &str {
         &self.what
+    }
+
+    /// What the legs of a mirror or a stripe are, and their names by
+    /// position, as the spec gives them; `None` for a single device (or
+    /// one no spec names).
+    pub fn legs(&self) -> Option<(LegKind, Vec<String>)> {
+        let names = |legs: &[crate::Leaf]| legs.iter().map(ToString::to_string).collect();
+        match crate::DeviceSpec::parse(&self.what).ok()? {
+            crate::DeviceSpec::One(_) => None,
+            crate::DeviceSpec::Mirror(legs) => Some((LegKind::Mirror, names(&legs))),
+            crate::DeviceSpec::Stripe { legs, .. } => Some((LegKind::Stripe, names(&legs))),
+        }
     }
 
     /// Where the mirror's control socket is, if one is served
@@ -526,5 +554,11 @@ impl BlockDevice for AnyDevice {
             Inner::Tcp(s) => AnyQueue::Tcp(s.open_queue()?),
             Inner::Given(d) => AnyQueue::Given(d.open_queue()?),
         })
+    }
+    fn health(&self) -> DeviceHealth {
+        each_inner!(&self.inner, s => s.health())
+    }
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        each_inner!(&self.inner, s => s.leg_counts())
     }
 }

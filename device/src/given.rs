@@ -14,6 +14,7 @@ use std::sync::Arc;
 use pollfs_core::dev::ram::RamFrames;
 use pollfs_core::dev::{BlockDevice, Command, Completion, DevError, DeviceQueue, Geometry, Tag};
 use pollfs_core::units::Nanos;
+use pollfs_core::{DeviceCounts, DeviceHealth};
 
 /// What [`Given`] needs of a device, object-safe: a [`BlockDevice`] over
 /// plain memory frames whose queue is boxed.
@@ -21,6 +22,8 @@ trait DynDevice: Send + Sync + 'static {
     fn geometry(&self) -> Geometry;
     fn frames(&self) -> &RamFrames;
     fn open_queue(&self) -> Result<GivenQueue, DevError>;
+    fn health(&self) -> DeviceHealth;
+    fn leg_counts(&self) -> Vec<DeviceCounts>;
 }
 
 impl<D: BlockDevice<Frames = RamFrames>> DynDevice for D
@@ -35,6 +38,12 @@ where
     }
     fn open_queue(&self) -> Result<GivenQueue, DevError> {
         Ok(GivenQueue(Box::new(BlockDevice::open_queue(self)?)))
+    }
+    fn health(&self) -> DeviceHealth {
+        BlockDevice::health(self)
+    }
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        BlockDevice::leg_counts(self)
     }
 }
 
@@ -84,6 +93,12 @@ impl BlockDevice for Given {
     }
     fn open_queue(&self) -> Result<GivenQueue, DevError> {
         self.0.open_queue()
+    }
+    fn health(&self) -> DeviceHealth {
+        self.0.health()
+    }
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        self.0.leg_counts()
     }
 }
 

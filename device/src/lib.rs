@@ -35,7 +35,7 @@ pub mod signature;
 pub mod spec;
 pub mod units;
 
-pub use any::{AnyDevice, AnyFrames, AnyQueue, Closer, DeviceJob};
+pub use any::{AnyDevice, AnyFrames, AnyQueue, Closer, DeviceJob, LegKind};
 pub use error::{Arenas, DriverFault, OpenError, OpenErrorKind};
 pub use open::{new_uuid, open, open_fs, open_fs_with, run, Access, OpenOptions, DEFAULT_SIZE};
 pub use spec::{DeviceSpec, Leaf, SpecError, SpecProblem};

@@ -85,8 +85,10 @@ pub struct OpenOptions {
     pub mirror_uuid: Option<u64>,
     /// After an unclean shutdown, the mirror leg to keep.
     pub prefer: Option<usize>,
-    /// Told of a mirror's events (a leg failing, a resync) as they happen.
-    pub on_mirror_event: Option<fn(&MirrorEvent)>,
+    /// Told of a mirror's events (a leg failing, a resync) as they
+    /// happen, with the name of the leg the event is about as the spec
+    /// gives it (the mirror's, for an event about no one leg).
+    pub on_mirror_event: Option<fn(&MirrorEvent, &str)>,
     /// Told when a forced format overwrites what a leg holds.
     pub on_overwrite: Option<fn(&str, Found)>,
     /// How long to wait for a `file:` leg another process holds (a mount
@@ -508,7 +510,7 @@ impl Opening<'_> {
                 let mirror_options = pollfs_core::volume::OpenOptions {
                     writable,
                     prefer: options.prefer,
-                    on_event: options.on_mirror_event,
+                    on_event: options.on_mirror_event.map(|tell| event_hook(tell, spec)),
                 };
                 let idle = std::thread::yield_now;
                 let mirror = match (options.access, options.replace) {
@@ -564,4 +566,18 @@ where
 /// I/O queues of a single controller.
 fn nvme_queues<N: NvmeLeg>(nvme: &N) -> Option<u16> {
     nvme.io_queues()
+}
+
+/// `tell` as a mirror's event hook, with the leg each event is about
+/// named as `spec` names it (the mirror, for an event about no one leg).
+pub fn event_hook(
+    tell: fn(&MirrorEvent, &str),
+    spec: &DeviceSpec,
+) -> pollfs_core::volume::EventHook {
+    let mirror = spec.to_string();
+    let legs: Vec<String> = spec.legs().iter().map(ToString::to_string).collect();
+    std::sync::Arc::new(move |e: &MirrorEvent| {
+        let name = e.leg().and_then(|l| legs.get(l)).unwrap_or(&mirror);
+        tell(e, name)
+    })
 }

@@ -202,3 +202,49 @@ fn a_writable_mirror_is_closed_clean_when_the_device_goes() {
     assert!(!crate::run(&name, &read, Dirty).unwrap());
     let _ = (std::fs::remove_file(&a), std::fs::remove_file(&b));
 }
+
+#[test]
+fn the_figures_name_the_device_and_each_leg_and_count_what_each_was_sent() {
+    use crate::control::stats::{FsStats, Names, Role};
+    let fs = open_fs(
+        &spec("mirror:(emu,ram)"),
+        &options(Access::Format { force: false }),
+        config(),
+    )
+    .unwrap();
+    let before = FsStats::of_named(&fs, &Names::of(fs.device()));
+    let f = fs.create("x").unwrap();
+    f.write_all_at(&[1; 16384], 0).unwrap();
+    f.sync_data().unwrap();
+    let after = FsStats::of_named(&fs, &Names::of(fs.device()));
+    let names: Vec<(&str, Role, Option<usize>)> = after
+        .devices
+        .iter()
+        .map(|d| (d.name.as_str(), d.role, d.leg))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("mirror:(emu,ram)", Role::Device, None),
+            ("emu", Role::MirrorLeg, Some(0)),
+            ("ram", Role::MirrorLeg, Some(1)),
+        ]
+    );
+    let d = after.since(&before);
+    // The whole device's commands are the engine's; each leg got every
+    // write (and the mirror's own header writes on top).
+    assert_eq!(
+        d.devices[0].counter("write_bytes"),
+        d.counter("dev_write_bytes")
+    );
+    for leg in &d.devices[1..] {
+        assert!(
+            leg.counter("write_bytes") >= d.counter("dev_write_bytes"),
+            "{leg:?} {d:?}"
+        );
+        assert_eq!(leg.counter("errors"), 0);
+        assert_eq!(leg.counter("resets"), 0);
+    }
+    assert!(after.devices[1].counters.contains_key("reconnects"));
+    fs.unmount().unwrap();
+}

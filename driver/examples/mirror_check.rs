@@ -70,7 +70,7 @@ fn open(urls: [&str; 2]) -> Result<Mirror<TcpDevice>, String> {
     let options = OpenOptions {
         writable: true,
         prefer: None,
-        on_event: Some(report),
+        on_event: Some(std::sync::Arc::new(report)),
     };
     Mirror::open(legs(urls)?, options, monotonic_clock, idle).map_err(|e| format!("open: {e}"))
 }

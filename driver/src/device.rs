@@ -9,6 +9,7 @@ use alloc::boxed::Box;
 use alloc::sync::Arc;
 
 use pollfs_core::dev::{BlockDevice, DevError, Geometry};
+use pollfs_core::DeviceHealth;
 
 use crate::clock::Clock;
 use crate::controller::{Controller, DriverConfig, MPS};
@@ -139,5 +140,8 @@ impl<T: Transport> BlockDevice for NvmeDevice<T> {
     }
     fn open_queue(&self) -> Result<NvmeQueue<T>, DevError> {
         self.open_nvme_queue().map_err(DevError::from)
+    }
+    fn health(&self) -> DeviceHealth {
+        self.ctrl.health()
     }
 }

@@ -280,6 +280,12 @@ fn fault_then_recover(
         "{fault:?}: the error seen was {seen:?}"
     );
     assert_eq!(dev.controller().resets(), 1, "{fault:?}: one reset");
+    let h = dev.health();
+    assert_eq!(
+        (h.resets, h.reconnects, h.queue_recoveries),
+        (1, 1, 1),
+        "{fault:?}: the device's figures {h:?}"
+    );
     assert!(q.stats().protocol_errors >= 1, "{fault:?}: {:?}", q.stats());
     assert_eq!(q.stats().resyncs, 1, "{fault:?}: reconnected");
     assert_eq!(

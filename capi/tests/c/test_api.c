@@ -264,6 +264,11 @@ static void test_stats(void) {
     CHECK(after.write_bytes == before.write_bytes + 3);
     CHECK(after.syncs == before.syncs + 1);
     CHECK(after.cache_pages > 0 && after.log_blocks > 0);
+    /* The device's commands are the engine's; one device has no legs. */
+    CHECK(after.device.writes == after.dev_writes);
+    CHECK(after.device.write_bytes == after.dev_write_bytes);
+    CHECK(after.device.errors == after.dev_errors && after.device.resets == 0);
+    CHECK(after.legs == 0 && after.leg[0].writes == 0);
     PollfsStats prefix;
     memset(&prefix, 0, sizeof prefix);
     MUST(pollfs_fs_stats(fs, &prefix, offsetof(PollfsStats, writes)));

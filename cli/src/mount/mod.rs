@@ -35,7 +35,7 @@ mod options;
 mod ring;
 mod server;
 pub mod umount;
-mod watch;
+pub(crate) mod watch;
 mod xattrs;
 
 use std::io::{Read, Write};
@@ -49,7 +49,7 @@ use pollfs_core::dev::BlockDevice;
 use pollfs_core::persist::META_FRAMES;
 use pollfs_core::Fs;
 use pollfs_device::control::server::{ControlServer, Reported};
-use pollfs_device::control::stats::FsStats;
+use pollfs_device::control::stats::{FsStats, Names};
 use pollfs_device::{Access, AnyDevice, DeviceSpec, OpenOptions};
 
 use self::error::MountError;
@@ -513,7 +513,7 @@ fn serve_fs(
         },
         &plan.mountpoint,
     );
-    let watcher = watch::Watcher::start(fs.clone())
+    let watcher = watch::Watcher::start(fs.clone(), Names::of(fs.device()))
         .map_err(|e| tracing::warn!("no log of checkpoints and errors: {e}"))
         .ok();
     let mountpoint = plan.mountpoint.clone();
@@ -613,7 +613,7 @@ impl Reported for Report {
         FsStats {
             latency: self.latency.snapshot(),
             mirror_socket: self.fs.device().control_socket().map(Path::to_path_buf),
-            ..FsStats::of(&self.fs)
+            ..FsStats::of_named(&self.fs, &Names::of(self.fs.device()))
         }
     }
 }

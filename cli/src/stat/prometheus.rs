@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use pollfs_device::control::stats::FsStats;
+use pollfs_device::control::stats::{FsStats, Role};
 use pollfs_device::control::{LegWire, Status};
 
 use super::show::{Percentiles, TIMED};
@@ -60,6 +60,30 @@ pub fn render(mount: &str, s: &FsStats, mirror: Option<&Status>) -> String {
         let n = Percentiles::of(s, kind).count;
         out += &format!("pollfs_latency_count_total{{mount=\"{m}\",op=\"{kind}\"}} {n}\n");
     }
+    // Each device's and leg's counters, one family per counter.
+    let labels: Vec<String> = s
+        .devices
+        .iter()
+        .map(|d| {
+            let leg = d.leg.map_or(String::new(), |i| format!(",leg=\"{i}\""));
+            format!(
+                "mount=\"{m}\",device=\"{}\",role=\"{}\"{leg}",
+                escape(&d.name),
+                role(d.role)
+            )
+        })
+        .collect();
+    let names: std::collections::BTreeSet<&String> =
+        s.devices.iter().flat_map(|d| d.counters.keys()).collect();
+    for name in names {
+        out += &format!("# TYPE pollfs_device_{name}_total counter\n");
+        for (d, labels) in s.devices.iter().zip(&labels) {
+            out += &format!(
+                "pollfs_device_{name}_total{{{labels}}} {}\n",
+                d.counter(name)
+            );
+        }
+    }
     if let Some(status) = mirror {
         let legs: Vec<String> = status
             .legs
@@ -88,6 +112,16 @@ pub fn render(mount: &str, s: &FsStats, mirror: Option<&Status>) -> String {
         }
     }
     out
+}
+
+/// A device's role as a label value.
+fn role(r: Role) -> &'static str {
+    match r {
+        Role::Device => "device",
+        Role::MirrorLeg => "mirror_leg",
+        Role::StripeLeg => "stripe_leg",
+        Role::Leg => "leg",
+    }
 }
 
 /// A label value as the format writes it: backslash, double quote and
@@ -251,5 +285,43 @@ mod tests {
         let errors = find("pollfs_mirror_leg_write_errors_total", "1");
         assert_eq!(errors.2, 3.0);
         assert!(errors.1.contains(r#"name="file:/b""#), "{}", errors.1);
+    }
+
+    #[test]
+    fn each_device_and_leg_is_a_labelled_line_of_every_device_counter() {
+        use pollfs_device::control::stats::DeviceStats;
+        let dev = |name: &str, role, leg, errors| DeviceStats {
+            name: name.into(),
+            role,
+            leg,
+            counters: [("writes".to_string(), 5), ("errors".to_string(), errors)]
+                .into_iter()
+                .collect(),
+        };
+        let s = FsStats {
+            devices: vec![
+                dev("mirror:(file:/a,file:/b)", Role::Device, None, 0),
+                dev("file:/a", Role::MirrorLeg, Some(0), 0),
+                dev("file:/b", Role::MirrorLeg, Some(1), 2),
+            ],
+            ..FsStats::default()
+        };
+        let text = render("/m", &s, None);
+        let lines = parse(&text);
+        let errors: Vec<_> = lines
+            .iter()
+            .filter(|l| l.0 == "pollfs_device_errors_total")
+            .collect();
+        assert_eq!(errors.len(), 3, "{text}");
+        assert_eq!(
+            errors[2].1,
+            r#"mount="/m",device="file:/b",role="mirror_leg",leg="1""#
+        );
+        assert_eq!(errors[2].2, 2.0);
+        assert_eq!(
+            errors[0].1,
+            r#"mount="/m",device="mirror:(file:/a,file:/b)",role="device""#
+        );
+        assert!(text.contains("# TYPE pollfs_device_writes_total counter\n"));
     }
 }

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use pollfs_device::control::stats::FsStats;
+use pollfs_device::control::stats::{DeviceStats, FsStats};
 use pollfs_device::control::{LegWire, Status};
 use pollfs_device::units::show_bytes;
 use serde::Serialize;
@@ -236,6 +236,10 @@ pub fn snapshot(mountpoint: &Path, s: &FsStats, mirror: Option<&MirrorAnswer>) -
         g.data_blocks,
         g.inodes
     );
+    for (i, d) in s.devices.iter().enumerate() {
+        let group = if i == 0 { "devices" } else { "" };
+        out += &format!("\n  {group:<12} {}", device_line(d));
+    }
     match mirror {
         None => {}
         Some(Err(why)) => out += &format!("\n  {:<12} not answered: {why}", "mirror"),
@@ -254,6 +258,46 @@ pub fn snapshot(mountpoint: &Path, s: &FsStats, mirror: Option<&MirrorAnswer>) -
     }
     out
 }
+
+/// One device's or leg's figures in a line: who it is, its commands and
+/// errors, then what its driver met, where it met anything.
+fn device_line(d: &DeviceStats) -> String {
+    let who = match d.leg {
+        Some(i) => format!("{} {i} {}", d.role.label(), d.name),
+        None => format!("{} {}", d.role.label(), d.name),
+    };
+    let c = |name: &str| d.counter(name);
+    let mut line = format!(
+        "{who}: reads {} ({}), writes {} ({}), flushes {}, trims {}, write-zeroes {}, errors {}",
+        c("reads"),
+        show_bytes(c("read_bytes")),
+        c("writes"),
+        show_bytes(c("write_bytes")),
+        c("flushes"),
+        c("deallocates"),
+        c("write_zeroes"),
+        c("errors"),
+    );
+    let met: Vec<String> = HEALTH
+        .iter()
+        .filter(|(name, _)| c(name) > 0)
+        .map(|(name, label)| format!("{label} {}", c(name)))
+        .collect();
+    if !met.is_empty() {
+        line += &format!("; {}", met.join(", "));
+    }
+    line
+}
+
+/// What a device's driver counts of its own trouble, and its label.
+const HEALTH: [(&str, &str); 6] = [
+    ("resets", "resets"),
+    ("queue_recoveries", "queue recoveries"),
+    ("timeouts", "timeouts"),
+    ("retries", "retries"),
+    ("protocol_errors", "protocol errors"),
+    ("reconnects", "reconnects"),
+];
 
 /// A snapshot as one JSON line: the figures, and under `mirror` the
 /// mirror's state (as `pollfs mirror status` has it) or under
@@ -332,6 +376,8 @@ const COLUMNS: &[Column] = &[
     ("err", |i| {
         (i.delta.counter("dev_errors") + i.delta.counter("background_errors")).to_string()
     }),
+    ("legerr", |i| i.devices_grew(|d| d.leg.is_some(), "errors")),
+    ("resets", |i| i.devices_grew(|_| true, "resets")),
 ];
 
 /// Width of each column.
@@ -370,6 +416,20 @@ impl Interval {
             Some(p) if p.count > 0 => format!("{:.0}", p.p99_ns as f64 / 1e3),
             _ => "-".into(),
         }
+    }
+
+    /// The growth of device counter `name` in the interval, summed over
+    /// the devices `which` picks ("-" if the server reports none).
+    fn devices_grew(&self, which: fn(&DeviceStats) -> bool, name: &str) -> String {
+        let picked: Vec<&DeviceStats> = self.delta.devices.iter().filter(|d| which(d)).collect();
+        if picked.is_empty() {
+            return "-".into();
+        }
+        picked
+            .iter()
+            .map(|d| d.counter(name))
+            .sum::<u64>()
+            .to_string()
     }
 
     /// Counter `name`'s growth per second.
@@ -519,5 +579,56 @@ mod tests {
         let text = snapshot(Path::new("/m"), &s, None);
         assert!(text.contains("reads 3"), "{text}");
         assert!(text.contains("other        a_new_counter 9"), "{text}");
+    }
+
+    #[test]
+    fn each_device_and_leg_has_a_line_and_the_interval_sums_leg_errors() {
+        use pollfs_device::control::stats::Role;
+        let dev = |name: &str, role, leg, errors, resets| DeviceStats {
+            name: name.into(),
+            role,
+            leg,
+            counters: [
+                ("writes".to_string(), 9),
+                ("errors".to_string(), errors),
+                ("resets".to_string(), resets),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let at = |t, leg_errors, resets| FsStats {
+            taken_ns: t,
+            devices: vec![
+                dev("stripe:64k:(emu,emu)", Role::Device, None, 0, 0),
+                dev("emu", Role::StripeLeg, Some(0), 0, resets),
+                dev("emu", Role::StripeLeg, Some(1), leg_errors, 0),
+            ],
+            ..FsStats::default()
+        };
+        let text = snapshot(Path::new("/m"), &at(0, 2, 1), None);
+        assert!(
+            text.contains("devices      device stripe:64k:(emu,emu): reads 0 (0 B), writes 9"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "stripe leg 1 emu: reads 0 (0 B), writes 9 (0 B), flushes 0, trims 0, \
+                           write-zeroes 0, errors 2"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("stripe leg 0 emu:"), "{text}");
+        assert!(text.contains("errors 0; resets 1"), "{text}");
+        let i = Interval::between(&at(0, 2, 1), &at(1_000_000_000, 5, 3));
+        let header = interval_header(Path::new("/m"));
+        let names: Vec<&str> = header.lines().nth(1).unwrap().split_whitespace().collect();
+        let cells: Vec<String> = i.line().split_whitespace().map(String::from).collect();
+        let col = |h: &str| cells[names.iter().position(|n| *n == h).unwrap()].clone();
+        assert_eq!(col("legerr"), "3");
+        assert_eq!(col("resets"), "2");
+        let v: serde_json::Value = serde_json::from_str(&i.json().unwrap()).unwrap();
+        assert_eq!(v["devices"][2]["counters"]["errors"], 3, "{v}");
+        assert_eq!(v["devices"][2]["role"], "stripe_leg", "{v}");
+        assert_eq!(v["devices"][2]["leg"], 1, "{v}");
     }
 }

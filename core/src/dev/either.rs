@@ -3,7 +3,9 @@
 //! leg over PCIe and one over TCP). Nest it for more kinds.
 
 use super::{BlockDevice, Command, Completion, DevError, DeviceQueue, Geometry, Tag};
+use crate::stats::{DeviceCounts, DeviceHealth};
 use crate::units::Nanos;
+use alloc::vec::Vec;
 
 /// A device (or queue) of one of two kinds.
 #[derive(Clone, Debug)]
@@ -55,5 +57,17 @@ impl<L: BlockDevice, R: BlockDevice<Frames = L::Frames>> BlockDevice for Either<
             Either::Left(d) => Either::Left(d.open_queue()?),
             Either::Right(d) => Either::Right(d.open_queue()?),
         })
+    }
+    fn health(&self) -> DeviceHealth {
+        match self {
+            Either::Left(d) => d.health(),
+            Either::Right(d) => d.health(),
+        }
+    }
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        match self {
+            Either::Left(d) => d.leg_counts(),
+            Either::Right(d) => d.leg_counts(),
+        }
     }
 }

@@ -12,7 +12,9 @@ use alloc::sync::Arc;
 use spin::Mutex;
 
 use super::{BlockDevice, Command, CommandKind, Completion, DevError, DeviceQueue, Geometry, Tag};
+use crate::stats::{DeviceCounts, DeviceHealth};
 use crate::units::Nanos;
+use alloc::vec::Vec;
 
 #[derive(Debug, Default)]
 struct Plan {
@@ -183,5 +185,11 @@ impl<D: BlockDevice> BlockDevice for FaultyDevice<D> {
             passed: BTreeMap::new(),
             failed: VecDeque::new(),
         })
+    }
+    fn health(&self) -> DeviceHealth {
+        self.inner.health()
+    }
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        self.inner.leg_counts()
     }
 }

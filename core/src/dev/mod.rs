@@ -25,6 +25,7 @@ pub mod requests;
 
 use alloc::vec::Vec;
 
+use crate::stats::{DeviceCounts, DeviceHealth};
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 
 /// Static facts about a device, read once at mount.
@@ -394,6 +395,19 @@ pub trait BlockDevice: Send + Sync + 'static {
     fn frames(&self) -> &Self::Frames;
     /// A new independent queue.
     fn open_queue(&self) -> Result<Self::Queue, DevError>;
+    /// What the device's driver counted of its own recoveries (resets,
+    /// timeouts, reconnects). A device with no controller has none; a
+    /// wrapper passes its device's on.
+    fn health(&self) -> DeviceHealth {
+        DeviceHealth::default()
+    }
+    /// For a volume: each leg's commands and errors by position, as the
+    /// volume's queues counted them (summed on the call, never on the
+    /// I/O path), with the leg's own [`health`](Self::health). A device
+    /// made of no other devices has none; a wrapper passes its device's on.
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

@@ -7,10 +7,15 @@
 //! (a copy of the command, frames and all) and sends it when a later poll
 //! finds room, so a volume operation is never half submitted. Each leg's
 //! pieces go out in the order they were sent.
+//!
+//! Each fanout counts what it sends to each leg, and each leg's refusals
+//! and failures, in a block of its own in the volume's [`Tally`].
 
 use alloc::collections::{BTreeMap, VecDeque};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
+use super::tally::{Block, Tally};
 use crate::dev::{Command, DevError, DeviceQueue, OwnedCommand, Tag};
 use crate::units::Nanos;
 
@@ -29,12 +34,17 @@ struct Leg<Q> {
 #[derive(Debug)]
 pub(crate) struct Fanout<Q> {
     legs: Vec<Leg<Q>>,
+    tally: Arc<Tally>,
+    /// This fanout's counters in `tally`.
+    counts: Arc<Block>,
 }
 
 impl<Q: DeviceQueue> Fanout<Q> {
-    /// One entry per leg, in leg order.
-    pub(crate) fn new(queues: Vec<Option<Q>>) -> Fanout<Q> {
+    /// One entry per leg, in leg order, counting into `tally`.
+    pub(crate) fn new(queues: Vec<Option<Q>>, tally: Arc<Tally>) -> Fanout<Q> {
         Fanout {
+            counts: tally.open(),
+            tally,
             legs: queues
                 .into_iter()
                 .map(|queue| Leg {
@@ -44,6 +54,10 @@ impl<Q: DeviceQueue> Fanout<Q> {
                 })
                 .collect(),
         }
+    }
+    /// The tally this fanout counts into.
+    pub(crate) fn tally(&self) -> Arc<Tally> {
+        self.tally.clone()
     }
     /// True if leg `leg` has a queue.
     pub(crate) fn has_queue(&self, leg: usize) -> bool {
@@ -60,15 +74,22 @@ impl<Q: DeviceQueue> Fanout<Q> {
     /// means the leg refused it and none will.
     pub(crate) fn send(&mut self, leg: usize, op: u32, cmd: &Command<'_>) -> Result<(), DevError> {
         let l = self.legs.get_mut(leg).ok_or(DevError::InvalidRequest)?;
-        let queue = l.queue.as_mut().ok_or(DevError::ControllerFailed)?;
+        let Some(queue) = l.queue.as_mut() else {
+            self.counts.error(leg);
+            return Err(DevError::ControllerFailed);
+        };
         if l.backlog.is_empty() {
             match queue.submit(cmd) {
                 Ok(tag) => {
                     l.tags.insert(tag, op);
+                    self.counts.command(leg, cmd.kind(), cmd.data_bytes());
                     return Ok(());
                 }
                 Err(DevError::QueueFull) => {}
-                Err(e) => return Err(e),
+                Err(e) => {
+                    self.counts.error(leg);
+                    return Err(e);
+                }
             }
         }
         l.backlog.push_back((op, OwnedCommand::of(cmd)));
@@ -84,17 +105,21 @@ impl<Q: DeviceQueue> Fanout<Q> {
         done: &mut dyn FnMut(u32, usize, Result<(), DevError>),
     ) -> usize {
         let mut n = 0;
+        let counts = &*self.counts;
         for (i, l) in self.legs.iter_mut().enumerate() {
             let Some(queue) = l.queue.as_mut() else {
                 continue;
             };
             while let Some((op, owned)) = l.backlog.front() {
-                match queue.submit(&owned.command()) {
+                let cmd = owned.command();
+                match queue.submit(&cmd) {
                     Ok(tag) => {
                         l.tags.insert(tag, *op);
+                        counts.command(i, cmd.kind(), cmd.data_bytes());
                     }
                     Err(DevError::QueueFull) => break,
                     Err(e) => {
+                        counts.error(i);
                         done(*op, i, Err(e));
                         n += 1;
                     }
@@ -106,10 +131,19 @@ impl<Q: DeviceQueue> Fanout<Q> {
                 // A completion for a tag never handed out is the leg's bug;
                 // dropping it is safer than inventing an owner.
                 if let Some(op) = tags.remove(&c.tag) {
+                    if c.result.is_err() {
+                        counts.error(i);
+                    }
                     done(op, i, c.result);
                 }
             });
         }
         n
+    }
+}
+
+impl<Q> Drop for Fanout<Q> {
+    fn drop(&mut self) {
+        self.tally.close(&self.counts);
     }
 }

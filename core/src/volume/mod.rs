@@ -27,14 +27,19 @@
 //! few atomics; its rare work (membership changes, header writes, resync)
 //! runs in a control section that whichever queue polls next enters with
 //! a `try_lock`, so nothing waits for a thread that is not there.
+//!
+//! Each fanout counts the commands it sends to each leg and the leg's
+//! errors in a block of its own (`tally`); `BlockDevice::leg_counts` sums
+//! the blocks when `pollfs stat` asks.
 
 mod fanout;
 pub mod header;
 pub mod mirror;
 pub mod split;
 mod stripe;
+mod tally;
 
-pub use mirror::{LegState, Mirror, MirrorEvent, MirrorStatus, OpenOptions};
+pub use mirror::{EventHook, LegState, Mirror, MirrorEvent, MirrorStatus, OpenOptions};
 pub use stripe::{Stripe, StripeQueue};
 
 use core::fmt;

@@ -1,13 +1,16 @@
 //! [`Stripe`]: RAID-0 over legs that share one frame arena.
 
+use alloc::sync::Arc;
 use alloc::vec;
 use alloc::vec::Vec;
 
 use super::fanout::Fanout;
 use super::split::StripeMap;
+use super::tally::Tally;
 use super::{check_legs, VolumeError};
 use crate::dev::requests::{Merge, Requests};
 use crate::dev::{BlockDevice, Command, Completion, DevError, DeviceQueue, Geometry, Tag};
+use crate::stats::DeviceCounts;
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 
 /// Blocks dealt to the legs in chunks, round robin.
@@ -19,6 +22,8 @@ pub struct Stripe<D> {
     legs: Vec<D>,
     map: StripeMap,
     geometry: Geometry,
+    /// Every queue's commands and errors per leg.
+    tally: Arc<Tally>,
 }
 
 impl<D: BlockDevice> Stripe<D> {
@@ -53,6 +58,7 @@ impl<D: BlockDevice> Stripe<D> {
             error: DevError::BadGeometry,
         })?;
         Ok(Stripe {
+            tally: Tally::new(legs.len()),
             legs,
             map,
             geometry,
@@ -86,7 +92,7 @@ impl<D: BlockDevice> BlockDevice for Stripe<D> {
             .collect::<Result<Vec<_>, _>>()?;
         let n = self.legs.len();
         Ok(StripeQueue {
-            fanout: Fanout::new(queues),
+            fanout: Fanout::new(queues, self.tally.clone()),
             map: self.map,
             geometry: self.geometry,
             leg_frames: self
@@ -97,6 +103,13 @@ impl<D: BlockDevice> BlockDevice for Stripe<D> {
             ops: Requests::default(),
             shares: vec![Share::default(); n],
         })
+    }
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        let mut counts = self.tally.sum();
+        for (c, leg) in counts.iter_mut().zip(&self.legs) {
+            c.health = leg.health();
+        }
+        counts
     }
 }
 
@@ -443,6 +456,42 @@ mod tests {
         want[3 * 512..48 * 512].fill(0);
         want[100 * 512..130 * 512].fill(0);
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn each_leg_counts_its_share_and_its_own_errors() {
+        use crate::dev::fault::{FaultPlan, FaultyDevice};
+        use crate::dev::CommandKind;
+        let plans = [FaultPlan::new(), FaultPlan::new()];
+        let faulty: Vec<_> = legs(2, 1 << 20, 4096, 64)
+            .into_iter()
+            .zip(&plans)
+            .map(|(l, p)| FaultyDevice::new(l, p.clone()))
+            .collect();
+        let s = Stripe::new(faulty, 4096).unwrap();
+        let mut q = s.open_queue().unwrap();
+        let frames: Vec<FrameId> = (0..4).map(FrameId).collect();
+        let write = Command::Write {
+            lba: Lba(0),
+            frames: &frames,
+            fua: false,
+        };
+        // Four chunks of one page over two legs: two each, in one command
+        // per leg.
+        run(&mut q, write).unwrap();
+        run(&mut q, Command::Flush).unwrap();
+        let c = s.leg_counts();
+        assert_eq!(c.len(), 2);
+        for leg in &c {
+            assert_eq!((leg.writes, leg.write_bytes, leg.flushes), (1, 8192, 1));
+            assert_eq!(leg.errors, 0);
+        }
+        plans[1].fail(CommandKind::Write, 1, DevError::Media);
+        assert_eq!(run(&mut q, write), Err(DevError::Media));
+        drop(q);
+        let c = s.leg_counts();
+        assert_eq!((c[0].writes, c[0].errors), (2, 0), "{c:?}");
+        assert_eq!((c[1].writes, c[1].errors), (2, 1), "{c:?}");
     }
 
     #[test]

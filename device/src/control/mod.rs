@@ -46,8 +46,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::spec::Leaf;
 
-/// The protocol's version (2: [`Op::Stats`] and [`Reply::stats`]).
-pub const VERSION: u32 = 2;
+/// The protocol's version (2: [`Op::Stats`] and [`Reply::stats`]; 3:
+/// each device's and leg's figures, [`stats::FsStats::devices`]).
+pub const VERSION: u32 = 3;
 
 /// Where sockets go when that directory can be written.
 pub const RUN_DIR: &str = "/run/pollfs";
@@ -275,14 +276,14 @@ mod tests {
             op: Op::Rejoin { leg: 1 },
         };
         let line = serde_json::to_string(&r).unwrap();
-        assert_eq!(line, r#"{"version":2,"op":{"rejoin":{"leg":1}}}"#);
+        assert_eq!(line, r#"{"version":3,"op":{"rejoin":{"leg":1}}}"#);
         assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), r);
         let status = serde_json::to_string(&Request {
             version: VERSION,
             op: Op::Status,
         })
         .unwrap();
-        assert_eq!(status, r#"{"version":2,"op":"status"}"#);
+        assert_eq!(status, r#"{"version":3,"op":"status"}"#);
         let reply = Reply {
             version: VERSION,
             status: None,

@@ -33,6 +33,7 @@ use crate::spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE
 use crate::spec::regs::{Cap, Csts};
 use crate::transport::{Payload, Property, Qpair, Transport};
 use pollfs_core::units::Nanos;
+use pollfs_core::DeviceHealth;
 
 /// Memory page size the driver uses (CC.MPS = 0).
 pub const MPS_SHIFT: u32 = 12;
@@ -74,7 +75,26 @@ pub struct Controller<T: Transport> {
     /// Keep Alive is due (caller's time).
     keep_alive: Option<u64>,
     next_keep_alive: AtomicU64,
+    /// What the I/O queues met, summed over all of them (counted where it
+    /// happens, which is never the usual path), for [`Controller::health`].
+    troubles: [AtomicU64; TROUBLES],
 }
+
+/// What an I/O queue counts into its controller's [`Controller::health`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trouble {
+    /// The queue re-created itself after a reset and sent again what it
+    /// had in flight.
+    QueueRecovery,
+    /// A command hit its deadline.
+    Timeout,
+    /// A command was sent again after an error status or a reset.
+    Retry,
+    /// The device broke the protocol.
+    ProtocolError,
+}
+
+const TROUBLES: usize = 4;
 
 impl<T: Transport> core::fmt::Debug for Controller<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -168,6 +188,7 @@ impl<T: Transport> Controller<T> {
             dead: AtomicBool::new(false),
             keep_alive,
             next_keep_alive: AtomicU64::new(0),
+            troubles: Default::default(),
         })
     }
 
@@ -198,6 +219,22 @@ impl<T: Transport> Controller<T> {
     /// Resets performed so far.
     pub fn resets(&self) -> u32 {
         self.resets.load(Ordering::Relaxed)
+    }
+    /// Counts one `trouble` an I/O queue met.
+    pub fn count(&self, trouble: Trouble) {
+        self.troubles[trouble as usize].fetch_add(1, Ordering::Relaxed);
+    }
+    /// Resets, and what the I/O queues and the transport met, so far.
+    pub fn health(&self) -> DeviceHealth {
+        let t = |k: Trouble| self.troubles[k as usize].load(Ordering::Relaxed);
+        DeviceHealth {
+            resets: u64::from(self.resets()),
+            queue_recoveries: t(Trouble::QueueRecovery),
+            timeouts: t(Trouble::Timeout),
+            retries: t(Trouble::Retry),
+            protocol_errors: t(Trouble::ProtocolError),
+            reconnects: self.transport.reconnects(),
+        }
     }
     /// True once the controller has been given up on.
     pub fn is_dead(&self) -> bool {

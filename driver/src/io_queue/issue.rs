@@ -6,6 +6,7 @@ use pollfs_core::units::Nanos;
 
 use super::table::HandBack;
 use super::{NvmeQueue, Unissued, MAX_ZERO_BLOCKS};
+use crate::controller::Trouble;
 use crate::qpair::ProtocolError;
 use crate::spec::command::{DsmRange, SubmissionEntry};
 use crate::spec::completion::CompletionEntry;
@@ -208,6 +209,7 @@ impl<T: Transport> NvmeQueue<T> {
         }
         self.stats.commands += 1;
         self.stats.retries += 1;
+        self.ctrl.count(Trouble::Retry);
         true
     }
 

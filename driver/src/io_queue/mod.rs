@@ -35,7 +35,7 @@ use alloc::vec::Vec;
 use pollfs_core::dev::{Command, Completion, DevError, DeviceQueue, FrameArena, Geometry, Tag};
 use pollfs_core::units::Nanos;
 
-use crate::controller::{Controller, MPS};
+use crate::controller::{Controller, Trouble, MPS};
 use crate::error::DriverError;
 use crate::spec::command::SubmissionEntry;
 use crate::spec::completion::CompletionEntry;
@@ -268,6 +268,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             }
             if !self.reap(now, &mut out) {
                 self.stats.protocol_errors += 1;
+                self.ctrl.count(Trouble::ProtocolError);
                 self.recover();
             }
             if !self.with_rest.is_empty() {
@@ -278,6 +279,7 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             // Commands resubmitted by a recovery may already have completed.
             if self.stats.resyncs != resyncs && !self.reap(now, &mut out) {
                 self.stats.protocol_errors += 1;
+                self.ctrl.count(Trouble::ProtocolError);
                 self.recover();
             }
         }

@@ -7,6 +7,7 @@ use pollfs_core::dev::DevError;
 use pollfs_core::units::Nanos;
 
 use super::NvmeQueue;
+use crate::controller::Trouble;
 use crate::transport::{Qpair, Transport};
 
 impl<T: Transport> NvmeQueue<T> {
@@ -48,6 +49,7 @@ impl<T: Transport> NvmeQueue<T> {
             return;
         }
         self.stats.resyncs += 1;
+        self.ctrl.count(Trouble::QueueRecovery);
         let max = self.ctrl.config().max_retries;
         for cid in 0..self.table.capacity() as u16 {
             let Some(c) = self.table.command_mut(cid) else {
@@ -103,6 +105,7 @@ impl<T: Transport> NvmeQueue<T> {
                     s.timed_out = true;
                     s.abort_by = Some(Nanos(now.0.saturating_add(cfg.abort_timeout)));
                     self.stats.timeouts += 1;
+                    self.ctrl.count(Trouble::Timeout);
                     aborting = true;
                     if !self.ctrl.send_abort(qid, cid) {
                         need_reset = true;

@@ -164,6 +164,13 @@ fn a_lost_command_is_aborted_then_the_controller_is_reset() {
     assert_eq!(s.count(Event::Connect(q.qid())), 1, "reconnected");
     drop(s);
     assert_eq!(q.stats().resyncs, 1);
+    // The controller's figures, which the queue's owner does not hold.
+    let h = q.ctrl.health();
+    assert_eq!(
+        (h.resets, h.timeouts, h.queue_recoveries, h.reconnects),
+        (1, 1, 1, 0),
+        "{h:?}"
+    );
     let tag = read(&mut q, 0, &FRAMES[..1]).unwrap();
     assert_eq!(poll(&mut q, 1_800)[0].tag, tag, "the queue works again");
 }
@@ -201,6 +208,12 @@ fn a_reset_elsewhere_reconnects_and_resubmits_what_was_in_flight() {
     assert_eq!((done[0].tag, done[0].result), (tag, Ok(())));
     assert_eq!(q.stats().resyncs, 1);
     assert_eq!(q.stats().retries, 1);
+    let h = q.ctrl.health();
+    assert_eq!(
+        (h.resets, h.queue_recoveries, h.retries),
+        (1, 1, 1),
+        "{h:?}"
+    );
     let s = fake.state.lock();
     assert_eq!(s.count(Event::Disconnect(q.qid())), 1);
     assert_eq!(s.count(Event::Connect(q.qid())), 1);

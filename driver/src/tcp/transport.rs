@@ -134,6 +134,8 @@ pub struct TcpTransport<C: Connector> {
     /// Connections of live I/O queues, so a reset can end them.
     links: Mutex<BTreeMap<u16, C::Handle>>,
     connections: AtomicU64,
+    /// New associations after a reset.
+    reconnects: AtomicU64,
 }
 
 impl<C: Connector> core::fmt::Debug for TcpTransport<C> {
@@ -172,6 +174,7 @@ impl<C: Connector> TcpTransport<C> {
             io_in_capsule: AtomicU32::new(0),
             links: Mutex::new(BTreeMap::new()),
             connections: AtomicU64::new(0),
+            reconnects: AtomicU64::new(0),
         }
     }
     /// The options in force.
@@ -344,11 +347,17 @@ impl<C: Connector> Transport for TcpTransport<C> {
         let until = self.deadline(self.options.reconnect_timeout);
         loop {
             match self.connect_admin(admin) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.reconnects.fetch_add(1, Ordering::Relaxed);
+                    return Ok(());
+                }
                 Err(e) if self.clock.now() > until => return Err(e),
                 Err(_) => self.connector.pause(),
             }
         }
+    }
+    fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Relaxed)
     }
     fn identified(&self, identify: &IdentifyController) {
         // IOCCSZ counts 16-byte units of the whole capsule, the 64-byte

@@ -309,6 +309,11 @@ pub trait Transport: Send + Sync + 'static {
     fn reconnect_admin(&self, _admin: &mut Self::Qpair) -> Result<(), DriverError<Self::Error>> {
         Ok(())
     }
+    /// New associations [`reconnect_admin`](Self::reconnect_admin) made
+    /// so far (a fabric's; PCIe makes none).
+    fn reconnects(&self) -> u64 {
+        0
+    }
     /// What Identify Controller reported, once, at bring-up: a fabric
     /// reads the in-capsule data size of its I/O queues (IOCCSZ) there.
     fn identified(&self, _identify: &IdentifyController) {}

@@ -98,6 +98,23 @@ pub enum MirrorEvent {
     Broken,
 }
 
+impl MirrorEvent {
+    /// The leg the event is about, if it is about one (a resync's
+    /// target, not its source).
+    pub fn leg(&self) -> Option<usize> {
+        match *self {
+            MirrorEvent::LegFailed { leg, .. }
+            | MirrorEvent::LegRemoved { leg }
+            | MirrorEvent::ReadRetried { leg, .. }
+            | MirrorEvent::Rejoined { leg }
+            | MirrorEvent::ResyncStarted { leg, .. }
+            | MirrorEvent::ResyncFinished { leg }
+            | MirrorEvent::ResyncStopped { leg, .. } => Some(leg),
+            MirrorEvent::HeadersWritten { .. } | MirrorEvent::Broken => None,
+        }
+    }
+}
+
 impl fmt::Display for MirrorEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -169,7 +186,16 @@ pub(crate) struct Members {
     pub covered: u32,
     pub errors: [LegErrors; MAX_LEGS],
     pub events: VecDeque<MirrorEvent>,
-    pub on_event: Option<fn(&MirrorEvent)>,
+    pub on_event: Hook,
+}
+
+/// The hook events are told to, if any.
+pub(crate) struct Hook(pub Option<super::EventHook>);
+
+impl fmt::Debug for Hook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", if self.0.is_some() { "Hook" } else { "None" })
+    }
 }
 
 impl Members {
@@ -177,7 +203,7 @@ impl Members {
         legs: usize,
         generation: u64,
         table: [Recorded; MAX_LEGS],
-        on_event: Option<fn(&MirrorEvent)>,
+        on_event: Option<super::EventHook>,
     ) -> Members {
         Members {
             legs,
@@ -191,12 +217,12 @@ impl Members {
             covered: 0,
             errors: [LegErrors::default(); MAX_LEGS],
             events: VecDeque::new(),
-            on_event,
+            on_event: Hook(on_event),
         }
     }
     /// Records `e` and tells the hook.
     pub fn event(&mut self, e: MirrorEvent) {
-        if let Some(hook) = self.on_event {
+        if let Some(hook) = &self.on_event.0 {
             hook(&e);
         }
         if self.events.len() == EVENTS_KEPT {

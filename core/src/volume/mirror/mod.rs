@@ -40,8 +40,10 @@ pub use queue::MirrorQueue;
 
 use super::fanout::Fanout;
 use super::header::{self, Header, Recorded};
+use super::tally::Tally;
 use super::{check_legs, VolumeError, MAX_LEGS};
 use crate::dev::{BlockDevice, Command, DevError, FrameArena, Geometry};
+use crate::stats::DeviceCounts;
 use crate::sync::Mutex;
 use crate::units::{FrameId, Lba, Nanos, PAGE_SIZE};
 use bitmap::Bitmap;
@@ -49,8 +51,11 @@ use control::Control;
 use members::Members;
 use state::MirrorState;
 
+/// Told of a mirror's events as they happen ([`OpenOptions::on_event`]).
+pub type EventHook = Arc<dyn Fn(&MirrorEvent) + Send + Sync>;
+
 /// How to open a mirror.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub struct OpenOptions {
     /// Take writes (and mark the mirror dirty until [`Mirror::close`]).
     /// Read-only, nothing is written, not even headers.
@@ -60,7 +65,17 @@ pub struct OpenOptions {
     pub prefer: Option<usize>,
     /// Called with every event as it happens (from whichever thread
     /// caused it; keep it short).
-    pub on_event: Option<fn(&MirrorEvent)>,
+    pub on_event: Option<EventHook>,
+}
+
+impl core::fmt::Debug for OpenOptions {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("OpenOptions")
+            .field("writable", &self.writable)
+            .field("prefer", &self.prefer)
+            .field("on_event", &self.on_event.is_some())
+            .finish()
+    }
 }
 
 impl Default for OpenOptions {
@@ -155,6 +170,13 @@ impl<D: BlockDevice> BlockDevice for Mirror<D> {
     fn open_queue(&self) -> Result<MirrorQueue<D>, DevError> {
         Ok(MirrorQueue::open(self.shared.clone()))
     }
+    fn leg_counts(&self) -> Vec<DeviceCounts> {
+        let mut counts = self.shared.tally.sum();
+        for (c, leg) in counts.iter_mut().zip(&self.shared.legs) {
+            c.health = leg.health();
+        }
+        counts
+    }
 }
 
 /// The legs' shape, checked: block size, pages per leg, the frames the
@@ -206,8 +228,13 @@ fn check_fits(shape: &Shape, assembly: &Assembly) -> Result<(), VolumeError> {
     Ok(())
 }
 
+/// The control section's fanout, counting into a new tally that the
+/// mirror's queues then share.
 fn control_fanout<D: BlockDevice>(legs: &[D]) -> Fanout<D::Queue> {
-    Fanout::new(legs.iter().map(|l| l.open_queue().ok()).collect())
+    Fanout::new(
+        legs.iter().map(|l| l.open_queue().ok()).collect(),
+        Tally::new(legs.len()),
+    )
 }
 
 /// What a leg's two header copies hold: its newest intact header, or
@@ -388,6 +415,7 @@ impl<D: BlockDevice> Mirror<D> {
         if let Some(b) = &a.bitmap {
             bitmap.load(b);
         }
+        let tally = fanout.tally();
         let shared = Arc::new(MirrorState {
             legs,
             uuid: a.uuid,
@@ -412,6 +440,7 @@ impl<D: BlockDevice> Mirror<D> {
             members: Mutex::new(members),
             control: Mutex::new(Control::new(fanout, shape.reserved)),
             slots: Mutex::new(Vec::new()),
+            tally,
         });
         let mirror = Mirror {
             frames: MirrorFrames {

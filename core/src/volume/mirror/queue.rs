@@ -130,7 +130,7 @@ impl<D: BlockDevice> MirrorQueue<D> {
         let queues = shared.legs.iter().map(|l| l.open_queue().ok()).collect();
         let views = Views::new(shared.new_slot());
         MirrorQueue {
-            fanout: Fanout::new(queues),
+            fanout: Fanout::new(queues, shared.tally.clone()),
             shared,
             ops: Requests::default(),
             marking: Vec::new(),

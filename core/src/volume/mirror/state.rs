@@ -15,6 +15,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use super::super::fanout::Fanout;
 use super::super::header::Recorded;
+use super::super::tally::Tally;
 use super::bitmap::Bitmap;
 use super::control::Control;
 use super::members::Members;
@@ -77,6 +78,9 @@ pub(crate) struct MirrorState<D: BlockDevice> {
     pub control: Mutex<Control<D::Queue>>,
     /// Every queue's view slot.
     pub slots: Mutex<Vec<Arc<ViewSlot>>>,
+    /// Every fanout's commands and errors per leg (the queues' and the
+    /// control section's).
+    pub tally: Arc<Tally>,
 }
 
 impl<D: BlockDevice> core::fmt::Debug for MirrorState<D> {

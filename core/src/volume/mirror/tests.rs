@@ -510,3 +510,43 @@ fn a_header_of_a_newer_format_is_refused_by_name() {
     .err();
     assert_eq!(e, Some(VolumeError::NewerFormat { leg: 1, version: 3 }));
 }
+
+#[test]
+fn each_leg_counts_its_own_commands_and_errors_and_a_closed_queue_stays_counted() {
+    let (legs, plans, _) = legs(512);
+    let m = Mirror::create(legs, 7, OpenOptions::default(), clock, idle).unwrap();
+    let start = m.leg_counts();
+    assert_eq!(start.len(), 2);
+    assert!(
+        start.iter().all(|c| c.writes > 0 && c.errors == 0),
+        "create wrote a header on each leg: {start:?}"
+    );
+    let mut q = m.open_queue().unwrap();
+    write(&mut q, &m, 1, 0x11).unwrap();
+    let both = m.leg_counts();
+    // The data write, and the bitmap's mark in the headers first.
+    for (c, s) in both.iter().zip(&start) {
+        assert!(c.writes > s.writes, "{both:?}");
+        assert!(c.write_bytes >= s.write_bytes + 4096, "{both:?}");
+    }
+    plans[1].fail(CommandKind::Write, 1, DevError::Media);
+    write(&mut q, &m, 2, 0x22).unwrap();
+    let failed = m.leg_counts();
+    assert_eq!(failed[1].errors, 1, "{failed:?}");
+    assert_eq!(failed[0].errors, 0);
+    // Leg 0 goes on taking writes and reads; leg 1 gets none.
+    for p in 3..6 {
+        write(&mut q, &m, p, p as u8).unwrap();
+        assert_eq!(read(&mut q, &m, p), Ok(p as u8));
+    }
+    drop(q);
+    let after = m.leg_counts();
+    assert!(after[0].writes >= failed[0].writes + 3, "{after:?}");
+    assert!(after[0].reads >= failed[0].reads + 3, "{after:?}");
+    assert_eq!(
+        (after[1].writes, after[1].reads, after[1].errors),
+        (failed[1].writes, failed[1].reads, 1),
+        "a failed leg is sent nothing more"
+    );
+    assert_eq!(after[0].health, crate::stats::DeviceHealth::default());
+}
