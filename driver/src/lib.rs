@@ -48,6 +48,7 @@
 
 extern crate alloc;
 
+pub mod auth;
 pub mod clock;
 pub mod controller;
 pub mod device;
