@@ -149,7 +149,9 @@ impl Errno for crate::auth::AuthError {
         use crate::auth::AuthError as A;
         match self {
             A::NoKey => ENOKEY,
-            A::Refused { .. } | A::ControllerFailed | A::ControllerSilent => EACCES,
+            A::Refused { .. } | A::ClosedAfterReply | A::ControllerFailed | A::ControllerSilent => {
+                EACCES
+            }
             A::SecureChannel | A::UnsupportedHash(_) | A::UnsupportedGroup(_) => EOPNOTSUPP,
             A::Malformed | A::Unexpected { .. } | A::TransactionId | A::BadDhValue => EPROTO,
             A::Random => EIO,

@@ -37,6 +37,7 @@ fn target(hash: Hash, group: u8, host: &str, ctrl: Option<&str>) -> TestTarget {
             ctrl_key: ctrl.map(secret),
             hash,
             dhgroup: group,
+            silent_failure: false,
         }),
         ..TargetConfig::default()
     })
@@ -181,6 +182,23 @@ fn a_wrong_key_no_key_and_an_impostor_are_refused_at_once() {
     assert_eq!(
         auth_error(t.device(options(&t, Some(HOST), None), config(), 16)),
         AuthError::Refused { explanation: 1 }
+    );
+    assert_eq!(t.stats().connections, 1, "not retried");
+    // The same, from a target that closes instead of saying so.
+    let t = TestTarget::start(TargetConfig {
+        auth: Some(TargetAuth {
+            host_key: secret(OTHER),
+            ctrl_key: None,
+            hash: Hash::Sha256,
+            dhgroup: dhgroup::NULL,
+            silent_failure: true,
+        }),
+        ..TargetConfig::default()
+    })
+    .unwrap();
+    assert_eq!(
+        auth_error(t.device(options(&t, Some(HOST), None), config(), 16)),
+        AuthError::ClosedAfterReply
     );
     assert_eq!(t.stats().connections, 1, "not retried");
     // No key at all.

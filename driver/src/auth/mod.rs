@@ -87,6 +87,11 @@ pub enum AuthError {
         /// Reason code explanation (8.13.5.8).
         explanation: u8,
     },
+    /// The controller closed the connection after the host's response
+    /// instead of answering (Linux's target tears the controller down on
+    /// a failed authentication, and the AUTH_Failure1 it queued may not
+    /// leave first): it refused the host's key.
+    ClosedAfterReply,
     /// The controller's response to the host's challenge is wrong: it
     /// does not hold the controller key, so it is not the controller
     /// the host was configured to trust.
@@ -163,6 +168,10 @@ impl fmt::Display for AuthError {
                     "the target refused authentication (reason code explanation {e:#04x})"
                 ),
             },
+            AuthError::ClosedAfterReply => f.write_str(
+                "the target closed the connection after the host's response: it refused this \
+                 host's key (wrong key, or not the key it holds for this host NQN)",
+            ),
             AuthError::ControllerFailed => f.write_str(
                 "the target failed the host's check: it does not hold the controller key \
                  (an impostor, or the wrong dhchap_ctrl_key)",

@@ -36,7 +36,7 @@ use super::error::TcpError;
 use super::frames::TcpFrames;
 use super::pdu::IcReq;
 use super::qpair::TcpQpair;
-use super::stream::Connector;
+use super::stream::{Connector, LinkError};
 use crate::auth::{AuthError, DhchapConfig, Exchange};
 use crate::clock::Clock;
 use crate::error::DriverError;
@@ -300,8 +300,15 @@ impl<C: Connector> TcpTransport<C> {
             Ok(r) => r,
             Err(e) => return Err(self.auth_failed(qp, until, &ex, e)),
         };
-        self.auth_send(qp, until, &reply)?;
-        let success1 = self.auth_receive(qp, until)?;
+        // A connection closed from here on is the controller's answer.
+        let refused = |e| match e {
+            DriverError::Protocol(ProtocolError::Transport(TcpError::Link(
+                LinkError::Closed | LinkError::Reset,
+            ))) => tcp(TcpError::Auth(AuthError::ClosedAfterReply)),
+            e => e,
+        };
+        self.auth_send(qp, until, &reply).map_err(refused)?;
+        let success1 = self.auth_receive(qp, until).map_err(refused)?;
         match ex.finish(&success1) {
             Ok(Some(success2)) => self.auth_send(qp, until, &success2),
             Ok(None) => Ok(()),

@@ -25,6 +25,10 @@ pub struct TargetAuth {
     pub hash: Hash,
     /// The DH group it picks.
     pub dhgroup: u8,
+    /// On a failed check, close the connection without sending
+    /// AUTH_Failure1 (what Linux's target may do when it tears the
+    /// controller down before the message leaves).
+    pub silent_failure: bool,
 }
 
 /// Where a queue's transaction is.
@@ -90,6 +94,10 @@ impl CtrlAuth {
     /// True once the transaction failed.
     pub(super) fn failed(&self) -> bool {
         self.step == Step::Failed
+    }
+    /// True when the next receive would fetch AUTH_Failure1.
+    pub(super) fn failing(&self) -> bool {
+        matches!(self.step, Step::Failure1(_))
     }
 
     fn augment(cfg: &TargetAuth, session: &Option<Vec<u8>>, c: &[u8]) -> Vec<u8> {

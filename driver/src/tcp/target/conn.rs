@@ -539,6 +539,10 @@ impl Conn {
             let st = status(StatusType::Generic, generic::INVALID_FIELD);
             return self.respond(&sqe, st, 0, 0, None);
         }
+        if t == fctype::AUTH_RECEIVE && a.failing() && cfg.silent_failure {
+            self.shared.stats.lock().auth_failures += 1;
+            return Err(end("authentication failed (no AUTH_Failure1)"));
+        }
         let was_done = a.done();
         let result = if t == fctype::AUTH_SEND {
             let tl = (sqe.cdw(11) as usize).min(data.len());
