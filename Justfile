@@ -230,6 +230,13 @@ read-cost WHAT="both" OPS="100000" MEMORY="locked":
 vm-tcp-test:
     bash vm/tcp-test.sh
 
+# DH-HMAC-CHAP against nvmet-tcp in the VM (Debian 13's 6.12 kernel, which
+# has NVME_TARGET_AUTH): one- and two-way, three hashes, the NULL group and
+# FFDHE groups, a reconnect that authenticates again; no key, a wrong key
+# and an impostor target refused; no secret in any output.
+vm-tcp-auth-test:
+    bash vm/tcp-auth-test.sh
+
 # A mirror over two nvmet-tcp targets in the VM: one taken away under a
 # syncing writer, which goes on; every synced chunk read back from each
 # leg alone; `pollfs mirror rejoin` leaves the legs byte-equal.
