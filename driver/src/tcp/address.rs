@@ -113,6 +113,26 @@ fn flag(v: &str, whole: &str) -> Result<bool, AddressError> {
     }
 }
 
+/// `name` with every DH-HMAC-CHAP secret in it (a `DHHC-1:` value, up to
+/// the next `&`, `,` or `)`) replaced by `<secret>`: for error messages
+/// about a name that should not have held one.
+pub fn redact(name: &str) -> alloc::borrow::Cow<'_, str> {
+    if !name.contains("DHHC-1:") {
+        return alloc::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(at) = rest.find("DHHC-1:") {
+        out.push_str(&rest[..at]);
+        out.push_str("<secret>");
+        let tail = &rest[at..];
+        let end = tail.find(['&', ',', ')']).unwrap_or(tail.len());
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    alloc::borrow::Cow::Owned(out)
+}
+
 impl TcpAddress {
     /// True if `s` is meant as an NVMe/TCP device name.
     pub fn is_tcp(s: &str) -> bool {
@@ -371,6 +391,16 @@ mod tests {
             assert!(matches!(err, AddressError::Secret(_)), "{err:?}");
             let shown = alloc::format!("{err} {err:?}");
             assert!(!shown.contains("AQEB"), "{shown}");
+            let redacted = redact(&name);
+            assert!(
+                !redacted.contains("AQEB") && redacted.contains("<secret>"),
+                "{redacted}"
+            );
         }
+        assert_eq!(
+            redact("mirror:(nvme-tcp://h/n?k=DHHC-1:00:QUJD:&x=1,nvme-tcp://h/m)"),
+            "mirror:(nvme-tcp://h/n?k=<secret>&x=1,nvme-tcp://h/m)"
+        );
+        assert_eq!(redact("nvme-tcp://h/n"), "nvme-tcp://h/n");
     }
 }
