@@ -175,6 +175,55 @@ fn a_reconnect_authenticates_again() {
 }
 
 #[test]
+fn a_key_refused_at_a_reconnect_is_not_retried() {
+    let t = target(Hash::Sha256, dhgroup::NULL, HOST, None);
+    let impatient = DriverConfig {
+        command_timeout: 300_000_000,
+        abort_timeout: 200_000_000,
+        admin_timeout: 500_000_000,
+        ..config()
+    };
+    let dev = t
+        .device(options(&t, Some(HOST), None), impatient, 16)
+        .unwrap();
+    let mut q = dev.open_nvme_queue().unwrap();
+    io(&mut q);
+    // The target now holds another key for this host, and the
+    // connection drops: the reconnect is refused.
+    t.set_auth(Some(TargetAuth {
+        host_key: secret(OTHER),
+        ctrl_key: None,
+        hash: Hash::Sha256,
+        dhgroup: dhgroup::NULL,
+        silent_failure: false,
+    }));
+    let before = t.stats().connections;
+    t.inject(Fault::DropConnection);
+    let started = Instant::now();
+    let f = [FrameId(0)];
+    let r = run(
+        &mut q,
+        Command::Read {
+            lba: Lba(8),
+            frames: &f,
+        },
+    );
+    assert!(r.is_err(), "{r:?}");
+    // The controller layer's bounded resets (max_resets) each try the
+    // admin queue and the I/O queue once: a reconnect loop would have
+    // tried every 20 ms for the 5 s window.
+    let tries = t.stats().connections - before;
+    assert!(tries <= 2 * 4, "{tries} connections");
+    assert!(t.stats().auth_failures >= 1);
+    assert!(dev.controller().is_dead());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
 fn a_wrong_key_no_key_and_an_impostor_are_refused_at_once() {
     let started = Instant::now();
     // The target holds another key for this host.

@@ -472,7 +472,7 @@ impl Conn {
                     && sqe.connect_cattr() & cattr::SQ_FLOW_CONTROL_DISABLE != 0;
                 self.shared.stats.lock().connects += 1;
                 let mut dw0 = u32::from(cntlid);
-                if self.shared.config.auth.is_some() {
+                if self.shared.auth.lock().is_some() {
                     self.auth = Some(CtrlAuth::new());
                     self.hostnqn = d.hostnqn.as_bytes().to_vec();
                     dw0 |= CONNECT_AUTHREQ_ATR;
@@ -530,7 +530,8 @@ impl Conn {
     /// Authentication Send or Receive on a queue that authenticates.
     fn authenticate(&mut self, t: u8, sqe: SubmissionEntry, data: &[u8]) -> Result<(), End> {
         let protocol = sqe.cdw(10).to_le_bytes();
-        let (Some(cfg), Some(mut a)) = (self.shared.config.auth.clone(), self.auth.take()) else {
+        let cfg = self.shared.auth.lock().clone();
+        let (Some(cfg), Some(mut a)) = (cfg, self.auth.take()) else {
             let st = status(StatusType::Generic, generic::INVALID_FIELD);
             return self.respond(&sqe, st, 0, 0, None);
         };

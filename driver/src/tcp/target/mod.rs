@@ -171,6 +171,9 @@ struct Shared {
     ctrls: Mutex<BTreeMap<u16, Ctrl>>,
     next_cntlid: Mutex<u16>,
     faults: Mutex<VecDeque<Fault>>,
+    /// What new connections must pass (from `config.auth`, changed by
+    /// [`TestTarget::set_auth`]).
+    auth: Mutex<Option<TargetAuth>>,
     refusing: AtomicBool,
     stalled: AtomicBool,
     stop: AtomicBool,
@@ -197,6 +200,7 @@ impl TestTarget {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
+            auth: Mutex::new(config.auth.clone()),
             config,
             nqn,
             medium: Mutex::new(vec![0u8; bytes]),
@@ -269,6 +273,10 @@ impl TestTarget {
     /// Faults injected and not yet applied.
     pub fn pending_faults(&self) -> usize {
         self.shared.faults.lock().len()
+    }
+    /// What connections made from now on must pass to authenticate.
+    pub fn set_auth(&self, auth: Option<TargetAuth>) {
+        *self.shared.auth.lock() = auth;
     }
     /// While set, new connections are closed at once (the port is gone).
     pub fn set_refusing(&self, on: bool) {
