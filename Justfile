@@ -240,6 +240,13 @@ read-cost WHAT="both" OPS="100000" MEMORY="locked":
 vm-tcp-test:
     bash vm/tcp-test.sh
 
+# DH-HMAC-CHAP against nvmet-tcp in the VM (Debian 13's 6.12 kernel, which
+# has NVME_TARGET_AUTH): one- and two-way, three hashes, the NULL group and
+# FFDHE groups, a reconnect that authenticates again; no key, a wrong key
+# and an impostor target refused; no secret in any output.
+vm-tcp-auth-test:
+    bash vm/tcp-auth-test.sh
+
 # A mirror over two nvmet-tcp targets in the VM: one taken away under a
 # syncing writer, which goes on; every synced chunk read back from each
 # leg alone; `pollfs mirror rejoin` leaves the legs byte-equal.
@@ -332,6 +339,16 @@ fuzz-tcp secs="300":
 fuzz-tcp-cmin:
     rm -rf fuzz/corpus/tcp_receive.min && mkdir -p fuzz/corpus/tcp_receive.min
     cd fuzz && cargo +nightly fuzz run tcp_receive corpus/tcp_receive.min corpus/tcp_receive ../driver/tests/corpus/tcp_receive -- -merge=1 && cp corpus/tcp_receive.min/* ../driver/tests/corpus/tcp_receive/
+
+# DH-HMAC-CHAP messages from a controller into the host's parsers and
+# exchange, and text into the DHHC-1 secret parser; the committed corpus
+# is driver/tests/corpus/auth_messages (replayed by `cargo test`).
+fuzz-auth secs="300":
+    mkdir -p fuzz/corpus/auth_messages
+    cd fuzz && cargo +nightly fuzz run auth_messages corpus/auth_messages ../driver/tests/corpus/auth_messages -- -max_total_time={{secs}} -timeout=10 -max_len=4096
+fuzz-auth-cmin:
+    rm -rf fuzz/corpus/auth_messages.min && mkdir -p fuzz/corpus/auth_messages.min
+    cd fuzz && cargo +nightly fuzz run auth_messages corpus/auth_messages.min corpus/auth_messages ../driver/tests/corpus/auth_messages -- -merge=1 && cp corpus/auth_messages.min/* ../driver/tests/corpus/auth_messages/
 
 # Targets: races, nvme_completions, recovery (damaged and crafted images),
 # log_record (metadata parsers). New inputs go to fuzz/corpus/TARGET, and

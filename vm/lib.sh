@@ -35,6 +35,7 @@ ensure_packages() {
     command -v modinfo >/dev/null || missing+=(kmod)
     command -v cpio >/dev/null || missing+=(cpio)
     command -v xz >/dev/null || missing+=(xz-utils)
+    command -v zstd >/dev/null || missing+=(zstd)
     # Each argument is a command, or COMMAND:PACKAGE when they differ.
     for p in "$@"; do
         command -v "${p%%:*}" >/dev/null || missing+=("${p#*:}")
@@ -51,26 +52,59 @@ ensure_packages() {
 # uncompressed vmlinux cut out of its bzImage: QEMU boots that ELF through
 # its PVH note with qboot in a couple of seconds instead of ~12 s with
 # SeaBIOS and the compressed image.
+#
+# $vm_kernel picks the kernel: "bookworm" (the default, Debian 12's
+# linux-image-amd64, 6.1) or "trixie" (Debian 13's 6.12, built with
+# NVME_TARGET_AUTH, NVMe/TCP TLS and the RFC 7919 groups, which 6.1 is
+# not), fetched with a temporary sources list that leaves the system's
+# apt lists alone.
+trixie_kernel=linux-image-6.12.117+deb13-amd64
 ensure_kernel() {
-    if [ ! -f "$cache/kernel/.done" ]; then
-        rm -rf "$cache/kernel" "$cache"/linux-image-*.deb
-        local pkg
-        pkg="$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/{print $2}' | head -n1 || true)"
-        [ -n "$pkg" ] || die "no linux-image dependency of linux-image-amd64 (apt-get update?)"
-        log "downloading $pkg"
-        (cd "$cache" && apt-get download "$pkg" >/dev/null 2>&1) || die "apt-get download $pkg"
-        dpkg -x "$cache/$pkg"_*.deb "$cache/kernel"
-        touch "$cache/kernel/.done"
+    local kdir="$cache/kernel" pkg
+    [ "${vm_kernel:-bookworm}" = trixie ] && kdir="$cache/kernel-trixie"
+    if [ ! -f "$kdir/.done" ]; then
+        rm -rf "$kdir"
+        if [ "${vm_kernel:-bookworm}" = trixie ]; then
+            local apt="$cache/trixie-apt"
+            pkg="$trixie_kernel"
+            rm -rf "$apt" && mkdir -p "$apt/lists/partial"
+            echo 'deb [trusted=yes] http://deb.debian.org/debian trixie main' > "$apt/sources.list"
+            local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+                -o "Dir::State::Lists=$apt/lists")
+            log "downloading $pkg (trixie)"
+            apt-get "${opts[@]}" update >/dev/null 2>&1 || die "apt-get update (trixie)"
+            (cd "$apt" && apt-get "${opts[@]}" download "$pkg" >/dev/null 2>&1) || die "apt-get download $pkg"
+            dpkg -x "$apt/$pkg"_*.deb "$kdir"
+            rm -rf "$apt"
+        else
+            rm -f "$cache"/linux-image-*.deb
+            pkg="$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/{print $2}' | head -n1 || true)"
+            [ -n "$pkg" ] || die "no linux-image dependency of linux-image-amd64 (apt-get update?)"
+            log "downloading $pkg"
+            (cd "$cache" && apt-get download "$pkg" >/dev/null 2>&1) || die "apt-get download $pkg"
+            dpkg -x "$cache/$pkg"_*.deb "$kdir"
+        fi
+        touch "$kdir/.done"
     fi
-    kver="$(ls "$cache/kernel/lib/modules" | head -n1)"
-    mods="$cache/kernel/lib/modules/$kver"
+    # trixie keeps its modules under /usr/lib.
+    local mroot="$kdir/lib/modules"
+    [ -d "$mroot" ] || mroot="$kdir/usr/lib/modules"
+    kver="$(ls "$mroot" | head -n1)"
+    mods="$mroot/$kver"
     vmlinux="$cache/vmlinux-$kver"
     if [ ! -f "$vmlinux" ]; then
-        local bz="$cache/kernel/boot/vmlinuz-$kver" off
-        # The payload is the first XZ stream inside the bzImage.
+        local bz="$kdir/boot/vmlinuz-$kver" off
+        # The payload is the first XZ (bookworm) or zstd (trixie) stream
+        # inside the bzImage.
         off="$( (LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$bz" || true) | head -n1 | cut -d: -f1)"
-        [ -n "$off" ] || die "no XZ payload in $bz"
-        tail -c +"$((off + 1))" "$bz" | xz -dc --single-stream > "$vmlinux.tmp" 2>/dev/null || true
+        if [ -n "$off" ]; then
+            tail -c +"$((off + 1))" "$bz" | xz -dc --single-stream > "$vmlinux.tmp" 2>/dev/null || true
+        else
+            off="$( (LC_ALL=C grep -obUaP '\x28\xb5\x2f\xfd' "$bz" || true) | head -n1 | cut -d: -f1)"
+            [ -n "$off" ] || die "no XZ or zstd payload in $bz"
+            command -v zstd >/dev/null || die "zstd is needed to unpack $bz"
+            tail -c +"$((off + 1))" "$bz" | zstd -dc 2>/dev/null > "$vmlinux.tmp" || true
+        fi
         [ "$(head -c 4 "$vmlinux.tmp" | od -An -c | tr -d ' ')" = "177ELF" ] || die "could not extract vmlinux"
         mv "$vmlinux.tmp" "$vmlinux"
     fi

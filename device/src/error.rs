@@ -76,6 +76,10 @@ pub enum OpenErrorKind {
     NamedTwice,
     /// The mirror's control socket could not be served.
     Control(crate::control::server::ServeError),
+    /// An NVMe/TCP device's DH-HMAC-CHAP key file could not be read or
+    /// holds no valid secret (the message names the file, never what is
+    /// in it).
+    KeyFile(pollfs_driver::auth::keyfile::KeyFileError),
 }
 
 /// What the driver (or the device under it) said when a device could not
@@ -185,6 +189,11 @@ impl OpenErrorKind {
             OpenErrorKind::Fs(e) => e.errno().unwrap_or(libc::EIO),
             OpenErrorKind::NoVfio => libc::ENODEV,
             OpenErrorKind::NamedTwice => libc::EINVAL,
+            OpenErrorKind::KeyFile(pollfs_driver::auth::keyfile::KeyFileError::Read {
+                error,
+                ..
+            }) => error.raw_os_error().unwrap_or(libc::EIO),
+            OpenErrorKind::KeyFile(_) => libc::EKEYREJECTED,
             // Another process serves the mirror's control socket.
             OpenErrorKind::Control(ServeError::Live(_)) => libc::EBUSY,
             // No directory would take the socket: each said why, and the
@@ -280,6 +289,7 @@ impl fmt::Display for OpenError {
                 "is named twice in one volume; each leg must be a different controller"
             ),
             OpenErrorKind::Control(e) => write!(f, "{e}"),
+            OpenErrorKind::KeyFile(e) => write!(f, "{e}"),
         }
     }
 }

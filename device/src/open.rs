@@ -248,7 +248,10 @@ pub(crate) fn open_pending(
             let arena = Arc::new(TcpFrames::new(frames));
             let legs = open.legs(&arena, |leaf| match leaf {
                 Leaf::Tcp(address) => {
-                    NvmeDevice::tcp_on(address, address.options(), options.driver, arena.clone())
+                    let tcp = address
+                        .load_options()
+                        .map_err(|e| OpenError::new(leaf, OpenErrorKind::KeyFile(e)))?;
+                    NvmeDevice::tcp_on(address, tcp, options.driver, arena.clone())
                         .map_err(|e| driver_error(leaf, e, None))
                 }
                 _ => Err(not_host(leaf)),

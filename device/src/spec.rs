@@ -131,7 +131,8 @@ impl DeviceSpec {
     /// Parses a device name.
     pub fn parse(s: &str) -> Result<DeviceSpec, SpecError> {
         parse(s).map_err(|problem| SpecError {
-            spec: s.to_string(),
+            // A secret typed into the name is not repeated.
+            spec: pollfs_driver::tcp::address::redact(s).into_owned(),
             problem,
         })
     }

@@ -55,13 +55,9 @@ fn legs(urls: [&str; 2]) -> Result<Vec<TcpDevice>, String> {
     urls.iter()
         .map(|url| {
             let address = TcpAddress::parse(url).map_err(|e| format!("{url}: {e}"))?;
-            NvmeDevice::tcp_on(
-                &address,
-                address.options(),
-                DriverConfig::default(),
-                arena.clone(),
-            )
-            .map_err(|e| format!("{url}: {e}"))
+            let options = address.load_options().map_err(|e| format!("{url}: {e}"))?;
+            NvmeDevice::tcp_on(&address, options, DriverConfig::default(), arena.clone())
+                .map_err(|e| format!("{url}: {e}"))
         })
         .collect()
 }

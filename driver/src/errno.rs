@@ -36,6 +36,8 @@ pub mod linux {
     pub const ETIMEDOUT: i32 = 110;
     pub const ECONNREFUSED: i32 = 111;
     pub const EHOSTUNREACH: i32 = 113;
+    pub const EACCES: i32 = 13;
+    pub const ENOKEY: i32 = 126;
 }
 
 use linux::*;
@@ -137,6 +139,22 @@ impl Errno for TcpError {
             | TcpError::MissingData { .. }
             | TcpError::Unsupported { .. } => EPROTO,
             TcpError::Terminated { .. } => ECONNABORTED,
+            TcpError::Auth(e) => e.errno(),
+        }
+    }
+}
+
+impl Errno for crate::auth::AuthError {
+    fn errno(&self) -> i32 {
+        use crate::auth::AuthError as A;
+        match self {
+            A::NoKey => ENOKEY,
+            A::Refused { .. } | A::ClosedAfterReply | A::ControllerFailed | A::ControllerSilent => {
+                EACCES
+            }
+            A::SecureChannel | A::UnsupportedHash(_) | A::UnsupportedGroup(_) => EOPNOTSUPP,
+            A::Malformed | A::Unexpected { .. } | A::TransactionId | A::BadDhValue => EPROTO,
+            A::Random => EIO,
         }
     }
 }
@@ -173,6 +191,8 @@ mod tests {
     fn the_written_out_values_are_linux_s() {
         let pairs = [
             (linux::EIO, libc::EIO),
+            (linux::EACCES, libc::EACCES),
+            (linux::ENOKEY, libc::ENOKEY),
             (linux::ENOMEM, libc::ENOMEM),
             (linux::EFAULT, libc::EFAULT),
             (linux::EBUSY, libc::EBUSY),

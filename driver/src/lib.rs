@@ -19,6 +19,10 @@
 //!   properties by Fabrics Property Get/Set, queues by Fabrics Connect,
 //!   and a test target on loopback (`tcp::target`, feature `tcp-target`,
 //!   which no product turns on).
+//! - [`auth`]: NVMe in-band authentication (DH-HMAC-CHAP) for fabrics
+//!   queues: `DHHC-1` secrets, SHA-2 HMACs, the RFC 7919 groups and the
+//!   host's side of the exchange, with no I/O (the wire formats are in
+//!   `spec::auth`; the TCP transport runs it after Connect).
 //! - [`qpair`]: command ids and queue protocol violations, per queue pair.
 //! - [`controller`]: bring-up through properties, the admin queue, abort,
 //!   reset and shutdown.
@@ -48,6 +52,7 @@
 
 extern crate alloc;
 
+pub mod auth;
 pub mod clock;
 pub mod controller;
 pub mod device;

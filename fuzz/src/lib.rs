@@ -2,6 +2,7 @@
 //! module here, which the host tests also include (by path) to replay the
 //! committed corpora on stable without libFuzzer.
 
+pub mod auth;
 pub mod input;
 pub mod log_record;
 pub mod nvme;

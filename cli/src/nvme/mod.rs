@@ -6,7 +6,10 @@
 //! `setup`), or `nvme-tcp://HOST:PORT/NQN` for an NVMe/TCP subsystem
 //! (`?hdgst=1&ddgst=1` asks for header and data digests, `&kato=MS` sets
 //! the Keep Alive Timeout, `&reconnect=MS` how long a reset keeps trying
-//! to reach the target), or a stripe or mirror of such devices. The
+//! to reach the target, `&hostnqn=NQN&dhchap_key_file=PATH` the host's
+//! name and the file with its DH-HMAC-CHAP secret for a target that
+//! requires authentication, `&dhchap_ctrl_key_file=PATH` the controller's
+//! for checking the target too), or a stripe or mirror of such devices. The
 //! device is named and opened by `pollfs_device` as everywhere else, and
 //! the tools run generic code over it, so what is tested on `emu` is what
 //! runs on hardware.

@@ -20,6 +20,10 @@ pub mod fctype {
     pub const CONNECT: u8 = 0x01;
     /// Property Get.
     pub const PROPERTY_GET: u8 = 0x04;
+    /// Authentication Send (NVMe Base 2.0, 6.2).
+    pub const AUTH_SEND: u8 = 0x05;
+    /// Authentication Receive (NVMe Base 2.0, 6.3).
+    pub const AUTH_RECEIVE: u8 = 0x06;
 }
 
 /// Connect attributes (CATTR, command byte 46).

@@ -3,6 +3,7 @@
 //! fabric transport sends in place of PRPs. Pure data and encoding, no
 //! I/O, so every layout is unit-tested in isolation.
 
+pub mod auth;
 pub mod command;
 pub mod completion;
 pub mod fabrics;

@@ -1,5 +1,6 @@
 //! The device form of an NVMe/TCP subsystem:
-//! `nvme-tcp://HOST:PORT/NQN?hdgst=1&ddgst=1&kato=MS&reconnect=MS`.
+//! `nvme-tcp://HOST:PORT/NQN?hdgst=1&ddgst=1&kato=MS&reconnect=MS`
+//! (and the authentication options below).
 //!
 //! HOST is a name, an IPv4 address or a bracketed IPv6 address; PORT
 //! defaults to 4420 (NVMe/TCP 1.0, 3.1.2); NQN is the subsystem's name as
@@ -9,6 +10,15 @@
 //! keeps trying to reach the controller again (30000 by default; a mirror
 //! leg waits this long, up to a few times over, before it is dropped, so
 //! a mirror's writes stall that long when a target goes away).
+//!
+//! Authentication (DH-HMAC-CHAP, [`crate::auth`]): `hostnqn=NQN` names
+//! this host (the NQN the target's allowed-host entry and the key's
+//! transformation use; a UUID form by default), `dhchap_key_file=PATH`
+//! the file holding the host's `DHHC-1:` secret, and
+//! `dhchap_ctrl_key_file=PATH` the controller's, for bidirectional
+//! authentication. A secret itself is never part of a device name (a
+//! name shows in `ps` and in logs): an option whose value looks like one
+//! is refused, and the error does not repeat it.
 
 use alloc::string::{String, ToString};
 use core::fmt;
@@ -38,6 +48,12 @@ pub struct TcpAddress {
     pub kato_ms: Option<u32>,
     /// How long a reset tries to reconnect, if given (milliseconds).
     pub reconnect_ms: Option<u64>,
+    /// This host's NQN, if given.
+    pub hostnqn: Option<Nqn>,
+    /// The file with the host's DH-HMAC-CHAP secret.
+    pub dhchap_key_file: Option<String>,
+    /// The file with the controller's secret (bidirectional).
+    pub dhchap_ctrl_key_file: Option<String>,
 }
 
 /// Why a device name is not an NVMe/TCP address.
@@ -54,6 +70,11 @@ pub enum AddressError {
     Nqn,
     /// An option that is unknown or has a bad value.
     Option(String),
+    /// An option whose value is a secret (`DHHC-1:...`): secrets go in
+    /// files, named by `dhchap_key_file`. Holds the option's name only.
+    Secret(String),
+    /// `dhchap_ctrl_key_file` without `dhchap_key_file`.
+    CtrlKeyAlone,
 }
 
 impl fmt::Display for AddressError {
@@ -66,9 +87,18 @@ impl fmt::Display for AddressError {
             AddressError::Option(o) => {
                 write!(
                     f,
-                    "unknown option or bad value '{o}' (hdgst=0|1, ddgst=0|1, kato=MS, reconnect=MS)"
+                    "unknown option or bad value '{o}' (hdgst=0|1, ddgst=0|1, kato=MS, \
+                     reconnect=MS, hostnqn=NQN, dhchap_key_file=PATH, dhchap_ctrl_key_file=PATH)"
                 )
             }
+            AddressError::Secret(k) => write!(
+                f,
+                "option '{k}' holds a secret: secrets never go in a device name, put it in a \
+                 file and name that with dhchap_key_file=PATH (or dhchap_ctrl_key_file=PATH)"
+            ),
+            AddressError::CtrlKeyAlone => f.write_str(
+                "dhchap_ctrl_key_file (bidirectional authentication) needs dhchap_key_file too",
+            ),
         }
     }
 }
@@ -81,6 +111,26 @@ fn flag(v: &str, whole: &str) -> Result<bool, AddressError> {
         "1" => Ok(true),
         _ => Err(AddressError::Option(whole.to_string())),
     }
+}
+
+/// `name` with every DH-HMAC-CHAP secret in it (a `DHHC-1:` value, up to
+/// the next `&`, `,` or `)`) replaced by `<secret>`: for error messages
+/// about a name that should not have held one.
+pub fn redact(name: &str) -> alloc::borrow::Cow<'_, str> {
+    if !name.contains("DHHC-1:") {
+        return alloc::borrow::Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(at) = rest.find("DHHC-1:") {
+        out.push_str(&rest[..at]);
+        out.push_str("<secret>");
+        let tail = &rest[at..];
+        let end = tail.find(['&', ',', ')']).unwrap_or(tail.len());
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    alloc::borrow::Cow::Owned(out)
 }
 
 impl TcpAddress {
@@ -129,12 +179,31 @@ impl TcpAddress {
             data_digest: false,
             kato_ms: None,
             reconnect_ms: None,
+            hostnqn: None,
+            dhchap_key_file: None,
+            dhchap_ctrl_key_file: None,
         };
         for opt in query.unwrap_or("").split('&').filter(|o| !o.is_empty()) {
             let (k, v) = opt
                 .split_once('=')
                 .ok_or_else(|| AddressError::Option(opt.to_string()))?;
+            if v.contains("DHHC-1:") || k.contains("DHHC-1:") {
+                return Err(AddressError::Secret(
+                    k.split("DHHC-1:").next().unwrap_or("").to_string(),
+                ));
+            }
+            let file = |v: &str| {
+                (!v.is_empty())
+                    .then(|| v.to_string())
+                    .ok_or_else(|| AddressError::Option(opt.to_string()))
+            };
             match k {
+                "hostnqn" => {
+                    a.hostnqn =
+                        Some(Nqn::new(v).map_err(|_| AddressError::Option(opt.to_string()))?)
+                }
+                "dhchap_key_file" => a.dhchap_key_file = Some(file(v)?),
+                "dhchap_ctrl_key_file" => a.dhchap_ctrl_key_file = Some(file(v)?),
                 "hdgst" => a.header_digest = flag(v, opt)?,
                 "ddgst" => a.data_digest = flag(v, opt)?,
                 "kato" => {
@@ -154,6 +223,9 @@ impl TcpAddress {
                 _ => return Err(AddressError::Option(opt.to_string())),
             }
         }
+        if a.dhchap_ctrl_key_file.is_some() && a.dhchap_key_file.is_none() {
+            return Err(AddressError::CtrlKeyAlone);
+        }
         Ok(a)
     }
 
@@ -169,6 +241,9 @@ impl TcpAddress {
         }
         if let Some(ms) = self.reconnect_ms {
             o.reconnect_timeout = ms.saturating_mul(1_000_000);
+        }
+        if let Some(n) = &self.hostnqn {
+            o.hostnqn = n.clone();
         }
         o
     }
@@ -195,6 +270,20 @@ impl fmt::Display for TcpAddress {
         }
         if let Some(ms) = self.reconnect_ms {
             write!(f, "{sep}reconnect={ms}")?;
+            sep = '&';
+        }
+        if let Some(n) = &self.hostnqn {
+            write!(f, "{sep}hostnqn={n}")?;
+            sep = '&';
+        }
+        for (k, v) in [
+            ("dhchap_key_file", &self.dhchap_key_file),
+            ("dhchap_ctrl_key_file", &self.dhchap_ctrl_key_file),
+        ] {
+            if let Some(path) = v {
+                write!(f, "{sep}{k}={path}")?;
+                sep = '&';
+            }
         }
         Ok(())
     }
@@ -262,5 +351,56 @@ mod tests {
             AddressError::Option("tls=1".into())
         );
         assert!(TcpAddress::is_tcp("nvme-tcp://x/y") && !TcpAddress::is_tcp("vfio:0000:00:04.0"));
+    }
+
+    #[test]
+    fn authentication_options_name_files_never_secrets() {
+        let s = "nvme-tcp://127.0.0.1:4420/sub?hostnqn=nqn.2014-08.org.example:host1\
+                 &dhchap_key_file=/etc/pollfs/host.key&dhchap_ctrl_key_file=/etc/pollfs/ctrl.key";
+        let a = TcpAddress::parse(s).unwrap();
+        assert_eq!(
+            a.hostnqn.as_ref().unwrap().as_str(),
+            "nqn.2014-08.org.example:host1"
+        );
+        assert_eq!(a.dhchap_key_file.as_deref(), Some("/etc/pollfs/host.key"));
+        assert_eq!(
+            a.dhchap_ctrl_key_file.as_deref(),
+            Some("/etc/pollfs/ctrl.key")
+        );
+        assert_eq!(a.to_string(), s);
+        assert_eq!(
+            a.options().hostnqn.as_str(),
+            "nqn.2014-08.org.example:host1"
+        );
+        let e = |s| TcpAddress::parse(s).unwrap_err();
+        assert_eq!(
+            e("nvme-tcp://h/n?dhchap_ctrl_key_file=/k"),
+            AddressError::CtrlKeyAlone
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?dhchap_key_file="),
+            AddressError::Option("dhchap_key_file=".into())
+        );
+        let secret = "DHHC-1:00:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQHMnzFi:";
+        for name in [
+            alloc::format!("nvme-tcp://h/n?dhchap_secret={secret}"),
+            alloc::format!("nvme-tcp://h/n?dhchap_key_file={secret}"),
+            alloc::format!("nvme-tcp://h/n?{secret}=1"),
+        ] {
+            let err = TcpAddress::parse(&name).unwrap_err();
+            assert!(matches!(err, AddressError::Secret(_)), "{err:?}");
+            let shown = alloc::format!("{err} {err:?}");
+            assert!(!shown.contains("AQEB"), "{shown}");
+            let redacted = redact(&name);
+            assert!(
+                !redacted.contains("AQEB") && redacted.contains("<secret>"),
+                "{redacted}"
+            );
+        }
+        assert_eq!(
+            redact("mirror:(nvme-tcp://h/n?k=DHHC-1:00:QUJD:&x=1,nvme-tcp://h/m)"),
+            "mirror:(nvme-tcp://h/n?k=<secret>&x=1,nvme-tcp://h/m)"
+        );
+        assert_eq!(redact("nvme-tcp://h/n"), "nvme-tcp://h/n");
     }
 }

@@ -10,6 +10,7 @@
 use core::fmt;
 
 use super::stream::LinkError;
+use crate::auth::AuthError;
 
 /// Fatal Error Status values (NVMe/TCP 1.0, 3.6.2.4 and 3.6.2.5).
 pub mod fes {
@@ -92,6 +93,8 @@ pub enum TcpError {
         /// Its Fatal Error Status.
         fes: u16,
     },
+    /// In-band authentication (DH-HMAC-CHAP) after Connect failed.
+    Auth(AuthError),
 }
 
 // Kept small: it travels inside `ProtocolError` on every poll's return
@@ -121,7 +124,10 @@ impl TcpError {
             TcpError::Unsupported { offset } => {
                 Some((fes::UNSUPPORTED_PARAMETER, u32::from(offset)))
             }
-            TcpError::Link(_) | TcpError::SetupTimeout | TcpError::Terminated { .. } => None,
+            TcpError::Link(_)
+            | TcpError::SetupTimeout
+            | TcpError::Terminated { .. }
+            | TcpError::Auth(_) => None,
         }
     }
 }
@@ -169,11 +175,18 @@ impl fmt::Display for TcpError {
                 f,
                 "controller terminated the connection (C2HTermReq, fatal error status {fes:#x})"
             ),
+            TcpError::Auth(e) => write!(f, "authentication: {e}"),
         }
     }
 }
 
 impl core::error::Error for TcpError {}
+
+impl From<AuthError> for TcpError {
+    fn from(e: AuthError) -> Self {
+        TcpError::Auth(e)
+    }
+}
 
 impl From<LinkError> for TcpError {
     fn from(e: LinkError) -> Self {

@@ -19,10 +19,11 @@
 //!   and receive (`rx`) state machines that every received PDU passes
 //!   through its checks.
 //! - [`TcpTransport`]: properties by Fabrics Property Get/Set on the admin
-//!   queue, queues by connection and Fabrics Connect, reconnection after a
-//!   reset, Keep Alive.
+//!   queue, queues by connection and Fabrics Connect (and DH-HMAC-CHAP
+//!   after it when the controller asks, [`crate::auth`]), reconnection
+//!   after a reset, Keep Alive.
 //! - [`address`]: the `nvme-tcp://HOST:PORT/NQN?hdgst=1&ddgst=1` device
-//!   form.
+//!   form (with `hostnqn`, `dhchap_key_file`, `dhchap_ctrl_key_file`).
 //! - `target` (feature `emu`): an NVMe/TCP target on loopback with faults
 //!   on demand, for tests.
 //!

@@ -17,6 +17,8 @@ use super::frames::TcpFrames;
 use super::stream::{Connector, LinkError, Stream};
 use super::sys::{self, Moved};
 use super::transport::{TcpOptions, TcpTransport};
+use crate::auth::keyfile::{os_random, read_secret, KeyFileError};
+use crate::auth::DhchapConfig;
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
 use crate::error::DriverError;
@@ -125,6 +127,28 @@ impl Connector for NetConnector {
     }
 }
 
+impl TcpAddress {
+    /// [`options`](TcpAddress::options) with the DH-HMAC-CHAP secrets read
+    /// from the files the name gives, and the system's random source.
+    pub fn load_options(&self) -> Result<TcpOptions, KeyFileError> {
+        let mut o = self.options();
+        if let Some(path) = &self.dhchap_key_file {
+            let host = read_secret(path)?;
+            let ctrl = self
+                .dhchap_ctrl_key_file
+                .as_deref()
+                .map(read_secret)
+                .transpose()?;
+            o.dhchap = Some(Arc::new(DhchapConfig {
+                host,
+                ctrl,
+                random: os_random,
+            }));
+        }
+        Ok(o)
+    }
+}
+
 /// A monotonic clock from the process's `Instant`.
 pub fn std_clock() -> impl Fn() -> Nanos + Send + Sync + Clone + 'static {
     let start = Instant::now();
@@ -144,7 +168,10 @@ impl NvmeDevice<TcpTransport<NetConnector>> {
     ) -> Result<TcpDevice, DriverError<TcpError>> {
         let address = TcpAddress::parse(name)
             .map_err(|_| DriverError::Unsupported("nvme-tcp device name"))?;
-        Self::tcp_with(&address, address.options(), config, frames)
+        let options = address
+            .load_options()
+            .map_err(|_| DriverError::Unsupported("nvme-tcp key file"))?;
+        Self::tcp_with(&address, options, config, frames)
     }
     /// Connects to `address` with explicit transport options.
     pub fn tcp_with(

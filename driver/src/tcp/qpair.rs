@@ -291,20 +291,36 @@ impl<S: Stream> TcpQpair<S> {
         self.tx.queue.push_back(TxItem::IcReq);
     }
 
-    /// Sends the queue's own command `sqe` (Fabrics Connect) with `data`
+    /// Sends the queue's own command `sqe` (Fabrics Connect, or an
+    /// Authentication Send or Receive) with `payload` (a small buffer)
     /// in the last command id; its completion is read with
-    /// [`take_own_completion`](Self::take_own_completion).
-    pub fn submit_own(&mut self, mut sqe: SubmissionEntry, data: &[u8]) -> Result<(), QpairError> {
+    /// [`take_own_completion`](Self::take_own_completion), the data it
+    /// brought in with [`own_inbound`](Self::own_inbound).
+    pub fn submit_own(
+        &mut self,
+        mut sqe: SubmissionEntry,
+        payload: Payload<'_>,
+    ) -> Result<(), QpairError> {
+        if matches!(payload, Payload::Frames(_)) {
+            return Err(QpairError::BadPayload);
+        }
         let cid = self.own_cid();
         sqe.set_cid(cid);
         self.internal = None;
-        self.describe(&sqe, Payload::Out(data))?;
+        self.describe(&sqe, payload)?;
         self.start(cid);
         Ok(())
     }
     /// The completion of the queue's own command, once it has arrived.
     pub fn take_own_completion(&mut self) -> Option<CompletionEntry> {
         self.internal.take()
+    }
+    /// The data the queue's own command read (empty if it read none).
+    pub fn own_inbound(&self) -> &[u8] {
+        match self.cmds.get(usize::from(self.own_cid())) {
+            Some(c) if c.src == Source::Buffer && c.dir == Dir::In => &c.buf,
+            _ => &[],
+        }
     }
 
     /// Sends what can be sent and processes what has arrived, producing

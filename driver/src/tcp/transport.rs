@@ -10,6 +10,11 @@
 //! - **Reset** drops every connection; the admin queue reconnects (a new
 //!   association, trying for `reconnect_timeout` while the target is
 //!   unreachable), the I/O queues follow when their owners notice.
+//! - **Authentication**: when a Connect response asks for it
+//!   (AUTHREQ.ATR), the queue runs DH-HMAC-CHAP ([`crate::auth`]) over
+//!   Authentication Send and Receive before anything else, with the keys
+//!   in [`TcpOptions::dhchap`]; every connection does, reconnects too.
+//!   An authentication failure is final: no reconnect loop retries it.
 //! - **Keep Alive** (NVMe/TCP 1.0, 3.4: required): the admin Connect
 //!   asks for `kato_ms`, and the controller layer sends Keep Alive at half
 //!   that period from the callers' clock.
@@ -21,6 +26,7 @@
 use alloc::boxed::Box;
 use alloc::collections::BTreeMap;
 use alloc::sync::Arc;
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use pollfs_core::units::Nanos;
@@ -30,14 +36,16 @@ use super::error::TcpError;
 use super::frames::TcpFrames;
 use super::pdu::IcReq;
 use super::qpair::TcpQpair;
-use super::stream::Connector;
+use super::stream::{Connector, LinkError};
+use crate::auth::{AuthError, DhchapConfig, Exchange};
 use crate::clock::Clock;
 use crate::error::DriverError;
 use crate::qpair::ProtocolError;
+use crate::spec::auth::{CONNECT_AUTHREQ_ASCR, CONNECT_AUTHREQ_ATR, RECEIVE_LEN};
 use crate::spec::command::SubmissionEntry;
 use crate::spec::fabrics::{cattr, ConnectData, Nqn, CNTLID_DYNAMIC, FABRICS_OPCODE};
 use crate::spec::identify::IdentifyController;
-use crate::transport::{AdminCommands, Property, Qpair, QpairSpec, Transport};
+use crate::transport::{AdminCommands, Payload, Property, Qpair, QpairSpec, Transport};
 
 /// In-capsule data every NVMe/TCP controller accepts on the admin queue
 /// (NVMe/TCP 1.0, 3.3, "Capsules": 8,192 bytes).
@@ -76,6 +84,9 @@ pub struct TcpOptions {
     /// Ask I/O queues to run without SQ head updates, so a successful read
     /// needs no response capsule (the C2HData SUCCESS flag).
     pub success_flag: bool,
+    /// DH-HMAC-CHAP keys, for a controller that requires authentication
+    /// (none: such a controller is refused with [`AuthError::NoKey`]).
+    pub dhchap: Option<Arc<DhchapConfig>>,
 }
 
 /// The host identifier used when none is given.
@@ -101,6 +112,7 @@ impl TcpOptions {
             reconnect_timeout: 30_000_000_000,
             max_in_capsule: u32::MAX,
             success_flag: true,
+            dhchap: None,
         }
     }
 }
@@ -136,6 +148,8 @@ pub struct TcpTransport<C: Connector> {
     connections: AtomicU64,
     /// New associations after a reset.
     reconnects: AtomicU64,
+    /// The next authentication transaction id.
+    transaction: AtomicU32,
 }
 
 impl<C: Connector> core::fmt::Debug for TcpTransport<C> {
@@ -162,6 +176,14 @@ fn tcp(e: TcpError) -> DriverError<TcpError> {
     DriverError::Protocol(ProtocolError::Transport(e))
 }
 
+/// True for an authentication failure, which trying again cannot mend.
+fn final_error(e: &DriverError<TcpError>) -> bool {
+    matches!(
+        e,
+        DriverError::Protocol(ProtocolError::Transport(TcpError::Auth(_)))
+    )
+}
+
 impl<C: Connector> TcpTransport<C> {
     /// A transport connecting through `connector` with `options`;
     /// `clock` bounds its blocking setup steps.
@@ -175,6 +197,7 @@ impl<C: Connector> TcpTransport<C> {
             links: Mutex::new(BTreeMap::new()),
             connections: AtomicU64::new(0),
             reconnects: AtomicU64::new(0),
+            transaction: AtomicU32::new(0),
         }
     }
     /// The options in force.
@@ -237,7 +260,8 @@ impl<C: Connector> TcpTransport<C> {
             hostnqn: o.hostnqn.clone(),
         }
         .encode();
-        qp.submit_own(sqe, &data).map_err(DriverError::Qpair)?;
+        qp.submit_own(sqe, Payload::Out(&data))
+            .map_err(DriverError::Qpair)?;
         let done = self.wait(qp, until, |qp| qp.take_own_completion())?;
         let status = done.status();
         if !status.is_success() {
@@ -247,7 +271,109 @@ impl<C: Connector> TcpTransport<C> {
                 status,
             });
         }
+        let authenticated = if done.dw0 & CONNECT_AUTHREQ_ASCR != 0 {
+            Err(tcp(TcpError::Auth(AuthError::SecureChannel)))
+        } else if done.dw0 & CONNECT_AUTHREQ_ATR != 0 {
+            self.authenticate(qp)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = authenticated {
+            let _ = qp.reset();
+            return Err(e);
+        }
         Ok((done.connect_cntlid(), handle))
+    }
+
+    /// DH-HMAC-CHAP on `qp` after its Connect: negotiate, challenge,
+    /// reply, success1 and, when the host checks the controller,
+    /// success2; AUTH_Failure2 to the controller when the host gives up.
+    fn authenticate(&self, qp: &mut TcpQpair<C::Stream>) -> Result<(), DriverError<TcpError>> {
+        let o = &self.options;
+        let config = o
+            .dhchap
+            .as_deref()
+            .ok_or(tcp(TcpError::Auth(AuthError::NoKey)))?;
+        let until = self.deadline(o.setup_timeout);
+        let t_id = self.transaction.fetch_add(1, Ordering::Relaxed) as u16;
+        let mut ex = Exchange::new(config, o.hostnqn.as_bytes(), o.subnqn.as_bytes(), t_id);
+        self.auth_send(qp, until, &ex.negotiate())?;
+        let challenge = self.auth_receive(qp, until)?;
+        let reply = match ex.reply(&challenge) {
+            Ok(r) => r,
+            Err(e) => return Err(self.auth_failed(qp, until, &ex, e)),
+        };
+        // A connection closed from here on is the controller's answer.
+        let refused = |e| match e {
+            DriverError::Protocol(ProtocolError::Transport(TcpError::Link(
+                LinkError::Closed | LinkError::Reset,
+            ))) => tcp(TcpError::Auth(AuthError::ClosedAfterReply)),
+            e => e,
+        };
+        self.auth_send(qp, until, &reply).map_err(refused)?;
+        let success1 = self.auth_receive(qp, until).map_err(refused)?;
+        match ex.finish(&success1) {
+            Ok(Some(success2)) => self.auth_send(qp, until, &success2),
+            Ok(None) => Ok(()),
+            Err(e) => Err(self.auth_failed(qp, until, &ex, e)),
+        }
+    }
+
+    /// The host gives up on `ex` for `e`: it says why in AUTH_Failure2
+    /// (best effort), unless the controller gave up first.
+    fn auth_failed(
+        &self,
+        qp: &mut TcpQpair<C::Stream>,
+        until: Nanos,
+        ex: &Exchange<'_>,
+        e: AuthError,
+    ) -> DriverError<TcpError> {
+        if !matches!(e, AuthError::Refused { .. }) {
+            let _ = self.auth_send(qp, until, &ex.failure2(e));
+        }
+        tcp(TcpError::Auth(e))
+    }
+
+    /// Runs the queue's own command `sqe` with `payload` to completion.
+    fn own_command(
+        &self,
+        qp: &mut TcpQpair<C::Stream>,
+        until: Nanos,
+        sqe: SubmissionEntry,
+        payload: Payload<'_>,
+    ) -> Result<(), DriverError<TcpError>> {
+        qp.submit_own(sqe, payload).map_err(DriverError::Qpair)?;
+        let done = self.wait(qp, until, |qp| qp.take_own_completion())?;
+        let status = done.status();
+        if !status.is_success() {
+            return Err(DriverError::Admin {
+                opcode: FABRICS_OPCODE,
+                status,
+            });
+        }
+        Ok(())
+    }
+
+    /// Authentication Send of `msg`.
+    fn auth_send(
+        &self,
+        qp: &mut TcpQpair<C::Stream>,
+        until: Nanos,
+        msg: &[u8],
+    ) -> Result<(), DriverError<TcpError>> {
+        let sqe = SubmissionEntry::auth_send(msg.len() as u32);
+        self.own_command(qp, until, sqe, Payload::Out(msg))
+    }
+
+    /// Authentication Receive: the controller's next message.
+    fn auth_receive(
+        &self,
+        qp: &mut TcpQpair<C::Stream>,
+        until: Nanos,
+    ) -> Result<Vec<u8>, DriverError<TcpError>> {
+        let sqe = SubmissionEntry::auth_receive(RECEIVE_LEN as u32);
+        self.own_command(qp, until, sqe, Payload::In(RECEIVE_LEN))?;
+        Ok(qp.own_inbound().to_vec())
     }
 
     /// [`establish`](Self::establish) for an I/O queue, tried again while
@@ -279,10 +405,14 @@ impl<C: Connector> TcpTransport<C> {
         mut done: impl FnMut(&mut TcpQpair<C::Stream>) -> Option<R>,
     ) -> Result<R, DriverError<TcpError>> {
         loop {
-            qp.service(usize::MAX).map_err(tcp)?;
+            // A controller may answer and close at once (Linux's target
+            // after AUTH_Failure1): the answer counts, the close after it
+            // fails the next step.
+            let serviced = qp.service(usize::MAX);
             if let Some(r) = done(qp) {
                 return Ok(r);
             }
+            serviced.map_err(tcp)?;
             if self.clock.now() > until {
                 qp.fail(TcpError::SetupTimeout);
                 return Err(tcp(TcpError::SetupTimeout));
@@ -351,7 +481,7 @@ impl<C: Connector> Transport for TcpTransport<C> {
                     self.reconnects.fetch_add(1, Ordering::Relaxed);
                     return Ok(());
                 }
-                Err(e) if self.clock.now() > until => return Err(e),
+                Err(e) if final_error(&e) || self.clock.now() > until => return Err(e),
                 Err(_) => self.connector.pause(),
             }
         }

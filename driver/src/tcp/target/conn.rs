@@ -10,7 +10,9 @@ use std::io::{self, ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use super::auth::CtrlAuth;
 use super::{Ctrl, Fault, Shared};
+use crate::spec::auth::{CONNECT_AUTHREQ_ATR, SECP_DHCHAP, SPSP_DHCHAP};
 use crate::spec::command::{admin_opcode, cns, io_opcode, SubmissionEntry};
 use crate::spec::completion::CompletionEntry;
 use crate::spec::fabrics::{cattr, fctype, ConnectData};
@@ -68,6 +70,10 @@ struct Conn {
     success_flag: bool,
     pending: BTreeMap<u16, Pending>,
     next_ttag: u16,
+    /// The queue's authentication, when the target asks for it.
+    auth: Option<CtrlAuth>,
+    /// The host NQN its Connect gave.
+    hostnqn: Vec<u8>,
 }
 
 pub(super) fn serve(sock: TcpStream, shared: Arc<Shared>) {
@@ -85,6 +91,8 @@ pub(super) fn serve(sock: TcpStream, shared: Arc<Shared>) {
         success_flag: false,
         pending: BTreeMap::new(),
         next_ttag: 1,
+        auth: None,
+        hostnqn: Vec::new(),
     };
     let _ = c.run();
     let mut ctrls = c.shared.ctrls.lock();
@@ -289,7 +297,7 @@ impl Conn {
         }
         let sgl = sqe.sgl();
         let writes = match sqe.fctype() {
-            Some(fctype::CONNECT) => true,
+            Some(fctype::CONNECT | fctype::AUTH_SEND) => true,
             Some(_) => false,
             None => sqe.opcode() & 3 == 1 && sgl.length > 0,
         };
@@ -409,6 +417,11 @@ impl Conn {
         if let Some(t) = sqe.fctype() {
             return self.fabrics(t, sqe, &data);
         }
+        if self.auth.as_ref().is_some_and(|a| !a.done()) {
+            // Authentication Required (NVMe Base 2.0, Figure 103).
+            let st = status(StatusType::CommandSpecific, 0x91);
+            return self.respond(&sqe, st, 0, 0, fault);
+        }
         if self.qid == Some(0) {
             self.admin(sqe, fault)
         } else {
@@ -458,8 +471,15 @@ impl Conn {
                     && self.shared.config.success_flag
                     && sqe.connect_cattr() & cattr::SQ_FLOW_CONTROL_DISABLE != 0;
                 self.shared.stats.lock().connects += 1;
-                self.respond(&sqe, Status::SUCCESS, u32::from(cntlid), 0, None)
+                let mut dw0 = u32::from(cntlid);
+                if self.shared.auth.lock().is_some() {
+                    self.auth = Some(CtrlAuth::new());
+                    self.hostnqn = d.hostnqn.as_bytes().to_vec();
+                    dw0 |= CONNECT_AUTHREQ_ATR;
+                }
+                self.respond(&sqe, Status::SUCCESS, dw0, 0, None)
             }
+            fctype::AUTH_SEND | fctype::AUTH_RECEIVE => self.authenticate(t, sqe, data),
             fctype::PROPERTY_GET if self.qid == Some(0) => {
                 let cfg = &self.shared.config;
                 let (cc, csts) = self.ctrl();
@@ -505,6 +525,49 @@ impl Conn {
                 None,
             ),
         }
+    }
+
+    /// Authentication Send or Receive on a queue that authenticates.
+    fn authenticate(&mut self, t: u8, sqe: SubmissionEntry, data: &[u8]) -> Result<(), End> {
+        let protocol = sqe.cdw(10).to_le_bytes();
+        let cfg = self.shared.auth.lock().clone();
+        let (Some(cfg), Some(mut a)) = (cfg, self.auth.take()) else {
+            let st = status(StatusType::Generic, generic::INVALID_FIELD);
+            return self.respond(&sqe, st, 0, 0, None);
+        };
+        if protocol[1..] != [SPSP_DHCHAP, SPSP_DHCHAP, SECP_DHCHAP] {
+            self.auth = Some(a);
+            let st = status(StatusType::Generic, generic::INVALID_FIELD);
+            return self.respond(&sqe, st, 0, 0, None);
+        }
+        if t == fctype::AUTH_RECEIVE && a.failing() && cfg.silent_failure {
+            self.shared.stats.lock().auth_failures += 1;
+            return Err(end("authentication failed (no AUTH_Failure1)"));
+        }
+        let was_done = a.done();
+        let result = if t == fctype::AUTH_SEND {
+            let tl = (sqe.cdw(11) as usize).min(data.len());
+            let subnqn = self.shared.nqn.as_bytes().to_vec();
+            a.on_send(&cfg, data.get(..tl).unwrap_or(&[]), &self.hostnqn, &subnqn);
+            self.respond(&sqe, Status::SUCCESS, 0, 0, None)
+        } else {
+            let al = (sqe.cdw(11) as usize).min(sqe.sgl().length as usize);
+            let m = a.on_receive(&cfg, al);
+            self.send_data(&sqe, m.get(..al).unwrap_or(&[]), None)
+        };
+        if a.done() && !was_done {
+            self.shared.stats.lock().auths += 1;
+        }
+        let failed = a.failed();
+        self.auth = Some(a);
+        if failed {
+            self.shared.stats.lock().auth_failures += 1;
+            result?;
+            // As Linux's target: a failed authentication ends the
+            // controller's connection.
+            return Err(end("authentication failed"));
+        }
+        result
     }
 
     /// The controller's CC and CSTS.

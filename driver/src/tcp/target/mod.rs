@@ -10,14 +10,18 @@
 //! count), Keep Alive, Abort, Get Log Page, and Read (C2HData PDUs of at
 //! most `c2h_chunk` bytes, the SUCCESS flag when the queue asked for it),
 //! Write (in-capsule data up to IOCCSZ, otherwise R2Ts of at most
-//! `r2t_chunk` bytes), Flush, Write Zeroes and Dataset Management.
+//! `r2t_chunk` bytes), Flush, Write Zeroes and Dataset Management; with
+//! [`TargetAuth`], DH-HMAC-CHAP on every queue after Connect.
 //!
 //! Faults come on demand ([`Fault`], one per injection, taken by the next
 //! I/O command on any queue) and the whole target can refuse connections
 //! (a port taken away) or stall (accept and read, never answer). One
 //! thread per connection: this is test scaffolding, not the initiator.
 
+mod auth;
 mod conn;
+
+pub use auth::TargetAuth;
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
@@ -69,6 +73,8 @@ pub struct TargetConfig {
     pub max_entries: u16,
     /// I/O queues granted by Set Features.
     pub queues: u16,
+    /// Authentication every queue must pass after Connect (none: none).
+    pub auth: Option<TargetAuth>,
 }
 
 impl Default for TargetConfig {
@@ -88,6 +94,7 @@ impl Default for TargetConfig {
             success_flag: true,
             max_entries: 128,
             queues: 8,
+            auth: None,
         }
     }
 }
@@ -138,6 +145,10 @@ pub struct TargetStats {
     pub success_flag_reads: u64,
     /// Faults applied.
     pub faults: u64,
+    /// Queues that passed authentication.
+    pub auths: u64,
+    /// Queues that failed it (the target's check or the host's).
+    pub auth_failures: u64,
 }
 
 /// A controller's property state and the I/O queues connected to it.
@@ -160,6 +171,9 @@ struct Shared {
     ctrls: Mutex<BTreeMap<u16, Ctrl>>,
     next_cntlid: Mutex<u16>,
     faults: Mutex<VecDeque<Fault>>,
+    /// What new connections must pass (from `config.auth`, changed by
+    /// [`TestTarget::set_auth`]).
+    auth: Mutex<Option<TargetAuth>>,
     refusing: AtomicBool,
     stalled: AtomicBool,
     stop: AtomicBool,
@@ -186,6 +200,7 @@ impl TestTarget {
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
+            auth: Mutex::new(config.auth.clone()),
             config,
             nqn,
             medium: Mutex::new(vec![0u8; bytes]),
@@ -222,6 +237,9 @@ impl TestTarget {
             data_digest: ddgst,
             kato_ms: None,
             reconnect_ms: None,
+            hostnqn: None,
+            dhchap_key_file: None,
+            dhchap_ctrl_key_file: None,
         }
         .to_string()
     }
@@ -255,6 +273,10 @@ impl TestTarget {
     /// Faults injected and not yet applied.
     pub fn pending_faults(&self) -> usize {
         self.shared.faults.lock().len()
+    }
+    /// What connections made from now on must pass to authenticate.
+    pub fn set_auth(&self, auth: Option<TargetAuth>) {
+        *self.shared.auth.lock() = auth;
     }
     /// While set, new connections are closed at once (the port is gone).
     pub fn set_refusing(&self, on: bool) {
