@@ -10,10 +10,11 @@
 //! 2. `syncs`: mount; resident memory after the mount and the mount's
 //!    time; then a sync-heavy job (4 KiB random overwrites of one 64 MiB
 //!    file, each followed by `sync_data`): sync p50, p99, p99.9, max, the
-//!    checkpoints it wrote and the device bytes it wrote per sync; then
-//!    the unmount's time.
-//! 3. `fsck`: fsck's time and peak memory, and the checkpoint's size (in
-//!    format 5 every checkpoint writes all of it).
+//!    checkpoints it wrote and the mean bytes each wrote (format 6 writes
+//!    the index pages that changed; format 5 wrote the whole image), the
+//!    device bytes written per sync; then the unmount's time.
+//! 3. `fsck`: fsck's time and peak memory, and the checkpoint's size (the
+//!    index's pages and the rest of the checkpoint's blocks).
 //! 4. `bigdir`: one directory of N entries (at most 1,000,000): the mean
 //!    time of a lookup and of a create in it.
 //!
@@ -67,7 +68,7 @@ fn main() {
                 })
                 .collect();
             println!(
-                "| engine | files | create/s | RSS after create MB | mount ms | RSS after mount MB | sync p50 us | p99 us | p99.9 us | max us | checkpoints | device KiB/sync | umount ms | fsck ms | fsck peak MB | checkpoint KiB | lookup in N-dir us | create in N-dir us |"
+                "| engine | files | create/s | RSS after create MB | mount ms | RSS after mount MB | sync p50 us | p99 us | p99.9 us | max us | checkpoints | KiB per checkpoint | device KiB/sync | umount ms | fsck ms | fsck peak MB | checkpoint KiB | lookup in N-dir us | create in N-dir us |"
             );
             println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
             for n in counts {
@@ -128,6 +129,7 @@ fn row(engine: &str, dir: &Path, n: u64) {
         "p999_us",
         "max_us",
         "checkpoints",
+        "kib_per_checkpoint",
         "kib_per_sync",
         "umount_ms",
         "fsck_ms",
@@ -276,6 +278,13 @@ fn pollfs_syncs(dir: &Path, n: u64) {
     let d = fs.stats().since(&before);
     percentiles(&mut lat);
     out("checkpoints", d.checkpoints);
+    out(
+        "kib_per_checkpoint",
+        format!(
+            "{:.1}",
+            d.checkpoint_bytes as f64 / 1024.0 / d.checkpoints.max(1) as f64
+        ),
+    );
     out(
         "kib_per_sync",
         format!("{:.1}", d.dev_write_bytes as f64 / 1024.0 / count as f64),
