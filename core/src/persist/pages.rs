@@ -219,6 +219,15 @@ pub(crate) async fn read_tree<M: MetaIo>(
         copies.remove(&b)
     })
     .map_err(image_error)?;
+    drop(items);
+    // What a record may say has one home, the log's decoder: the records
+    // the items make pass it too (inode numbers, parents, sizes, extents in
+    // order and disjoint, names, attribute names and values).
+    let records =
+        Record::decode_all(&Record::encode_all(&records)).map_err(|damage| Error::Corrupt {
+            block: root.block,
+            damage,
+        })?;
     Ok((records, blocks))
 }
 
