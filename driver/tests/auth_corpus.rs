@@ -4,21 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 #[path = "../../fuzz/src/auth.rs"]
 mod auth;
 
 #[test]
 fn auth_messages_corpus_passes() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/auth_messages");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("corpus directory")
-        .map(|e| e.expect("corpus entry").path())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "empty corpus at {}", dir.display());
-    for path in files {
-        let bytes = std::fs::read(&path).expect("corpus file");
-        let result = std::panic::catch_unwind(|| auth::run(&bytes));
-        assert!(result.is_ok(), "{} failed", path.display());
-    }
+    common::replay_corpus("auth_messages", auth::run);
 }

@@ -87,3 +87,22 @@ pub fn write_read_check(
 pub fn dev_block_size(dev: &EmulatedDevice) -> u32 {
     dev.geometry().block_size
 }
+
+/// Runs `run` on every file of the committed corpus `tests/corpus/NAME`
+/// (a fuzz target's), in name order; a panic names the file.
+pub fn replay_corpus(name: &str, run: fn(&[u8])) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/corpus")
+        .join(name);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("corpus directory")
+        .map(|e| e.expect("corpus entry").path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "empty corpus at {}", dir.display());
+    for path in files {
+        let bytes = std::fs::read(&path).expect("corpus file");
+        let result = std::panic::catch_unwind(|| run(&bytes));
+        assert!(result.is_ok(), "{} failed", path.display());
+    }
+}
