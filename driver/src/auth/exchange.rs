@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use zeroize::Zeroizing;
 
 use super::dh::{Group, EXPONENT_LEN};
-use super::hash::Hash;
+use super::hash::{Hash, Side};
 use super::{AuthError, DhchapConfig};
 use crate::spec::auth::{self, dhgroup, Challenge, Received, Success1};
 
@@ -133,36 +133,28 @@ impl<'a> Exchange<'a> {
         };
         let kh = self.config.host.transformed(self.hostnqn);
         let ca1 = augment(c.value);
-        let r1 = hash.hmac(
+        let r1 = hash.response(
             &kh,
-            &[
-                &ca1,
-                &c.seqnum.to_le_bytes(),
-                &self.t_id.to_le_bytes(),
-                &[0],
-                b"HostHost",
-                self.hostnqn,
-                &[0],
-                self.subnqn,
-            ],
+            &ca1,
+            c.seqnum,
+            self.t_id,
+            Side::Host,
+            self.hostnqn,
+            self.subnqn,
         );
         let c2 = c2.get(..hl).ok_or(AuthError::Random)?;
         let challenge = match &self.config.ctrl {
             Some(ctrl) => {
                 let kc = ctrl.transformed(self.subnqn);
                 let ca2 = augment(c2);
-                self.expected = Some(hash.hmac(
+                self.expected = Some(hash.response(
                     &kc,
-                    &[
-                        &ca2,
-                        &s2.to_le_bytes(),
-                        &self.t_id.to_le_bytes(),
-                        &[0],
-                        b"Controller",
-                        self.subnqn,
-                        &[0],
-                        self.hostnqn,
-                    ],
+                    &ca2,
+                    s2,
+                    self.t_id,
+                    Side::Controller,
+                    self.hostnqn,
+                    self.subnqn,
                 ));
                 Some((c2, s2))
             }

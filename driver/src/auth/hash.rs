@@ -35,6 +35,41 @@ impl Hash {
     /// Every hash, in the order the host offers them.
     pub const ALL: [Hash; 3] = [Hash::Sha256, Hash::Sha384, Hash::Sha512];
 
+    /// A DH-HMAC-CHAP response (NVMe Base 2.0, 8.13.5.5): the HMAC under
+    /// `key` of the (augmented) challenge `ca`, the sequence number, the
+    /// transaction id, a zero byte, the side's label ("HostHost" or
+    /// "Controller"), the side's own NQN, a zero byte and the other's.
+    /// The host's R1 and the controller's R2, whoever computes them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn response(
+        self,
+        key: &[u8],
+        ca: &[u8],
+        seqnum: u32,
+        t_id: u16,
+        side: Side,
+        hostnqn: &[u8],
+        subnqn: &[u8],
+    ) -> Zeroizing<Vec<u8>> {
+        let (label, own, other): (&[u8], _, _) = match side {
+            Side::Host => (b"HostHost", hostnqn, subnqn),
+            Side::Controller => (b"Controller", subnqn, hostnqn),
+        };
+        self.hmac(
+            key,
+            &[
+                ca,
+                &seqnum.to_le_bytes(),
+                &t_id.to_le_bytes(),
+                &[0],
+                label,
+                own,
+                &[0],
+                other,
+            ],
+        )
+    }
+
     /// The hash with identifier `id`.
     pub fn from_id(hash_id: u8) -> Option<Hash> {
         match hash_id {
@@ -84,4 +119,13 @@ impl Hash {
             Hash::Sha512 => Sha512::digest(data).to_vec(),
         })
     }
+}
+
+/// Which side a DH-HMAC-CHAP response proves itself as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The host (R1).
+    Host,
+    /// The controller (R2).
+    Controller,
 }

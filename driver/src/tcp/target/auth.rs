@@ -9,6 +9,7 @@
 use alloc::vec::Vec;
 
 use crate::auth::dh::{Group, EXPONENT_LEN};
+use crate::auth::hash::Side;
 use crate::auth::keyfile::os_random;
 use crate::auth::{DhchapSecret, Hash};
 use crate::spec::auth::{dhgroup, id, reason, HEADER_LEN};
@@ -155,19 +156,9 @@ impl CtrlAuth {
         };
         let kh = cfg.host_key.transformed(hostnqn);
         let ca1 = Self::augment(cfg, &session, &self.c1);
-        let expect = cfg.hash.hmac(
-            &kh,
-            &[
-                &ca1,
-                &self.s1.to_le_bytes(),
-                &self.t_id.to_le_bytes(),
-                &[0],
-                b"HostHost",
-                hostnqn,
-                &[0],
-                subnqn,
-            ],
-        );
+        let expect = cfg
+            .hash
+            .response(&kh, &ca1, self.s1, self.t_id, Side::Host, hostnqn, subnqn);
         if expect.as_slice() != r1 {
             return Step::Failure1(reason::FAILED);
         }
@@ -179,19 +170,9 @@ impl CtrlAuth {
         };
         let kc = ctrl.transformed(subnqn);
         let ca2 = Self::augment(cfg, &session, c2);
-        let r2 = cfg.hash.hmac(
-            &kc,
-            &[
-                &ca2,
-                &s2.to_le_bytes(),
-                &self.t_id.to_le_bytes(),
-                &[0],
-                b"Controller",
-                subnqn,
-                &[0],
-                hostnqn,
-            ],
-        );
+        let r2 = cfg
+            .hash
+            .response(&kc, &ca2, s2, self.t_id, Side::Controller, hostnqn, subnqn);
         Step::Success1(Some(r2.to_vec()))
     }
 
