@@ -5,43 +5,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-// The examples' pages check; its unbounded `run` goes unused here.
-#[allow(dead_code)]
-#[path = "../examples/check/pages.rs"]
-mod pages;
+mod common;
 
 use std::time::{Duration, Instant};
 
-use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue, Tag};
+use pollfs_core::dev::{BlockDevice, Command, DevError, DeviceQueue};
 use pollfs_core::units::{FrameId, Lba};
 use pollfs_driver::tcp::net::{std_clock, TcpDevice};
 use pollfs_driver::tcp::target::{Fault, TargetConfig, TestTarget};
 use pollfs_driver::tcp::{LinkError, TcpError};
 use pollfs_driver::{DriverConfig, TcpOptions};
 
-/// Polls until `tag` completes or 10 s pass (a hang fails the test).
-fn wait<Q: DeviceQueue>(q: &mut Q, tag: Tag) -> Result<(), DevError> {
-    let clock = std_clock();
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut found = None;
-        q.poll(clock(), usize::MAX, &mut |c| {
-            if c.tag == tag {
-                found = Some(c.result);
-            }
-        });
-        if let Some(r) = found {
-            return r;
-        }
-        assert!(Instant::now() < until, "command did not complete in 10 s");
-        std::thread::yield_now();
-    }
-}
-
-fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevError> {
-    let tag = q.submit(&c)?;
-    wait(q, tag)
-}
+use common::{pages, run_real as run};
 
 fn pattern(dev: &TcpDevice, frames: &[FrameId], seed: u64) -> Vec<u8> {
     pages::fill(dev.frames(), frames, seed).unwrap()

@@ -7,15 +7,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pollfs_core::dev::{Command, DevError, DeviceQueue, Tag};
+use pollfs_core::dev::{Command, DeviceQueue};
 use pollfs_core::units::{FrameId, Lba};
 use pollfs_driver::auth::keyfile::os_random;
 use pollfs_driver::auth::{AuthError, DhchapConfig, DhchapSecret, Hash};
 use pollfs_driver::spec::auth::dhgroup;
-use pollfs_driver::tcp::net::std_clock;
+
 use pollfs_driver::tcp::target::{Fault, TargetAuth, TargetConfig, TestTarget};
 use pollfs_driver::tcp::TcpError;
 use pollfs_driver::{DriverConfig, DriverError, TcpOptions};
@@ -63,28 +65,7 @@ fn config() -> DriverConfig {
     }
 }
 
-fn wait<Q: DeviceQueue>(q: &mut Q, tag: Tag) -> Result<(), DevError> {
-    let clock = std_clock();
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut found = None;
-        q.poll(clock(), usize::MAX, &mut |c| {
-            if c.tag == tag {
-                found = Some(c.result);
-            }
-        });
-        if let Some(r) = found {
-            return r;
-        }
-        assert!(Instant::now() < until, "command did not complete in 10 s");
-        std::thread::yield_now();
-    }
-}
-
-fn run<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevError> {
-    let tag = q.submit(&c)?;
-    wait(q, tag)
-}
+use common::run_real as run;
 
 /// A write and a read of one page through `q`.
 fn io<Q: DeviceQueue>(q: &mut Q) {

@@ -106,3 +106,32 @@ pub fn replay_corpus(name: &str, run: fn(&[u8])) {
         assert!(result.is_ok(), "{} failed", path.display());
     }
 }
+
+/// Polls `q` on the real clock until `tag` completes or 10 s pass (a
+/// hang fails the test): for queues over real sockets.
+pub fn wait_real<Q: DeviceQueue>(q: &mut Q, tag: Tag) -> Result<(), DevError> {
+    let clock = pollfs_driver::tcp::net::std_clock();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let mut found = None;
+        q.poll(clock(), usize::MAX, &mut |c| {
+            if c.tag == tag {
+                found = Some(c.result);
+            }
+        });
+        if let Some(r) = found {
+            return r;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "command did not complete in 10 s"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Submits `c` on `q` and waits for it on the real clock ([`wait_real`]).
+pub fn run_real<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevError> {
+    let tag = q.submit(&c)?;
+    wait_real(q, tag)
+}
