@@ -41,8 +41,7 @@ pub struct Shadow {
     pub tree: Tree,
     /// Live data: (inode, page) -> (its block, its bytes), for pages whose
     /// durable bytes are in a data record rather than in their block. The
-    /// bytes are shared, so a checkpoint takes them without a copy
-    /// ([`Shadow::image_parts`]).
+    /// bytes are shared, so a checkpoint's view takes them without a copy.
     data: BTreeMap<(u64, u64), LiveData>,
     /// Extended attributes: (inode, name) -> value.
     pub xattrs: BTreeMap<(u64, String), Vec<u8>>,
@@ -69,29 +68,6 @@ impl Eq for Dirty {}
 
 /// A page of live data: its block and its bytes, shared.
 pub type LiveData = (u64, Arc<[u8]>);
-
-/// A checkpoint image taken apart ([`Shadow::image_parts`]).
-#[derive(Debug)]
-pub struct ImageParts {
-    /// The metadata records and the end marker, encoded (with room for
-    /// the data).
-    meta: Enc,
-    /// The live data: (inode, page, block, bytes).
-    data: Vec<(u64, u64, u64, Arc<[u8]>)>,
-}
-
-impl ImageParts {
-    /// The image encoded, followed by `extra` (records a checkpoint makes
-    /// durable besides).
-    pub fn encode(self, extra: &[u8]) -> Vec<u8> {
-        let ImageParts { mut meta, data } = self;
-        for (ino, page, block, bytes) in &data {
-            encode_data(&mut meta, *ino, *page, *block, bytes);
-        }
-        meta.0.extend_from_slice(extra);
-        meta.0
-    }
-}
 
 /// The device block `m` maps page `page` to, if any.
 fn block_of(m: &InodeMeta, page: u64) -> Option<u64> {
@@ -359,13 +335,6 @@ impl Shadow {
     /// extended attribute, every entry, the [`Record::ImageEnd`] marker,
     /// and the live data.
     pub fn image(&self) -> Vec<u8> {
-        self.image_parts().encode(&[])
-    }
-
-    /// This state's checkpoint image in two parts: the metadata encoded
-    /// now, the live data's pages shared. A checkpoint takes the parts
-    /// under the journal's lock and encodes the data after letting it go.
-    pub fn image_parts(&self) -> ImageParts {
         let mut e = Enc(Vec::with_capacity(self.image_len() as usize));
         for (&ino, m) in &self.inodes {
             encode_inode(&mut e, ino, m);
@@ -387,16 +356,11 @@ impl Shadow {
             .encode(&mut e);
         }
         Record::ImageEnd.encode(&mut e);
-        let data = self
-            .data
-            .iter()
-            .map(|(&(ino, page), (block, bytes))| (ino, page, *block, bytes.clone()))
-            .collect();
-        debug_assert_eq!(
-            e.0.len() as u64 + DATA_RECORD_LEN * self.data.len() as u64,
-            self.image_len()
-        );
-        ImageParts { meta: e, data }
+        for (&(ino, page), (block, bytes)) in &self.data {
+            encode_data(&mut e, ino, page, *block, bytes);
+        }
+        debug_assert_eq!(e.0.len() as u64, self.image_len());
+        e.0
     }
 
     /// Drops the extents of `ino` that `keep` refuses (for repair).
