@@ -713,11 +713,7 @@ fn crafted_index_pages_are_refused_as_what_they_are() {
         dev.read_raw(block * 4096, &mut p);
         p
     };
-    let seal = |p: &mut Vec<u8>| {
-        p[12..16].fill(0);
-        let crc = pollfs_core::persist::format::crc32c(&[p]);
-        p[12..16].copy_from_slice(&crc.to_le_bytes());
-    };
+    let seal = pollfs_core::persist::index::page::seal;
     // The root's first child: (block, generation) at the start of the
     // root's payload.
     let root = page(&base, sb.root.block);

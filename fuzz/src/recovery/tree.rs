@@ -7,17 +7,13 @@
 
 use std::collections::BTreeMap;
 
-use pollfs_core::persist::format::crc32c;
 use pollfs_core::persist::index::items::{
     bucket, chunks, Bucket, ExtentItem, XattrHead, ENTRIES, EXTENT, INODE, TARGET, XATTR,
 };
+pub use pollfs_core::persist::index::page::seal;
 use pollfs_core::persist::index::{Index, Key, Root, MAX_VALUE};
-use pollfs_core::units::PAGE_SIZE;
 
 use super::values::{Rec, KIND_FILE, KIND_SYMLINK, TAG_INODE, TAG_LINK, TAG_XATTR};
-
-/// Bytes of a page header; the checksum is at 12..16.
-const CRC_AT: usize = 12;
 
 /// The index as the model holds it.
 #[derive(Clone, Debug)]
@@ -128,16 +124,6 @@ pub fn build(
     let n = index.dirty_pages();
     let commit = index.commit(generation, blocks.get(..n)?).ok()?;
     Some((commit.root, commit.writes))
-}
-
-/// Sets a page's checksum to what a reader computes.
-pub fn seal(page: &mut [u8]) {
-    if page.len() < PAGE_SIZE {
-        return;
-    }
-    page[CRC_AT..CRC_AT + 4].fill(0);
-    let crc = crc32c(&[&page[..PAGE_SIZE]]);
-    page[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
 impl TreeModel {

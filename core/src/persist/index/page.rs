@@ -115,9 +115,23 @@ pub fn encode(node: &Node, stamp: Stamp) -> Vec<u8> {
     h.u64(stamp.generation);
     h.u64(stamp.block);
     p.0[..HEADER].copy_from_slice(&h.0);
-    let crc = crc32c(&[&p.0]);
-    p.0[12..16].copy_from_slice(&crc.to_le_bytes());
+    seal(&mut p.0);
     p.0
+}
+
+/// Where a page keeps its checksum.
+const CRC: core::ops::Range<usize> = 12..16;
+
+/// Sets the checksum of `page` (a whole page) to what [`decode`] computes:
+/// CRC-32C of the page with the checksum's field zero. For [`encode`],
+/// and for tests that craft pages with valid checksums.
+pub fn seal(page: &mut [u8]) {
+    if page.len() < HEADER {
+        return;
+    }
+    page[CRC].fill(0);
+    let crc = crc32c(&[page]);
+    page[CRC].copy_from_slice(&crc.to_le_bytes());
 }
 
 /// Decodes the page read from `expect.block`, which its parent (or the
@@ -140,7 +154,7 @@ pub fn decode(bytes: &[u8], expect: Stamp) -> Result<Node, PageDamage> {
     let used = usize::from(d.u16().map_err(short)?);
     let pad2 = d.u16().map_err(short)?;
     let crc = d.u32().map_err(short)?;
-    let computed = crc32c(&[&bytes[..12], &[0u8; 4], &bytes[16..]]);
+    let computed = crc32c(&[&bytes[..CRC.start], &[0u8; 4], &bytes[CRC.end..]]);
     if crc != computed {
         return Err(PageDamage::Checksum);
     }
