@@ -115,6 +115,26 @@ struct Taken {
     pages: Vec<u64>,
 }
 
+impl Taken {
+    /// Every block it took: live pages' copies, changed pages, the
+    /// carried chain.
+    fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.applied
+            .copies
+            .iter()
+            .map(|c| c.0)
+            .chain(self.pages.iter().copied())
+            .chain(self.carry.iter().flat_map(|&(b, n)| b..b + n))
+    }
+
+    /// The same, as runs in block order.
+    fn runs(&self) -> Vec<(u64, u64)> {
+        let mut blocks: Vec<u64> = self.blocks().collect();
+        blocks.sort_unstable();
+        pages::runs(blocks)
+    }
+}
+
 /// The checkpoint the superblock names.
 #[derive(Clone, Debug)]
 struct Checkpoint {
@@ -796,58 +816,35 @@ impl Log {
             .await;
         let (taken, commit, bytes) = match written {
             Ok(done) => done,
-            Err((
-                e,
-                Taken {
-                    applied,
-                    carry,
-                    pages,
-                },
-            )) => {
+            Err((e, taken)) => {
                 // Nothing the old root reaches was touched: forget the
                 // changed pages, give back the blocks, mark the inodes
                 // for the next checkpoint.
-                env.free_meta(&pages::runs(applied.copies.iter().map(|c| c.0)));
-                env.free_meta(&carry);
-                env.free_meta(&pages::runs(pages.iter().copied()));
+                env.free_meta(&taken.runs());
                 let mut st = self.st.lock();
                 st.index = Some(Index::open(self.uuid, old_root, CACHE_PAGES));
                 st.shadow.retouch(changes.inos());
                 return Err(e);
             }
         };
-        let Taken {
-            applied,
-            carry,
-            pages,
-        } = taken;
         let sb = Superblock {
             uuid: self.uuid,
             generation,
             lba_size: self.lba_size,
             layout: self.layout,
             root: commit.root,
-            carry: first_location(&carry),
-            carry_total: carry.iter().map(|r| r.1).sum(),
+            carry: first_location(&taken.carry),
+            carry_total: taken.carry.iter().map(|r| r.1).sum(),
             ckpt_lsn: lsn,
             log_head: pos,
             hash_key: self.hash_key,
-        };
-        let new_blocks = || {
-            applied
-                .copies
-                .iter()
-                .map(|c| c.0)
-                .chain(pages.iter().copied())
-                .chain(carry.iter().flat_map(|&(b, n)| b..b + n))
         };
         if let Err(e) = env.write(generation % 2, &sb.encode(), true).await {
             // The superblock may or may not have landed: keep both trees.
             // The next checkpoint starts again from the old root, with the
             // same generation, into the same superblock slot.
             let mut st = self.st.lock();
-            let kept = pages::runs(new_blocks());
-            st.limbo.extend_from_slice(&kept);
+            st.limbo.extend_from_slice(&taken.runs());
             st.index = Some(Index::open(self.uuid, old_root, CACHE_PAGES));
             st.shadow.retouch(changes.inos());
             return Err(e);
@@ -865,16 +862,16 @@ impl Log {
                 st.next_lsn = lsn + 1;
                 st.skip_lsn = false;
             }
-            let mut gone: Vec<u64> = commit.freed.clone();
-            gone.extend_from_slice(&applied.old_copies);
+            let mut gone: Vec<u64> = commit.freed;
+            gone.extend_from_slice(&taken.applied.old_copies);
             let old_carry = core::mem::take(&mut st.ckpt.carry);
             gone.extend(old_carry.iter().flat_map(|&(b, n)| b..b + n));
             for b in &gone {
                 st.ckpt.blocks.remove(b);
             }
-            st.ckpt.blocks.extend(new_blocks());
+            st.ckpt.blocks.extend(taken.blocks());
             st.ckpt.root = commit.root;
-            st.ckpt.carry = carry.clone();
+            st.ckpt.carry = taken.carry;
             st.index = Some(index);
             self.chain_blocks
                 .store(st.ckpt.blocks.len() as u64, Ordering::Release);
