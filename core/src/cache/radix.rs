@@ -1,11 +1,16 @@
 //! A per-file page index: a lock-free radix tree from page index to cache
 //! slot.
 //!
-//! Four levels of 256 entries cover 2^32 pages (16 TiB). The first 2^16
-//! pages (256 MiB) hang off a two-level subtree of their own, so a lookup
-//! in a file's first 256 MiB walks two levels, not four. Nodes are created
-//! on first use with `spin::Once` and never freed while the file lives, so
-//! a lookup is two (or four) dependent atomic loads and takes no lock.
+//! The first [`HEAD_PAGES`] pages (32 KiB) have entries inside the index
+//! itself, so a small file's cached pages cost no node (a node pair is
+//! 6 KiB, more than the page it would find). Past them, four levels of
+//! 256 entries cover 2^32 pages (16 TiB). The first 2^16 pages (256 MiB)
+//! hang off a two-level subtree of their own, so a lookup in a file's
+//! first 256 MiB walks two levels, not four. Nodes are created on first
+//! use with `spin::Once` and never freed while anyone can reach the file:
+//! a lookup is one, two or four dependent atomic loads and takes no lock.
+//! Only the holder of the sole reference to the file frees them
+//! ([`Radix::drop_nodes`], with `&mut`), once no entry names a cached page.
 //!
 //! A leaf entry is one `u64`: a generation in the high half, `slot + 1` in
 //! the low half (0 means empty). Every change bumps the generation, so a
@@ -71,10 +76,17 @@ type L3 = Node<L2>;
 /// Pages under [`Radix`]'s `low` subtree.
 const LOW_PAGES: u64 = 1 << (2 * BITS);
 
+/// Pages whose entries are inside the [`Radix`]: a file of up to this
+/// many pages makes no node.
+pub const HEAD_PAGES: usize = 8;
+
 /// The page index of one file.
 #[derive(Debug, Default)]
 pub struct Radix {
-    /// Pages `[0, LOW_PAGES)`.
+    /// Pages `[0, HEAD_PAGES)`.
+    head: [AtomicU64; HEAD_PAGES],
+    /// Pages `[HEAD_PAGES, LOW_PAGES)` (its first leaf's first
+    /// `HEAD_PAGES` entries are never used).
     low: Once<Box<L1>>,
     /// Pages `[LOW_PAGES, MAX_PAGES)` (its first `L1` is never made).
     root: Once<Box<L3>>,
@@ -88,9 +100,42 @@ impl Radix {
     /// An empty index.
     pub const fn new() -> Radix {
         Radix {
+            head: [const { AtomicU64::new(0) }; HEAD_PAGES],
             low: Once::new(),
             root: Once::new(),
         }
+    }
+
+    /// The word holding `index`'s entry, if its node exists.
+    #[inline]
+    fn word(&self, index: PageIndex) -> Option<&AtomicU64> {
+        if index.0 < HEAD_PAGES as u64 {
+            return self.head.get(index.0 as usize);
+        }
+        self.leaf(index).map(|l| &l.slots[digit(index.0, 0)])
+    }
+
+    /// The word holding `index`'s entry, making its nodes if needed.
+    fn word_or_create(&self, index: PageIndex) -> Option<&AtomicU64> {
+        if index.0 < HEAD_PAGES as u64 {
+            return self.head.get(index.0 as usize);
+        }
+        self.leaf_or_create(index)
+            .map(|l| &l.slots[digit(index.0, 0)])
+    }
+
+    /// True if any node past the head exists (it holds memory).
+    pub fn has_nodes(&self) -> bool {
+        self.low.get().is_some() || self.root.get().is_some()
+    }
+
+    /// Frees every node past the head, emptying their entries. The caller
+    /// holds the only reference to the file, and none of those entries
+    /// names a page still cached for it (its stale entries read as misses
+    /// anyway, so a page read again later makes the nodes anew).
+    pub fn drop_nodes(&mut self) {
+        self.low = Once::new();
+        self.root = Once::new();
     }
 
     #[inline]
@@ -130,9 +175,8 @@ impl Radix {
     /// The entry for `index` (empty if never set or out of range).
     #[inline]
     pub fn entry(&self, index: PageIndex) -> Entry {
-        self.leaf(index).map_or(Entry(0), |l| {
-            Entry(l.slots[digit(index.0, 0)].load(Ordering::Acquire))
-        })
+        self.word(index)
+            .map_or(Entry(0), |w| Entry(w.load(Ordering::Acquire)))
     }
 
     /// The slot recorded for `index`, possibly stale.
@@ -144,17 +188,16 @@ impl Radix {
     /// Sets the entry for `index` to `new` if it is still exactly `seen`.
     /// Returns false if it changed or the index is out of range.
     pub fn replace(&self, index: PageIndex, seen: Entry, new: Option<u32>) -> bool {
-        let Some(leaf) = self.leaf_or_create(index) else {
+        let Some(word) = self.word_or_create(index) else {
             return false;
         };
-        leaf.slots[digit(index.0, 0)]
-            .compare_exchange(
-                seen.0,
-                seen.next(new).0,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
+        word.compare_exchange(
+            seen.0,
+            seen.next(new).0,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
+        .is_ok()
     }
 
     /// Empties the entry for `index` if it names `slot`.
@@ -167,6 +210,13 @@ impl Radix {
     /// index order, skipping subtrees that were never created.
     pub fn scan(&self, start: PageIndex, end: PageIndex, mut f: impl FnMut(PageIndex, u32)) {
         let end = end.0.min(MAX_PAGES);
+        for i in start.0..end.min(HEAD_PAGES as u64) {
+            let raw = Entry(self.head[i as usize].load(Ordering::Acquire));
+            if let Some(s) = raw.slot() {
+                f(PageIndex(i), s);
+            }
+        }
+        let start = PageIndex(start.0.max(HEAD_PAGES as u64));
         let mut each_leaf = |base: u64, leaf: &Leaf| {
             let lo = start.0.max(base) - base;
             let hi = (end - base).min(FANOUT as u64);
@@ -263,6 +313,39 @@ mod tests {
         );
         assert!(r.remove(PageIndex(5), 0));
         assert_eq!(r.get(PageIndex(5)), None);
+    }
+
+    #[test]
+    fn a_small_file_makes_no_node_and_dropped_nodes_read_as_misses() {
+        let mut r = Radix::new();
+        for i in 0..HEAD_PAGES as u64 {
+            assert!(r.replace(PageIndex(i), Entry::default(), Some(i as u32)));
+        }
+        assert!(!r.has_nodes(), "the head holds a small file's pages");
+        assert!(r.replace(PageIndex(HEAD_PAGES as u64), Entry::default(), Some(99)));
+        assert!(r.replace(PageIndex(LOW_PAGES + 5), Entry::default(), Some(98)));
+        assert!(r.has_nodes());
+        let mut seen = Vec::new();
+        r.scan(
+            PageIndex(HEAD_PAGES as u64 - 1),
+            PageIndex(u64::MAX),
+            |i, s| seen.push((i.0, s)),
+        );
+        assert_eq!(
+            seen,
+            [
+                (HEAD_PAGES as u64 - 1, HEAD_PAGES as u32 - 1),
+                (HEAD_PAGES as u64, 99),
+                (LOW_PAGES + 5, 98)
+            ]
+        );
+        r.drop_nodes();
+        assert!(!r.has_nodes());
+        assert_eq!(r.get(PageIndex(HEAD_PAGES as u64)), None);
+        assert_eq!(r.get(PageIndex(LOW_PAGES + 5)), None);
+        assert_eq!(r.get(PageIndex(3)), Some(3), "the head stays");
+        assert!(r.replace(PageIndex(LOW_PAGES + 5), Entry::default(), Some(7)));
+        assert_eq!(r.get(PageIndex(LOW_PAGES + 5)), Some(7));
     }
 
     #[test]

@@ -252,6 +252,27 @@ impl Inode {
         self.writers.call_once(|| Box::new(WriteDrain::default()))
     }
 
+    /// Frees what only a file in use needs: its write lock, its count of
+    /// writers, the list of writebacks in flight, and, unless some of its
+    /// pages are `cached`, its page index's nodes. Each is made again on
+    /// next use. `&mut`: the caller holds the only reference to the inode,
+    /// so no operation is inside any of them. Returns true if its page
+    /// index still has nodes.
+    pub(crate) fn shrink(&mut self, cached: bool) -> bool {
+        self.extent_lock = Once::new();
+        self.writers = Once::new();
+        self.writing.lock().running = Vec::new();
+        if !cached {
+            self.pages.drop_nodes();
+        }
+        self.pages.has_nodes()
+    }
+
+    /// True if the parts [`Inode::shrink`] frees exist.
+    pub(crate) fn is_warm(&self) -> bool {
+        self.extent_lock.get().is_some() || self.writers.get().is_some() || self.pages.has_nodes()
+    }
+
     /// True if no write holds or waits for any of its bytes.
     pub(crate) fn extent_lock_idle(&self) -> bool {
         self.extent_lock.get().is_none_or(|l| l.is_idle())

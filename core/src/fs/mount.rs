@@ -94,6 +94,7 @@ impl<D: BlockDevice> Fs<D> {
             space: Mutex::new(Allocator::new(BlockNo(data.0), BlockNo(data.1))),
             tree: RwLock::new(Tree::default()),
             inodes: RwLock::new(BTreeMap::new()),
+            warm: Mutex::new(super::shared::Warm::default()),
             next_ino: AtomicU64::new(ROOT_INO + 1),
             counters: Mutex::new((Vec::new(), Stats::default())),
             sessions: AtomicUsize::new(0),

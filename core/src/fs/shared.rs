@@ -34,6 +34,9 @@ pub(crate) struct Shared<D: BlockDevice> {
     pub(crate) tree: RwLock<Tree>,
     /// Every live inode: linked, or unlinked but still open.
     pub(crate) inodes: RwLock<BTreeMap<InodeId, Arc<Inode>>>,
+    /// Inodes that were in use since they were last shrunk (see
+    /// [`Shared::shrink_idle`]). Taken after `inodes`.
+    pub(crate) warm: Mutex<Warm>,
     pub(crate) next_ino: AtomicU64,
     /// Live sessions' counters, and the sum of closed sessions'.
     pub(crate) counters: Mutex<(Vec<Arc<Counters>>, Stats)>,
@@ -61,6 +64,28 @@ pub(crate) struct Shared<D: BlockDevice> {
     /// Wakes the driver of the background steps, once one is started (see
     /// `background`).
     pub(crate) waker: spin::Once<Arc<dyn super::background::BackgroundWaker>>,
+}
+
+/// Closes between passes over the warm list (at least; see
+/// [`Shared::shrink_idle`]): what idle inodes not in the cache hold
+/// beyond their attributes is at most about this many times 3 KiB.
+pub(crate) const WARM_MIN: usize = 1024;
+
+/// Inodes that were in use since they were last shrunk.
+#[derive(Debug)]
+pub(crate) struct Warm {
+    ids: Vec<InodeId>,
+    /// The length at which the list is next processed.
+    due: usize,
+}
+
+impl Default for Warm {
+    fn default() -> Warm {
+        Warm {
+            ids: Vec::new(),
+            due: WARM_MIN,
+        }
+    }
 }
 
 impl<D: BlockDevice> core::fmt::Debug for Shared<D> {
@@ -236,9 +261,73 @@ impl<D: BlockDevice> Shared<D> {
     /// operation and every writeback holds an open reference.
     pub(crate) fn close(&self, inode: &Inode) {
         let prev = inode.open.fetch_sub(1, Ordering::AcqRel);
-        if prev == 1 && inode.unlinked.load(Ordering::Acquire) {
-            self.reclaim(inode);
+        if prev != 1 {
+            return;
         }
+        if inode.unlinked.load(Ordering::Acquire) {
+            self.reclaim(inode);
+        } else if inode.is_warm() {
+            let due = {
+                let mut w = self.warm.lock();
+                w.ids.push(inode.id);
+                w.ids.len() >= w.due
+            };
+            if due {
+                self.shrink_idle();
+            }
+        }
+    }
+
+    /// Shrinks every idle inode on the warm list ([`Inode::shrink`]): one
+    /// that only the inode table holds (so nobody is inside it, and nobody
+    /// can reach it while this holds the table's lock). An inode whose
+    /// page index keeps nodes for cached pages stays on the list, and so
+    /// does one held only for a moment (by a lookup, say); one still open
+    /// goes back on the list when it is closed. So what idle inodes hold
+    /// beyond their attributes is bounded by the cache: pages cached, and
+    /// the list's length since its last pass.
+    ///
+    /// The list is processed when it has grown by [`WARM_MIN`] or by half
+    /// of what the last pass kept, whichever is more, so each close pays
+    /// for at most three entries' look. Skipped if the table is busy: the
+    /// next close that finds the list due tries again. The table's lock
+    /// is held for one pass over the list.
+    pub(crate) fn shrink_idle(&self) {
+        let Some(mut inodes) = self.inodes.try_write() else {
+            return;
+        };
+        let mut ids = core::mem::take(&mut self.warm.lock().ids);
+        ids.sort_unstable();
+        ids.dedup();
+        let mut keep = Vec::new();
+        for id in ids {
+            let Some(arc) = inodes.get_mut(&id) else {
+                continue;
+            };
+            if Arc::get_mut(arc).is_none() {
+                if arc.open.load(Ordering::Acquire) == 0 {
+                    keep.push(id);
+                }
+                continue;
+            }
+            let mut cached = false;
+            self.cache.scan(
+                &arc.pages,
+                id,
+                crate::units::PageIndex(0),
+                crate::units::PageIndex(u64::MAX),
+                |_, _, _| cached = true,
+            );
+            if let Some(inode) = Arc::get_mut(arc) {
+                if inode.shrink(cached) {
+                    keep.push(id);
+                }
+            }
+        }
+        drop(inodes);
+        let mut w = self.warm.lock();
+        w.ids.extend(keep);
+        w.due = w.ids.len() + (w.ids.len() / 2).max(WARM_MIN);
     }
 
     fn reclaim(&self, inode: &Inode) {
@@ -357,5 +446,104 @@ mod tests {
         assert_eq!((open(&a), open(&b)), (before.0 + 1, before.1 + 1));
         drop(taken);
         assert_eq!((open(&a), open(&b)), before);
+    }
+}
+
+#[cfg(test)]
+mod warm_tests {
+    use alloc::format;
+    use alloc::vec;
+
+    use super::WARM_MIN;
+    use crate::dev::ram::RamDevice;
+    use crate::fs::{Config, Fs, NewInode};
+    use crate::units::ROOT_INO;
+
+    const WHO: NewInode = NewInode {
+        perm: 0o644,
+        uid: 0,
+        gid: 0,
+    };
+
+    /// Files written and closed give back their write locks and, once
+    /// their pages leave the cache, their page index's nodes: what idle
+    /// inodes hold stays bounded by the warm list and the cache, whatever
+    /// the number of files, and every file reads back as written. A file
+    /// still open keeps what it uses.
+    #[test]
+    fn idle_inodes_give_back_what_only_use_needs() {
+        let cache_pages = 64;
+        let config = Config {
+            cache_pages,
+            dirty_limit_pages: 32,
+            ..Config::default()
+        };
+        let fs = Fs::format(RamDevice::new(256 << 20, 4096, 128).unwrap(), config, 7).unwrap();
+        let s = fs.session().unwrap();
+        let held = fs.create_in(ROOT_INO, "held", WHO).unwrap();
+        s.write_all_at(&held, &[9; 4096], 40 << 12).unwrap();
+        let files = 3 * WARM_MIN;
+        // Ten pages each: past the page index's head, so each makes nodes.
+        let body = |i: usize| vec![(i % 251) as u8; 10 << 12];
+        for i in 0..files {
+            let f = fs.create_in(ROOT_INO, &format!("f{i}"), WHO).unwrap();
+            s.write_all_at(&f, &body(i), 0).unwrap();
+        }
+        let warm = || {
+            fs.shared
+                .inodes
+                .read()
+                .values()
+                .filter(|i| i.is_warm())
+                .count()
+        };
+        // Held for a moment by writeback when a pass looked: at most the
+        // dirty limit's files, and those with cached pages.
+        let kept = (cache_pages + 32) as usize + 2;
+        let bound = kept + (kept / 2).max(WARM_MIN);
+        assert!(
+            warm() <= bound,
+            "{} of {files} files written and closed hold their locks or nodes (bound {bound})",
+            warm()
+        );
+        fs.sync().unwrap();
+        {
+            let _quiet = fs.pause_background();
+            fs.shared.shrink_idle();
+            assert!(
+                warm() <= cache_pages as usize + 1,
+                "{} warm after a pass with nothing in flight",
+                warm()
+            );
+        }
+        for i in 0..files {
+            let f = fs.open(&format!("/f{i}")).unwrap();
+            let mut got = vec![0; 10 << 12];
+            s.read_exact_at(&f, &mut got, 0).unwrap();
+            assert!(got == body(i), "file {i} reads back");
+        }
+        assert!(warm() <= bound, "{} warm after reading back", warm());
+        let inode = fs.shared.inodes.read()[&crate::units::InodeId(held.ino())].clone();
+        assert!(inode.is_warm(), "an open file keeps what it uses");
+        s.write_all_at(&held, &[8; 4096], 41 << 12).unwrap();
+        let mut got = [0; 4096];
+        s.read_exact_at(&held, &mut got, 40 << 12).unwrap();
+        assert_eq!(got, [9; 4096]);
+    }
+
+    /// A file of a few pages never makes page index nodes.
+    #[test]
+    fn a_small_file_makes_no_page_index_node() {
+        let fs = Fs::format(
+            RamDevice::new(16 << 20, 4096, 64).unwrap(),
+            Config::default(),
+            7,
+        )
+        .unwrap();
+        let s = fs.session().unwrap();
+        let f = fs.create_in(ROOT_INO, "small", WHO).unwrap();
+        s.write_all_at(&f, &[1; 8 << 12], 0).unwrap();
+        let inode = fs.shared.inodes.read()[&crate::units::InodeId(f.ino())].clone();
+        assert!(!inode.pages.has_nodes());
     }
 }
