@@ -17,10 +17,18 @@ pub struct Extent {
     pub len: u64,
 }
 
+/// A run: file block -> (device block, length).
+type Run = (u64, (u64, u64));
+
 /// File block -> device block, as non-overlapping extents.
+///
+/// Most files are one run, and a map's first node costs 280 bytes: a
+/// lone run is kept inline (`one`), and the tree holds two or more.
 #[derive(Clone, Debug, Default)]
 pub struct ExtentMap {
-    /// file_block -> (device block, length)
+    /// The only run, while there is exactly one (`map` is empty then).
+    one: Option<Run>,
+    /// file_block -> (device block, length), while there are two or more.
     map: BTreeMap<u64, (u64, u64)>,
     mapped: u64,
 }
@@ -33,12 +41,26 @@ impl ExtentMap {
 
     /// Number of extents.
     pub fn len(&self) -> usize {
-        self.map.len()
+        usize::from(self.one.is_some()) + self.map.len()
     }
 
     /// True if nothing is mapped.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.one.is_none() && self.map.is_empty()
+    }
+
+    /// Moves a lone run into the tree, for a change the tree's code makes.
+    fn spread(&mut self) {
+        if let Some((k, v)) = self.one.take() {
+            self.map.insert(k, v);
+        }
+    }
+
+    /// Keeps a lone run inline again (and frees the tree's node).
+    fn settle(&mut self) {
+        if self.map.len() == 1 {
+            self.one = core::mem::take(&mut self.map).into_iter().next();
+        }
     }
 
     /// Blocks mapped in total.
@@ -49,8 +71,15 @@ impl ExtentMap {
     /// The device block for `file_block` and how many following file blocks
     /// are contiguous with it on the device, or `None` for a hole.
     pub fn lookup(&self, file_block: u64) -> Option<(BlockNo, u64)> {
-        let (&fs, &(dev, len)) = self.map.range(..=file_block).next_back()?;
-        let off = file_block - fs;
+        let (fs, (dev, len)) = match self.one {
+            Some(run) => run,
+            None => self
+                .map
+                .range(..=file_block)
+                .next_back()
+                .map(|(&k, &v)| (k, v))?,
+        };
+        let off = file_block.checked_sub(fs)?;
         (off < len).then(|| (BlockNo(dev + off), len - off))
     }
 
@@ -60,10 +89,25 @@ impl ExtentMap {
         let Some(end) = file_block.checked_add(len) else {
             return false;
         };
-        if len == 0
-            || self.map.range(file_block..end).next().is_some()
-            || self.lookup(file_block).is_some()
-        {
+        if len == 0 {
+            return false;
+        }
+        if let Some((fs, (d, l))) = self.one {
+            if file_block < fs + l && fs < end {
+                return false;
+            }
+            if fs + l == file_block && d + l == dev.0 {
+                self.one = Some((fs, (d, l + len)));
+                self.mapped += len;
+                return true;
+            }
+            self.spread();
+        } else if self.map.is_empty() {
+            self.one = Some((file_block, (dev.0, len)));
+            self.mapped += len;
+            return true;
+        }
+        if self.map.range(file_block..end).next().is_some() || self.lookup(file_block).is_some() {
             return false;
         }
         let (mut start, mut dstart, mut n) = (file_block, dev.0, len);
@@ -81,6 +125,7 @@ impl ExtentMap {
         }
         self.map.insert(start, (dstart, n));
         self.mapped += len;
+        self.settle();
         true
     }
 
@@ -91,6 +136,7 @@ impl ExtentMap {
         if start >= end {
             return freed;
         }
+        self.spread();
         let mut keys: Vec<u64> = self.map.range(start..end).map(|(&k, _)| k).collect();
         if let Some((&ps, &(_, pl))) = self.map.range(..start).next_back() {
             if ps + pl > start {
@@ -115,16 +161,21 @@ impl ExtentMap {
             });
             self.mapped -= cut_e - cut_s;
         }
+        self.settle();
         freed
     }
 
     /// All extents, in file order.
     pub fn extents(&self) -> impl Iterator<Item = Extent> + '_ {
-        self.map.iter().map(|(&file_block, &(dev, len))| Extent {
-            file_block,
-            dev: BlockNo(dev),
-            len,
-        })
+        self.one
+            .iter()
+            .copied()
+            .chain(self.map.iter().map(|(&k, &v)| (k, v)))
+            .map(|(file_block, (dev, len))| Extent {
+                file_block,
+                dev: BlockNo(dev),
+                len,
+            })
     }
 }
 
@@ -143,6 +194,62 @@ mod tests {
         assert!(!m.insert(7, BlockNo(500), 2), "overlap must be refused");
         assert!(m.insert(10, BlockNo(200), 1));
         assert_eq!(m.mapped_blocks(), 9);
+    }
+
+    /// A lone run stays inline through merges, splits and removal, and
+    /// the map answers the same as one that always uses its tree.
+    #[test]
+    fn a_lone_run_is_inline_and_answers_as_the_tree_would() {
+        let mut m = ExtentMap::new();
+        assert!(m.insert(4, BlockNo(100), 2));
+        assert!(m.map.is_empty() && m.one.is_some());
+        assert!(!m.insert(5, BlockNo(9), 1), "overlap");
+        assert!(!m.insert(0, BlockNo(9), 5), "overlap from below");
+        assert_eq!(m.lookup(3), None);
+        assert!(m.insert(6, BlockNo(102), 3), "appended");
+        assert_eq!((m.len(), m.mapped_blocks()), (1, 5));
+        assert!(m.insert(0, BlockNo(96), 4), "prepended and merged");
+        assert_eq!(m.len(), 1);
+        assert!(m.map.is_empty());
+        assert_eq!(m.lookup(0), Some((BlockNo(96), 9)));
+        assert!(m.insert(20, BlockNo(500), 1));
+        assert_eq!(m.len(), 2);
+        let freed = m.remove(2, 30);
+        assert_eq!(freed.len(), 2);
+        assert_eq!(m.len(), 1);
+        assert!(m.map.is_empty(), "back inline after a split leaves one run");
+        assert_eq!(m.lookup(1), Some((BlockNo(97), 1)));
+        assert_eq!(m.remove(0, 2).len(), 1);
+        assert!(m.is_empty() && m.mapped_blocks() == 0);
+        // Against a plain tree: random inserts and removes.
+        let mut rng = crate::rng::SplitMix64::new(5);
+        let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut m = ExtentMap::new();
+        for _ in 0..2000 {
+            let at = rng.next_u64() % 64;
+            let len = 1 + rng.next_u64() % 4;
+            if rng.next_u64() % 3 == 0 {
+                let freed: u64 = m.remove(at, at + len).iter().map(|x| x.len).sum();
+                let before = model.len();
+                model.retain(|&k, _| k < at || k >= at + len);
+                assert_eq!(freed, (before - model.len()) as u64);
+            } else {
+                let dev = 1000 + at;
+                let free = (at..at + len).all(|b| !model.contains_key(&b));
+                assert_eq!(m.insert(at, BlockNo(dev), len), free);
+                if free {
+                    (at..at + len).for_each(|b| {
+                        model.insert(b, 1000 + b);
+                    });
+                }
+            }
+            for b in 0..70 {
+                assert_eq!(m.lookup(b).map(|x| x.0 .0), model.get(&b).copied());
+            }
+            assert_eq!(m.mapped_blocks(), model.len() as u64);
+            assert!(m.one.is_none() || m.map.is_empty());
+            assert!(m.map.len() != 1, "a lone run is kept inline");
+        }
     }
 
     #[test]
