@@ -136,18 +136,26 @@ impl<D: BlockDevice> Fs<D> {
     /// next commit).
     pub fn mount(dev: D, config: Config) -> Result<Fs<D>> {
         let frames = meta_frames(&dev)?;
-        let rec =
+        let mut rec =
             crate::persist::recover_for_mount(&dev, frames.clone(), config.clock, config.idle)?;
-        let log = Log::open(&rec);
+        let log = alloc::boxed::Box::new(Log::open(&rec, Shadow::default()));
         let layout = log.layout();
         let shared = Fs::build(
             dev,
             config,
             frames.start,
             (layout.data_start, layout.blocks),
-            Journal::Log(alloc::boxed::Box::new(log)),
+            Journal::Log(log),
         )?;
-        Fs::load(&shared, &rec.shadow, &rec.chain)?;
+        let orphans = Fs::load(&shared, &rec.shadow, &rec.chain)?;
+        // The durable view moves into the log rather than being copied:
+        // before anything can commit (no handle exists yet, the background
+        // steps have not started) and before the orphans' removals stage
+        // records against it.
+        if let Journal::Log(log) = &shared.journal {
+            log.adopt(core::mem::take(&mut rec.shadow));
+        }
+        Fs::reclaim_orphans(&shared, orphans);
         // What recovery replayed, for the hosted layer to report: kept
         // with the closed sessions' sum, which no session adds to.
         {
@@ -162,8 +170,8 @@ impl<D: BlockDevice> Fs<D> {
     /// and the allocator's state from `shadow`
     /// (which recovery checked: inode numbers in range, extents in the data
     /// area and disjoint, a connected tree), with `chain`'s blocks taken by
-    /// the checkpoint; then reclaims orphans.
-    fn load(shared: &Shared<D>, shadow: &Shadow, chain: &[(u64, u64)]) -> Result<()> {
+    /// the checkpoint. Returns the orphans: inodes with no link left.
+    fn load(shared: &Shared<D>, shadow: &Shadow, chain: &[(u64, u64)]) -> Result<Vec<u64>> {
         let overlap = |block| Error::Corrupt {
             block,
             damage: Damage::Inconsistent { problems: 1 },
@@ -205,6 +213,12 @@ impl<D: BlockDevice> Fs<D> {
                 .fetch_add(tree.entry_bytes(), Ordering::AcqRel);
             shared.next_ino.store(next, Ordering::Relaxed);
         }
+        Ok(orphans)
+    }
+
+    /// Reclaims `orphans` (inodes unlinked while open when the filesystem
+    /// stopped): their removal is logged with the next commit.
+    fn reclaim_orphans(shared: &Shared<D>, orphans: Vec<u64>) {
         for ino in orphans {
             if let Some(inode) = shared.inode(InodeId(ino)) {
                 inode.unlinked.store(true, Ordering::Release);
@@ -212,6 +226,5 @@ impl<D: BlockDevice> Fs<D> {
                 shared.close(&inode);
             }
         }
-        Ok(())
     }
 }

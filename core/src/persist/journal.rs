@@ -232,12 +232,14 @@ pub(crate) struct Log {
 }
 
 impl Log {
-    /// The log of a recovered filesystem. Its next log write goes
-    /// after every intact log write found (none past a hole is replayed:
-    /// repair starts a fresh checkpoint past them).
-    pub(crate) fn open(rec: &Recovered) -> Log {
+    /// The log of a recovered filesystem, holding `shadow` as its durable
+    /// view: recovery's, which mount moves in ([`Log::adopt`]) once it has
+    /// built the live inodes from it, so that mount never holds two copies
+    /// of it. Its next log write goes after every intact log write found
+    /// (none past a hole is replayed: repair starts a fresh checkpoint
+    /// past them).
+    pub(crate) fn open(rec: &Recovered, shadow: Shadow) -> Log {
         let sb = rec.superblock;
-        let durable_seq = rec.shadow.inodes.keys().map(|&ino| (ino, 0)).collect();
         let blocks: BTreeSet<u64> = rec
             .chain
             .iter()
@@ -253,7 +255,7 @@ impl Log {
             ckpt_lock: RangeLock::new(Level::Inode),
             background: AtomicBool::new(false),
             syncers: AtomicUsize::new(0),
-            durable_image: AtomicU64::new(rec.shadow.image_len()),
+            durable_image: AtomicU64::new(shadow.image_len()),
             queued: AtomicU64::new(0),
             chain_blocks: AtomicU64::new(blocks.len() as u64),
             st: Mutex::new(State {
@@ -276,12 +278,26 @@ impl Log {
                 pending_home: 0,
                 pending_frees: Vec::new(),
                 releasing: 0,
-                durable_seq,
+                // Empty: no record since recovery is durable yet. A free
+                // is held until its inode's record with a sequence at least
+                // the free's is durable, and every free comes after its
+                // inode's change (sequence 1 or more after mount), so a
+                // recovered inode needs no entry here.
+                durable_seq: BTreeMap::new(),
                 removed: BTreeSet::new(),
-                shadow: rec.shadow.clone(),
+                shadow,
                 index: Some(Index::open(sb.uuid, sb.root, CACHE_PAGES)),
             }),
         }
+    }
+
+    /// Takes `shadow` as the durable view, with its image length. Only
+    /// for mount, between building the live inodes from recovery's view
+    /// and starting anything that could commit.
+    pub(crate) fn adopt(&self, shadow: Shadow) {
+        self.durable_image
+            .store(shadow.image_len(), Ordering::Relaxed);
+        self.st.lock().shadow = shadow;
     }
 
     /// The layout.
@@ -1127,7 +1143,7 @@ impl Memory {
 impl Journal {
     /// The journal of a recovered filesystem: its log.
     pub(crate) fn open(rec: &Recovered) -> Journal {
-        Journal::Log(Box::new(Log::open(rec)))
+        Journal::Log(Box::new(Log::open(rec, rec.shadow.clone())))
     }
 
     /// The journal of a filesystem with no log.
@@ -1364,7 +1380,7 @@ mod tests {
             problems: Vec::new(),
             notes: Vec::new(),
         };
-        Log::open(&rec)
+        Log::open(&rec, rec.shadow.clone())
     }
 
     #[test]
