@@ -21,6 +21,7 @@ pub mod crash;
 pub mod deadline;
 pub mod deferred;
 pub mod delayed;
+pub mod heap;
 pub mod image;
 pub mod model;
 pub mod rng;

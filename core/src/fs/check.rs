@@ -73,6 +73,10 @@ pub enum InvariantError {
 pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> {
     links(fs)?;
     let inodes: Vec<_> = fs.inodes.read().values().cloned().collect();
+    // Inodes not in memory are what the durable view says: their blocks
+    // are theirs (taken before the allocator's lock, which is a leaf).
+    let in_memory: alloc::collections::BTreeSet<u64> = inodes.iter().map(|i| i.id.0).collect();
+    let durable = fs.journal.durable_extents(|ino| in_memory.contains(&ino));
     let space = fs.space.lock();
     // Collect every mapped block as (start, len) runs, then sort and look
     // for overlaps; a per-block set would not scale to large devices.
@@ -118,6 +122,19 @@ pub(crate) fn run<D: BlockDevice>(fs: &Shared<D>) -> Result<(), InvariantError> 
         }
         if !inode.inode_lock.is_idle() || !inode.gate.is_idle() || !inode.extent_lock_idle() {
             return Err(InvariantError::LockBusy { ino: inode.id });
+        }
+    }
+    for (ino, size, extents) in durable {
+        let eof_pages = pages_for(size);
+        for e in extents {
+            if e.file_block + e.len > eof_pages {
+                return Err(InvariantError::MappedPastEof {
+                    ino: InodeId(ino),
+                    file_block: e.file_block + e.len - 1,
+                });
+            }
+            runs.push((e.dev.0, e.len));
+            mapped += e.len;
         }
     }
     // The checkpoint's blocks are neither a file's nor free.

@@ -474,7 +474,10 @@ impl<D: BlockDevice> CommitEnv for SessionEnv<'_, D> {
     }
 
     fn logged(&self, ino: u64, seq: u64) {
-        if let Some(inode) = self.session.fs.inode(InodeId(ino)) {
+        // Not built if not in memory: this runs under the journal's state
+        // lock, and an inode not in memory counts on from the journal's
+        // durable sequence anyway.
+        if let Some(inode) = self.session.fs.loaded(InodeId(ino)) {
             inode.logged_seq.fetch_max(seq, Ordering::AcqRel);
         }
     }

@@ -12,6 +12,7 @@ use spin::Once;
 use crate::cache::Radix;
 use crate::lock::{Level, RangeLock, StripedLock};
 use crate::persist::record::{InodeMeta, Kind};
+use crate::persist::DurableInode;
 use crate::space::ExtentMap;
 use crate::sync::{Mutex, RwLock, WaitQueue};
 use crate::units::{InodeId, PAGE_SIZE_U64};
@@ -232,6 +233,13 @@ pub(crate) struct Inode {
     writing: Mutex<InFlight>,
 }
 
+/// The share of the metadata size estimate of an inode the durable view
+/// has as `m`, with `xattr_len` bytes of extended attributes: what mount
+/// counts for it and what its live inode starts with.
+pub(crate) fn durable_meta_len(m: &InodeMeta, xattr_len: u64) -> u64 {
+    crate::persist::record::inode_record_len(m.kind, m.extents.len(), m.target.len()) + xattr_len
+}
+
 /// Writebacks in flight: ids are handed out in order.
 #[derive(Debug, Default)]
 struct InFlight {
@@ -329,6 +337,31 @@ impl Inode {
             meta_len: AtomicU64::new(0),
             writing: Mutex::new(InFlight::default()),
         }
+    }
+
+    /// Inode `id` as the durable view has it: attributes, size, extents
+    /// and extended attributes, with its share of the metadata size
+    /// estimate as mount counted it (see `Fs::load`), and its sequences
+    /// counting on from its newest durable record.
+    pub(crate) fn from_durable(id: InodeId, d: &DurableInode) -> Inode {
+        let inode = Inode::from_meta(id, &d.meta);
+        inode.load_xattrs(d.xattrs.iter().map(|(n, v)| (n.as_str(), v.as_slice())));
+        {
+            let mut ext = inode.extents.write();
+            for x in &d.meta.extents {
+                // The record's extents are in file order and disjoint
+                // (checked when it was decoded), so each insert succeeds.
+                let _ = ext.insert(x.file_block, x.dev, x.len);
+            }
+        }
+        inode.meta_len.store(
+            durable_meta_len(&d.meta, inode.xattr_len.load(Ordering::Acquire)),
+            Ordering::Release,
+        );
+        for seq in [&inode.meta_seq, &inode.logged_seq, &inode.staged_seq] {
+            seq.store(d.seq, Ordering::Release);
+        }
+        inode
     }
 
     /// A writeback's writes are about to be submitted; returns its id.

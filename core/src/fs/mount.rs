@@ -7,11 +7,12 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use super::inode::Inode;
+use super::inode::{durable_meta_len, Inode};
 use super::{Config, Fs, Handles, Shared};
 use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena};
 use crate::error::{ConfigError, Damage, Error, Result};
+use crate::persist::record::xattr_len;
 use crate::persist::shadow::Shadow;
 use crate::persist::tree::Tree;
 use crate::persist::{Journal, Log};
@@ -94,6 +95,8 @@ impl<D: BlockDevice> Fs<D> {
             space: Mutex::new(Allocator::new(BlockNo(data.0), BlockNo(data.1))),
             tree: RwLock::new(Tree::default()),
             inodes: RwLock::new(BTreeMap::new()),
+            inode_count: AtomicU64::new(0),
+            reclaims: AtomicU64::new(0),
             warm: Mutex::new(super::shared::Warm::default()),
             next_ino: AtomicU64::new(ROOT_INO + 1),
             counters: Mutex::new((Vec::new(), Stats::default())),
@@ -186,27 +189,42 @@ impl<D: BlockDevice> Fs<D> {
                     .reserve(BlockNo(block), len)
                     .map_err(|_| overlap(block))?;
             }
+            // With a log, an inode is built when first asked for
+            // (`Shared::inode`); mount only counts it and takes its blocks.
+            // Without one there is no durable view to build from.
+            let lazy = shared.journal.has_log();
             let mut next = ROOT_INO + 1;
+            let mut meta_bytes = 0;
             for (&ino, m) in &shadow.inodes {
-                let inode = Inode::from_meta(InodeId(ino), m);
-                inode.load_xattrs(shadow.xattrs_of(ino));
-                {
-                    let mut ext = inode.extents.write();
-                    for x in &m.extents {
-                        if !ext.insert(x.file_block, x.dev, x.len)
-                            || space.reserve(x.dev, x.len).is_err()
-                        {
-                            return Err(overlap(x.dev.0));
+                for x in &m.extents {
+                    space.reserve(x.dev, x.len).map_err(|_| overlap(x.dev.0))?;
+                }
+                if lazy {
+                    let xattrs = shadow.xattrs_of(ino).map(|(n, v)| xattr_len(n, Some(v)));
+                    meta_bytes += durable_meta_len(m, xattrs.sum());
+                } else {
+                    let inode = Inode::from_meta(InodeId(ino), m);
+                    inode.load_xattrs(shadow.xattrs_of(ino));
+                    {
+                        let mut ext = inode.extents.write();
+                        for x in &m.extents {
+                            if !ext.insert(x.file_block, x.dev, x.len) {
+                                return Err(overlap(x.dev.0));
+                            }
                         }
+                        shared.meta_len_changed(&inode, ext.len(), false);
                     }
-                    shared.meta_len_changed(&inode, ext.len(), false);
+                    inodes.insert(InodeId(ino), Arc::new(inode));
                 }
                 if ino != ROOT_INO && m.nlink == 0 {
                     orphans.push(ino);
                 }
-                inodes.insert(InodeId(ino), Arc::new(inode));
                 next = next.max(ino + 1);
             }
+            shared.meta_bytes.fetch_add(meta_bytes, Ordering::AcqRel);
+            shared
+                .inode_count
+                .store(shadow.inodes.len() as u64, Ordering::Relaxed);
             *tree = shadow.tree.clone();
             shared
                 .meta_bytes

@@ -169,9 +169,11 @@ impl<D: BlockDevice> Shared<D> {
             self.meta_bytes.fetch_sub(before - after, Ordering::AcqRel);
         }
         {
-            let inodes = self.inodes.read();
+            // Built if not in memory: an inode whose link count or parent
+            // differs from the durable view's must be in memory (see
+            // `Shared::inode`).
             for (ino, node) in &effects.changed {
-                if let Some(inode) = inodes.get(&InodeId(*ino)) {
+                if let Some(inode) = self.inode(InodeId(*ino)) {
                     inode.nlink.store(node.nlink, Ordering::Release);
                     inode.parent.store(node.parent, Ordering::Release);
                 }
@@ -287,6 +289,7 @@ impl<D: BlockDevice> Shared<D> {
             inode.open.fetch_add(1, Ordering::AcqRel);
         }
         self.inodes.write().insert(InodeId(ino), inode.clone());
+        self.inode_count.fetch_add(1, Ordering::AcqRel);
         self.meta_len_changed(&inode, 0, false);
         let mut records = Vec::with_capacity(2 + xattrs.len());
         records.push(Record::Inode { ino, meta });
@@ -677,7 +680,7 @@ impl<D: BlockDevice> Fs<D> {
             .list(dir, after, max)
             .into_iter()
             .filter_map(|(cookie, name, ino)| {
-                let kind = self.shared.inode(InodeId(ino))?.kind;
+                let kind = tree.node(ino)?.kind;
                 Some(DirEntry {
                     name,
                     ino,

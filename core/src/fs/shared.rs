@@ -32,8 +32,17 @@ pub(crate) struct Shared<D: BlockDevice> {
     /// The namespace lock: directories' entries; link counts and
     /// directories' parents change only under it (see `namespace`).
     pub(crate) tree: RwLock<Tree>,
-    /// Every live inode: linked, or unlinked but still open.
+    /// The live inodes in memory: every one in use since mount, or
+    /// unlinked but still open. With a log, an inode is built from the
+    /// durable view when first asked for ([`Shared::inode`]); until then
+    /// it is exactly what that view says.
     pub(crate) inodes: RwLock<BTreeMap<InodeId, Arc<Inode>>>,
+    /// Inodes that exist: linked, or unlinked but still open.
+    pub(crate) inode_count: AtomicU64,
+    /// Reclaims so far: bumped before a reclaimed inode leaves `inodes`,
+    /// so an inode built from the durable view while it was being
+    /// reclaimed is not put back (see [`Shared::inode`]).
+    pub(crate) reclaims: AtomicU64,
     /// Inodes that were in use since they were last shrunk (see
     /// [`Shared::shrink_idle`]). Taken after `inodes`.
     pub(crate) warm: Mutex<Warm>,
@@ -221,8 +230,42 @@ impl<D: BlockDevice> Shared<D> {
         self.commit_frames().end..self.meta_frames.end
     }
 
-    /// The live inode `ino`.
+    /// The live inode `ino`, built from the durable view if it is not in
+    /// memory yet.
+    ///
+    /// An inode not in memory is exactly what the durable view says: it
+    /// enters memory before anything changes it (every change starts from
+    /// this function, and a namespace change builds the inodes whose link
+    /// counts it changes, [`Shared::apply`]), and it leaves only when it
+    /// is reclaimed, after its removal is staged, which the view then
+    /// refuses to build. One race is left: an inode reclaimed between this
+    /// reading the view and putting the inode in memory. The reclaim bumps
+    /// `reclaims` before the inode leaves memory, so this tries again when
+    /// the count moved, and finds its removal staged.
     pub(crate) fn inode(&self, ino: InodeId) -> Option<Arc<Inode>> {
+        if let Some(inode) = self.loaded(ino) {
+            return Some(inode);
+        }
+        loop {
+            let reclaims = self.reclaims.load(Ordering::Acquire);
+            let durable = self.journal.durable_inode(ino.0)?;
+            let inode = Inode::from_durable(ino, &durable);
+            let mut inodes = self.inodes.write();
+            if let Some(there) = inodes.get(&ino) {
+                return Some(there.clone());
+            }
+            if self.reclaims.load(Ordering::Acquire) != reclaims {
+                continue;
+            }
+            let inode = Arc::new(inode);
+            inodes.insert(ino, inode.clone());
+            return Some(inode);
+        }
+    }
+
+    /// The live inode `ino` if it is in memory (never built: for callers
+    /// that hold the journal's state, and for inodes no one uses).
+    pub(crate) fn loaded(&self, ino: InodeId) -> Option<Arc<Inode>> {
         self.inodes.read().get(&ino).cloned()
     }
 
@@ -364,7 +407,10 @@ impl<D: BlockDevice> Shared<D> {
             let _ = self.change(&mut tree, Record::Free { ino: inode.id.0 });
         }
         self.free_extents(inode, &freed);
-        self.inodes.write().remove(&inode.id);
+        self.reclaims.fetch_add(1, Ordering::AcqRel);
+        if self.inodes.write().remove(&inode.id).is_some() {
+            self.inode_count.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -545,5 +591,101 @@ mod warm_tests {
         s.write_all_at(&f, &[1; 8 << 12], 0).unwrap();
         let inode = fs.shared.inodes.read()[&crate::units::InodeId(f.ino())].clone();
         assert!(!inode.pages.has_nodes());
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod on_demand_tests {
+    use alloc::vec;
+
+    use crate::dev::ram::RamDevice;
+    use crate::error::{Error, NamespaceError};
+    use crate::fs::{Config, Fs, NewInode, XattrMode};
+    use crate::units::{InodeId, ROOT_INO};
+
+    const WHO: NewInode = NewInode {
+        perm: 0o640,
+        uid: 7,
+        gid: 8,
+    };
+
+    /// Mount builds no inode: each is built from the durable view when
+    /// first asked for, with the attributes, extended attributes, extents
+    /// and data it had; the invariant checker counts the blocks of those
+    /// not built; a namespace change to one not built is seen; and one
+    /// reclaimed in memory does not come back from the view before its
+    /// removal is durable.
+    #[test]
+    fn inodes_are_built_when_first_asked_for_and_never_come_back_once_reclaimed() {
+        let dev = RamDevice::new(16 << 20, 4096, 64).unwrap();
+        let fs = Fs::format(dev.clone(), Config::default(), 9).unwrap();
+        let s = fs.session().unwrap();
+        let d = fs.mkdir_in(ROOT_INO, "d", WHO).unwrap();
+        let a = fs.create_in(d, "a", WHO).unwrap();
+        s.write_all_at(&a, &[5; 3 << 12], 0).unwrap();
+        fs.set_xattr(a.ino(), "user.k", b"v", XattrMode::Any)
+            .unwrap();
+        let (a, b, c) = (
+            a.ino(),
+            fs.create_in(d, "b", WHO).unwrap().ino(),
+            fs.create_in(d, "c", WHO).unwrap().ino(),
+        );
+        let before = [
+            fs.attr(d).unwrap(),
+            fs.attr(a).unwrap(),
+            fs.attr(b).unwrap(),
+        ];
+        drop(s);
+        fs.clone().unmount().unwrap();
+        drop(fs);
+
+        let fs = Fs::mount(dev.clone(), Config::default()).unwrap();
+        let in_memory = |ino: u64| fs.shared.loaded(InodeId(ino)).is_some();
+        assert!(
+            ![d, a, b, c].into_iter().any(in_memory),
+            "mount built inodes"
+        );
+        assert_eq!(fs.statfs().inodes, 5);
+        // Fails (leaked blocks) if the checker skips a's blocks.
+        fs.check_invariants().unwrap();
+        assert_eq!(
+            [
+                fs.attr(d).unwrap(),
+                fs.attr(a).unwrap(),
+                fs.attr(b).unwrap()
+            ],
+            before
+        );
+        assert!(in_memory(a) && !in_memory(c));
+        assert_eq!(fs.get_xattr(a, "user.k").unwrap(), b"v");
+        let s = fs.session().unwrap();
+        let f = fs.open("/d/a").unwrap();
+        let mut got = vec![0; 3 << 12];
+        s.read_exact_at(&f, &mut got, 0).unwrap();
+        assert!(got.iter().all(|&x| x == 5));
+        drop(f);
+
+        fs.link_in(b, ROOT_INO, "b2").unwrap();
+        assert_eq!(fs.attr(b).unwrap().nlink, 2);
+        // c is reclaimed as it is unlinked (nobody has it open); its
+        // removal is staged, not durable: the view still has it.
+        fs.unlink_in(d, "c").unwrap();
+        assert!(matches!(
+            fs.attr(c),
+            Err(Error::Namespace(NamespaceError::NotFound))
+        ));
+        assert_eq!(fs.statfs().inodes, 4);
+        fs.check_invariants().unwrap();
+        fs.sync().unwrap();
+        assert!(fs.attr(c).is_err());
+        drop(s);
+        fs.clone().unmount().unwrap();
+        drop(fs);
+
+        let fs = Fs::mount(dev, Config::default()).unwrap();
+        assert_eq!(fs.attr(b).unwrap().nlink, 2);
+        assert!(fs.attr(c).is_err());
+        assert_eq!(fs.statfs().inodes, 4);
+        fs.check_invariants().unwrap();
     }
 }

@@ -44,7 +44,7 @@ impl<D: BlockDevice> Fs<D> {
             blocks,
             free,
             available: free.saturating_sub(reserve),
-            inodes: shared.inodes.read().len() as u64,
+            inodes: shared.inode_count.load(Ordering::Acquire),
             inodes_free: (MAX_INODE + 1).saturating_sub(next),
         }
     }

@@ -15,6 +15,7 @@
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::future::Future;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -25,11 +26,12 @@ use super::format::{
 use super::index::{page::PAYLOAD, Index, Root};
 use super::metaio::MetaIo;
 use super::pages::{self, Applied, Changes, CACHE_PAGES};
-use super::record::Record;
+use super::record::{InodeMeta, Record};
 use super::recover::{first_location, Recovered};
 use super::shadow::Shadow;
 use crate::error::{Result, SpaceError};
 use crate::lock::{Held, Level, Mode, RangeLock};
+use crate::space::Extent;
 use crate::sync::Mutex;
 use crate::units::{BlockNo, ByteRange, Nanos, PAGE_SIZE_U64};
 
@@ -188,6 +190,9 @@ struct State {
     durable_seq: BTreeMap<u64, u64>,
     /// Inodes whose removal is durable.
     removed: BTreeSet<u64>,
+    /// Inodes whose removal is staged and not yet durable: the durable
+    /// view still has them, but they are gone (see [`Log::durable_inode`]).
+    freeing: BTreeSet<u64>,
     shadow: Shadow,
     /// The index as of the last checkpoint, with the pages it has read;
     /// taken out by the checkpoint writing (under the checkpoint lock).
@@ -198,6 +203,19 @@ impl State {
     fn releasable(&self, f: &PendingFree) -> bool {
         self.removed.contains(&f.ino) || self.durable_seq.get(&f.ino).is_some_and(|&s| s >= f.seq)
     }
+}
+
+/// An inode as the durable view has it ([`Log::durable_inode`]).
+#[derive(Debug)]
+pub(crate) struct DurableInode {
+    /// Its record.
+    pub(crate) meta: InodeMeta,
+    /// Its extended attributes.
+    pub(crate) xattrs: Vec<(String, Vec<u8>)>,
+    /// The sequence of its newest durable record since mount (0 if none):
+    /// its live inode counts on from there, so a free held for an older
+    /// sequence is never taken for durable.
+    pub(crate) seq: u64,
 }
 
 /// The metadata log of a mounted filesystem.
@@ -285,6 +303,7 @@ impl Log {
                 // recovered inode needs no entry here.
                 durable_seq: BTreeMap::new(),
                 removed: BTreeSet::new(),
+                freeing: BTreeSet::new(),
                 shadow,
                 index: Some(Index::open(sb.uuid, sb.root, CACHE_PAGES)),
             }),
@@ -298,6 +317,43 @@ impl Log {
         self.durable_image
             .store(shadow.image_len(), Ordering::Relaxed);
         self.st.lock().shadow = shadow;
+    }
+
+    /// Inode `ino` as the durable view has it, to build its live inode
+    /// from: `None` if the view does not have it, or its removal is
+    /// staged (a file reclaimed in memory must not come back from the
+    /// view before its removal is durable).
+    pub(crate) fn durable_inode(&self, ino: u64) -> Option<DurableInode> {
+        let st = self.st.lock();
+        if st.freeing.contains(&ino) {
+            return None;
+        }
+        let meta = st.shadow.inodes.get(&ino)?.clone();
+        Some(DurableInode {
+            meta,
+            xattrs: st
+                .shadow
+                .xattrs_of(ino)
+                .map(|(n, v)| (String::from(n), v.to_vec()))
+                .collect(),
+            seq: st.durable_seq.get(&ino).copied().unwrap_or(0),
+        })
+    }
+
+    /// The extents of every inode in the durable view that `skip` does not
+    /// name, with each inode's size (for the invariant checker: the
+    /// blocks of inodes not built in memory).
+    pub(crate) fn durable_extents(
+        &self,
+        skip: impl Fn(u64) -> bool,
+    ) -> Vec<(u64, u64, Vec<Extent>)> {
+        let st = self.st.lock();
+        st.shadow
+            .inodes
+            .iter()
+            .filter(|(&ino, _)| !skip(ino) && !st.freeing.contains(&ino))
+            .map(|(&ino, m)| (ino, m.size, m.extents.clone()))
+            .collect()
     }
 
     /// The layout.
@@ -319,6 +375,9 @@ impl Log {
             match record {
                 Record::Data { .. } => st.pending_data += 1,
                 Record::Home { .. } => st.pending_home += 1,
+                Record::Free { ino } => {
+                    st.freeing.insert(ino);
+                }
                 _ => {}
             }
             bytes += record.encoded_len();
@@ -641,6 +700,7 @@ impl Log {
                     env.logged(*ino, seq);
                 }
                 (Record::Free { ino }, _) => {
+                    st.freeing.remove(ino);
                     st.removed.insert(*ino);
                 }
                 _ => {}
@@ -1175,6 +1235,27 @@ impl Journal {
         match self {
             Journal::Log(l) => l.data_room(n),
             Journal::Memory(_) => false,
+        }
+    }
+
+    /// Inode `ino` as the durable view has it ([`Log::durable_inode`]);
+    /// `None` without a log (every inode of an in-memory filesystem is
+    /// in memory).
+    pub(crate) fn durable_inode(&self, ino: u64) -> Option<DurableInode> {
+        match self {
+            Journal::Log(l) => l.durable_inode(ino),
+            Journal::Memory(_) => None,
+        }
+    }
+
+    /// [`Log::durable_extents`]; nothing without a log.
+    pub(crate) fn durable_extents(
+        &self,
+        skip: impl Fn(u64) -> bool,
+    ) -> Vec<(u64, u64, Vec<Extent>)> {
+        match self {
+            Journal::Log(l) => l.durable_extents(skip),
+            Journal::Memory(_) => Vec::new(),
         }
     }
 

@@ -68,9 +68,9 @@ fn main() {
                 })
                 .collect();
             println!(
-                "| engine | files | create/s | RSS after create MB | mount ms | RSS after mount MB | sync p50 us | p99 us | p99.9 us | max us | checkpoints | KiB per checkpoint | device KiB/sync | umount ms | fsck ms | fsck peak MB | checkpoint KiB | lookup in N-dir us | create in N-dir us |"
+                "| engine | files | create/s | RSS after create MB | heap after create MB | mount ms | RSS after mount MB | heap after mount MB | sync p50 us | p99 us | p99.9 us | max us | checkpoints | KiB per checkpoint | device KiB/sync | umount ms | fsck ms | fsck peak MB | checkpoint KiB | lookup in N-dir us | create in N-dir us |"
             );
-            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
             for n in counts {
                 row(&args[1], &dir, n);
             }
@@ -122,8 +122,10 @@ fn row(engine: &str, dir: &Path, n: u64) {
     let cols = [
         "create_rate",
         "rss_create_mb",
+        "heap_create_mb",
         "mount_ms",
         "rss_mount_mb",
+        "heap_mount_mb",
         "p50_us",
         "p99_us",
         "p999_us",
@@ -154,6 +156,13 @@ fn memory_mb() -> (f64, f64) {
             .map_or(0.0, |kb| kb / 1024.0)
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// MiB the allocator has handed out and not had back: what the engine
+/// holds, where resident memory also keeps what was freed but not
+/// returned to the system (recovery's peak, say).
+fn heap_mb() -> f64 {
+    pollfs_host_tests::heap::in_use_bytes() as f64 / 1048576.0
 }
 
 fn device_path(dir: &Path) -> PathBuf {
@@ -252,6 +261,7 @@ fn pollfs_create(dir: &Path, n: u64) {
         format!("{:.0}", n as f64 / took.as_secs_f64()),
     );
     out("rss_create_mb", format!("{:.0}", memory_mb().0));
+    out("heap_create_mb", format!("{:.0}", heap_mb()));
     drop(s);
     fs.unmount().expect("unmount");
 }
@@ -261,6 +271,7 @@ fn pollfs_syncs(dir: &Path, n: u64) {
     let fs = Fs::mount(open_device(dir, n), config()).expect("mount");
     out("mount_ms", ms(start.elapsed()));
     out("rss_mount_mb", format!("{:.0}", memory_mb().0));
+    out("heap_mount_mb", format!("{:.0}", heap_mb()));
     let s = fs.session().expect("session");
     let f = fs.open("/syncfile").expect("open");
     let before = fs.stats();
