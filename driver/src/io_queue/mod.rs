@@ -55,6 +55,9 @@ pub struct QueueStats {
     pub protocol_errors: u64,
     /// Times this queue re-created itself after a controller reset.
     pub resyncs: u64,
+    /// Completions that reported a failed end-to-end protection check
+    /// (guard, application or reference tag), retries included.
+    pub integrity_errors: u64,
 }
 
 /// Most blocks one Write Zeroes (16-bit NLB) can cover.
@@ -77,6 +80,12 @@ pub struct NvmeQueue<T: Transport> {
     generation: u64,
     next_scan: Nanos,
     stats: QueueStats,
+    /// PRINFO of every Read, Write and Write Zeroes (0 on a namespace
+    /// without protection information), and the mask of the starting
+    /// LBA that is its reference tag (ILBRT: the low 32 bits on a
+    /// protected namespace, none otherwise, so CDW14 stays 0).
+    prinfo: u32,
+    ref_mask: u32,
 }
 
 impl<T: Transport> core::fmt::Debug for NvmeQueue<T> {
@@ -101,6 +110,10 @@ impl<T: Transport> NvmeQueue<T> {
         }
         let info = *ctrl.info();
         let entries = info.io_entries;
+        let (prinfo, ref_mask) = match info.protection {
+            Some(p) => (p.prinfo(), u32::MAX),
+            None => (0, 0),
+        };
         let bpp = geometry.blocks_per_page().max(1) as usize;
         let chunk_frames = (info.mdts_bytes as usize / MPS)
             .min(MAX_ZERO_BLOCKS as usize / bpp)
@@ -137,6 +150,8 @@ impl<T: Transport> NvmeQueue<T> {
             generation,
             next_scan: Nanos(0),
             stats: QueueStats::default(),
+            prinfo,
+            ref_mask,
         })
     }
 
@@ -172,9 +187,16 @@ impl<T: Transport> DeviceQueue for NvmeQueue<T> {
             Command::Read { lba, frames } | Command::Write { lba, frames, .. } => {
                 // `Command::validate` for a transfer, inlined.
                 self.geometry.check_transfer(lba, frames.len())?;
-                let sqe = |slba: u64, blocks: u32| match *command {
-                    Command::Write { fua, .. } => SubmissionEntry::write(nsid, slba, blocks, fua),
-                    _ => SubmissionEntry::read(nsid, slba, blocks),
+                let (prinfo, ref_mask) = (self.prinfo, self.ref_mask);
+                let sqe = |slba: u64, blocks: u32| {
+                    let mut e = match *command {
+                        Command::Write { fua, .. } => {
+                            SubmissionEntry::write(nsid, slba, blocks, fua)
+                        }
+                        _ => SubmissionEntry::read(nsid, slba, blocks),
+                    };
+                    e.protect(prinfo, slba as u32 & ref_mask);
+                    e
                 };
                 if frames.len() <= self.chunk_frames {
                     // One NVMe command: the usual case. The transport
