@@ -137,7 +137,9 @@ impl<T: Transport> NvmeQueue<T> {
                 // On a protected namespace the controller writes the PI
                 // of the zeroes too, so later reads check as any block.
                 let mut sqe = SubmissionEntry::write_zeroes(nsid, rest.lba, n as u32);
-                sqe.protect(self.prinfo, rest.lba as u32 & self.ref_mask);
+                if self.prinfo != 0 {
+                    sqe.protect(self.prinfo, rest.lba as u32);
+                }
                 (sqe, Payload::None, n)
             } else {
                 let n = rest.blocks.min(u64::from(u32::MAX));
