@@ -94,7 +94,11 @@ fn good_io_passes_and_leaves_the_pi_the_spec_asks_for() {
                 blocks: 8 * bpp,
             };
             run(&mut q, zero).unwrap();
-            assert_eq!(ctrl.pi_tuple(1000).unwrap().guard, 0);
+            let t = ctrl.pi_tuple(1001).unwrap();
+            assert_eq!((t.guard, t.app_tag), (0, 0));
+            if pi_type != PiType::Type3 {
+                assert_eq!(t.ref_tag, 1001);
+            }
             assert_eq!(read_page(&dev, &mut q, 1000).unwrap(), vec![0u8; PAGE_SIZE]);
             let trim = Command::Deallocate {
                 lba: Lba(1000 + 8 * bpp),

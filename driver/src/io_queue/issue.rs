@@ -10,7 +10,7 @@ use crate::controller::Trouble;
 use crate::qpair::ProtocolError;
 use crate::spec::command::{DsmRange, SubmissionEntry};
 use crate::spec::completion::CompletionEntry;
-use crate::spec::protection::PiCheck;
+use crate::spec::protection::{prinfo, PiCheck};
 use crate::transport::{Payload, Qpair, QpairError, Transport};
 
 /// How a refusal by the transport reaches the engine.
@@ -135,10 +135,11 @@ impl<T: Transport> NvmeQueue<T> {
             let (sqe, payload, n) = if rest.zeroes {
                 let n = rest.blocks.min(MAX_ZERO_BLOCKS);
                 // On a protected namespace the controller writes the PI
-                // of the zeroes too, so later reads check as any block.
+                // of the zeroes too, so later reads check as any block
+                // (PRACT alone: there is no data to check).
                 let mut sqe = SubmissionEntry::write_zeroes(nsid, rest.lba, n as u32);
                 if self.prinfo != 0 {
-                    sqe.protect(self.prinfo, rest.lba as u32);
+                    sqe.protect(self.prinfo & prinfo::PRACT, rest.lba as u32);
                 }
                 (sqe, Payload::None, n)
             } else {

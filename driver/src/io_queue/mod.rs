@@ -80,7 +80,8 @@ pub struct NvmeQueue<T: Transport> {
     generation: u64,
     next_scan: Nanos,
     stats: QueueStats,
-    /// PRINFO of every Read, Write and Write Zeroes, 0 on a namespace
+    /// PRINFO of every Read and Write (Write Zeroes takes its PRACT bit
+    /// alone), 0 on a namespace
     /// without protection information (whose commands then go out as
     /// before: one predictable branch, three instructions per command
     /// under `just io-cost`). On a protected one, the reference tag the

@@ -19,9 +19,10 @@
 //! Read, Write and Write Zeroes on the latter with PRACT = 1 (the
 //! controller inserts the PI on a write and strips it on a read, so no
 //! metadata crosses the bus and the page cache's 4 KiB frames stay what
-//! they are) and PRCHK = guard, plus the reference tag on types 1 and 2,
-//! with the first block's reference tag (ILBRT) set to the low 32 bits of
-//! the starting LBA. The controller then checks, on every read, that the
+//! they are) and PRCHK = guard, plus the reference tag on types 1 and 2
+//! (Write Zeroes, which has no data to check, with PRACT alone), with the
+//! first block's reference tag (ILBRT) set to the low 32 bits of the
+//! starting LBA. The controller then checks, on every read, that the
 //! block's stored guard matches its data and its stored reference tag
 //! matches the LBA asked for: a block corrupted on the medium or in the
 //! controller's path to it, and a read served from the wrong block (a
@@ -233,15 +234,23 @@ impl Protection {
         }
     }
 
-    /// The PRINFO bits for every Read, Write and Write Zeroes: the
-    /// controller inserts and strips the PI, and checks the guard, and the
-    /// reference tag where the type has one.
+    /// The PRINFO bits for every Read and Write: the controller inserts
+    /// and strips the PI, and checks the guard, and the reference tag
+    /// where the type has one.
     pub fn prinfo(&self) -> u32 {
         let refs = match self.pi_type {
             PiType::Type1 | PiType::Type2 => prinfo::CHECK_REF_TAG,
             PiType::Type3 => 0,
         };
         prinfo::PRACT | prinfo::CHECK_GUARD | refs
+    }
+
+    /// The PRINFO bits for Write Zeroes: PRACT only (the controller
+    /// writes PI for the zeroes, reference tags from ILBRT). It has no
+    /// data to check, and QEMU's controller refuses any PRCHK bit on it
+    /// with Invalid Protection Information.
+    pub fn write_zeroes_prinfo(&self) -> u32 {
+        prinfo::PRACT
     }
 
     /// Writes the active format of Identify Namespace data (LBA format 0
@@ -389,6 +398,7 @@ mod tests {
             p.prinfo(),
             prinfo::PRACT | prinfo::CHECK_GUARD | prinfo::CHECK_REF_TAG
         );
+        assert_eq!(p.write_zeroes_prinfo(), prinfo::PRACT);
         let p = Protection::parse(&page(8, true, 3 | 8)).unwrap().unwrap();
         assert_eq!(p.pi_type, PiType::Type3);
         assert!(p.extended && p.first_eight);

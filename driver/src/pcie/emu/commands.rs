@@ -448,7 +448,11 @@ impl State {
                     return generic_err(generic::LBA_OUT_OF_RANGE).into();
                 };
                 // Without PRACT the zeroed blocks' PI is left unwritten
-                // (no metadata comes with Write Zeroes).
+                // (no metadata comes with Write Zeroes); with no data to
+                // check, a PRCHK bit is refused, as QEMU's controller does.
+                if self.pi_type.is_some() && sqe.prinfo() & !prinfo::PRACT != 0 {
+                    return specific_err(INVALID_PROTECTION_INFO).into();
+                }
                 let pi = match self.protection(sqe) {
                     Ok(pi) => pi,
                     Err(_) if self.served && sqe.prinfo() & prinfo::PRACT == 0 => None,
