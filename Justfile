@@ -251,7 +251,8 @@ vm-tcp-auth-test:
 # with 8 bytes of type 1 PI per 4096-byte block (`ms=8,pi=1`), the device
 # test through VFIO with PRACT and PRCHK on every command (counted by
 # QEMU's trace events), the PI on the medium checked from the host, then
-# a flipped bit and a misdirected block caught by name in a second boot.
+# a flipped bit and a misdirected block caught by name in a second boot;
+# the engine (bench, fsck, mkfs, fsck) on a fresh PI namespace in a third.
 vm-pi-test:
     bash vm/pi-test.sh
 
