@@ -247,6 +247,15 @@ vm-tcp-test:
 vm-tcp-auth-test:
     bash vm/tcp-auth-test.sh
 
+# End-to-end protection information in the VM: QEMU's namespace formatted
+# with 8 bytes of type 1 PI per 4096-byte block (`ms=8,pi=1`), the device
+# test through VFIO with PRACT and PRCHK on every command (counted by
+# QEMU's trace events), the PI on the medium checked from the host, then
+# a flipped bit and a misdirected block caught by name in a second boot;
+# the engine (bench, fsck, mkfs, fsck) on a fresh PI namespace in a third.
+vm-pi-test:
+    bash vm/pi-test.sh
+
 # A mirror over two nvmet-tcp targets in the VM: one taken away under a
 # syncing writer, which goes on; every synced chunk read back from each
 # leg alone; `pollfs mirror rejoin` leaves the legs byte-equal.

@@ -203,18 +203,28 @@ build_static() {
 
 # More QEMU arguments for boot() (another controller, trace events).
 qemu_extra=()
+# Properties of the namespace for boot(), with a leading comma: when set,
+# the namespace is a device of its own (`-device nvme-ns`, which takes the
+# format's metadata and protection information: ms=, mset=, pi=, pil=)
+# instead of the controller's drive.
+nvme_ns=""
 
 # Boots the VM. $1: initramfs, $2: backing image, $3: console log, $4:
 # extra -device nvme properties, $5: extra kernel command line; also
-# ${qemu_extra[@]}. Fails on timeout; the guest's own verdict is read from
-# the log by the caller. Says how long the VM ran.
+# ${qemu_extra[@]} and $nvme_ns. Fails on timeout; the guest's own
+# verdict is read from the log by the caller. Says how long the VM ran.
 boot() {
     local initrd="$1" img="$2" out="$3" props="${4:-}" cmdline="${5:-}" t0=$SECONDS
+    local nvme=(-device "nvme,serial=deadbeef,drive=nvm$props")
+    if [ -n "$nvme_ns" ]; then
+        nvme=(-device "nvme,serial=deadbeef,id=nvme0$props"
+            -device "nvme-ns,drive=nvm,bus=nvme0,nsid=1$nvme_ns")
+    fi
     timeout "${POLLFS_VM_TIMEOUT:-600}" qemu-system-x86_64 -nographic -no-reboot \
         -m 1G -smp 2 -nic none -bios /usr/share/qemu/qboot.rom \
         -kernel "$vmlinux" -initrd "$initrd" \
         -drive "file=$img,if=none,id=nvm,format=raw" \
-        -device "nvme,serial=deadbeef,drive=nvm$props" \
+        "${nvme[@]}" \
         -accel tcg -cpu max -machine q35,kernel-irqchip=split \
         -device intel-iommu,intremap=on,caching-mode=on \
         "${qemu_extra[@]}" \

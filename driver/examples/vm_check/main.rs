@@ -7,11 +7,18 @@
 //! `vm/test.sh` inside the test VM; the host then runs
 //! `vm_check verify-image nvme.img` on the backing file.
 //!
-//! Usage: `vm_check <pci-address>` | `vm_check verify-image <image>`
+//! On a namespace formatted with protection information (`vm/pi-test.sh`)
+//! the same test runs with PRACT and PRCHK on every command, and [`pi`]
+//! checks the PI on the medium and that damaged blocks are caught.
+//!
+//! Usage: `vm_check <pci-address>` | `vm_check verify-image <image>` |
+//! `vm_check pi-image <image>` | `vm_check pi-corrupt <image>` |
+//! `vm_check pi-detect <pci-address>`
 
 #[path = "../check/pages.rs"]
 mod pages;
 mod pattern;
+mod pi;
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -177,12 +184,18 @@ fn leave_pattern(dev: &VfioDevice, q: &mut impl DeviceQueue) -> Result<(), Strin
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if let [_, cmd, image] = args.as_slice() {
-        if cmd == "verify-image" {
-            return match pattern::verify_image(image) {
-                Ok(()) => {
-                    println!("image {image}: guest data present");
-                    ExitCode::SUCCESS
-                }
+        let host = match cmd.as_str() {
+            "verify-image" => Some(
+                pattern::verify_image(image, None)
+                    .map(|()| println!("image {image}: guest data present")),
+            ),
+            "pi-image" => Some(pi::verify_image(image)),
+            "pi-corrupt" => Some(pi::corrupt_image(image)),
+            _ => None,
+        };
+        if let Some(done) = host {
+            return match done {
+                Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("FAILED: {e}");
                     ExitCode::FAILURE
@@ -190,6 +203,12 @@ fn main() -> ExitCode {
             };
         }
     }
+    let detect = args.get(1).is_some_and(|a| a == "pi-detect");
+    let args: Vec<String> = if detect {
+        args.into_iter().skip(1).collect()
+    } else {
+        args
+    };
     let Some(pci) = args.get(1).cloned() else {
         eprintln!("usage: vm_check <pci-address> | vm_check verify-image <image>");
         return ExitCode::from(2);
@@ -216,6 +235,19 @@ fn main() -> ExitCode {
         info.version, info.mdts_bytes, info.io_queues
     );
     println!("geometry: {:?}", dev.geometry());
+    println!("protection: {:?}", info.protection);
+    if detect {
+        return match pi::detect(&dev) {
+            Ok(()) => {
+                println!("VM-PI-OK");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("FAILED: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // The 16 MiB frame arena comes from hugepages when `pollfs setup`
     // reserved some.
     if let Ok(meminfo) = std::fs::read_to_string("/proc/meminfo") {
@@ -332,9 +364,10 @@ fn main() -> ExitCode {
         leave_pattern(&dev, &mut q)
     });
     println!(
-        "queue stats: {:?}, resets: {}",
+        "queue stats: {:?}, resets: {}, integrity errors: {}",
         q.stats(),
-        dev.controller().resets()
+        dev.controller().resets(),
+        dev.controller().integrity_errors()
     );
     match result {
         Ok(()) => {

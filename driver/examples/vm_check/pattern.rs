@@ -26,11 +26,14 @@ pub fn page(at: u64) -> Vec<u8> {
     (0..4096u64).map(|i| byte(at + i)).collect()
 }
 
-/// Host side: checks the backing image after the guest has run.
-pub fn verify_image(path: &str) -> Result<(), String> {
+/// Host side: checks the backing image after the guest has run; its
+/// first `data_len` bytes hold the blocks' data (all of it when `None`;
+/// QEMU keeps a namespace's metadata after its data).
+pub fn verify_image(path: &str, data_len: Option<u64>) -> Result<(), String> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open(path).map_err(|e| format!("{path}: {e}"))?;
     let len = f.metadata().map_err(|e| format!("{path}: {e}"))?.len();
+    let len = data_len.unwrap_or(len);
     let mut check = |at: u64, n: u64, want: &dyn Fn(u64) -> u8| -> Result<(), String> {
         let mut buf = vec![0u8; n as usize];
         f.seek(SeekFrom::Start(at))

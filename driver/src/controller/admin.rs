@@ -17,9 +17,19 @@ use crate::spec::completion::CompletionEntry;
 use crate::spec::identify::{
     active_list_contains, IdentifyController, IdentifyNamespace, IDENTIFY_SIZE,
 };
+use crate::spec::protection::Protection;
 use crate::spec::regs::{Cap, Cc, Csts};
 use crate::spec::status::Status;
 use crate::transport::{AdminCommands, Payload, Property, Qpair, QpairError, Transport};
+
+/// What [`Ctx::probe`] learned.
+pub struct Probed {
+    pub controller: IdentifyController,
+    pub namespace: IdentifyNamespace,
+    pub protection: Option<Protection>,
+    /// I/O queues granted.
+    pub granted: u16,
+}
 
 /// The admin queue pair and what travels with it; behind the controller's
 /// admin lock.
@@ -167,7 +177,7 @@ impl<T: Transport> Ctx<'_, T> {
         &self,
         admin: &mut Admin<T::Qpair>,
         config: &DriverConfig,
-    ) -> Result<(IdentifyController, IdentifyNamespace, u16), DriverError<T::Error>> {
+    ) -> Result<Probed, DriverError<T::Error>> {
         let mut page = [0u8; IDENTIFY_SIZE];
         let identify = |cns, nsid| SubmissionEntry::identify(cns, nsid, 0);
         let data = Payload::In(IDENTIFY_SIZE);
@@ -187,9 +197,15 @@ impl<T: Transport> Ctx<'_, T> {
             &mut page,
         )?;
         let namespace = IdentifyNamespace::parse(&page)?;
+        let protection = Protection::parse(&page)?;
         let want = config.max_io_queues.clamp(1, u16::MAX - 1);
         let granted = self.set_queue_count(admin, want)?;
-        Ok((controller, namespace, granted))
+        Ok(Probed {
+            controller,
+            namespace,
+            protection,
+            granted,
+        })
     }
 
     pub fn set_queue_count(

@@ -30,6 +30,7 @@ use crate::error::{DriverError, Stage};
 use crate::spec::command::{log_page, SubmissionEntry};
 use crate::spec::completion::CompletionEntry;
 use crate::spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
+use crate::spec::protection::Protection;
 use crate::spec::regs::{Cap, Csts};
 use crate::transport::{Payload, Property, Qpair, Transport};
 use pollfs_core::units::Nanos;
@@ -51,6 +52,10 @@ pub struct ControllerInfo {
     pub identify: IdentifyController,
     /// Identify Namespace data for the chosen namespace.
     pub namespace: IdentifyNamespace,
+    /// The namespace's protection information, if it is formatted with
+    /// it: every Read, Write and Write Zeroes then carries PRACT and PRCHK
+    /// (`spec::protection`).
+    pub protection: Option<Protection>,
     /// Bytes one command may carry (from MDTS).
     pub mdts_bytes: u64,
     /// I/O queues the controller granted.
@@ -92,9 +97,12 @@ pub enum Trouble {
     Retry,
     /// The device broke the protocol.
     ProtocolError,
+    /// A command failed an end-to-end protection check (guard,
+    /// application or reference tag).
+    IntegrityError,
 }
 
-const TROUBLES: usize = 4;
+const TROUBLES: usize = 5;
 
 impl<T: Transport> core::fmt::Debug for Controller<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -144,7 +152,12 @@ impl<T: Transport> Controller<T> {
         let probed = ctx
             .enable(&mut admin, cap)
             .and_then(|()| ctx.probe(&mut admin, &config));
-        let (identify, namespace, granted) = match probed {
+        let admin::Probed {
+            controller: identify,
+            namespace,
+            protection,
+            granted,
+        } = match probed {
             Ok(p) => p,
             Err(e) => {
                 // Stop the controller before its admin queue is freed.
@@ -171,6 +184,7 @@ impl<T: Transport> Controller<T> {
             version,
             identify,
             namespace,
+            protection,
             mdts_bytes,
             io_queues: granted,
             io_entries: config.io_entries.clamp(2, max_entries),
@@ -235,6 +249,13 @@ impl<T: Transport> Controller<T> {
             protocol_errors: t(Trouble::ProtocolError),
             reconnects: self.transport.reconnects(),
         }
+    }
+    /// Commands that failed an end-to-end protection information check
+    /// (each attempt counted, retries included), summed over the I/O
+    /// queues. Not part of [`health`](Self::health): the engine's
+    /// `DeviceHealth` has no field for it yet.
+    pub fn integrity_errors(&self) -> u64 {
+        self.troubles[Trouble::IntegrityError as usize].load(Ordering::Relaxed)
     }
     /// True once the controller has been given up on.
     pub fn is_dead(&self) -> bool {

@@ -10,6 +10,7 @@ use crate::controller::Trouble;
 use crate::qpair::ProtocolError;
 use crate::spec::command::{DsmRange, SubmissionEntry};
 use crate::spec::completion::CompletionEntry;
+use crate::spec::protection::{prinfo, PiCheck};
 use crate::transport::{Payload, Qpair, QpairError, Transport};
 
 /// How a refusal by the transport reaches the engine.
@@ -133,11 +134,14 @@ impl<T: Transport> NvmeQueue<T> {
             let range;
             let (sqe, payload, n) = if rest.zeroes {
                 let n = rest.blocks.min(MAX_ZERO_BLOCKS);
-                (
-                    SubmissionEntry::write_zeroes(nsid, rest.lba, n as u32),
-                    Payload::None,
-                    n,
-                )
+                // On a protected namespace the controller writes the PI
+                // of the zeroes too, so later reads check as any block
+                // (PRACT alone: there is no data to check).
+                let mut sqe = SubmissionEntry::write_zeroes(nsid, rest.lba, n as u32);
+                if self.prinfo != 0 {
+                    sqe.protect(self.prinfo & prinfo::PRACT, rest.lba as u32);
+                }
+                (sqe, Payload::None, n)
             } else {
                 let n = rest.blocks.min(u64::from(u32::MAX));
                 range = DsmRange {
@@ -234,6 +238,10 @@ impl<T: Transport> NvmeQueue<T> {
         };
         let (retries, timed_out) = (c.retries, c.timed_out);
         let status = e.status();
+        if PiCheck::from_status(status).is_some() {
+            self.stats.integrity_errors += 1;
+            self.ctrl.count(Trouble::IntegrityError);
+        }
         let max = self.ctrl.config().max_retries;
         if status.may_retry() && retries < max && !timed_out && self.resubmit(cid) {
             return Ok(());

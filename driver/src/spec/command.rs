@@ -269,6 +269,30 @@ impl SubmissionEntry {
         e.dw[11] = 1 << 2;
         e
     }
+    /// Adds protection information fields to a Read, Write or Write
+    /// Zeroes: `prinfo` (PRACT and PRCHK, CDW12 bits 29:26, as
+    /// [`Protection::prinfo`](super::protection::Protection::prinfo)
+    /// gives them, or 0) and the expected initial reference tag (ILBRT,
+    /// CDW14). The application tag and its mask (CDW15) stay 0: the
+    /// controller writes 0 and no check looks at it.
+    #[inline]
+    pub fn protect(&mut self, prinfo: u32, ilbrt: u32) {
+        self.dw[12] |= prinfo;
+        self.dw[14] = ilbrt;
+    }
+    /// PRINFO bits of a Read/Write/Write Zeroes (CDW12 bits 29:26, in
+    /// place).
+    pub fn prinfo(&self) -> u32 {
+        self.dw[12] & super::protection::prinfo::MASK
+    }
+    /// Expected initial logical block reference tag (CDW14).
+    pub fn ilbrt(&self) -> u32 {
+        self.dw[14]
+    }
+    /// Expected application tag and its mask (CDW15: LBAT, LBATM).
+    pub fn app_tag(&self) -> (u16, u16) {
+        (self.dw[15] as u16, (self.dw[15] >> 16) as u16)
+    }
     /// Number of logical blocks of a Read/Write/Write Zeroes (CDW12, 1-based).
     pub fn nlb(&self) -> u32 {
         (self.dw[12] & 0xffff) + 1
@@ -339,9 +363,14 @@ mod tests {
         assert!(back.fua());
         assert_eq!(back.slba(), 0x1_2345_6789);
         assert_eq!(back.cid(), 0xbeef);
-        let r = SubmissionEntry::read(1, 0, 65536);
+        let mut r = SubmissionEntry::read(1, 0, 65536);
         assert_eq!(r.nlb(), 65536);
         assert!(!r.fua());
+        assert_eq!((r.prinfo(), r.ilbrt(), r.app_tag()), (0, 0, (0, 0)));
+        r.protect(0b1101 << 26, 0xdead_beef);
+        assert_eq!(r.nlb(), 65536);
+        assert_eq!(r.prinfo(), 0b1101 << 26);
+        assert_eq!(&r.to_bytes()[56..60], &0xdead_beefu32.to_le_bytes());
     }
 
     #[test]

@@ -19,8 +19,19 @@ pub enum IdentifyError {
     NoNamespaces,
     /// NLBAF or FLBAS name a format that does not exist.
     BadFormatIndex,
-    /// The active LBA format is not 512 or 4096 bytes without metadata.
+    /// The active LBA format's blocks are not 512 or 4096 bytes.
     UnsupportedFormat,
+    /// The active LBA format carries metadata the driver cannot use:
+    /// anything but none, or exactly the 8-byte protection information
+    /// (which the controller inserts and strips, `spec::protection`).
+    Metadata {
+        /// Metadata bytes per block (LBAF.MS).
+        bytes: u16,
+    },
+    /// The protection information settings are reserved (DPS type 4-7),
+    /// contradict the format (a PI type with no metadata) or name a type
+    /// DPC says the namespace does not support.
+    ProtectionType,
     /// Namespace size is zero or larger than its capacity allows.
     BadSize,
 }
@@ -34,8 +45,17 @@ impl fmt::Display for IdentifyError {
             IdentifyError::EntrySizes => "controller does not support 64/16-byte queue entries",
             IdentifyError::NoNamespaces => "controller reports no namespaces",
             IdentifyError::BadFormatIndex => "namespace LBA format index out of range",
-            IdentifyError::UnsupportedFormat => {
-                "namespace LBA format is not 512/4096 without metadata"
+            IdentifyError::UnsupportedFormat => "namespace block size is not 512 or 4096 bytes",
+            IdentifyError::Metadata { bytes } => {
+                return write!(
+                    f,
+                    "namespace is formatted with {bytes} bytes of metadata per block, \
+                     which the driver cannot use (it takes none, or exactly the 8-byte \
+                     protection information)"
+                );
+            }
+            IdentifyError::ProtectionType => {
+                "namespace protection information settings are invalid"
             }
             IdentifyError::BadSize => "namespace size is invalid",
         };
@@ -183,7 +203,9 @@ pub struct IdentifyNamespace {
 
 impl IdentifyNamespace {
     /// Parses and checks a 4096-byte buffer: the active LBA format must
-    /// exist and be 512 or 4096 bytes with no metadata.
+    /// exist and be 512 or 4096 bytes, with no metadata or with exactly the
+    /// 8-byte protection information (read with
+    /// [`Protection::parse`](super::protection::Protection::parse)).
     pub fn parse(b: &[u8]) -> Result<IdentifyNamespace, IdentifyError> {
         if b.len() != IDENTIFY_SIZE {
             return Err(IdentifyError::Length);
@@ -197,11 +219,11 @@ impl IdentifyNamespace {
             return Err(IdentifyError::BadFormatIndex);
         }
         let lbaf = u32_at(b, 128 + 4 * usize::from(index));
-        let ms = lbaf & 0xffff;
         let lbads = (lbaf >> 16) & 0xff;
-        if ms != 0 || !(lbads == 9 || lbads == 12) {
+        if !(lbads == 9 || lbads == 12) {
             return Err(IdentifyError::UnsupportedFormat);
         }
+        super::protection::Protection::parse(b)?;
         if nsze == 0 || ncap > nsze {
             return Err(IdentifyError::BadSize);
         }
@@ -299,11 +321,16 @@ mod tests {
             Err(IdentifyError::BadFormatIndex)
         );
         buf[26] = 0;
-        buf[128] = 8; // 8 bytes of metadata
+        buf[128] = 8; // 8 bytes of metadata, no protection information
         assert_eq!(
             IdentifyNamespace::parse(&buf),
-            Err(IdentifyError::UnsupportedFormat)
+            Err(IdentifyError::Metadata { bytes: 8 })
         );
+        buf[29] = 1; // ... and as PI type 1, which DPC must offer
+        buf[28] = 1;
+        assert_eq!(IdentifyNamespace::parse(&buf), Ok(ns));
+        buf[28] = 0;
+        buf[29] = 0;
         buf[128] = 0;
         buf[130] = 10; // 1 KiB blocks
         assert_eq!(

@@ -95,6 +95,12 @@ pub mod media {
     pub const WRITE_FAULT: u8 = 0x80;
     /// Unrecovered Read Error.
     pub const UNRECOVERED_READ: u8 = 0x81;
+    /// End-to-end Guard Check Error.
+    pub const GUARD_CHECK: u8 = 0x82;
+    /// End-to-end Application Tag Check Error.
+    pub const APP_TAG_CHECK: u8 = 0x83;
+    /// End-to-end Reference Tag Check Error.
+    pub const REF_TAG_CHECK: u8 = 0x84;
 }
 
 /// One completion's status field (DW3 bits 31:17).
@@ -180,6 +186,11 @@ impl Status {
             (Generic, generic::ABORT_REQUESTED) => Err(DevError::Timeout),
             (Generic, generic::ABORTED_POWER_LOSS) | (Generic, generic::ABORTED_SQ_DELETION) => {
                 Err(DevError::ControllerFailed)
+            }
+            // A failed end-to-end check keeps its code, so the kind
+            // reaches the edge (`spec::protection::PiCheck::of` names it).
+            (Media, media::GUARD_CHECK | media::APP_TAG_CHECK | media::REF_TAG_CHECK) => {
+                Err(DevError::Status(self.code()))
             }
             (Media, _) => Err(DevError::Media),
             _ => Err(DevError::Status(self.code())),

@@ -14,12 +14,14 @@ use std::collections::VecDeque;
 
 use super::controller::{Cq, Sq, State};
 use super::faults::Hostile;
+use super::protection::{Metadata, PiCommand, Refusal};
 use super::transfer::{HostData, Work};
 use crate::spec::command::{
     admin_opcode, cns, feature, io_opcode, log_page, DsmRange, SubmissionEntry,
 };
 use crate::spec::completion::CompletionEntry;
 use crate::spec::identify::{IdentifyController, IdentifyNamespace, IDENTIFY_SIZE};
+use crate::spec::protection::{prinfo, Protection, INVALID_PROTECTION_INFO};
 use crate::spec::status::{generic, specific, Status, StatusType};
 
 const PAGE: usize = 4096;
@@ -106,6 +108,10 @@ impl State {
                     block_size: self.config.block_size,
                 }
                 .encode(&mut page);
+                let m = self.config.metadata;
+                if m != Metadata::default() {
+                    Protection::encode_format(&mut page, m.bytes, m.extended, m.dps);
+                }
             }
             cns::ACTIVE_NAMESPACES => {
                 if sqe.nsid() < NSID {
@@ -324,6 +330,28 @@ impl State {
         Some(usize::try_from(slba * bs).ok()?..usize::try_from(end * bs).ok()?)
     }
 
+    /// The protection fields of a Read, Write or Write Zeroes on a
+    /// protected namespace (`Ok(None)` on one without PI), counted, or the
+    /// status that refuses the command.
+    fn protection(&mut self, sqe: &SubmissionEntry) -> Result<Option<PiCommand>, (Status, u32)> {
+        if !self.served {
+            // Metadata this emulation cannot move (the driver refuses
+            // such a namespace before any I/O).
+            return Err(generic_err(generic::INVALID_FIELD));
+        }
+        let Some(pi_type) = self.pi_type else {
+            return Ok(None);
+        };
+        match PiCommand::of(sqe, pi_type) {
+            Ok(c) => {
+                self.stats.pi_commands += 1;
+                Ok(Some(c))
+            }
+            Err(Refusal::NoPract) => Err(generic_err(generic::INVALID_FIELD)),
+            Err(Refusal::ReferenceTag) => Err(specific_err(INVALID_PROTECTION_INFO)),
+        }
+    }
+
     /// Checks and counts a Read or Write; its data moves outside the lock.
     fn read_write(&mut self, sqe: &SubmissionEntry, write: bool) -> Exec {
         let blocks = u64::from(sqe.nlb());
@@ -333,14 +361,24 @@ impl State {
         if r.len() as u64 > self.mdts_bytes() {
             return generic_err(generic::INVALID_FIELD).into();
         }
+        let pi = match self.protection(sqe) {
+            Ok(pi) => pi,
+            Err(refused) => return refused.into(),
+        };
         let (pos, len) = (r.start as u64, r.len());
         if write {
             self.stats.writes += 1;
             self.stats.fua_writes += u64::from(sqe.fua());
-            Exec::Move(Work::Write { pos, len })
+            Exec::Move(Work::Write { pos, len, pi })
         } else {
             self.stats.reads += 1;
-            Exec::Move(Work::Read { pos, len })
+            let misdirect = self.faults.misdirect_read;
+            Exec::Move(Work::Read {
+                pos,
+                len,
+                pi,
+                misdirect,
+            })
         }
     }
 
@@ -370,8 +408,12 @@ impl State {
             return generic_err(generic::LBA_OUT_OF_RANGE).into();
         };
         if sqe.cdw(11) & (1 << 2) != 0 {
-            // Deallocated blocks read back as zeroes here.
-            return Exec::Move(Work::Zero(zero));
+            // Deallocated blocks read back as zeroes here, with
+            // unwritten PI.
+            return Exec::Move(Work::Zero {
+                ranges: zero,
+                pi: None,
+            });
         }
         ok().into()
     }
@@ -402,10 +444,24 @@ impl State {
             }
             io_opcode::WRITE_ZEROES => {
                 self.stats.write_zeroes += 1;
-                match self.zero(sqe.slba(), u64::from(sqe.nlb())) {
-                    Some(range) => Exec::Move(Work::Zero(vec![range])),
-                    None => generic_err(generic::LBA_OUT_OF_RANGE).into(),
+                let Some(range) = self.zero(sqe.slba(), u64::from(sqe.nlb())) else {
+                    return generic_err(generic::LBA_OUT_OF_RANGE).into();
+                };
+                // Without PRACT the zeroed blocks' PI is left unwritten
+                // (no metadata comes with Write Zeroes); with no data to
+                // check, a PRCHK bit is refused, as QEMU's controller does.
+                if self.pi_type.is_some() && sqe.prinfo() & !prinfo::PRACT != 0 {
+                    return specific_err(INVALID_PROTECTION_INFO).into();
                 }
+                let pi = match self.protection(sqe) {
+                    Ok(pi) => pi,
+                    Err(_) if self.served && sqe.prinfo() & prinfo::PRACT == 0 => None,
+                    Err(refused) => return refused.into(),
+                };
+                Exec::Move(Work::Zero {
+                    ranges: vec![range],
+                    pi,
+                })
             }
             io_opcode::DATASET_MANAGEMENT => self.dataset_management(sqe),
             _ => generic_err(generic::INVALID_OPCODE).into(),

@@ -37,10 +37,12 @@ use super::commands::Exec;
 use super::faults::{Faults, Hostile};
 use super::medium::Medium;
 use super::memory::EmuMemory;
+use super::protection::{Metadata, PiStore};
 use super::transfer::Transfer;
 use crate::pcie::hal::Registers;
 use crate::spec::command::{SubmissionEntry, SQE_SIZE};
 use crate::spec::completion::{CompletionEntry, CQE_SIZE};
+use crate::spec::protection::{PiCheck, PiTuple, PiType};
 use crate::spec::regs::{decode_doorbell, offset, Aqa, Cap, Cc, Csts};
 use crate::spec::status::Status;
 
@@ -61,6 +63,8 @@ pub struct EmuConfig {
     pub dstrd: u8,
     /// CAP.TO in 500 ms units.
     pub timeout_500ms: u8,
+    /// Metadata and protection information per block (none by default).
+    pub metadata: Metadata,
 }
 
 impl Default for EmuConfig {
@@ -73,6 +77,7 @@ impl Default for EmuConfig {
             max_io_queues: 64,
             dstrd: 0,
             timeout_500ms: 2,
+            metadata: Metadata::default(),
         }
     }
 }
@@ -102,6 +107,12 @@ pub struct EmuStats {
     pub shutdowns: u64,
     /// I/O commands failed by injection.
     pub injected: u64,
+    /// Reads, Writes and Write Zeroes executed with protection
+    /// information (PRACT and PRCHK) on a protected namespace.
+    pub pi_commands: u64,
+    /// Commands failed by an end-to-end check (guard, application or
+    /// reference tag).
+    pub pi_errors: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -157,6 +168,12 @@ pub(super) struct State {
     pub faults: Faults,
     pub stats: EmuStats,
     pub rng: SplitMix64,
+    /// The namespace's PI type, when it is formatted with PI and the
+    /// controller keeps its tuples.
+    pub pi_type: Option<PiType>,
+    /// Whether the format's data can be moved at all (see
+    /// [`Metadata::served`]).
+    pub served: bool,
 }
 
 /// The block size `config` asks for (512 unless 4096) and the namespace's
@@ -194,6 +211,8 @@ impl State {
             faults: Faults::default(),
             stats: EmuStats::default(),
             rng: SplitMix64::new(0x9e37_79b9_7f4a_7c15),
+            pi_type: config.metadata.pi_type(),
+            served: config.metadata.served(),
         }
     }
 
@@ -425,6 +444,7 @@ impl State {
                             serial,
                             sqe,
                             work,
+                            block_size: self.config.block_size,
                         })
                     }
                 }
@@ -436,6 +456,9 @@ impl State {
 
     /// Completes a transfer that moved its data outside the lock.
     fn finish(&mut self, t: &Transfer, status: Status) {
+        if PiCheck::from_status(status).is_some() {
+            self.stats.pi_errors += 1;
+        }
         if self.running() {
             self.complete(t.qid, t.serial, &t.sqe, status, 0);
         }
@@ -485,6 +508,10 @@ pub struct EmuController {
     /// The namespace's blocks, shared by every queue's data transfers
     /// (it synchronises itself, a chunk at a time).
     medium: Medium,
+    /// The PI tuple of every block, on a namespace formatted with PI (each
+    /// tuple one atomic word, written under its block's medium chunk lock
+    /// with the data).
+    pi: Option<PiStore>,
     /// Host memory, for data transfers outside the state lock (the same
     /// address space as the state's).
     mem: EmuMemory,
@@ -505,9 +532,18 @@ pub struct EmuController {
 
 impl EmuController {
     fn with_medium(config: EmuConfig, mem: EmuMemory, medium: Medium) -> Arc<EmuController> {
+        let mut state = State::new(config, mem.clone());
+        let pi = state.pi_type.and_then(|_| PiStore::new(state.blocks));
+        if pi.is_none() && state.pi_type.is_some() {
+            // No memory for the tuples: the namespace serves no data
+            // rather than serving it unprotected.
+            state.pi_type = None;
+            state.served = false;
+        }
         Arc::new(EmuController {
-            state: Mutex::new(State::new(config, mem.clone())),
+            state: Mutex::new(state),
             medium,
+            pi,
             mem,
             park: AtomicU16::new(0),
             parked: AtomicUsize::new(0),
@@ -570,6 +606,17 @@ impl EmuController {
     pub fn write_medium(&self, offset: u64, src: &[u8]) {
         let _ = self.medium.write_at(offset, src);
     }
+    /// Block `lba`'s stored PI tuple, on a namespace formatted with PI.
+    pub fn pi_tuple(&self, lba: u64) -> Option<PiTuple> {
+        self.pi.as_ref().map(|s| s.get(lba))
+    }
+    /// Replaces block `lba`'s stored PI tuple (to corrupt its guard or a
+    /// tag on demand); nothing on a namespace without PI.
+    pub fn set_pi_tuple(&self, lba: u64, t: PiTuple) {
+        if let Some(s) = &self.pi {
+            s.set(lba, t);
+        }
+    }
     /// Test hook: from now on, each data transfer of I/O queue `qid`
     /// (Read, Write, Write Zeroes, deallocate) waits after its command is
     /// fetched, checked and counted, outside the state lock and before
@@ -626,7 +673,7 @@ impl EmuController {
         while let Some(t) = s.run_sq(qid) {
             self.unlock(s);
             self.wait_if_parked(qid);
-            let status = t.run(&self.mem, &self.medium);
+            let status = t.run(&self.mem, &self.medium, self.pi.as_ref());
             s = self.lock();
             s.finish(&t, status);
         }

@@ -48,4 +48,8 @@ pub struct Faults {
     pub hostile: Option<Hostile>,
     /// CSTS.RDY never sets after CC.EN=1.
     pub never_ready: bool,
+    /// A misdirected read: reads of block `.0` are served from block `.1`
+    /// (its data, and its PI on a protected namespace), as by a drive
+    /// whose mapping went wrong.
+    pub misdirect_read: Option<(u64, u64)>,
 }

@@ -8,7 +8,9 @@
 //! or in a file; data moves outside the controller's state lock, so
 //! different queues' transfers run in parallel. The fault knobs
 //! ([`Faults`]) make it slow, out of order, failing, forgetful, fatal or
-//! hostile on demand.
+//! hostile on demand. A namespace can be formatted with end-to-end
+//! protection information ([`Metadata`]), generated and checked as the
+//! spec says, with its stored tuples open to corruption.
 //!
 //! `NvmeDevice::emulated` puts the three together, so the engine can run
 //! on the real driver code without hardware.
@@ -19,6 +21,7 @@ mod faults;
 mod medium;
 mod memory;
 mod pages;
+mod protection;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -35,6 +38,7 @@ pub use controller::{EmuConfig, EmuController, EmuStats};
 pub use faults::{Faults, Hostile};
 pub use medium::Medium;
 pub use memory::{DmaBytes, EmuMemory, EmuRegion};
+pub use protection::Metadata;
 
 use crate::clock::Clock;
 use crate::controller::DriverConfig;

@@ -1,20 +1,36 @@
 //! The emulated controller must not panic on anything the host writes:
 //! random commands on the admin queue and on an I/O queue, random
-//! register writes.
+//! register writes, on a namespace without metadata and on one formatted
+//! with protection information (random PRINFO and tags).
 
 use crate::pcie::hal::{DmaAllocator, DmaRegion, Registers};
 use crate::spec::command::SubmissionEntry;
 use crate::spec::regs::{cq_head_doorbell, offset, sq_tail_doorbell, Aqa, Cc};
 
-use super::{EmuConfig, EmuController, EmuMemory};
+use super::{EmuConfig, EmuController, EmuMemory, Metadata};
+use crate::spec::protection::PiType;
 
 use pollfs_core::rng::SplitMix64;
 
 #[test]
 fn random_host_commands_never_panic_the_emulator() {
+    random_host_commands(EmuConfig::default());
+}
+
+#[test]
+fn random_host_commands_never_panic_the_emulator_with_pi() {
+    for pi_type in [PiType::Type1, PiType::Type3] {
+        random_host_commands(EmuConfig {
+            metadata: Metadata::pi(pi_type),
+            ..EmuConfig::default()
+        });
+    }
+}
+
+fn random_host_commands(config: EmuConfig) {
     let mut rng = SplitMix64::new(0x1234_5678_9abc_def1);
     let mem = EmuMemory::new();
-    let emu = EmuController::new(EmuConfig::default(), mem.clone());
+    let emu = EmuController::new(config, mem.clone());
     let asq = mem.alloc(64 * 64).unwrap();
     let acq = mem.alloc(16 * 64).unwrap();
     let data = mem.alloc(64 * 1024).unwrap();
@@ -61,7 +77,11 @@ fn random_host_commands_never_panic_the_emulator() {
         let mut io = SubmissionEntry::new((rng.next_u64() % 10) as u8, 1);
         io.set_cid(rng.next_u64() as u16);
         io.dw[10] = (rng.next_u64() % 200_000) as u32;
-        io.dw[12] = (rng.next_u64() % 64) as u32 | ((rng.next_u64() as u32) & (1 << 30));
+        io.dw[12] = (rng.next_u64() % 64) as u32 | ((rng.next_u64() as u32) & (0x1f << 26));
+        // Reference tags near and far from the LBA, random application
+        // tags and masks.
+        io.dw[14] = io.dw[10].wrapping_add((rng.next_u64() % 3) as u32);
+        io.dw[15] = rng.next_u64() as u32;
         io.set_prps(
             (data.iova().0 + (rng.next_u64() % (64 * 1024))) & !3,
             data.iova().0 + (rng.next_u64() % 16) * 4096,
@@ -85,4 +105,7 @@ fn random_host_commands_never_panic_the_emulator() {
         s.reads + s.writes + s.flushes + s.dsm + s.write_zeroes > 0,
         "{s:?}"
     );
+    if config.metadata != Metadata::default() {
+        assert!(s.pi_commands > 0, "{s:?}");
+    }
 }

@@ -12,8 +12,10 @@
 
 use super::medium::Medium;
 use super::memory::EmuMemory;
+use super::protection::{PiCommand, PiStore};
 use crate::pcie::prp;
 use crate::spec::command::SubmissionEntry;
+use crate::spec::protection::PiTuple;
 use crate::spec::status::{generic, Status, StatusType};
 
 const PAGE: usize = 4096;
@@ -67,15 +69,32 @@ impl HostData {
     }
 }
 
-/// What a checked command does to the medium, in namespace bytes.
+/// What a checked command does to the medium, in namespace bytes, with
+/// its protection fields on a namespace formatted with PI.
 #[derive(Debug)]
 pub(super) enum Work {
-    /// Medium -> host.
-    Read { pos: u64, len: usize },
-    /// Host -> medium.
-    Write { pos: u64, len: usize },
-    /// Zeroes each `(pos, len)`.
-    Zero(Vec<(u64, u64)>),
+    /// Medium -> host, each block's PI checked first; `misdirect` (a
+    /// fault): reads of block `.0` are served from block `.1`, its data
+    /// and its PI.
+    Read {
+        pos: u64,
+        len: usize,
+        pi: Option<PiCommand>,
+        misdirect: Option<(u64, u64)>,
+    },
+    /// Host -> medium, each block's PI generated (PRACT).
+    Write {
+        pos: u64,
+        len: usize,
+        pi: Option<PiCommand>,
+    },
+    /// Zeroes each `(pos, len)`; on a protected namespace, the blocks'
+    /// PI is generated for the zeroes (`pi`, Write Zeroes with PRACT) or
+    /// left unwritten (deallocate, or no PRACT).
+    Zero {
+        ranges: Vec<(u64, u64)>,
+        pi: Option<PiCommand>,
+    },
 }
 
 /// A command checked and counted under the state lock, whose data moves
@@ -92,19 +111,90 @@ pub(super) struct Transfer {
     pub sqe: SubmissionEntry,
     /// The data movement.
     pub work: Work,
+    /// The namespace's block size, which PI is kept per.
+    pub block_size: u32,
 }
 
+/// A block of zeroes, for the PI of zeroed blocks.
+static ZERO_BLOCK: [u8; PAGE] = [0; PAGE];
+
 impl Transfer {
-    /// Moves the data; the status to complete the command with.
-    pub fn run(&self, mem: &EmuMemory, medium: &Medium) -> Status {
+    /// Moves the data, checking or generating PI in `store` (a protected
+    /// namespace's); the status to complete the command with.
+    pub fn run(&self, mem: &EmuMemory, medium: &Medium, store: Option<&PiStore>) -> Status {
         let host = |len| HostData::of(mem, &self.sqe, len);
+        let bs = (self.block_size as usize).max(1);
+        let lba_at = |pos: u64| pos / bs as u64;
+        let mut check = Ok(());
         let done = match &self.work {
-            Work::Read { pos, len } => host(*len)
-                .is_some_and(|h| medium.read_with(*pos, *len, |at, src| h.write(mem, at, src))),
-            Work::Write { pos, len } => host(*len)
-                .is_some_and(|h| medium.write_with(*pos, *len, |at, dst| h.read(mem, at, dst))),
-            Work::Zero(ranges) => ranges.iter().all(|&(pos, len)| medium.zero(pos, len)),
+            Work::Read {
+                pos,
+                len,
+                pi,
+                misdirect,
+            } => host(*len).is_some_and(|h| {
+                let first = lba_at(*pos);
+                medium.read_with(*pos, *len, |at, src| {
+                    // A piece starts on a block boundary (chunks hold
+                    // whole blocks).
+                    src.chunks(bs).enumerate().all(|(k, block)| {
+                        let off = at + k * bs;
+                        let i = (off / bs) as u64;
+                        let mut lba = first + i;
+                        let mut other = Vec::new();
+                        let mut data = block;
+                        if let Some((from, to)) = *misdirect {
+                            if from == lba {
+                                other.resize(bs, 0);
+                                let _ = medium.read_at(to * bs as u64, &mut other);
+                                (data, lba) = (&other[..], to);
+                            }
+                        }
+                        if let (Some(c), Some(s)) = (pi, store) {
+                            if let Err(e) = c.check(i, s.get(lba), data) {
+                                check = Err(e);
+                                return false;
+                            }
+                        }
+                        h.write(mem, off, data)
+                    })
+                })
+            }),
+            Work::Write { pos, len, pi } => host(*len).is_some_and(|h| {
+                let first = lba_at(*pos);
+                medium.write_with(*pos, *len, |at, dst| {
+                    if !h.read(mem, at, dst) {
+                        return false;
+                    }
+                    // Under the chunk's lock, with the data: a read sees
+                    // both old or both new.
+                    if let (Some(c), Some(s)) = (pi, store) {
+                        for (k, block) in dst.chunks(bs).enumerate() {
+                            let i = (at / bs + k) as u64;
+                            s.set(first + i, c.generate(i, block));
+                        }
+                    }
+                    true
+                })
+            }),
+            Work::Zero { ranges, pi } => ranges.iter().all(|&(pos, len)| {
+                let zeroed = medium.zero(pos, len);
+                if let Some(s) = store {
+                    let zeros = ZERO_BLOCK.get(..bs).unwrap_or(&[]);
+                    for i in 0..len / bs as u64 {
+                        let t = match pi {
+                            Some(c) => c.generate(i, zeros),
+                            None => PiTuple::UNWRITTEN,
+                        };
+                        s.set(lba_at(pos) + i, t);
+                    }
+                }
+                zeroed
+            }),
         };
+        if let Err(e) = check {
+            return e.status();
+        }
         if done {
             Status::SUCCESS
         } else {
