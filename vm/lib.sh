@@ -195,7 +195,9 @@ with_libraries() {
 # no AVX-512, so target-cpu=native would trap).
 build_static() {
     log "building static binaries"
-    RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$static_target" \
+    # OpenSSL (TLS on NVMe/TCP) from its static libraries too: a static
+    # binary cannot load libssl.so in the busybox guest.
+    OPENSSL_STATIC=1 RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$static_target" \
         cargo build --release -q --manifest-path "$repo/Cargo.toml" \
         --target x86_64-unknown-linux-gnu "$@"
     bin_dir="$static_target/x86_64-unknown-linux-gnu/release"
