@@ -21,7 +21,7 @@ use pollfs_driver::auth::keyfile::KeyFileError;
 use pollfs_driver::tcp::net::{NetConnector, TcpDevice};
 use pollfs_driver::tcp::target::{Fault, TargetConfig, TestTarget};
 use pollfs_driver::tcp::{Connector, LinkError, TcpAddress, TcpError};
-use pollfs_driver::tls::psk::{ConfiguredPsk, PskError, TlsPsk};
+use pollfs_driver::tls::psk::{ConfiguredPsk, Derivation, PskError, TlsPsk};
 use pollfs_driver::tls::TlsError;
 use pollfs_driver::{DriverConfig, DriverError, TcpOptions};
 
@@ -42,10 +42,15 @@ fn config() -> DriverConfig {
 
 /// The TLS PSK `key` gives the test target's default host for `t`.
 fn psk_for(t: &TestTarget, key: &str) -> TlsPsk {
+    derived(t, key, Derivation::Rfc8446)
+}
+
+/// The same, derived the way `how` says.
+fn derived(t: &TestTarget, key: &str, how: Derivation) -> TlsPsk {
     let o = t.options();
     ConfiguredPsk::parse(key)
         .unwrap()
-        .tls(o.hostnqn.as_bytes(), o.subnqn.as_bytes())
+        .tls(o.hostnqn.as_bytes(), o.subnqn.as_bytes(), how)
         .unwrap()
 }
 
@@ -307,6 +312,40 @@ fn the_device_name_names_a_key_file_and_a_missing_one_is_refused() {
         "{e:?}"
     );
     assert!(!format!("{e} {e:?}").contains("AAECAwQF"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A target whose keyring holds the PSK in nvme-cli 2.13's form: a host
+/// naming `tls_derivation=compat` reaches it, one with the default form
+/// is refused as for a wrong key (nothing on the wire says which form).
+#[test]
+fn the_device_name_picks_the_derivation_the_target_used() {
+    let t = TestTarget::start(TargetConfig::default()).unwrap();
+    t.set_tls(Some(derived(&t, KEY, Derivation::Compat)));
+    let dir = std::env::temp_dir().join(format!("pollfs-tls-compat-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("tls.key");
+    std::fs::write(&file, format!("{KEY}\n")).unwrap();
+    let open = |extra: &str| {
+        let name = format!(
+            "{}?tls_key_file={}{extra}",
+            t.url(false, false),
+            file.display()
+        );
+        let address = TcpAddress::parse(&name).unwrap();
+        let mut o = address.load_options().unwrap();
+        (o.setup_timeout, o.reconnect_timeout) = (2_000_000_000, 5_000_000_000);
+        TcpDevice::tcp_with(&address, o, config(), 16)
+    };
+    let dev = open("&tls_derivation=compat").unwrap();
+    write_read_check(&t, &dev, &mut dev.open_nvme_queue().unwrap(), 8, 1, 4);
+    drop(dev);
+    assert_eq!(t.stats().tls_failures, 0);
+    assert_eq!(tls_error(open("")), TlsError::Refused);
+    assert_eq!(
+        tls_error(open("&tls_derivation=rfc8446")),
+        TlsError::Refused
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -21,8 +21,13 @@
 //! TLS ([`crate::tls`]): `tls_key_file=PATH` names the file holding the
 //! configured PSK (`NVMeTLSkey-1:01:...:`, what `nvme gen-tls-key`
 //! prints) and requires TLS on every connection; `tls=1` says the same
-//! and is refused without a key file. Digests are off under TLS
-//! (NVMe/TCP 1.0c, 3.6.1): `hdgst=1` or `ddgst=1` with TLS is refused.
+//! and is refused without a key file. `tls_derivation=rfc8446|compat`
+//! says how the TLS PSK is derived from that key: `rfc8446` (the
+//! default) as TP 8011 and current nvme-cli do, `compat` as nvme-cli
+//! 2.13 and before (Debian 13's) did, which is what a target whose
+//! keyring was filled by such an nvme-cli holds
+//! ([`Derivation`](crate::tls::psk::Derivation)). Digests are off under
+//! TLS (NVMe/TCP 1.0c, 3.6.1): `hdgst=1` or `ddgst=1` with TLS is refused.
 //!
 //! A secret itself is never part of a device name (a name shows in `ps`
 //! and in logs): an option whose value looks like one is refused, and
@@ -33,6 +38,7 @@ use core::fmt;
 
 use super::transport::TcpOptions;
 use crate::spec::fabrics::Nqn;
+use crate::tls::psk::Derivation;
 
 /// The scheme every NVMe/TCP device name starts with.
 pub const SCHEME: &str = "nvme-tcp://";
@@ -66,6 +72,8 @@ pub struct TcpAddress {
     pub tls: bool,
     /// The file with the configured TLS PSK.
     pub tls_key_file: Option<String>,
+    /// How the TLS PSK is derived from the configured one.
+    pub tls_derivation: Derivation,
 }
 
 /// Why a device name is not an NVMe/TCP address.
@@ -87,8 +95,12 @@ pub enum AddressError {
     Secret(String),
     /// `dhchap_ctrl_key_file` without `dhchap_key_file`.
     CtrlKeyAlone,
-    /// `tls=1` without `tls_key_file`, or `tls=0` with it.
+    /// `tls=1` or `tls_derivation` without `tls_key_file`, or `tls=0`
+    /// with it.
     TlsKey,
+    /// `tls_derivation` with a value that names no derivation (holds the
+    /// value).
+    TlsDerivation(String),
     /// Header or data digests asked for under TLS.
     DigestsUnderTls,
 }
@@ -105,7 +117,7 @@ impl fmt::Display for AddressError {
                     f,
                     "unknown option or bad value '{o}' (hdgst=0|1, ddgst=0|1, kato=MS, \
                      reconnect=MS, hostnqn=NQN, dhchap_key_file=PATH, dhchap_ctrl_key_file=PATH, \
-                     tls=1, tls_key_file=PATH)"
+                     tls=1, tls_key_file=PATH, tls_derivation=rfc8446|compat)"
                 )
             }
             AddressError::Secret(k) => write!(
@@ -119,7 +131,14 @@ impl fmt::Display for AddressError {
             ),
             AddressError::TlsKey => f.write_str(
                 "TLS needs its pre-shared key: tls_key_file=PATH (a file holding \
-                 NVMeTLSkey-1:...), and tls=0 cannot go with one",
+                 NVMeTLSkey-1:...), which tls=1 and tls_derivation go with and tls=0 \
+                 cannot",
+            ),
+            AddressError::TlsDerivation(v) => write!(
+                f,
+                "tls_derivation is rfc8446 (the default: RFC 8446's HKDF labels, as \
+                 nvme-cli after 2.13 derives) or compat (nvme-cli 2.13 and before, as in \
+                 Debian 13; --compat later), not '{v}'"
             ),
             AddressError::DigestsUnderTls => f.write_str(
                 "digests are off under TLS (NVMe/TCP 1.0c, 3.6.1; TLS checks every record): \
@@ -219,8 +238,10 @@ impl TcpAddress {
             dhchap_ctrl_key_file: None,
             tls: false,
             tls_key_file: None,
+            tls_derivation: Derivation::default(),
         };
         let mut tls = None;
+        let mut derivation = None;
         for opt in query.unwrap_or("").split('&').filter(|o| !o.is_empty()) {
             let (k, v) = opt
                 .split_once('=')
@@ -243,6 +264,12 @@ impl TcpAddress {
                 "dhchap_ctrl_key_file" => a.dhchap_ctrl_key_file = Some(file(v)?),
                 "tls" => tls = Some(flag(v, opt)?),
                 "tls_key_file" => a.tls_key_file = Some(file(v)?),
+                "tls_derivation" => {
+                    derivation = Some(
+                        Derivation::from_name(v)
+                            .ok_or_else(|| AddressError::TlsDerivation(v.to_string()))?,
+                    )
+                }
                 "hdgst" => a.header_digest = flag(v, opt)?,
                 "ddgst" => a.data_digest = flag(v, opt)?,
                 "kato" => {
@@ -269,6 +296,11 @@ impl TcpAddress {
             (Some(false), Some(_)) | (Some(true), None) => return Err(AddressError::TlsKey),
             (_, key) => key.is_some(),
         };
+        match derivation {
+            Some(_) if !a.tls => return Err(AddressError::TlsKey),
+            Some(d) => a.tls_derivation = d,
+            None => {}
+        }
         if a.tls && (a.header_digest || a.data_digest) {
             return Err(AddressError::DigestsUnderTls);
         }
@@ -331,6 +363,9 @@ impl fmt::Display for TcpAddress {
                 write!(f, "{sep}{k}={path}")?;
                 sep = '&';
             }
+        }
+        if self.tls_derivation != Derivation::default() {
+            write!(f, "{sep}tls_derivation={}", self.tls_derivation.name())?;
         }
         Ok(())
     }
@@ -482,6 +517,29 @@ mod tests {
         assert_eq!(
             e("nvme-tcp://h/n?ddgst=1&tls=1&tls_key_file=/k"),
             AddressError::DigestsUnderTls
+        );
+        // The derivation: named, printed back when not the default, only
+        // with a key, and a bad value said as such.
+        assert_eq!(a.tls_derivation, Derivation::Rfc8446);
+        let c = alloc::format!("{s}&tls_derivation=compat");
+        let a = TcpAddress::parse(&c).unwrap();
+        assert_eq!(a.tls_derivation, Derivation::Compat);
+        assert_eq!(a.to_string(), c);
+        let r = TcpAddress::parse(&alloc::format!("{s}&tls_derivation=rfc8446")).unwrap();
+        assert_eq!(
+            (r.tls_derivation, r.to_string()),
+            (Derivation::Rfc8446, s.into())
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?tls_derivation=compat"),
+            AddressError::TlsKey
+        );
+        let bad = e("nvme-tcp://h/n?tls_key_file=/k&tls_derivation=old");
+        assert_eq!(bad, AddressError::TlsDerivation("old".into()));
+        let shown = bad.to_string();
+        assert!(
+            shown.contains("'old'") && shown.contains("rfc8446") && shown.contains("compat"),
+            "{shown}"
         );
         let key = "NVMeTLSkey-1:01:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQHMnzFi:";
         for name in [

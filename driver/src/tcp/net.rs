@@ -182,7 +182,11 @@ impl TcpAddress {
         let mut o = self.options();
         if let Some(path) = &self.tls_key_file {
             let psk = read_tls_psk(path)?
-                .tls(o.hostnqn.as_bytes(), o.subnqn.as_bytes())
+                .tls(
+                    o.hostnqn.as_bytes(),
+                    o.subnqn.as_bytes(),
+                    self.tls_derivation,
+                )
                 .map_err(|error| KeyFileError::Psk {
                     path: path.clone(),
                     error,

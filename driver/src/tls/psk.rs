@@ -18,6 +18,14 @@
 //!   derives it for the keyring that `tlshd` reads. L is the key's length
 //!   throughout; HKDF-Expand-Label is TLS 1.3's (RFC 8446, 7.1).
 //!
+//! libnvme up to 1.13 (nvme-cli 2.13, Debian 13's) wrote the HKDF label
+//! differently: L little-endian, the label and the context without their
+//! length bytes (libnvme keeps it as `derive_retained_key_compat` and
+//! `derive_tls_key_compat`; nvme-cli's `--compat` after 2.13). Both are
+//! here ([`Derivation`], the device name's `tls_derivation`): a host must
+//! derive what the target's tools put in its keyring, and nothing on the
+//! wire says which form that was (a mismatch is a refused handshake).
+//!
 //! Keys are zeroed on drop, print as `<secret>`, and no error carries
 //! any part of them. `driver/tests/data/tls_psk_vectors.py` computes the
 //! same derivation independently.
@@ -62,6 +70,34 @@ impl PskHash {
         match self {
             PskHash::Sha256 => "TLS_AES_128_GCM_SHA256",
             PskHash::Sha384 => "TLS_AES_256_GCM_SHA384",
+        }
+    }
+}
+
+/// How the HKDF labels are written (see the module's text).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Derivation {
+    /// RFC 8446's HkdfLabel, as TP 8011 says and current libnvme does.
+    #[default]
+    Rfc8446,
+    /// libnvme's older form (nvme-cli 2.13 and before; `--compat` after).
+    Compat,
+}
+
+impl Derivation {
+    /// The form named `name` in a device name (`rfc8446` or `compat`).
+    pub fn from_name(name: &str) -> Option<Derivation> {
+        match name {
+            "rfc8446" => Some(Derivation::Rfc8446),
+            "compat" => Some(Derivation::Compat),
+            _ => None,
+        }
+    }
+    /// Its name in a device name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Derivation::Rfc8446 => "rfc8446",
+            Derivation::Compat => "compat",
         }
     }
 }
@@ -163,16 +199,16 @@ impl ConfiguredPsk {
     }
 
     /// The retained PSK for host `hostnqn` (3.6.1.3).
-    pub fn retained(&self, hostnqn: &[u8]) -> Zeroizing<Vec<u8>> {
+    pub fn retained(&self, hostnqn: &[u8], how: Derivation) -> Zeroizing<Vec<u8>> {
         match self.transform {
             None => self.key.clone(),
-            Some(h) => expand_label(h, &self.key, b"HostNQN", hostnqn),
+            Some(h) => expand_label(h, how, &self.key, b"HostNQN", hostnqn),
         }
     }
 
     /// What TLS needs to reach subsystem `subnqn` as host `hostnqn`:
     /// the version 0 identity and the TLS PSK (3.6.1.4).
-    pub fn tls(&self, hostnqn: &[u8], subnqn: &[u8]) -> Result<TlsPsk, PskError> {
+    pub fn tls(&self, hostnqn: &[u8], subnqn: &[u8], how: Derivation) -> Result<TlsPsk, PskError> {
         let hash = self.hash();
         let mut identity = Vec::with_capacity(10 + hostnqn.len() + subnqn.len());
         identity.extend_from_slice(b"NVMe0R0");
@@ -184,7 +220,8 @@ impl ConfiguredPsk {
         if identity.len() > usize::from(u8::MAX) {
             return Err(PskError::IdentityTooLong);
         }
-        let key = expand_label(hash, &self.retained(hostnqn), b"nvme-tls-psk", &identity);
+        let retained = self.retained(hostnqn, how);
+        let key = expand_label(hash, how, &retained, b"nvme-tls-psk", &identity);
         Ok(TlsPsk {
             // NQNs are ASCII (checked by `Nqn`); a lossy conversion
             // changes nothing for them.
@@ -197,23 +234,29 @@ impl ConfiguredPsk {
 
 /// `HKDF-Expand-Label(HKDF-Extract(0, ikm), label, context, L)` with L
 /// the length of `ikm` (RFC 8446, 7.1: the label gets the "tls13 "
-/// prefix, label and context their length bytes). Callers keep
-/// `context` under 256 bytes.
-fn expand_label(hash: PskHash, ikm: &[u8], label: &[u8], context: &[u8]) -> Zeroizing<Vec<u8>> {
+/// prefix, label and context their length bytes; or libnvme's older
+/// form). Callers keep `context` under 256 bytes.
+fn expand_label(
+    hash: PskHash,
+    how: Derivation,
+    ikm: &[u8],
+    label: &[u8],
+    context: &[u8],
+) -> Zeroizing<Vec<u8>> {
     let len = ikm.len();
     let mut out = Zeroizing::new(alloc::vec![0u8; len]);
-    let info: [&[u8]; 6] = [
-        &(len as u16).to_be_bytes(),
-        &[(6 + label.len()) as u8],
-        b"tls13 ",
-        label,
-        &[context.len() as u8],
-        context,
-    ];
+    let (be, le) = ((len as u16).to_be_bytes(), (len as u16).to_le_bytes());
+    let (label_len, context_len) = ([(6 + label.len()) as u8], [context.len() as u8]);
+    let rfc: [&[u8]; 6] = [&be, &label_len, b"tls13 ", label, &context_len, context];
+    let compat: [&[u8]; 4] = [&le, b"tls13 ", label, context];
+    let info: &[&[u8]] = match how {
+        Derivation::Rfc8446 => &rfc,
+        Derivation::Compat => &compat,
+    };
     // Cannot fail: L is at most 48, far under 255 times the hash length.
     let _ = match hash {
-        PskHash::Sha256 => Hkdf::<Sha256>::new(None, ikm).expand_multi_info(&info, &mut out),
-        PskHash::Sha384 => Hkdf::<Sha384>::new(None, ikm).expand_multi_info(&info, &mut out),
+        PskHash::Sha256 => Hkdf::<Sha256>::new(None, ikm).expand_multi_info(info, &mut out),
+        PskHash::Sha384 => Hkdf::<Sha384>::new(None, ikm).expand_multi_info(info, &mut out),
     };
     out
 }
@@ -263,16 +306,16 @@ mod tests {
     const SUB: &[u8] = b"nqn.2024-01.io.pollfs:test";
 
     /// Known answers from `driver/tests/data/tls_psk_vectors.py`, which
-    /// computes HKDF from Python's own `hmac` module.
+    /// computes HKDF from Python's own `hmac` module, for both forms.
     #[test]
-    fn the_derivation_matches_an_independent_one() {
+    fn the_derivation_matches_independent_ones() {
         let key: Vec<u8> = (0u8..32).collect();
         let psk = ConfiguredPsk::parse(&text(&key, "01")).unwrap();
         assert_eq!(
-            hex(&psk.retained(HOST)),
+            hex(&psk.retained(HOST, Derivation::Rfc8446)),
             "2777170cfb82b52c5ec8cb00cc26fa9145d942315f2c892822b0772f5debe85d"
         );
-        let tls = psk.tls(HOST, SUB).unwrap();
+        let tls = psk.tls(HOST, SUB, Derivation::Rfc8446).unwrap();
         assert_eq!(
             tls.identity,
             "NVMe0R01 nqn.2014-08.org.nvmexpress:uuid:f81d4fae-7dec-11d0-a765-00a0c91e6bf6 \
@@ -282,9 +325,19 @@ mod tests {
             hex(&tls.key),
             "ca09777655182c42bcf64887d141565d8c8c3b2194af282b3780a7bdc5cae82d"
         );
+        assert_eq!(
+            hex(&psk.retained(HOST, Derivation::Compat)),
+            "8ea8c172dcbe294d04395b23836f5a90decc74a756669406f9c341df82b6ba04"
+        );
+        let compat = psk.tls(HOST, SUB, Derivation::Compat).unwrap();
+        assert_eq!(compat.identity, tls.identity, "one identity for both forms");
+        assert_eq!(
+            hex(&compat.key),
+            "8ab763c65e3035484816ccd6204e8bfe553fab0a2aeb9fc4cbdb3a4b458122b7"
+        );
         let key: Vec<u8> = (100u8..148).collect();
         let psk = ConfiguredPsk::parse(&text(&key, "02")).unwrap();
-        let tls = psk.tls(HOST, SUB).unwrap();
+        let tls = psk.tls(HOST, SUB, Derivation::Rfc8446).unwrap();
         assert!(tls.identity.starts_with("NVMe0R02 "));
         assert_eq!(tls.hash, PskHash::Sha384);
         assert_eq!(
@@ -292,9 +345,17 @@ mod tests {
             "3bc604f5341a77349880961f77d35a21bc2761d561cb0bed6173386dd282c37e\
              a9f186626fff9cce1ca894ad12a89d8b"
         );
-        // 00: the configured key is the retained one.
+        let tls = psk.tls(HOST, SUB, Derivation::Compat).unwrap();
+        assert_eq!(
+            hex(&tls.key),
+            "a637ab9a42c8361af3589ee1362aea9ac9b4c7915a571231a91650d781d56326\
+             b72b326588db78687b8946b8b8a6c19a"
+        );
+        // 00: the configured key is the retained one, in either form.
         let psk = ConfiguredPsk::parse(&text(&[7; 32], "00")).unwrap();
-        assert_eq!(&**psk.retained(HOST), &[7; 32]);
+        for how in [Derivation::Rfc8446, Derivation::Compat] {
+            assert_eq!(&**psk.retained(HOST, how), &[7; 32]);
+        }
         assert_eq!(psk.hash(), PskHash::Sha256);
     }
 
@@ -318,8 +379,11 @@ mod tests {
         let psk = ConfiguredPsk::parse(&good).unwrap();
         assert_eq!(alloc::format!("{psk:?}"), "<secret>");
         let long = [b'n'; 230];
-        assert_eq!(psk.tls(&long, SUB).unwrap_err(), PskError::IdentityTooLong);
-        let shown = alloc::format!("{:?}", psk.tls(HOST, SUB).unwrap());
+        assert_eq!(
+            psk.tls(&long, SUB, Derivation::Rfc8446).unwrap_err(),
+            PskError::IdentityTooLong
+        );
+        let shown = alloc::format!("{:?}", psk.tls(HOST, SUB, Derivation::Rfc8446).unwrap());
         assert!(
             shown.contains("<secret>") && shown.contains("NVMe0R01"),
             "{shown}"

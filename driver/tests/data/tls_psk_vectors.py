@@ -6,7 +6,11 @@ computed with Python's own hmac and hashlib, apart from the driver's code.
   identity = "NVMe0R0<h> <hostnqn> <subnqn>"
   tls psk  = HKDF-Expand-Label(HKDF-Extract(0, retained), "nvme-tls-psk", identity, L)
 
-HKDF is RFC 5869; HKDF-Expand-Label is RFC 8446, 7.1. Run: python3 tls_psk_vectors.py
+HKDF is RFC 5869; HKDF-Expand-Label is RFC 8446, 7.1, or (compat) libnvme's
+older form up to 1.13: the length little-endian, label and context without
+their length bytes. nvme-cli 2.13 (`nvme check-tls-key --keydata=KEY
+--hostnqn=H --subsysnqn=S --identity=0 --insert --keyring=R --keytype=user`,
+then `keyctl pipe`) gives the compat answers. Run: python3 tls_psk_vectors.py
 """
 import hashlib
 import hmac
@@ -28,17 +32,22 @@ def expand(h, prk, info, n):
     return out[:n]
 
 
-def expand_label(h, ikm, label, context):
+def expand_label(h, ikm, label, context, compat):
     n = len(ikm)
     full = b"tls13 " + label
-    info = n.to_bytes(2, "big") + bytes([len(full)]) + full + bytes([len(context)]) + context
+    if compat:
+        info = n.to_bytes(2, "little") + full + context
+    else:
+        info = n.to_bytes(2, "big") + bytes([len(full)]) + full + bytes([len(context)]) + context
     return expand(h, extract(h, ikm), info, n)
 
 
 for hh, h, key in [(1, hashlib.sha256, bytes(range(32))), (2, hashlib.sha384, bytes(range(100, 148)))]:
-    retained = expand_label(h, key, b"HostNQN", HOST)
     identity = b"NVMe0R0%d " % hh + HOST + b" " + SUB
-    psk = expand_label(h, retained, b"nvme-tls-psk", identity)
-    print(f"hash {hh:02}: retained {retained.hex()}")
     print(f"hash {hh:02}: identity {identity.decode()}")
-    print(f"hash {hh:02}: tls psk  {psk.hex()}")
+    for compat in (False, True):
+        form = "compat" if compat else "rfc8446"
+        retained = expand_label(h, key, b"HostNQN", HOST, compat)
+        psk = expand_label(h, retained, b"nvme-tls-psk", identity, compat)
+        print(f"hash {hh:02} {form}: retained {retained.hex()}")
+        print(f"hash {hh:02} {form}: tls psk  {psk.hex()}")

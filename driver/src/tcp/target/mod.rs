@@ -258,6 +258,7 @@ impl TestTarget {
             dhchap_ctrl_key_file: None,
             tls: false,
             tls_key_file: None,
+            tls_derivation: Default::default(),
         }
         .to_string()
     }
