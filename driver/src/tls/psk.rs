@@ -25,6 +25,8 @@
 //! here ([`Derivation`], the device name's `tls_derivation`): a host must
 //! derive what the target's tools put in its keyring, and nothing on the
 //! wire says which form that was (a mismatch is a refused handshake).
+//! `vm/tcp-tls-test.sh` checks the older form against a key nvme-cli 2.13
+//! put in Linux's keyring, with `tlshd` doing the target's handshake.
 //!
 //! Keys are zeroed on drop, print as `<secret>`, and no error carries
 //! any part of them. `driver/tests/data/tls_psk_vectors.py` computes the
