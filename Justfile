@@ -256,6 +256,13 @@ vm-tcp-auth-test:
 vm-pi-test:
     bash vm/pi-test.sh
 
+# TLS 1.3 with a PSK against nvmet-tcp in the VM (Debian 13's kernel, with
+# nvme-cli 2.13 putting the PSK in the .nvme keyring and tlshd doing the
+# target's handshake): identify, data on every queue, mkfs, fsck, a
+# reconnect; the other derivation, a wrong key and no TLS refused.
+vm-tcp-tls-test:
+    bash vm/tcp-tls-test.sh
+
 # A mirror over two nvmet-tcp targets in the VM: one taken away under a
 # syncing writer, which goes on; every synced chunk read back from each
 # leg alone; `pollfs mirror rejoin` leaves the legs byte-equal.

@@ -59,23 +59,82 @@ ensure_packages() {
 # not), fetched with a temporary sources list that leaves the system's
 # apt lists alone.
 trixie_kernel=linux-image-6.12.117+deb13-amd64
+
+# Debian 13's archive through a temporary sources list in
+# $cache/trixie-apt, updated here: apt-get and apt-cache with
+# "${trixie_opts[@]}" use it and leave the system's lists and caches
+# alone.
+trixie_apt_begin() {
+    trixie_apt="$cache/trixie-apt"
+    rm -rf "$trixie_apt" && mkdir -p "$trixie_apt/lists/partial"
+    echo 'deb [trusted=yes] http://deb.debian.org/debian trixie main' > "$trixie_apt/sources.list"
+    trixie_opts=(-o "Dir::Etc::SourceList=$trixie_apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
+        -o "Dir::State::Lists=$trixie_apt/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=)
+    apt-get "${trixie_opts[@]}" update >/dev/null 2>&1 || die "apt-get update (trixie)"
+}
+
+# Debian 13's packages $@ unpacked (not installed) into $trixie_root
+# (under the cache, reused while the list is the same), with every
+# library package (lib*, zlib*) among their dependencies, so their programs run in
+# the guest with Debian 13's own libraries (trixie_program).
+ensure_trixie_packages() {
+    trixie_root="$cache/trixie-root"
+    local stamp="$trixie_root/.done-$(echo "$*" | tr ' ' '+')" deb
+    [ -f "$stamp" ] && return 0
+    rm -rf "$trixie_root" && mkdir -p "$trixie_root"
+    log "downloading $* and their libraries (trixie)"
+    trixie_apt_begin
+    local all
+    all="$(apt-cache "${trixie_opts[@]}" depends --recurse --no-recommends --no-suggests \
+        --no-conflicts --no-breaks --no-replaces --no-enhances "$@" |
+        awk '/^[a-z0-9]/ && ($0 ~ /^(lib|zlib)/ || index(" '"$*"' ", " " $0 " "))' | sort -u)"
+    [ -n "$all" ] || die "no trixie packages for $*"
+    # shellcheck disable=SC2086
+    (cd "$trixie_apt" && apt-get "${trixie_opts[@]}" download $all >/dev/null 2>&1) ||
+        die "apt-get download (trixie): $all"
+    for deb in "$trixie_apt"/*.deb; do dpkg -x "$deb" "$trixie_root"; done
+    rm -rf "$trixie_apt"
+    touch "$stamp"
+}
+
+# Prints "src:dest" pairs for $extra: the program $1 (its path in the
+# guest, e.g. usr/sbin/tlshd) from $trixie_root, every library it needs
+# (its ELF NEEDED entries, recursively, found in $trixie_root) and
+# Debian 13's loader. A library no fetched package holds fails the run.
+trixie_program() {
+    local todo=("$1") seen=" " f so lib dir
+    echo "$trixie_root/$1:$1"
+    while [ ${#todo[@]} -gt 0 ]; do
+        f="${todo[0]}"
+        todo=("${todo[@]:1}")
+        for so in $(readelf -d "$trixie_root/$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+            case "$seen" in *" $so "*) continue ;; esac
+            seen="$seen$so "
+            lib=""
+            for dir in usr/lib/x86_64-linux-gnu lib/x86_64-linux-gnu; do
+                if [ -e "$trixie_root/$dir/$so" ]; then lib="$dir/$so" && break; fi
+            done
+            [ -n "$lib" ] || die "$so, needed by $f, is in no trixie package fetched"
+            echo "$trixie_root/$lib:$lib"
+            todo+=("$lib")
+        done
+    done
+    echo "$trixie_root/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2:lib64/ld-linux-x86-64.so.2"
+}
+
 ensure_kernel() {
     local kdir="$cache/kernel" pkg
     [ "${vm_kernel:-bookworm}" = trixie ] && kdir="$cache/kernel-trixie"
     if [ ! -f "$kdir/.done" ]; then
         rm -rf "$kdir"
         if [ "${vm_kernel:-bookworm}" = trixie ]; then
-            local apt="$cache/trixie-apt"
             pkg="$trixie_kernel"
-            rm -rf "$apt" && mkdir -p "$apt/lists/partial"
-            echo 'deb [trusted=yes] http://deb.debian.org/debian trixie main' > "$apt/sources.list"
-            local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-                -o "Dir::State::Lists=$apt/lists")
             log "downloading $pkg (trixie)"
-            apt-get "${opts[@]}" update >/dev/null 2>&1 || die "apt-get update (trixie)"
-            (cd "$apt" && apt-get "${opts[@]}" download "$pkg" >/dev/null 2>&1) || die "apt-get download $pkg"
-            dpkg -x "$apt/$pkg"_*.deb "$kdir"
-            rm -rf "$apt"
+            trixie_apt_begin
+            (cd "$trixie_apt" && apt-get "${trixie_opts[@]}" download "$pkg" >/dev/null 2>&1) ||
+                die "apt-get download $pkg"
+            dpkg -x "$trixie_apt/$pkg"_*.deb "$kdir"
+            rm -rf "$trixie_apt"
         else
             rm -f "$cache"/linux-image-*.deb
             pkg="$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/{print $2}' | head -n1 || true)"
@@ -195,7 +254,9 @@ with_libraries() {
 # no AVX-512, so target-cpu=native would trap).
 build_static() {
     log "building static binaries"
-    RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$static_target" \
+    # OpenSSL (TLS on NVMe/TCP) from its static libraries too: a static
+    # binary cannot load libssl.so in the busybox guest.
+    OPENSSL_STATIC=1 RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$static_target" \
         cargo build --release -q --manifest-path "$repo/Cargo.toml" \
         --target x86_64-unknown-linux-gnu "$@"
     bin_dir="$static_target/x86_64-unknown-linux-gnu/release"

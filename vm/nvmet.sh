@@ -10,7 +10,9 @@ PORT=/sys/kernel/config/nvmet/ports/1
 TCP_URL=nvme-tcp://127.0.0.1:4420/$NQN
 
 # Loopback, configfs, the subsystem with namespace 1 on /dev/nvme0n1, the
-# port, and the link that makes the port serve the subsystem.
+# port, and the link that makes the port serve the subsystem. With `tls`
+# the port requires TLS 1.3 (set before the link: the kernel refuses to
+# change a port that serves a subsystem).
 nvmet_up() {
     i=0
     # The PCI probe is asynchronous: wait for the namespace.
@@ -27,6 +29,10 @@ nvmet_up() {
     echo ipv4 > "$PORT/addr_adrfam"
     echo 127.0.0.1 > "$PORT/addr_traddr"
     echo 4420 > "$PORT/addr_trsvcid"
+    if [ "${1:-}" = tls ]; then
+        echo tls1.3 > "$PORT/addr_tsas" || return 1
+        echo required > "$PORT/addr_treq" || return 1
+    fi
     nvmet_link
 }
 

@@ -120,6 +120,21 @@ impl Errno for LinkError {
             LinkError::Unreachable => EHOSTUNREACH,
             // The socket failed with an errno the link does not keep.
             LinkError::Other => EIO,
+            LinkError::Tls(e) => e.errno(),
+        }
+    }
+}
+
+impl Errno for crate::tls::TlsError {
+    fn errno(&self) -> i32 {
+        use crate::tls::TlsError;
+        match self {
+            // The target does not take this host's key.
+            TlsError::Refused | TlsError::NoPsk => EACCES,
+            TlsError::Closed => ECONNRESET,
+            TlsError::UnsupportedHash => EOPNOTSUPP,
+            TlsError::NotTls | TlsError::Handshake | TlsError::Record => EPROTO,
+            TlsError::Setup => EIO,
         }
     }
 }

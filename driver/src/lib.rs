@@ -23,6 +23,9 @@
 //!   queues: `DHHC-1` secrets, SHA-2 HMACs, the RFC 7919 groups and the
 //!   host's side of the exchange, with no I/O (the wire formats are in
 //!   `spec::auth`; the TCP transport runs it after Connect).
+//! - [`tls`]: TLS 1.3 with a pre-shared key for NVMe/TCP: the PSK
+//!   interchange form and derivation (`no_std`), the handshake and
+//!   records over OpenSSL (`tls::channel`, std).
 //! - [`qpair`]: command ids and queue protocol violations, per queue pair.
 //! - [`controller`]: bring-up through properties, the admin queue, abort,
 //!   reset and shutdown.
@@ -63,6 +66,7 @@ pub mod pcie;
 pub mod qpair;
 pub mod spec;
 pub mod tcp;
+pub mod tls;
 pub mod transport;
 
 // The PCIe transport's two providers keep their short paths: the tools and

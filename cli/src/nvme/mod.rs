@@ -9,7 +9,10 @@
 //! to reach the target, `&hostnqn=NQN&dhchap_key_file=PATH` the host's
 //! name and the file with its DH-HMAC-CHAP secret for a target that
 //! requires authentication, `&dhchap_ctrl_key_file=PATH` the controller's
-//! for checking the target too), or a stripe or mirror of such devices. The
+//! for checking the target too, `&tls_key_file=PATH` the file with the
+//! TLS pre-shared key for a target that requires TLS, with
+//! `&tls_derivation=compat` when the target's key was derived by
+//! nvme-cli 2.13 or before), or a stripe or mirror of such devices. The
 //! device is named and opened by `pollfs_device` as everywhere else, and
 //! the tools run generic code over it, so what is tested on `emu` is what
 //! runs on hardware.

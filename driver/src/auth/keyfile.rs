@@ -1,7 +1,8 @@
 //! Secrets from files (std): the device name names a file
-//! (`dhchap_key_file=PATH`), never the secret itself, so the secret
+//! (`dhchap_key_file=PATH`, `tls_key_file=PATH`), never the secret itself, so the secret
 //! shows neither in `ps` nor in the process's environment. The file
-//! holds the `DHHC-1:` form (what `nvme gen-dhchap-key` prints); its
+//! holds the `DHHC-1:` form (what `nvme gen-dhchap-key` prints) or the
+//! `NVMeTLSkey-1:` form (`nvme gen-tls-key`); its
 //! contents are zeroed once parsed. Errors name the file, never what is
 //! in it.
 
@@ -12,6 +13,7 @@ use std::string::String;
 use zeroize::Zeroizing;
 
 use super::secret::{DhchapSecret, SecretError};
+use crate::tls::psk::{ConfiguredPsk, PskError};
 
 /// Why a key file could not be used.
 #[derive(Debug)]
@@ -31,6 +33,14 @@ pub enum KeyFileError {
         /// What is wrong (never the secret).
         error: SecretError,
     },
+    /// The file does not hold a valid TLS PSK, or no TLS PSK comes from
+    /// it for this host and subsystem.
+    Psk {
+        /// The file.
+        path: String,
+        /// What is wrong (never the key).
+        error: PskError,
+    },
 }
 
 impl fmt::Display for KeyFileError {
@@ -38,6 +48,7 @@ impl fmt::Display for KeyFileError {
         match self {
             KeyFileError::Read { path, error } => write!(f, "key file {path}: {error}"),
             KeyFileError::Secret { path, error } => write!(f, "key file {path}: {error}"),
+            KeyFileError::Psk { path, error } => write!(f, "key file {path}: {error}"),
         }
     }
 }
@@ -52,20 +63,34 @@ pub fn os_random(buf: &mut [u8]) -> bool {
         .is_ok()
 }
 
-/// Reads the secret in file `path`.
-pub fn read_secret(path: &str) -> Result<DhchapSecret, KeyFileError> {
+/// The text of key file `path`, zeroed on drop.
+fn read_key_text(path: &str) -> Result<Zeroizing<String>, KeyFileError> {
     let read = |error| KeyFileError::Read {
         path: path.into(),
         error,
     };
     let mut file = std::fs::File::open(path).map_err(read)?;
     let mut text = Zeroizing::new(String::with_capacity(128));
-    // A secret is under 100 bytes; a larger file is not one.
+    // A key is under 100 bytes; a larger file is not one.
     file.by_ref()
         .take(4096)
         .read_to_string(&mut text)
         .map_err(read)?;
-    DhchapSecret::parse(&text).map_err(|error| KeyFileError::Secret {
+    Ok(text)
+}
+
+/// Reads the secret in file `path`.
+pub fn read_secret(path: &str) -> Result<DhchapSecret, KeyFileError> {
+    DhchapSecret::parse(&read_key_text(path)?).map_err(|error| KeyFileError::Secret {
+        path: path.into(),
+        error,
+    })
+}
+
+/// Reads the configured TLS PSK (`NVMeTLSkey-1:`, what `nvme
+/// gen-tls-key` prints) in file `path`.
+pub fn read_tls_psk(path: &str) -> Result<ConfiguredPsk, KeyFileError> {
+    ConfiguredPsk::parse(&read_key_text(path)?).map_err(|error| KeyFileError::Psk {
         path: path.into(),
         error,
     })

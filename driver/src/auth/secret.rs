@@ -57,6 +57,26 @@ impl fmt::Display for SecretError {
 
 impl core::error::Error for SecretError {}
 
+/// The key bytes of a secret's base64 part: `lens` key bytes followed
+/// by their CRC-32, little-endian. The `DHHC-1:` secrets and the
+/// NVMe/TCP TLS PSKs (`NVMeTLSkey-1:`, [`crate::tls::psk`]) share this
+/// form.
+pub(crate) fn key_with_crc(b64: &str, lens: &[usize]) -> Result<Zeroizing<Vec<u8>>, SecretError> {
+    let mut raw = Zeroizing::new(Vec::with_capacity(b64.len()));
+    base64::engine::general_purpose::STANDARD
+        .decode_vec(b64, &mut raw)
+        .map_err(|_| SecretError::Base64)?;
+    let len = raw.len().saturating_sub(4);
+    if raw.len() < 4 || !lens.contains(&len) {
+        return Err(SecretError::Length(len));
+    }
+    let (key, crc) = raw.split_at(len);
+    if CRC.checksum(key).to_le_bytes() != crc {
+        return Err(SecretError::Crc);
+    }
+    Ok(Zeroizing::new(key.to_vec()))
+}
+
 /// A DH-HMAC-CHAP secret: the key bytes and the hash that transforms
 /// them, if any.
 #[derive(Clone, PartialEq, Eq)]
@@ -87,20 +107,8 @@ impl DhchapSecret {
             0 => None,
             n => Some(Hash::from_id(n).ok_or(SecretError::Transform(n))?),
         };
-        let mut raw = Zeroizing::new(Vec::with_capacity(b64.len()));
-        base64::engine::general_purpose::STANDARD
-            .decode_vec(b64, &mut raw)
-            .map_err(|_| SecretError::Base64)?;
-        let len = raw.len().saturating_sub(4);
-        if !matches!(raw.len(), 36 | 52 | 68) {
-            return Err(SecretError::Length(len));
-        }
-        let (key, crc) = raw.split_at(len);
-        if CRC.checksum(key).to_le_bytes() != crc {
-            return Err(SecretError::Crc);
-        }
         Ok(DhchapSecret {
-            key: Zeroizing::new(key.to_vec()),
+            key: key_with_crc(b64, &[32, 48, 64])?,
             transform,
         })
     }

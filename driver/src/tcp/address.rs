@@ -16,15 +16,29 @@
 //! transformation use; a UUID form by default), `dhchap_key_file=PATH`
 //! the file holding the host's `DHHC-1:` secret, and
 //! `dhchap_ctrl_key_file=PATH` the controller's, for bidirectional
-//! authentication. A secret itself is never part of a device name (a
-//! name shows in `ps` and in logs): an option whose value looks like one
-//! is refused, and the error does not repeat it.
+//! authentication.
+//!
+//! TLS ([`crate::tls`]): `tls_key_file=PATH` names the file holding the
+//! configured PSK (`NVMeTLSkey-1:01:...:`, what `nvme gen-tls-key`
+//! prints) and requires TLS on every connection; `tls=1` says the same
+//! and is refused without a key file. `tls_derivation=rfc8446|compat`
+//! says how the TLS PSK is derived from that key: `rfc8446` (the
+//! default) as TP 8011 and current nvme-cli do, `compat` as nvme-cli
+//! 2.13 and before (Debian 13's) did, which is what a target whose
+//! keyring was filled by such an nvme-cli holds
+//! ([`Derivation`](crate::tls::psk::Derivation)). Digests are off under
+//! TLS (NVMe/TCP 1.0c, 3.6.1): `hdgst=1` or `ddgst=1` with TLS is refused.
+//!
+//! A secret itself is never part of a device name (a name shows in `ps`
+//! and in logs): an option whose value looks like one is refused, and
+//! the error does not repeat it.
 
 use alloc::string::{String, ToString};
 use core::fmt;
 
 use super::transport::TcpOptions;
 use crate::spec::fabrics::Nqn;
+use crate::tls::psk::Derivation;
 
 /// The scheme every NVMe/TCP device name starts with.
 pub const SCHEME: &str = "nvme-tcp://";
@@ -54,6 +68,12 @@ pub struct TcpAddress {
     pub dhchap_key_file: Option<String>,
     /// The file with the controller's secret (bidirectional).
     pub dhchap_ctrl_key_file: Option<String>,
+    /// TLS required (`tls=1`, or implied by `tls_key_file`).
+    pub tls: bool,
+    /// The file with the configured TLS PSK.
+    pub tls_key_file: Option<String>,
+    /// How the TLS PSK is derived from the configured one.
+    pub tls_derivation: Derivation,
 }
 
 /// Why a device name is not an NVMe/TCP address.
@@ -75,6 +95,14 @@ pub enum AddressError {
     Secret(String),
     /// `dhchap_ctrl_key_file` without `dhchap_key_file`.
     CtrlKeyAlone,
+    /// `tls=1` or `tls_derivation` without `tls_key_file`, or `tls=0`
+    /// with it.
+    TlsKey,
+    /// `tls_derivation` with a value that names no derivation (holds the
+    /// value).
+    TlsDerivation(String),
+    /// Header or data digests asked for under TLS.
+    DigestsUnderTls,
 }
 
 impl fmt::Display for AddressError {
@@ -88,16 +116,33 @@ impl fmt::Display for AddressError {
                 write!(
                     f,
                     "unknown option or bad value '{o}' (hdgst=0|1, ddgst=0|1, kato=MS, \
-                     reconnect=MS, hostnqn=NQN, dhchap_key_file=PATH, dhchap_ctrl_key_file=PATH)"
+                     reconnect=MS, hostnqn=NQN, dhchap_key_file=PATH, dhchap_ctrl_key_file=PATH, \
+                     tls=1, tls_key_file=PATH, tls_derivation=rfc8446|compat)"
                 )
             }
             AddressError::Secret(k) => write!(
                 f,
                 "option '{k}' holds a secret: secrets never go in a device name, put it in a \
-                 file and name that with dhchap_key_file=PATH (or dhchap_ctrl_key_file=PATH)"
+                 file and name that with dhchap_key_file=PATH (or dhchap_ctrl_key_file=PATH, \
+                 tls_key_file=PATH)"
             ),
             AddressError::CtrlKeyAlone => f.write_str(
                 "dhchap_ctrl_key_file (bidirectional authentication) needs dhchap_key_file too",
+            ),
+            AddressError::TlsKey => f.write_str(
+                "TLS needs its pre-shared key: tls_key_file=PATH (a file holding \
+                 NVMeTLSkey-1:...), which tls=1 and tls_derivation go with and tls=0 \
+                 cannot",
+            ),
+            AddressError::TlsDerivation(v) => write!(
+                f,
+                "tls_derivation is rfc8446 (the default: RFC 8446's HKDF labels, as \
+                 nvme-cli after 2.13 derives) or compat (nvme-cli 2.13 and before, as in \
+                 Debian 13; --compat later), not '{v}'"
+            ),
+            AddressError::DigestsUnderTls => f.write_str(
+                "digests are off under TLS (NVMe/TCP 1.0c, 3.6.1; TLS checks every record): \
+                 drop hdgst=1 and ddgst=1",
             ),
         }
     }
@@ -113,16 +158,25 @@ fn flag(v: &str, whole: &str) -> Result<bool, AddressError> {
     }
 }
 
-/// `name` with every DH-HMAC-CHAP secret in it (a `DHHC-1:` value, up to
-/// the next `&`, `,` or `)`) replaced by `<secret>`: for error messages
-/// about a name that should not have held one.
+/// How the text forms of secrets start: DH-HMAC-CHAP secrets and
+/// NVMe/TCP TLS PSKs.
+const SECRET_MARKS: [&str; 2] = ["DHHC-1:", "NVMeTLSkey-1:"];
+
+/// Where the first secret in `s` starts.
+fn find_secret(s: &str) -> Option<usize> {
+    SECRET_MARKS.iter().filter_map(|m| s.find(m)).min()
+}
+
+/// `name` with every secret in it (a `DHHC-1:` or `NVMeTLSkey-1:` value,
+/// up to the next `&`, `,` or `)`) replaced by `<secret>`: for error
+/// messages about a name that should not have held one.
 pub fn redact(name: &str) -> alloc::borrow::Cow<'_, str> {
-    if !name.contains("DHHC-1:") {
+    if find_secret(name).is_none() {
         return alloc::borrow::Cow::Borrowed(name);
     }
     let mut out = String::with_capacity(name.len());
     let mut rest = name;
-    while let Some(at) = rest.find("DHHC-1:") {
+    while let Some(at) = find_secret(rest) {
         out.push_str(&rest[..at]);
         out.push_str("<secret>");
         let tail = &rest[at..];
@@ -182,15 +236,19 @@ impl TcpAddress {
             hostnqn: None,
             dhchap_key_file: None,
             dhchap_ctrl_key_file: None,
+            tls: false,
+            tls_key_file: None,
+            tls_derivation: Derivation::default(),
         };
+        let mut tls = None;
+        let mut derivation = None;
         for opt in query.unwrap_or("").split('&').filter(|o| !o.is_empty()) {
             let (k, v) = opt
                 .split_once('=')
                 .ok_or_else(|| AddressError::Option(opt.to_string()))?;
-            if v.contains("DHHC-1:") || k.contains("DHHC-1:") {
-                return Err(AddressError::Secret(
-                    k.split("DHHC-1:").next().unwrap_or("").to_string(),
-                ));
+            if find_secret(opt).is_some() {
+                let key = k.get(..find_secret(k).unwrap_or(k.len())).unwrap_or("");
+                return Err(AddressError::Secret(key.to_string()));
             }
             let file = |v: &str| {
                 (!v.is_empty())
@@ -204,6 +262,14 @@ impl TcpAddress {
                 }
                 "dhchap_key_file" => a.dhchap_key_file = Some(file(v)?),
                 "dhchap_ctrl_key_file" => a.dhchap_ctrl_key_file = Some(file(v)?),
+                "tls" => tls = Some(flag(v, opt)?),
+                "tls_key_file" => a.tls_key_file = Some(file(v)?),
+                "tls_derivation" => {
+                    derivation = Some(
+                        Derivation::from_name(v)
+                            .ok_or_else(|| AddressError::TlsDerivation(v.to_string()))?,
+                    )
+                }
                 "hdgst" => a.header_digest = flag(v, opt)?,
                 "ddgst" => a.data_digest = flag(v, opt)?,
                 "kato" => {
@@ -225,6 +291,18 @@ impl TcpAddress {
         }
         if a.dhchap_ctrl_key_file.is_some() && a.dhchap_key_file.is_none() {
             return Err(AddressError::CtrlKeyAlone);
+        }
+        a.tls = match (tls, &a.tls_key_file) {
+            (Some(false), Some(_)) | (Some(true), None) => return Err(AddressError::TlsKey),
+            (_, key) => key.is_some(),
+        };
+        match derivation {
+            Some(_) if !a.tls => return Err(AddressError::TlsKey),
+            Some(d) => a.tls_derivation = d,
+            None => {}
+        }
+        if a.tls && (a.header_digest || a.data_digest) {
+            return Err(AddressError::DigestsUnderTls);
         }
         Ok(a)
     }
@@ -279,11 +357,15 @@ impl fmt::Display for TcpAddress {
         for (k, v) in [
             ("dhchap_key_file", &self.dhchap_key_file),
             ("dhchap_ctrl_key_file", &self.dhchap_ctrl_key_file),
+            ("tls_key_file", &self.tls_key_file),
         ] {
             if let Some(path) = v {
                 write!(f, "{sep}{k}={path}")?;
                 sep = '&';
             }
+        }
+        if self.tls_derivation != Derivation::default() {
+            write!(f, "{sep}tls_derivation={}", self.tls_derivation.name())?;
         }
         Ok(())
     }
@@ -347,8 +429,12 @@ mod tests {
             AddressError::Option("reconnect=18446744073710".into())
         );
         assert_eq!(
-            e("nvme-tcp://h/n?tls=1"),
-            AddressError::Option("tls=1".into())
+            e("nvme-tcp://h/n?tls=2"),
+            AddressError::Option("tls=2".into())
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?tlz=1"),
+            AddressError::Option("tlz=1".into())
         );
         assert!(TcpAddress::is_tcp("nvme-tcp://x/y") && !TcpAddress::is_tcp("vfio:0000:00:04.0"));
     }
@@ -402,5 +488,68 @@ mod tests {
             "mirror:(nvme-tcp://h/n?k=<secret>&x=1,nvme-tcp://h/m)"
         );
         assert_eq!(redact("nvme-tcp://h/n"), "nvme-tcp://h/n");
+    }
+
+    #[test]
+    fn tls_options_name_a_key_file_and_turn_digests_away() {
+        let s = "nvme-tcp://127.0.0.1:4420/sub?tls_key_file=/etc/pollfs/tls.key";
+        let a = TcpAddress::parse(s).unwrap();
+        assert!(a.tls);
+        assert_eq!(a.tls_key_file.as_deref(), Some("/etc/pollfs/tls.key"));
+        assert_eq!(a.to_string(), s);
+        let b = TcpAddress::parse(&alloc::format!("{s}&tls=1")).unwrap();
+        assert_eq!(a, b);
+        assert!(!TcpAddress::parse("nvme-tcp://h/n").unwrap().tls);
+        let e = |s| TcpAddress::parse(s).unwrap_err();
+        assert_eq!(e("nvme-tcp://h/n?tls=1"), AddressError::TlsKey);
+        assert_eq!(
+            e("nvme-tcp://h/n?tls=0&tls_key_file=/k"),
+            AddressError::TlsKey
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?tls_key_file="),
+            AddressError::Option("tls_key_file=".into())
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?tls_key_file=/k&hdgst=1"),
+            AddressError::DigestsUnderTls
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?ddgst=1&tls=1&tls_key_file=/k"),
+            AddressError::DigestsUnderTls
+        );
+        // The derivation: named, printed back when not the default, only
+        // with a key, and a bad value said as such.
+        assert_eq!(a.tls_derivation, Derivation::Rfc8446);
+        let c = alloc::format!("{s}&tls_derivation=compat");
+        let a = TcpAddress::parse(&c).unwrap();
+        assert_eq!(a.tls_derivation, Derivation::Compat);
+        assert_eq!(a.to_string(), c);
+        let r = TcpAddress::parse(&alloc::format!("{s}&tls_derivation=rfc8446")).unwrap();
+        assert_eq!(
+            (r.tls_derivation, r.to_string()),
+            (Derivation::Rfc8446, s.into())
+        );
+        assert_eq!(
+            e("nvme-tcp://h/n?tls_derivation=compat"),
+            AddressError::TlsKey
+        );
+        let bad = e("nvme-tcp://h/n?tls_key_file=/k&tls_derivation=old");
+        assert_eq!(bad, AddressError::TlsDerivation("old".into()));
+        let shown = bad.to_string();
+        assert!(
+            shown.contains("'old'") && shown.contains("rfc8446") && shown.contains("compat"),
+            "{shown}"
+        );
+        let key = "NVMeTLSkey-1:01:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQHMnzFi:";
+        for name in [
+            alloc::format!("nvme-tcp://h/n?tls_key={key}"),
+            alloc::format!("nvme-tcp://h/n?tls_key_file={key}"),
+        ] {
+            let err = TcpAddress::parse(&name).unwrap_err();
+            assert!(matches!(err, AddressError::Secret(_)), "{err:?}");
+            let shown = alloc::format!("{err} {err:?} {}", redact(&name));
+            assert!(!shown.contains("AQEB"), "{shown}");
+        }
     }
 }

@@ -17,14 +17,18 @@ use super::frames::TcpFrames;
 use super::stream::{Connector, LinkError, Stream};
 use super::sys::{self, Moved};
 use super::transport::{TcpOptions, TcpTransport};
-use crate::auth::keyfile::{os_random, read_secret, KeyFileError};
+use crate::auth::keyfile::{os_random, read_secret, read_tls_psk, KeyFileError};
 use crate::auth::DhchapConfig;
 use crate::controller::DriverConfig;
 use crate::device::NvmeDevice;
 use crate::error::DriverError;
 use crate::tcp::TcpError;
+use crate::tls::channel::{TlsClient, TlsStream};
+use crate::tls::psk::TlsPsk;
+use crate::tls::TlsError;
 
-fn link_error(e: &std::io::Error) -> LinkError {
+/// The stream error an I/O error of the socket means.
+pub(crate) fn link_error(e: &std::io::Error) -> LinkError {
     match e.kind() {
         ErrorKind::ConnectionRefused => LinkError::Refused,
         ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::BrokenPipe => {
@@ -39,15 +43,26 @@ fn link_error(e: &std::io::Error) -> LinkError {
     }
 }
 
-/// A connected, non-blocking TCP stream. The data path calls the socket
-/// directly (`tcp::sys`); the `TcpStream` owns the descriptor.
+/// A connected, non-blocking TCP stream, in the clear or inside TLS. The
+/// clear data path calls the socket directly (`tcp::sys`); the
+/// `TcpStream` owns the descriptor.
 #[derive(Debug)]
-pub struct NetStream(TcpStream);
+pub struct NetStream(Link);
+
+#[derive(Debug)]
+enum Link {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+}
 
 impl Stream for NetStream {
     #[inline(always)]
     fn send(&mut self, bufs: &[&[u8]]) -> Result<usize, LinkError> {
-        match sys::send(self.0.as_raw_fd(), bufs) {
+        let s = match &mut self.0 {
+            Link::Plain(s) => s,
+            Link::Tls(t) => return tls_send(t, bufs),
+        };
+        match sys::send(s.as_raw_fd(), bufs) {
             Ok(Moved::Bytes(k)) => Ok(k),
             Ok(Moved::NotNow) => Ok(0),
             Err(e) => Err(link_error(&e)),
@@ -55,7 +70,11 @@ impl Stream for NetStream {
     }
     #[inline(always)]
     fn recv(&mut self, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError> {
-        match sys::recv(self.0.as_raw_fd(), bufs) {
+        let s = match &mut self.0 {
+            Link::Plain(s) => s,
+            Link::Tls(t) => return tls_recv(t, bufs),
+        };
+        match sys::recv(s.as_raw_fd(), bufs) {
             // Nothing read into room: the peer closed.
             Ok(Moved::Bytes(0)) if bufs.iter().take(sys::RECV_IOV).any(|b| !b.is_empty()) => {
                 Err(LinkError::Closed)
@@ -67,11 +86,24 @@ impl Stream for NetStream {
     }
 }
 
+// Out of line: the clear path stays as small as it was.
+#[inline(never)]
+fn tls_send(t: &mut TlsStream, bufs: &[&[u8]]) -> Result<usize, LinkError> {
+    t.send(bufs)
+}
+
+#[inline(never)]
+fn tls_recv(t: &mut TlsStream, bufs: &mut [&mut [u8]]) -> Result<usize, LinkError> {
+    t.recv(bufs)
+}
+
 /// Connects to one address (the first of a name's that answers).
 #[derive(Debug, Clone)]
 pub struct NetConnector {
     addrs: Vec<SocketAddr>,
     timeout: Duration,
+    /// TLS on every connection, when required.
+    tls: Option<TlsClient>,
 }
 
 impl NetConnector {
@@ -85,14 +117,25 @@ impl NetConnector {
         if addrs.is_empty() {
             return Err(LinkError::Unreachable);
         }
-        Ok(NetConnector { addrs, timeout })
+        Ok(NetConnector {
+            addrs,
+            timeout,
+            tls: None,
+        })
     }
     /// A connector for one socket address.
     pub fn to(addr: SocketAddr, timeout: Duration) -> NetConnector {
         NetConnector {
             addrs: std::vec![addr],
             timeout,
+            tls: None,
         }
+    }
+    /// This connector with TLS on every connection, with `psk` (none:
+    /// in the clear).
+    pub fn with_tls(mut self, psk: Option<Arc<TlsPsk>>) -> Result<NetConnector, TlsError> {
+        self.tls = psk.map(TlsClient::new).transpose()?;
+        Ok(self)
     }
 }
 
@@ -105,14 +148,18 @@ impl Connector for NetConnector {
         for a in &self.addrs {
             match TcpStream::connect_timeout(a, self.timeout) {
                 Ok(s) => {
-                    let setup = s
+                    let handle = s
                         .set_nodelay(true)
-                        .and_then(|()| s.set_nonblocking(true))
-                        .and_then(|()| s.try_clone());
-                    return match setup {
-                        Ok(handle) => Ok((NetStream(s), handle)),
-                        Err(e) => Err(link_error(&e)),
+                        .and_then(|()| s.try_clone())
+                        .map_err(|e| link_error(&e))?;
+                    let link = match &self.tls {
+                        None => {
+                            s.set_nonblocking(true).map_err(|e| link_error(&e))?;
+                            Link::Plain(s)
+                        }
+                        Some(tls) => Link::Tls(Box::new(tls.handshake(s, self.timeout)?)),
                     };
+                    return Ok((NetStream(link), handle));
                 }
                 Err(e) => last = link_error(&e),
             }
@@ -128,10 +175,24 @@ impl Connector for NetConnector {
 }
 
 impl TcpAddress {
-    /// [`options`](TcpAddress::options) with the DH-HMAC-CHAP secrets read
-    /// from the files the name gives, and the system's random source.
+    /// [`options`](TcpAddress::options) with the DH-HMAC-CHAP secrets and
+    /// the TLS PSK read from the files the name gives, and the system's
+    /// random source.
     pub fn load_options(&self) -> Result<TcpOptions, KeyFileError> {
         let mut o = self.options();
+        if let Some(path) = &self.tls_key_file {
+            let psk = read_tls_psk(path)?
+                .tls(
+                    o.hostnqn.as_bytes(),
+                    o.subnqn.as_bytes(),
+                    self.tls_derivation,
+                )
+                .map_err(|error| KeyFileError::Psk {
+                    path: path.clone(),
+                    error,
+                })?;
+            o.tls = Some(Arc::new(psk));
+        }
         if let Some(path) = &self.dhchap_key_file {
             let host = read_secret(path)?;
             let ctrl = self
@@ -204,11 +265,12 @@ impl NvmeDevice<TcpTransport<NetConnector>> {
         clock: impl Fn() -> Nanos + Send + Sync + Clone + 'static,
     ) -> Result<TcpTransport<NetConnector>, DriverError<TcpError>> {
         let timeout = Duration::from_nanos(options.setup_timeout.max(1));
-        let connector = NetConnector::new(&address.host, address.port, timeout).map_err(|e| {
-            DriverError::Protocol(crate::qpair::ProtocolError::Transport(
-                super::TcpError::Link(e),
-            ))
-        })?;
+        let link =
+            |e| DriverError::Protocol(crate::qpair::ProtocolError::Transport(TcpError::Link(e)));
+        let connector = NetConnector::new(&address.host, address.port, timeout)
+            .map_err(link)?
+            .with_tls(options.tls.clone())
+            .map_err(|e| link(LinkError::Tls(e)))?;
         Ok(TcpTransport::new(connector, options, clock))
     }
 }

@@ -8,6 +8,8 @@
 
 use core::fmt;
 
+use crate::tls::TlsError;
+
 /// Why a stream failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -24,11 +26,14 @@ pub enum LinkError {
     Unreachable,
     /// Any other failure of the operating system's socket.
     Other,
+    /// The secure channel (TLS) could not be set up, or failed.
+    Tls(TlsError),
 }
 
 impl fmt::Display for LinkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            LinkError::Tls(e) => return fmt::Display::fmt(e, f),
             LinkError::Closed => "closed by the peer",
             LinkError::Reset => "reset by the peer",
             LinkError::Refused => "refused",

@@ -45,6 +45,7 @@ use crate::spec::auth::{CONNECT_AUTHREQ_ASCR, CONNECT_AUTHREQ_ATR, RECEIVE_LEN};
 use crate::spec::command::SubmissionEntry;
 use crate::spec::fabrics::{cattr, ConnectData, Nqn, CNTLID_DYNAMIC, FABRICS_OPCODE};
 use crate::spec::identify::IdentifyController;
+use crate::tls::psk::TlsPsk;
 use crate::transport::{AdminCommands, Payload, Property, Qpair, QpairSpec, Transport};
 
 /// In-capsule data every NVMe/TCP controller accepts on the admin queue
@@ -87,6 +88,10 @@ pub struct TcpOptions {
     /// DH-HMAC-CHAP keys, for a controller that requires authentication
     /// (none: such a controller is refused with [`AuthError::NoKey`]).
     pub dhchap: Option<Arc<DhchapConfig>>,
+    /// TLS with this pre-shared key on every connection, before ICReq
+    /// (none: in the clear). The connector sets the channel up; digests
+    /// stay off under it (NVMe/TCP 1.0c, 3.6.1).
+    pub tls: Option<Arc<TlsPsk>>,
 }
 
 /// The host identifier used when none is given.
@@ -113,6 +118,7 @@ impl TcpOptions {
             max_in_capsule: u32::MAX,
             success_flag: true,
             dhchap: None,
+            tls: None,
         }
     }
 }
@@ -176,12 +182,16 @@ fn tcp(e: TcpError) -> DriverError<TcpError> {
     DriverError::Protocol(ProtocolError::Transport(e))
 }
 
-/// True for an authentication failure, which trying again cannot mend.
+/// True for an authentication failure or a refused secure channel,
+/// which trying again cannot mend.
 fn final_error(e: &DriverError<TcpError>) -> bool {
-    matches!(
-        e,
-        DriverError::Protocol(ProtocolError::Transport(TcpError::Auth(_)))
-    )
+    match e {
+        DriverError::Protocol(ProtocolError::Transport(TcpError::Auth(_))) => true,
+        DriverError::Protocol(ProtocolError::Transport(TcpError::Link(LinkError::Tls(t)))) => {
+            t.is_final()
+        }
+        _ => false,
+    }
 }
 
 impl<C: Connector> TcpTransport<C> {

@@ -11,6 +11,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use super::auth::CtrlAuth;
+use super::tls::{accept, Wire};
 use super::{Ctrl, Fault, Shared};
 use crate::spec::auth::{CONNECT_AUTHREQ_ATR, SECP_DHCHAP, SPSP_DHCHAP};
 use crate::spec::command::{admin_opcode, cns, io_opcode, SubmissionEntry};
@@ -60,7 +61,7 @@ fn status(sct: StatusType, sc: u8) -> Status {
 }
 
 struct Conn {
-    sock: TcpStream,
+    sock: Wire,
     shared: Arc<Shared>,
     rx: Framing,
     tx: Framing,
@@ -80,6 +81,20 @@ pub(super) fn serve(sock: TcpStream, shared: Arc<Shared>) {
     let _ = sock.set_read_timeout(Some(Duration::from_millis(10)));
     let _ = sock.set_write_timeout(Some(Duration::from_secs(2)));
     let _ = sock.set_nodelay(true);
+    let tls = shared.tls.lock().clone();
+    let sock = match tls {
+        None => Wire::Plain(sock),
+        Some(psk) => match accept(sock, &psk) {
+            Ok(s) => {
+                shared.stats.lock().tls_sessions += 1;
+                Wire::Tls(alloc::boxed::Box::new(s))
+            }
+            Err(_) => {
+                shared.stats.lock().tls_failures += 1;
+                return;
+            }
+        },
+    };
     let mut c = Conn {
         sock,
         shared,

@@ -11,7 +11,9 @@
 //! most `c2h_chunk` bytes, the SUCCESS flag when the queue asked for it),
 //! Write (in-capsule data up to IOCCSZ, otherwise R2Ts of at most
 //! `r2t_chunk` bytes), Flush, Write Zeroes and Dataset Management; with
-//! [`TargetAuth`], DH-HMAC-CHAP on every queue after Connect.
+//! [`TargetAuth`], DH-HMAC-CHAP on every queue after Connect; with a TLS
+//! PSK ([`TargetConfig::tls`]), TLS 1.3 on every connection before
+//! ICReq.
 //!
 //! Faults come on demand ([`Fault`], one per injection, taken by the next
 //! I/O command on any queue) and the whole target can refuse connections
@@ -20,6 +22,7 @@
 
 mod auth;
 mod conn;
+mod tls;
 
 pub use auth::TargetAuth;
 
@@ -44,6 +47,7 @@ use crate::device::NvmeDevice;
 use crate::error::DriverError;
 use crate::spec::fabrics::Nqn;
 use crate::tcp::TcpError;
+use crate::tls::psk::TlsPsk;
 
 /// What the target offers.
 #[derive(Clone, Debug)]
@@ -75,6 +79,9 @@ pub struct TargetConfig {
     pub queues: u16,
     /// Authentication every queue must pass after Connect (none: none).
     pub auth: Option<TargetAuth>,
+    /// TLS with this PSK required on every connection (none: in the
+    /// clear).
+    pub tls: Option<TlsPsk>,
 }
 
 impl Default for TargetConfig {
@@ -95,6 +102,7 @@ impl Default for TargetConfig {
             max_entries: 128,
             queues: 8,
             auth: None,
+            tls: None,
         }
     }
 }
@@ -149,6 +157,10 @@ pub struct TargetStats {
     pub auths: u64,
     /// Queues that failed it (the target's check or the host's).
     pub auth_failures: u64,
+    /// Connections that completed the TLS handshake.
+    pub tls_sessions: u64,
+    /// Connections that failed it.
+    pub tls_failures: u64,
 }
 
 /// A controller's property state and the I/O queues connected to it.
@@ -174,6 +186,9 @@ struct Shared {
     /// What new connections must pass (from `config.auth`, changed by
     /// [`TestTarget::set_auth`]).
     auth: Mutex<Option<TargetAuth>>,
+    /// The TLS PSK new connections need (from `config.tls`, changed by
+    /// [`TestTarget::set_tls`]).
+    tls: Mutex<Option<TlsPsk>>,
     refusing: AtomicBool,
     stalled: AtomicBool,
     stop: AtomicBool,
@@ -201,6 +216,7 @@ impl TestTarget {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             auth: Mutex::new(config.auth.clone()),
+            tls: Mutex::new(config.tls.clone()),
             config,
             nqn,
             medium: Mutex::new(vec![0u8; bytes]),
@@ -240,6 +256,9 @@ impl TestTarget {
             hostnqn: None,
             dhchap_key_file: None,
             dhchap_ctrl_key_file: None,
+            tls: false,
+            tls_key_file: None,
+            tls_derivation: Default::default(),
         }
         .to_string()
     }
@@ -262,7 +281,15 @@ impl TestTarget {
         frames: u32,
     ) -> Result<TcpDevice, DriverError<TcpError>> {
         let clock = super::net::std_clock();
-        let transport = super::TcpTransport::new(self.connector(), options, clock.clone());
+        let connector = self
+            .connector()
+            .with_tls(options.tls.clone())
+            .map_err(|e| {
+                DriverError::Protocol(crate::qpair::ProtocolError::Transport(TcpError::Link(
+                    super::LinkError::Tls(e),
+                )))
+            })?;
+        let transport = super::TcpTransport::new(connector, options, clock.clone());
         NvmeDevice::new(transport, clock, config, frames)
     }
 
@@ -277,6 +304,11 @@ impl TestTarget {
     /// What connections made from now on must pass to authenticate.
     pub fn set_auth(&self, auth: Option<TargetAuth>) {
         *self.shared.auth.lock() = auth;
+    }
+    /// What connections made from now on must pass for TLS (none: they
+    /// talk in the clear).
+    pub fn set_tls(&self, tls: Option<TlsPsk>) {
+        *self.shared.tls.lock() = tls;
     }
     /// While set, new connections are closed at once (the port is gone).
     pub fn set_refusing(&self, on: bool) {
