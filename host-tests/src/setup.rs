@@ -6,10 +6,14 @@ use pollfs_core::{Config, Fs};
 use pollfs_driver::{EmulatedDevice, NvmeDevice};
 
 /// A hosted configuration: waiting threads yield the CPU instead of
-/// spinning, which matters when tests run more threads than cores.
+/// spinning, which matters when tests run more threads than cores. Idle
+/// inodes are looked at after every other use (`idle_inodes`), so the
+/// tests' few files leave memory and are built again from the durable
+/// view as often as a large filesystem's do.
 pub fn config(cache_pages: u32) -> Config {
     Config {
         cache_pages,
+        idle_inodes: 2,
         ..pollfs_hosted::config()
     }
 }

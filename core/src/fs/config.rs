@@ -50,6 +50,13 @@ pub struct Config {
     /// writes home itself either way. The engine starts no thread (see
     /// `background`).
     pub background: Option<super::background::StartBackground>,
+    /// Inodes used since the last look at them before idle ones are
+    /// looked at again: shrunk to what an unused inode needs and, with a
+    /// log, let go of when the durable view describes them exactly (built
+    /// again from it when next used). Bounds what idle inodes hold beyond
+    /// the cache; a look costs about three list entries per use. 0 counts
+    /// as 1.
+    pub idle_inodes: u32,
 }
 
 fn no_clock() -> Nanos {
@@ -78,6 +85,7 @@ impl Default for Config {
             root_owner: (0, 0),
             log_data_pages: 4,
             background: None,
+            idle_inodes: 1024,
         }
     }
 }

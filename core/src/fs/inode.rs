@@ -12,7 +12,7 @@ use spin::Once;
 use crate::cache::Radix;
 use crate::lock::{Level, RangeLock, StripedLock};
 use crate::persist::record::{InodeMeta, Kind};
-use crate::persist::DurableInode;
+use crate::persist::{DurableInode, LiveInode};
 use crate::space::ExtentMap;
 use crate::sync::{Mutex, RwLock, WaitQueue};
 use crate::units::{InodeId, PAGE_SIZE_U64};
@@ -274,6 +274,36 @@ impl Inode {
             self.pages.drop_nodes();
         }
         self.pages.has_nodes()
+    }
+
+    /// True if nothing about this inode lives only in memory but what the
+    /// durable view may also say: not open, named, not reclaimed, no dirty
+    /// page, every change logged and nothing staged. With no cached page
+    /// and a record equal to the view's ([`Inode::live_view`]), it may
+    /// leave memory. The caller holds the only reference.
+    pub(crate) fn idle_and_logged(&self) -> bool {
+        let logged = self.logged_seq.load(Ordering::Acquire);
+        self.open.load(Ordering::Acquire) == 0
+            && !self.unlinked.load(Ordering::Acquire)
+            && !self.linkable.load(Ordering::Acquire)
+            && !self.reclaimed.load(Ordering::Acquire)
+            && self.dirty.load(Ordering::Acquire) == 0
+            && self.meta_seq.load(Ordering::Acquire) == logged
+            && self.staged_seq.load(Ordering::Acquire) <= logged
+    }
+
+    /// This inode as [`Journal::durable_matches`] compares it with the
+    /// durable view.
+    ///
+    /// [`Journal::durable_matches`]: crate::persist::Journal::durable_matches
+    pub(crate) fn live_view(&self) -> LiveInode {
+        let xattrs = self
+            .xattrs
+            .lock()
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect();
+        (self.id.0, self.meta(), xattrs)
     }
 
     /// True if the parts [`Inode::shrink`] frees exist.

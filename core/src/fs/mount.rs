@@ -97,7 +97,9 @@ impl<D: BlockDevice> Fs<D> {
             inodes: RwLock::new(BTreeMap::new()),
             inode_count: AtomicU64::new(0),
             reclaims: AtomicU64::new(0),
-            warm: Mutex::new(super::shared::Warm::default()),
+            warm: Mutex::new(super::shared::Warm::new(
+                (config.idle_inodes as usize).max(1),
+            )),
             next_ino: AtomicU64::new(ROOT_INO + 1),
             counters: Mutex::new((Vec::new(), Stats::default())),
             sessions: AtomicUsize::new(0),

@@ -75,11 +75,6 @@ pub(crate) struct Shared<D: BlockDevice> {
     pub(crate) waker: spin::Once<Arc<dyn super::background::BackgroundWaker>>,
 }
 
-/// Closes between passes over the warm list (at least; see
-/// [`Shared::shrink_idle`]): what idle inodes not in the cache hold
-/// beyond their attributes is at most about this many times 3 KiB.
-pub(crate) const WARM_MIN: usize = 1024;
-
 /// Inodes that were in use since they were last shrunk.
 #[derive(Debug)]
 pub(crate) struct Warm {
@@ -88,11 +83,12 @@ pub(crate) struct Warm {
     due: usize,
 }
 
-impl Default for Warm {
-    fn default() -> Warm {
+impl Warm {
+    /// An empty list, due after `min` uses.
+    pub(crate) fn new(min: usize) -> Warm {
         Warm {
             ids: Vec::new(),
-            due: WARM_MIN,
+            due: min,
         }
     }
 }
@@ -259,6 +255,9 @@ impl<D: BlockDevice> Shared<D> {
             }
             let inode = Arc::new(inode);
             inodes.insert(ino, inode.clone());
+            drop(inodes);
+            // On the warm list, so that one only looked at leaves again.
+            self.note_used(ino);
             return Some(inode);
         }
     }
@@ -309,33 +308,49 @@ impl<D: BlockDevice> Shared<D> {
         }
         if inode.unlinked.load(Ordering::Acquire) {
             self.reclaim(inode);
-        } else if inode.is_warm() {
-            let due = {
-                let mut w = self.warm.lock();
-                w.ids.push(inode.id);
-                w.ids.len() >= w.due
-            };
-            if due {
-                self.shrink_idle();
-            }
+        } else if inode.is_warm() || self.journal.has_log() {
+            self.note_used(inode.id);
         }
     }
 
-    /// Shrinks every idle inode on the warm list ([`Inode::shrink`]): one
-    /// that only the inode table holds (so nobody is inside it, and nobody
-    /// can reach it while this holds the table's lock). An inode whose
-    /// page index keeps nodes for cached pages stays on the list, and so
-    /// does one held only for a moment (by a lookup, say); one still open
-    /// goes back on the list when it is closed. So what idle inodes hold
-    /// beyond their attributes is bounded by the cache: pages cached, and
-    /// the list's length since its last pass.
+    /// Puts `id` on the warm list, and processes the list if it is due
+    /// ([`Shared::shrink_idle`]). The caller holds neither the inode
+    /// table's lock nor the journal's state lock.
+    pub(crate) fn note_used(&self, id: InodeId) {
+        let due = {
+            let mut w = self.warm.lock();
+            w.ids.push(id);
+            w.ids.len() >= w.due
+        };
+        if due {
+            self.shrink_idle();
+        }
+    }
+
+    /// Shrinks every idle inode on the warm list ([`Inode::shrink`]), and,
+    /// with a log, lets go of each one the durable view describes exactly
+    /// (it is built again from the view when next asked for, see
+    /// [`Shared::inode`]). Idle: only the inode table holds it, so nobody
+    /// is inside it, and nobody can reach it while this holds the table's
+    /// lock. One still open goes back on the list when it is closed; every
+    /// other one still in memory after the pass stays on the list (cached
+    /// pages, changes not yet logged, a moment's holder), so it is looked
+    /// at again. So what idle inodes hold is bounded by the cache, the
+    /// changes not yet durable, and the list's length since its last pass.
     ///
-    /// The list is processed when it has grown by [`WARM_MIN`] or by half
-    /// of what the last pass kept, whichever is more, so each close pays
-    /// for at most three entries' look. Skipped if the table is busy: the
-    /// next close that finds the list due tries again. The table's lock
-    /// is held for one pass over the list.
+    /// Letting go takes three steps, for the journal's state lock is never
+    /// taken under the table's (a commit takes them the other way): under
+    /// the table's lock, the idle, logged inodes with no cached page and
+    /// their records; without it, the ones equal to the durable view;
+    /// under it again, those of them still idle, uncached and unchanged
+    /// leave. What changed in between stays.
+    ///
+    /// The list is processed when it has grown by [`Config::idle_inodes`] or by half
+    /// of what the last pass kept, whichever is more, so each entry costs
+    /// at most three looks. Skipped if the table is busy: the next close
+    /// that finds the list due tries again.
     pub(crate) fn shrink_idle(&self) {
+        let evicts = self.journal.has_log();
         let Some(mut inodes) = self.inodes.try_write() else {
             return;
         };
@@ -343,34 +358,93 @@ impl<D: BlockDevice> Shared<D> {
         ids.sort_unstable();
         ids.dedup();
         let mut keep = Vec::new();
+        let mut candidates: Vec<crate::persist::LiveInode> = Vec::new();
         for id in ids {
             let Some(arc) = inodes.get_mut(&id) else {
                 continue;
             };
-            if Arc::get_mut(arc).is_none() {
+            let cached = self.has_cached(arc);
+            let Some(inode) = Arc::get_mut(arc) else {
                 if arc.open.load(Ordering::Acquire) == 0 {
                     keep.push(id);
                 }
                 continue;
-            }
-            let mut cached = false;
-            self.cache.scan(
-                &arc.pages,
-                id,
-                crate::units::PageIndex(0),
-                crate::units::PageIndex(u64::MAX),
-                |_, _, _| cached = true,
-            );
-            if let Some(inode) = Arc::get_mut(arc) {
-                if inode.shrink(cached) {
-                    keep.push(id);
-                }
+            };
+            let nodes = inode.shrink(cached);
+            if evicts && !cached && inode.idle_and_logged() {
+                candidates.push(inode.live_view());
+            } else if nodes || (evicts && inode.open.load(Ordering::Acquire) == 0) {
+                keep.push(id);
             }
         }
         drop(inodes);
+        if !candidates.is_empty() {
+            let matches = self.journal.durable_matches(&candidates);
+            match self.inodes.try_write() {
+                Some(mut inodes) => {
+                    for (view, matched) in candidates.iter().zip(matches) {
+                        let id = InodeId(view.0);
+                        if !(matched && self.let_go(&mut inodes, id, view)) {
+                            keep.push(id);
+                        }
+                    }
+                }
+                None => keep.extend(candidates.iter().map(|v| InodeId(v.0))),
+            }
+        }
         let mut w = self.warm.lock();
         w.ids.extend(keep);
-        w.due = w.ids.len() + (w.ids.len() / 2).max(WARM_MIN);
+        w.due = w.ids.len() + (w.ids.len() / 2).max(self.warm_min());
+    }
+
+    /// Uses between passes over the warm list, at least.
+    pub(crate) fn warm_min(&self) -> usize {
+        (self.config.idle_inodes as usize).max(1)
+    }
+
+    /// True if some page of `inode` is in the cache.
+    fn has_cached(&self, inode: &Inode) -> bool {
+        let mut cached = false;
+        self.cache.scan(
+            &inode.pages,
+            inode.id,
+            crate::units::PageIndex(0),
+            crate::units::PageIndex(u64::MAX),
+            |_, _, _| cached = true,
+        );
+        cached
+    }
+
+    /// Removes inode `id` from memory if it is still idle, logged and
+    /// uncached, and its record is still `view` (which the durable view
+    /// matched); true if it did. Its share of the metadata size estimate
+    /// becomes what building it again will count.
+    fn let_go(
+        &self,
+        inodes: &mut BTreeMap<InodeId, Arc<Inode>>,
+        id: InodeId,
+        view: &crate::persist::LiveInode,
+    ) -> bool {
+        let Some(arc) = inodes.get_mut(&id) else {
+            return false;
+        };
+        let cached = self.has_cached(arc);
+        let Some(inode) = Arc::get_mut(arc) else {
+            return false;
+        };
+        if cached || !inode.idle_and_logged() || inode.live_view() != *view {
+            return false;
+        }
+        let xattrs = inode.xattr_len.load(Ordering::Acquire);
+        let rebuilt = super::inode::durable_meta_len(&view.1, xattrs);
+        let old = inode.meta_len.load(Ordering::Acquire);
+        if rebuilt >= old {
+            self.meta_bytes.fetch_add(rebuilt - old, Ordering::AcqRel);
+        } else {
+            self.meta_bytes.fetch_sub(old - rebuilt, Ordering::AcqRel);
+        }
+        inodes.remove(&id);
+        true
     }
 
     fn reclaim(&self, inode: &Inode) {
@@ -500,7 +574,7 @@ mod warm_tests {
     use alloc::format;
     use alloc::vec;
 
-    use super::WARM_MIN;
+    const WARM_MIN: usize = 1024;
     use crate::dev::ram::RamDevice;
     use crate::fs::{Config, Fs, NewInode};
     use crate::units::ROOT_INO;
@@ -597,10 +671,11 @@ mod warm_tests {
 #[cfg(all(test, not(loom)))]
 mod on_demand_tests {
     use alloc::vec;
+    use core::sync::atomic::{AtomicU64, Ordering};
 
     use crate::dev::ram::RamDevice;
     use crate::error::{Error, NamespaceError};
-    use crate::fs::{Config, Fs, NewInode, XattrMode};
+    use crate::fs::{Config, Fs, NewInode, SetAttr, XattrMode};
     use crate::units::{InodeId, ROOT_INO};
 
     const WHO: NewInode = NewInode {
@@ -686,6 +761,89 @@ mod on_demand_tests {
         assert_eq!(fs.attr(b).unwrap().nlink, 2);
         assert!(fs.attr(c).is_err());
         assert_eq!(fs.statfs().inodes, 4);
+        fs.check_invariants().unwrap();
+    }
+
+    static NOW: AtomicU64 = AtomicU64::new(1 << 40);
+
+    fn clock() -> u64 {
+        NOW.load(Ordering::Relaxed)
+    }
+
+    /// A pass over the warm list lets go of idle inodes the durable view
+    /// describes exactly, and of no other: one with a change not yet
+    /// logged stays until it is, one whose times moved only in memory
+    /// stays, and one built again counts its sequences on from its
+    /// durable record, so a free after it is held until its own record
+    /// is durable.
+    #[test]
+    fn an_idle_inode_equal_to_the_durable_view_leaves_memory_and_comes_back_as_it_was() {
+        let dev = RamDevice::new(16 << 20, 4096, 64).unwrap();
+        let config = Config {
+            wall_clock: clock,
+            ..Config::default()
+        };
+        let fs = Fs::format(dev, config, 11).unwrap();
+        let s = fs.session().unwrap();
+        let make = |name: &str, pages: usize| {
+            let f = fs.create_in(ROOT_INO, name, WHO).unwrap();
+            s.write_all_at(&f, &vec![pages as u8; pages << 12], 0)
+                .unwrap();
+            s.sync_all(&f).unwrap();
+            f.ino()
+        };
+        let (a, b, c, d) = (make("a", 2), make("b", 1), make("c", 2), make("d", 3));
+        let before = fs.attr(a).unwrap();
+        fs.set_attr(
+            b,
+            SetAttr {
+                perm: Some(0o600),
+                ..SetAttr::default()
+            },
+        )
+        .unwrap();
+        NOW.fetch_add(5_000_000_000, Ordering::Relaxed);
+        let f = fs.open("/c").unwrap();
+        s.write_all_at(&f, &[9; 4096], 0).unwrap();
+        s.sync_data(&f).unwrap();
+        let c_mtime = fs.attr(c).unwrap().mtime;
+        drop(f);
+        // Pages leave the cache, or every file would stay for them.
+        s.drop_caches().unwrap();
+        fs.shared.shrink_idle();
+        let in_memory = |ino: u64| fs.shared.loaded(InodeId(ino)).is_some();
+        assert!(!in_memory(a) && !in_memory(d), "idle, logged, matching");
+        assert!(in_memory(b), "its new mode is not logged");
+        assert!(in_memory(c), "its times moved in memory only");
+        fs.check_invariants().unwrap();
+        assert_eq!(fs.attr(a).unwrap(), before);
+        assert_eq!(fs.attr(b).unwrap().perm & 0o7777, 0o600);
+        assert_eq!(fs.attr(c).unwrap().mtime, c_mtime);
+        let f = fs.open("/a").unwrap();
+        let mut got = vec![0; 2 << 12];
+        s.read_exact_at(&f, &mut got, 0).unwrap();
+        assert!(got.iter().all(|&x| x == 2));
+        drop(f);
+
+        fs.sync().unwrap();
+        s.drop_caches().unwrap();
+        fs.shared.shrink_idle();
+        assert!(!in_memory(b), "logged now");
+        assert_eq!(fs.attr(b).unwrap().perm & 0o7777, 0o600);
+
+        // d, built again, is cut: its blocks are held until d's record
+        // is durable, not released by another file's commit.
+        let f = fs.open("/d").unwrap();
+        s.set_len(&f, 0).unwrap();
+        let held = fs.shared.journal.held_blocks();
+        assert!(held >= 3, "{held} blocks held");
+        let e = fs.create_in(ROOT_INO, "e", WHO).unwrap();
+        s.sync_all(&e).unwrap();
+        assert_eq!(fs.shared.journal.held_blocks(), held);
+        s.sync_all(&f).unwrap();
+        s.sync_all(&e).unwrap();
+        assert_eq!(fs.shared.journal.held_blocks(), 0);
+        drop((f, e));
         fs.check_invariants().unwrap();
     }
 }

@@ -205,6 +205,10 @@ impl State {
     }
 }
 
+/// An inode in memory as [`Log::durable_matches`] compares it: its
+/// number, its record, its extended attributes in name order.
+pub(crate) type LiveInode = (u64, InodeMeta, Vec<(String, Vec<u8>)>);
+
 /// An inode as the durable view has it ([`Log::durable_inode`]).
 #[derive(Debug)]
 pub(crate) struct DurableInode {
@@ -338,6 +342,24 @@ impl Log {
                 .collect(),
             seq: st.durable_seq.get(&ino).copied().unwrap_or(0),
         })
+    }
+
+    /// For each inode of `live` (number, record, extended attributes in
+    /// name order): true if the durable view has exactly that, and its
+    /// removal is not staged. An idle inode for which this holds may
+    /// leave memory: [`Log::durable_inode`] builds it again as it is.
+    pub(crate) fn durable_matches(&self, live: &[LiveInode]) -> Vec<bool> {
+        let st = self.st.lock();
+        live.iter()
+            .map(|(ino, meta, xattrs)| {
+                !st.freeing.contains(ino)
+                    && st.shadow.inodes.get(ino) == Some(meta)
+                    && st
+                        .shadow
+                        .xattrs_of(*ino)
+                        .eq(xattrs.iter().map(|(n, v)| (n.as_str(), v.as_slice())))
+            })
+            .collect()
     }
 
     /// The extents of every inode in the durable view that `skip` does not
@@ -1245,6 +1267,15 @@ impl Journal {
         match self {
             Journal::Log(l) => l.durable_inode(ino),
             Journal::Memory(_) => None,
+        }
+    }
+
+    /// [`Log::durable_matches`]; without a log nothing matches (an
+    /// in-memory filesystem's inodes exist only in memory).
+    pub(crate) fn durable_matches(&self, live: &[LiveInode]) -> Vec<bool> {
+        match self {
+            Journal::Log(l) => l.durable_matches(live),
+            Journal::Memory(_) => alloc::vec![false; live.len()],
         }
     }
 

@@ -49,7 +49,7 @@ pub mod shadow;
 pub mod tree;
 pub mod xattr;
 
-pub(crate) use journal::{CommitEnv, DurableInode, Journal, Log, PendingFree, Written};
+pub(crate) use journal::{CommitEnv, DurableInode, Journal, LiveInode, Log, PendingFree, Written};
 pub use metaio::run_polled;
 pub(crate) use metaio::{chunks, MetaIo};
 pub use offline::{check, repair, CheckReport, RepairReport};
