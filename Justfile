@@ -4,14 +4,25 @@
 default:
     @just --list
 
-# Format check and lints, as CI runs them.
+# Format check and lints, as CI runs them: with every feature (TLS
+# included: libssl-dev, pkg-config, and libsqlite3-dev for capi/crash),
+# then with the default ones, which build the driver's stand-ins for a
+# build without TLS (`driver/src/tls/no_channel.rs`).
 pre:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --all-features -- -D warnings
+    cargo clippy --workspace --all-targets -- -D warnings
 
-# The test suite (the README's second command runs the same tests).
+# The test suite (the README's second command runs the same tests). It
+# needs only a Rust toolchain, so it has no TLS: `just test-tls` has.
 test:
     cargo test --workspace
+
+# The TLS tests: NVMe/TCP inside TLS 1.3 with a PSK against the test
+# target (driver/tests/tcp_tls.rs) and the driver's unit tests, with
+# feature `tls` (the system's OpenSSL: libssl-dev, pkg-config).
+test-tls:
+    cargo test -p pollfs-driver --features tls --lib --test tcp_tls
 
 # The engine and the driver's core build with no operating system at all.
 check-no-std:
@@ -175,7 +186,8 @@ mount-bench-tree:
 
 # Debian packages of the release build in target/deb: pollfs (command,
 # mount helpers in /sbin, manual pages, completions, a systemd unit
-# template), libpollfs0 and libpollfs-dev.
+# template; built with TLS, so it needs libssl-dev to build and depends
+# on libssl), libpollfs0 and libpollfs-dev.
 deb:
     bash packaging/deb.sh
 
@@ -259,7 +271,8 @@ vm-pi-test:
 # TLS 1.3 with a PSK against nvmet-tcp in the VM (Debian 13's kernel, with
 # nvme-cli 2.13 putting the PSK in the .nvme keyring and tlshd doing the
 # target's handshake): identify, data on every queue, mkfs, fsck, a
-# reconnect; the other derivation, a wrong key and no TLS refused.
+# reconnect; the other derivation, a wrong key and no TLS refused. Builds
+# with feature `tls`, OpenSSL linked statically (libssl-dev).
 vm-tcp-tls-test:
     bash vm/tcp-tls-test.sh
 

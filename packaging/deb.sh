@@ -10,7 +10,12 @@
 # binaries come from cargo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -p pollfs-cli -p pollfs-capi
+# The command with TLS on NVMe/TCP (feature `tls`: OpenSSL, linked
+# dynamically); the C library without (its static archive would need
+# OpenSSL's too, and pollfs.pc does not name them). Two builds: one would
+# unify the driver's features and give both TLS.
+cargo build --release -p pollfs-cli --features tls
+cargo build --release -p pollfs-capi
 version=$(cargo pkgid -p pollfs-cli | sed 's/.*[@#]//')
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo "$(uname -m)-linux-gnu")
@@ -49,6 +54,25 @@ doc() { # DIR NAME
 # off by head fails the script with SIGPIPE).
 libc_dep="libc6 (>= $(getconf GNU_LIBC_VERSION | cut -d' ' -f2))"
 
+# The packages of OpenSSL's libraries (libssl, libcrypto) that PROGRAM
+# loads, as this system names them (libssl3 on Debian 12, libssl3t64 on
+# 13), at least the version built against; ", "-separated, with a leading
+# ", " when there is any.
+openssl_deps() { # PROGRAM
+    local lib pkg
+    for lib in $(ldd "$1" | awk '$3 ~ /\/lib(ssl|crypto)\.so/ {print $3}'); do
+        dpkg -S "$(realpath "$lib")" | cut -d: -f1
+    done | sort -u | while read -r pkg; do
+        version=$(dpkg-query -W -f='${Version}' "$pkg")
+        printf ', %s (>= %s)' "$pkg" "${version%%-*}"
+    done
+}
+pollfs_deps="$libc_dep$(openssl_deps target/release/pollfs)"
+case "$pollfs_deps" in
+*libssl*) ;;
+*) echo "deb.sh: target/release/pollfs does not load libssl: built without TLS?" >&2 && exit 1 ;;
+esac
+
 # pollfs
 p="$out/stage/pollfs"
 install -D -m 0755 target/release/pollfs "$p/usr/bin/pollfs"
@@ -62,7 +86,7 @@ install -D -m 0644 docs/completions/_pollfs "$p/usr/share/zsh/vendor-completions
 install -D -m 0644 docs/completions/pollfs.fish "$p/usr/share/fish/vendor_completions.d/pollfs.fish"
 install -D -m 0644 packaging/pollfs@.service "$p/lib/systemd/system/pollfs@.service"
 doc "$p" pollfs
-control "$p" pollfs "$libc_dep" \
+control "$p" pollfs "$pollfs_deps" \
     "user-space file engine for NVMe: CLI and mount" \
     "pollfs drives NVMe SSDs from user space with polled queues and serves" \
     "a filesystem through FUSE. This package has the pollfs command, the" \

@@ -254,8 +254,9 @@ with_libraries() {
 # no AVX-512, so target-cpu=native would trap).
 build_static() {
     log "building static binaries"
-    # OpenSSL (TLS on NVMe/TCP) from its static libraries too: a static
-    # binary cannot load libssl.so in the busybox guest.
+    # OpenSSL (TLS on NVMe/TCP, for a build with feature `tls`, which a
+    # script asks for in its arguments) from its static libraries too: a
+    # static binary cannot load libssl.so in the busybox guest.
     OPENSSL_STATIC=1 RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$static_target" \
         cargo build --release -q --manifest-path "$repo/Cargo.toml" \
         --target x86_64-unknown-linux-gnu "$@"

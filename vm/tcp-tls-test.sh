@@ -26,7 +26,9 @@ vm_kernel=trixie
 ensure_packages readelf:binutils
 ensure_kernel
 ensure_trixie_packages ktls-utils nvme-cli
-build_static -p pollfs-driver -p pollfs-cli --example tcp_check --bin pollfs
+# With TLS (feature `tls`, OpenSSL linked statically by build_static).
+build_static -p pollfs-driver -p pollfs-cli --features pollfs-driver/tls,pollfs-cli/tls \
+    --example tcp_check --bin pollfs
 
 # tls and the AES-GCM of TLS_AES_128_GCM_SHA256 for kTLS: the kernel asks
 # modprobe for them, which the guest has not.

@@ -132,7 +132,7 @@ impl Errno for crate::tls::TlsError {
             // The target does not take this host's key.
             TlsError::Refused | TlsError::NoPsk => EACCES,
             TlsError::Closed => ECONNRESET,
-            TlsError::UnsupportedHash => EOPNOTSUPP,
+            TlsError::UnsupportedHash | TlsError::NotBuilt => EOPNOTSUPP,
             TlsError::NotTls | TlsError::Handshake | TlsError::Record => EPROTO,
             TlsError::Setup => EIO,
         }

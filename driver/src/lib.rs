@@ -25,7 +25,8 @@
 //!   `spec::auth`; the TCP transport runs it after Connect).
 //! - [`tls`]: TLS 1.3 with a pre-shared key for NVMe/TCP: the PSK
 //!   interchange form and derivation (`no_std`), the handshake and
-//!   records over OpenSSL (`tls::channel`, std).
+//!   records over the system's OpenSSL (`tls::channel`, feature `tls`;
+//!   without it a name asking for TLS fails with `TlsError::NotBuilt`).
 //! - [`qpair`]: command ids and queue protocol violations, per queue pair.
 //! - [`controller`]: bring-up through properties, the admin queue, abort,
 //!   reset and shutdown.

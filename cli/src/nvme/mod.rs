@@ -12,7 +12,9 @@
 //! for checking the target too, `&tls_key_file=PATH` the file with the
 //! TLS pre-shared key for a target that requires TLS, with
 //! `&tls_derivation=compat` when the target's key was derived by
-//! nvme-cli 2.13 or before), or a stripe or mirror of such devices. The
+//! nvme-cli 2.13 or before; TLS is in a build with feature `tls` only,
+//! which needs the system's OpenSSL, and a build without it refuses such
+//! a name by saying so), or a stripe or mirror of such devices. The
 //! device is named and opened by `pollfs_device` as everywhere else, and
 //! the tools run generic code over it, so what is tested on `emu` is what
 //! runs on hardware.

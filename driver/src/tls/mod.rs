@@ -5,8 +5,19 @@
 //! - [`psk`] (`no_std`): the configured PSK's interchange form
 //!   (`NVMeTLSkey-1:`), the retained PSK, the PSK identity and the TLS
 //!   PSK, derived as Linux's nvme-cli derives them for `tlshd`.
-//! - `channel` (std): the handshake and the records, over the system's
-//!   OpenSSL 3, and the non-blocking stream the queue pair runs on.
+//! - `channel` (feature `tls`): the handshake and the records, over the
+//!   system's OpenSSL 3, and the non-blocking stream the queue pair runs
+//!   on. Without the feature (std only), `channel` is a stand-in of the
+//!   same shape whose client refuses every PSK with
+//!   [`TlsError::NotBuilt`]: the connector is written once, and a device
+//!   name that asks for TLS fails by name, not by an unknown option.
+//!
+//! Why a feature: OpenSSL is a C library, and building the `openssl`
+//! crate needs its headers and pkg-config (Debian: libssl-dev,
+//! pkg-config). A default build (the bench, `cargo test --workspace`)
+//! needs only a Rust toolchain, so TLS is opt-in. The PSK ([`psk`]) and
+//! the device name's TLS options are always there: they are `no_std`
+//! and need no C.
 //!
 //! Why OpenSSL: TLS 1.3 external PSKs (RFC 8446, 2.2 and 4.2.11) are
 //! what NVMe/TCP uses, with no certificates. rustls offers only
@@ -26,7 +37,12 @@ use core::fmt;
 
 pub mod psk;
 
-#[cfg(feature = "std")]
+// The one place the feature decides: everything else (the connector,
+// the options, the errors) is the same with and without TLS.
+#[cfg(feature = "tls")]
+pub mod channel;
+#[cfg(all(feature = "std", not(feature = "tls")))]
+#[path = "no_channel.rs"]
 pub mod channel;
 
 /// Why the secure channel could not be set up or failed. The ones that
@@ -53,6 +69,9 @@ pub enum TlsError {
     Record,
     /// The TLS library could not be set up.
     Setup,
+    /// This build has no TLS: pollfs-driver was built without its `tls`
+    /// feature (the CLI's `tls` feature turns it on).
+    NotBuilt,
 }
 
 impl TlsError {
@@ -66,6 +85,7 @@ impl TlsError {
                 | TlsError::NoPsk
                 | TlsError::UnsupportedHash
                 | TlsError::Setup
+                | TlsError::NotBuilt
         )
     }
 }
@@ -95,6 +115,10 @@ impl fmt::Display for TlsError {
             TlsError::Handshake => "TLS handshake failed",
             TlsError::Record => "TLS: a record failed its check, or the target sent an alert",
             TlsError::Setup => "TLS: the TLS library could not be set up",
+            TlsError::NotBuilt => {
+                "this build has no TLS: build pollfs with the `tls` feature (`--features \
+                 tls`; it needs the system's OpenSSL: libssl-dev and pkg-config)"
+            }
         })
     }
 }
