@@ -16,7 +16,7 @@ use pollfs_driver::tcp::target::{Fault, TargetConfig, TestTarget};
 use pollfs_driver::tcp::{LinkError, TcpError};
 use pollfs_driver::{DriverConfig, TcpOptions};
 
-use common::{pages, run_real as run};
+use common::{pages, run_real as run, tcp_write_read_check as write_read_check};
 
 fn pattern(dev: &TcpDevice, frames: &[FrameId], seed: u64) -> Vec<u8> {
     pages::fill(dev.frames(), frames, seed).unwrap()
@@ -39,23 +39,6 @@ fn options(t: &TestTarget, hdgst: bool, ddgst: bool) -> TcpOptions {
     o.header_digest = hdgst;
     o.data_digest = ddgst;
     o
-}
-
-/// Writes `n` patterned pages at `lba`, reads them back into other frames,
-/// and checks both the frames and the target's medium.
-fn write_read_check<Q: DeviceQueue>(
-    t: &TestTarget,
-    dev: &TcpDevice,
-    q: &mut Q,
-    lba: u64,
-    n: u32,
-    seed: u64,
-) {
-    let want = pages::write_read(dev.frames(), q, pages::Pages::new(lba, n, seed), run).unwrap();
-    let mut medium = vec![0u8; want.len()];
-    let bs = dev.geometry().block_size as usize;
-    assert!(t.read_medium(lba as usize * bs, &mut medium));
-    assert_eq!(medium, want, "medium at lba {lba}, {n} pages");
 }
 
 #[test]

@@ -15,7 +15,7 @@ use std::net::TcpListener;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pollfs_core::dev::{BlockDevice, Command, DeviceQueue};
+use pollfs_core::dev::Command;
 use pollfs_core::units::{FrameId, Lba};
 use pollfs_driver::auth::keyfile::KeyFileError;
 use pollfs_driver::tcp::net::{NetConnector, TcpDevice};
@@ -25,7 +25,7 @@ use pollfs_driver::tls::psk::{ConfiguredPsk, Derivation, PskError, TlsPsk};
 use pollfs_driver::tls::TlsError;
 use pollfs_driver::{DriverConfig, DriverError, TcpOptions};
 
-use common::{pages, run_real as run};
+use common::{run_real as run, tcp_write_read_check as write_read_check};
 
 /// 32 bytes 0..31, SHA-256, and their CRC-32.
 const KEY: &str = "NVMeTLSkey-1:01:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:";
@@ -76,23 +76,6 @@ fn tls_error<T>(r: Result<T, DriverError<TcpError>>) -> TlsError {
         Err(e) => panic!("not a TLS error: {e}"),
         Ok(_) => panic!("connected"),
     }
-}
-
-/// Writes `n` patterned pages at `lba`, reads them back, and checks the
-/// frames and the target's medium.
-fn write_read_check<Q: DeviceQueue>(
-    t: &TestTarget,
-    dev: &TcpDevice,
-    q: &mut Q,
-    lba: u64,
-    n: u32,
-    seed: u64,
-) {
-    let want = pages::write_read(dev.frames(), q, pages::Pages::new(lba, n, seed), run).unwrap();
-    let mut medium = vec![0u8; want.len()];
-    let bs = dev.geometry().block_size as usize;
-    assert!(t.read_medium(lba as usize * bs, &mut medium));
-    assert_eq!(medium, want, "medium at lba {lba}, {n} pages");
 }
 
 #[test]

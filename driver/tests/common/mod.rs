@@ -135,3 +135,23 @@ pub fn run_real<Q: DeviceQueue>(q: &mut Q, c: Command<'_>) -> Result<(), DevErro
     let tag = q.submit(&c)?;
     wait_real(q, tag)
 }
+
+/// Writes `n` patterned pages at `lba` on an NVMe/TCP device, reads them
+/// back into other frames, and checks both the frames and the test
+/// target's medium.
+#[cfg(feature = "tcp-target")]
+pub fn tcp_write_read_check<Q: DeviceQueue>(
+    t: &pollfs_driver::tcp::target::TestTarget,
+    dev: &pollfs_driver::tcp::net::TcpDevice,
+    q: &mut Q,
+    lba: u64,
+    n: u32,
+    seed: u64,
+) {
+    let want =
+        pages::write_read(dev.frames(), q, pages::Pages::new(lba, n, seed), run_real).unwrap();
+    let mut medium = vec![0u8; want.len()];
+    let bs = dev.geometry().block_size as usize;
+    assert!(t.read_medium(lba as usize * bs, &mut medium));
+    assert_eq!(medium, want, "medium at lba {lba}, {n} pages");
+}
