@@ -75,20 +75,27 @@ pub(crate) struct Shared<D: BlockDevice> {
     pub(crate) waker: spin::Once<Arc<dyn super::background::BackgroundWaker>>,
 }
 
-/// Inodes that were in use since they were last shrunk.
+/// Inodes used since the last pass, and inodes a pass kept in memory.
 #[derive(Debug)]
 pub(crate) struct Warm {
+    /// Used since the last pass: processed every `min` uses.
     ids: Vec<InodeId>,
-    /// The length at which the list is next processed.
-    due: usize,
+    min: usize,
+    /// Kept by a pass (cached pages, changes not yet durable, a moment's
+    /// holder): looked at again when the list has doubled since its last
+    /// look, so each entry costs a bounded number of looks.
+    retry: Vec<InodeId>,
+    retry_due: usize,
 }
 
 impl Warm {
-    /// An empty list, due after `min` uses.
+    /// Empty lists; a pass after `min` uses.
     pub(crate) fn new(min: usize) -> Warm {
         Warm {
             ids: Vec::new(),
-            due: min,
+            min,
+            retry: Vec::new(),
+            retry_due: min,
         }
     }
 }
@@ -320,10 +327,10 @@ impl<D: BlockDevice> Shared<D> {
         let due = {
             let mut w = self.warm.lock();
             w.ids.push(id);
-            w.ids.len() >= w.due
+            w.ids.len() >= w.min
         };
         if due {
-            self.shrink_idle();
+            self.shrink_idle(false);
         }
     }
 
@@ -345,16 +352,26 @@ impl<D: BlockDevice> Shared<D> {
     /// under it again, those of them still idle, uncached and unchanged
     /// leave. What changed in between stays.
     ///
-    /// The list is processed when it has grown by [`Config::idle_inodes`] or by half
-    /// of what the last pass kept, whichever is more, so each entry costs
-    /// at most three looks. Skipped if the table is busy: the next close
-    /// that finds the list due tries again.
-    pub(crate) fn shrink_idle(&self) {
+    /// A pass runs after [`Config::idle_inodes`] uses and looks at those;
+    /// what passes keep goes on a second list, looked at again by the
+    /// first pass after it has doubled, so each entry costs a bounded
+    /// number of looks while a pass stays as short as the uses it
+    /// follows. Skipped if the table is busy: the next use that finds
+    /// the list due tries again. With `all`, a pass looks at both lists.
+    pub(crate) fn shrink_idle(&self, all: bool) {
         let evicts = self.journal.has_log();
         let Some(mut inodes) = self.inodes.try_write() else {
             return;
         };
-        let mut ids = core::mem::take(&mut self.warm.lock().ids);
+        let (mut ids, retried) = {
+            let mut w = self.warm.lock();
+            let mut ids = core::mem::take(&mut w.ids);
+            let retried = all || w.retry.len() >= w.retry_due;
+            if retried {
+                ids.append(&mut w.retry);
+            }
+            (ids, retried)
+        };
         ids.sort_unstable();
         ids.dedup();
         let mut keep = Vec::new();
@@ -393,13 +410,10 @@ impl<D: BlockDevice> Shared<D> {
             }
         }
         let mut w = self.warm.lock();
-        w.ids.extend(keep);
-        w.due = w.ids.len() + (w.ids.len() / 2).max(self.warm_min());
-    }
-
-    /// Uses between passes over the warm list, at least.
-    pub(crate) fn warm_min(&self) -> usize {
-        (self.config.idle_inodes as usize).max(1)
+        w.retry.extend(keep);
+        if retried {
+            w.retry_due = (w.retry.len() * 2).max(w.min);
+        }
     }
 
     /// True if some page of `inode` is in the cache.
@@ -629,7 +643,7 @@ mod warm_tests {
         fs.sync().unwrap();
         {
             let _quiet = fs.pause_background();
-            fs.shared.shrink_idle();
+            fs.shared.shrink_idle(true);
             assert!(
                 warm() <= cache_pages as usize + 1,
                 "{} warm after a pass with nothing in flight",
@@ -810,7 +824,7 @@ mod on_demand_tests {
         drop(f);
         // Pages leave the cache, or every file would stay for them.
         s.drop_caches().unwrap();
-        fs.shared.shrink_idle();
+        fs.shared.shrink_idle(true);
         let in_memory = |ino: u64| fs.shared.loaded(InodeId(ino)).is_some();
         assert!(!in_memory(a) && !in_memory(d), "idle, logged, matching");
         assert!(in_memory(b), "its new mode is not logged");
@@ -827,7 +841,7 @@ mod on_demand_tests {
 
         fs.sync().unwrap();
         s.drop_caches().unwrap();
-        fs.shared.shrink_idle();
+        fs.shared.shrink_idle(true);
         assert!(!in_memory(b), "logged now");
         assert_eq!(fs.attr(b).unwrap().perm & 0o7777, 0o600);
 
