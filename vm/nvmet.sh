@@ -46,6 +46,24 @@ nvmet_link() {
     ln -s "$SUBSYS" "$PORT/subsystems/$NQN"
 }
 
+# `tcp_check reconnect DEV 14` (I/O for 14 s) while the port stops
+# serving the subsystem 4 s in and serves it again 3 s later; prints what
+# it said, and calls the guest's `fail` with WHAT unless it reconnected.
+nvmet_reconnect_under_io() {
+    /bin/tcp_check reconnect "$1" 14 > /tmp/out.reconnect 2>&1 &
+    io=$!
+    sleep 4
+    nvmet_unlink || fail "unlink"
+    echo "link removed"
+    sleep 3
+    nvmet_link || fail "link"
+    echo "link back"
+    wait $io
+    status=$?
+    cat /tmp/out.reconnect
+    [ $status -eq 0 ] || fail "$2"
+}
+
 # Connects the kernel's initiator and prints its namespace's block device:
 # the one whose subsystem NQN is ours (multipath is built in, so the node
 # is named after the subsystem, and the per-path nvmeXcYnZ is hidden).

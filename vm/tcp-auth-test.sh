@@ -108,18 +108,7 @@ target sha512 ffdhe4096 "$CTRL_KEY"
 ok sha512-ffdhe4096-twoway "$B"
 /bin/pollfs mkfs --force "$B" > /tmp/out.mkfs 2>&1 || { cat /tmp/out.mkfs; fail "mkfs"; }
 /bin/pollfs fsck "$B" > /tmp/out.fsck 2>&1 || { cat /tmp/out.fsck; fail "fsck"; }
-/bin/tcp_check reconnect "$B" 14 > /tmp/out.reconnect 2>&1 &
-io=$!
-sleep 4
-nvmet_unlink || fail "unlink"
-echo "link removed"
-sleep 3
-nvmet_link || fail "link"
-echo "link back"
-wait $io
-status=$?
-cat /tmp/out.reconnect
-[ $status -eq 0 ] || fail "reconnect with authentication"
+nvmet_reconnect_under_io "$B" "reconnect with authentication"
 echo "RESULT sha512-ffdhe4096-twoway reconnected"
 
 step "two-way, SHA-384, ffdhe3072"

@@ -44,18 +44,7 @@ step "data, header and data digests"
 /bin/tcp_check data "$U?hdgst=1&ddgst=1" || fail "data with digests"
 
 step "reconnect: the port's subsystem link removed and added back under I/O"
-/bin/tcp_check reconnect "$U" 14 > /tmp/reconnect 2>&1 &
-io=$!
-sleep 4
-nvmet_unlink || fail "unlink"
-echo "link removed"
-sleep 3
-nvmet_link || fail "link"
-echo "link back"
-wait $io
-status=$?
-cat /tmp/reconnect
-[ $status -eq 0 ] || fail "reconnect"
+nvmet_reconnect_under_io "$U" "reconnect"
 
 step "mkfs and fsck"
 /bin/pollfs mkfs --force "$U" || fail "mkfs"

@@ -128,18 +128,7 @@ tail -n1 /tmp/out.data
 /bin/pollfs mkfs --force "$T" > /tmp/out.mkfs 2>&1 || { cat /tmp/out.mkfs; fail "mkfs"; }
 /bin/pollfs fsck "$T" > /tmp/out.fsck 2>&1 || { cat /tmp/out.fsck; fail "fsck"; }
 tail -n1 /tmp/out.fsck
-/bin/tcp_check reconnect "$T" 14 > /tmp/out.reconnect 2>&1 &
-io=$!
-sleep 4
-nvmet_unlink || fail "unlink"
-echo "link removed"
-sleep 3
-nvmet_link || fail "link"
-echo "link back"
-wait $io
-status=$?
-cat /tmp/out.reconnect
-[ $status -eq 0 ] || fail "reconnect under TLS"
+nvmet_reconnect_under_io "$T" "reconnect under TLS"
 echo "RESULT compat reconnected"
 
 step "no key in any output"
