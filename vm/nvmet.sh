@@ -131,3 +131,24 @@ nvmet_port_unlink() {
 nvmet_port_link() {
     ln -s "/sys/kernel/config/nvmet/subsystems/$2" "/sys/kernel/config/nvmet/ports/$1/subsystems/$2"
 }
+
+# Centiseconds since boot.
+now() { cut -d' ' -f1 /proc/uptime | tr -d .; }
+
+# identify NAME URL: must connect; prints the time it took.
+ok() {
+    t0=$(now)
+    /bin/pollfs identify "$2" > "/tmp/out.$1" 2>&1 || { cat "/tmp/out.$1"; fail "$1: identify"; }
+    t1=$(now)
+    grep -q '^model: *Linux$' "/tmp/out.$1" || fail "$1: the model is not Linux"
+    echo "RESULT $1 connected in $(( (t1 - t0) * 10 )) ms"
+}
+
+# no_secret KEY...: no output so far (/tmp/out.*) holds any part of a
+# key given (the first 16 characters of its base64).
+no_secret() {
+    for k in "$@"; do
+        b64="$(echo "$k" | cut -d: -f3 | cut -c1-16)"
+        if grep -q -F "$b64" /tmp/out.*; then fail "a key in the output"; fi
+    done
+}
