@@ -380,13 +380,13 @@ impl<D: BlockDevice> Shared<D> {
             let Some(arc) = inodes.get_mut(&id) else {
                 continue;
             };
-            let cached = self.has_cached(arc);
             let Some(inode) = Arc::get_mut(arc) else {
                 if arc.open.load(Ordering::Acquire) == 0 {
                     keep.push(id);
                 }
                 continue;
             };
+            let cached = self.has_cached(inode);
             let nodes = inode.shrink(cached);
             if evicts && !cached && inode.idle_and_logged() {
                 candidates.push(inode.live_view());
@@ -442,11 +442,10 @@ impl<D: BlockDevice> Shared<D> {
         let Some(arc) = inodes.get_mut(&id) else {
             return false;
         };
-        let cached = self.has_cached(arc);
         let Some(inode) = Arc::get_mut(arc) else {
             return false;
         };
-        if cached || !inode.idle_and_logged() || inode.live_view() != *view {
+        if self.has_cached(inode) || !inode.idle_and_logged() || inode.live_view() != *view {
             return false;
         }
         let xattrs = inode.xattr_len.load(Ordering::Acquire);
