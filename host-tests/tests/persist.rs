@@ -8,7 +8,7 @@ use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::error::{Damage, IndexDamage};
 use pollfs_core::persist::index::PageDamage;
-use pollfs_core::{Error, File, Fs};
+use pollfs_core::{Error, File, Fs, NewInode, ROOT_INO};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::setup::{config, fsck_clean};
 
@@ -778,4 +778,49 @@ fn crafted_index_pages_are_refused_as_what_they_are() {
     refused(&dev, &|d| {
         matches!(d, Damage::Index(IndexDamage::Item { .. }))
     });
+}
+
+/// Looking at every file of a remounted filesystem builds each inode from
+/// the durable view, and idle inodes leave memory again: what stays is
+/// about what the passes have not looked at yet, not the file count.
+#[test]
+fn stat_of_every_file_leaves_few_inodes_in_memory() {
+    let dev = RamDevice::new(64 << 20, 4096, 96).unwrap();
+    let fs = Fs::format(dev.clone(), config(64), 11).unwrap();
+    let who = NewInode {
+        perm: 0o644,
+        uid: 0,
+        gid: 0,
+    };
+    let files = 600u64;
+    for i in 0..files {
+        let f = fs.create_in(ROOT_INO, &format!("f{i}"), who).unwrap();
+        f.write_all_at(&i.to_le_bytes(), 0).unwrap();
+    }
+    fs.sync().unwrap();
+    fs.unmount().unwrap();
+
+    let fs = mount(&dev);
+    assert!(
+        fs.inodes_in_memory() < 4,
+        "{} after mount",
+        fs.inodes_in_memory()
+    );
+    let mut seen = 0;
+    let mut after = 0;
+    loop {
+        let batch = fs.read_dir(ROOT_INO, after, 64).unwrap();
+        let Some(last) = batch.last() else { break };
+        after = last.cookie;
+        for e in &batch {
+            let m = fs.attr(e.ino).unwrap();
+            assert_eq!(m.len, 8, "{}", e.name);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, files);
+    let held = fs.inodes_in_memory();
+    assert!(held < files / 4, "{held} of {files} inodes still in memory");
+    fs.check_invariants().unwrap();
+    fs.unmount().unwrap();
 }

@@ -226,6 +226,14 @@ impl<D: BlockDevice> Fs<D> {
         self.shared.journal.fill()
     }
 
+    /// Inodes in memory now (of the [`StatFs::inodes`] that exist). On a
+    /// filesystem with a log an inode is built when first asked for and
+    /// leaves memory again once it is idle, logged, uncached and equal
+    /// to the durable view ([`Config::idle_inodes`]).
+    pub fn inodes_in_memory(&self) -> u64 {
+        self.shared.inodes.read().len() as u64
+    }
+
     /// Dirty pages in the cache.
     pub fn dirty_pages(&self) -> u64 {
         self.shared.cache.dirty_pages()

@@ -12,7 +12,10 @@
 //!    file, each followed by `sync_data`): sync p50, p99, p99.9, max, the
 //!    checkpoints it wrote and the mean bytes each wrote (format 6 writes
 //!    the index pages that changed; format 5 wrote the whole image), the
-//!    device bytes written per sync; then the unmount's time.
+//!    device bytes written per sync; then a listing of every directory
+//!    and a stat of every file (each inode built from the durable view,
+//!    and let go again once idle): its time, the inodes still in memory
+//!    and the heap after it; then the unmount's time.
 //! 3. `fsck`: fsck's time and peak memory, and the checkpoint's size (the
 //!    index's pages and the rest of the checkpoint's blocks).
 //! 4. `bigdir`: one directory of N entries (at most 1,000,000): the mean
@@ -45,6 +48,33 @@ const WHO: NewInode = NewInode {
     gid: 0,
 };
 
+/// The table's columns after the engine and the file count: each title,
+/// and the `key=value` key a phase prints its figure under.
+const COLUMNS: [(&str, &str); 22] = [
+    ("create/s", "create_rate"),
+    ("RSS after create MB", "rss_create_mb"),
+    ("heap after create MB", "heap_create_mb"),
+    ("mount ms", "mount_ms"),
+    ("RSS after mount MB", "rss_mount_mb"),
+    ("heap after mount MB", "heap_mount_mb"),
+    ("sync p50 us", "p50_us"),
+    ("p99 us", "p99_us"),
+    ("p99.9 us", "p999_us"),
+    ("max us", "max_us"),
+    ("checkpoints", "checkpoints"),
+    ("KiB per checkpoint", "kib_per_checkpoint"),
+    ("device KiB/sync", "kib_per_sync"),
+    ("stat all ms", "stat_all_ms"),
+    ("inodes in memory after stat", "inodes_after_stat"),
+    ("heap after stat MB", "heap_stat_mb"),
+    ("umount ms", "umount_ms"),
+    ("fsck ms", "fsck_ms"),
+    ("fsck peak MB", "fsck_peak_mb"),
+    ("checkpoint KiB", "checkpoint_kib"),
+    ("lookup in N-dir us", "bigdir_lookup_us"),
+    ("create in N-dir us", "bigdir_create_us"),
+];
+
 fn usage() -> ! {
     eprintln!(
         "usage: scale pollfs DIR N [N...] | scale posix DIR N [N...]\n\
@@ -67,10 +97,9 @@ fn main() {
                         .unwrap_or_else(|_| usage())
                 })
                 .collect();
-            println!(
-                "| engine | files | create/s | RSS after create MB | heap after create MB | mount ms | RSS after mount MB | heap after mount MB | sync p50 us | p99 us | p99.9 us | max us | checkpoints | KiB per checkpoint | device KiB/sync | umount ms | fsck ms | fsck peak MB | checkpoint KiB | lookup in N-dir us | create in N-dir us |"
-            );
-            println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+            let titles: Vec<&str> = COLUMNS.iter().map(|c| c.0).collect();
+            println!("| engine | files | {} |", titles.join(" | "));
+            println!("|---|---:|{}", "---:|".repeat(COLUMNS.len()));
             for n in counts {
                 row(&args[1], &dir, n);
             }
@@ -119,28 +148,7 @@ fn row(engine: &str, dir: &Path, n: u64) {
             .find(|(kk, _)| kk == k)
             .map_or("-".to_string(), |(_, v)| v.clone())
     };
-    let cols = [
-        "create_rate",
-        "rss_create_mb",
-        "heap_create_mb",
-        "mount_ms",
-        "rss_mount_mb",
-        "heap_mount_mb",
-        "p50_us",
-        "p99_us",
-        "p999_us",
-        "max_us",
-        "checkpoints",
-        "kib_per_checkpoint",
-        "kib_per_sync",
-        "umount_ms",
-        "fsck_ms",
-        "fsck_peak_mb",
-        "checkpoint_kib",
-        "bigdir_lookup_us",
-        "bigdir_create_us",
-    ];
-    let cells: Vec<String> = cols.iter().map(|c| get(c)).collect();
+    let cells: Vec<String> = COLUMNS.iter().map(|c| get(c.1)).collect();
     println!("| {engine} | {n} | {} |", cells.join(" | "));
 }
 
@@ -302,9 +310,35 @@ fn pollfs_syncs(dir: &Path, n: u64) {
     );
     drop(f);
     drop(s);
+    stat_all(&fs, n);
     let start = Instant::now();
     fs.unmount().expect("unmount");
     out("umount_ms", ms(start.elapsed()));
+}
+
+/// Lists every directory and stats every file of the `create` phase:
+/// each inode is built from the durable view and, being idle, leaves
+/// memory again. The time, the inodes still in memory and the heap after.
+fn stat_all<D: pollfs_core::dev::BlockDevice>(fs: &Fs<D>, n: u64) {
+    let start = Instant::now();
+    let mut seen = 0u64;
+    for d in 0..n.div_ceil(PER_DIR) {
+        let dir = fs.lookup_in(ROOT_INO, &format!("d{d}")).expect("lookup");
+        let mut after = 0;
+        loop {
+            let batch = fs.read_dir(dir, after, 256).expect("read_dir");
+            let Some(last) = batch.last() else { break };
+            after = last.cookie;
+            for e in &batch {
+                assert_eq!(fs.attr(e.ino).expect("attr").len, 100);
+                seen += 1;
+            }
+        }
+    }
+    assert_eq!(seen, n);
+    out("stat_all_ms", ms(start.elapsed()));
+    out("inodes_after_stat", fs.inodes_in_memory());
+    out("heap_stat_mb", format!("{:.0}", heap_mb()));
 }
 
 fn pollfs_fsck(dir: &Path, n: u64) {
