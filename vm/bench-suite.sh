@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 
 preset="${POLLFS_VM_PRESET:-quick}"
 ensure_kernel
-build_static -p pollfs-cli --bin pollfs
+build_static --bin pollfs
 
 modules="nvme vfio_iommu_type1 vfio-pci"
 extra="$bin_dir/pollfs:bin/pollfs $vm_dir/guest-common.sh:guest-common.sh"

@@ -13,7 +13,7 @@ seconds="${POLLFS_BENCH_SECONDS:-5}"
 poll_queues="${POLLFS_BENCH_POLL_QUEUES:-2}"
 ensure_packages fio
 ensure_kernel
-build_static -p pollfs-cli --bin pollfs
+build_static --bin pollfs
 
 modules="nvme vfio_iommu_type1 vfio-pci"
 module_args[nvme]="poll_queues=$poll_queues"

@@ -36,6 +36,9 @@ ensure_packages() {
     command -v cpio >/dev/null || missing+=(cpio)
     command -v xz >/dev/null || missing+=(xz-utils)
     command -v zstd >/dev/null || missing+=(zstd)
+    # OpenSSL's static libraries and pkg-config, for build_static.
+    command -v pkg-config >/dev/null || missing+=(pkg-config)
+    [ -f /usr/include/openssl/ssl.h ] || missing+=(libssl-dev)
     # Each argument is a command, or COMMAND:PACKAGE when they differ.
     for p in "$@"; do
         command -v "${p%%:*}" >/dev/null || missing+=("${p#*:}")
@@ -254,12 +257,19 @@ with_libraries() {
 # no AVX-512, so target-cpu=native would trap).
 build_static() {
     log "building static binaries"
-    # OpenSSL (TLS on NVMe/TCP, for a build with feature `tls`, which a
-    # script asks for in its arguments) from its static libraries too: a
-    # static binary cannot load libssl.so in the busybox guest.
+    # Every VM script builds the same packages with the same features (TLS
+    # on NVMe/TCP too, which the TLS test needs) and asks for its own
+    # examples and binaries in "$@": one set of artifacts serves them all,
+    # where a different package or feature set would rebuild the driver
+    # and everything above it. OpenSSL comes from its static libraries: a
+    # static binary cannot load libssl.so in the busybox guest. Line
+    # tables only: a panic in the guest still names its line, and the
+    # build is quicker than with the release profile's full debuginfo.
     OPENSSL_STATIC=1 RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$static_target" \
+        CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
         cargo build --release -q --manifest-path "$repo/Cargo.toml" \
-        --target x86_64-unknown-linux-gnu "$@"
+        --target x86_64-unknown-linux-gnu \
+        -p pollfs-driver -p pollfs-device -p pollfs-cli --features pollfs-cli/tls "$@"
     bin_dir="$static_target/x86_64-unknown-linux-gnu/release"
 }
 

@@ -17,7 +17,7 @@ source "$(dirname "$0")/lib.sh"
 started=$SECONDS
 ensure_packages
 ensure_kernel
-build_static -p pollfs-cli --bin pollfs
+build_static --bin pollfs
 
 modules="fuse"
 extra="$bin_dir/pollfs:bin/pollfs $vm_dir/guest-common.sh:guest-common.sh $vm_dir/guest-writer.sh:guest-writer.sh"

@@ -22,7 +22,7 @@ source "$(dirname "$0")/lib.sh"
 started=$SECONDS
 ensure_packages
 ensure_kernel
-build_static -p pollfs-driver -p pollfs-cli --example mirror_check --bin pollfs
+build_static --example mirror_check --bin pollfs
 
 modules="configfs nvmet nvmet-tcp crc32c_generic"
 extra="$bin_dir/examples/mirror_check:bin/mirror_check $bin_dir/pollfs:bin/pollfs"

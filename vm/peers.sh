@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.sh"
 
 ensure_packages fio mkfs.ext4:e2fsprogs mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs
 ensure_kernel
-build_static -p pollfs-cli --bin pollfs
+build_static --bin pollfs
 
 # crc32c first: libcrc32c and ext4 look the algorithm up when they load,
 # and busybox insmod does not follow their soft dependency on it.

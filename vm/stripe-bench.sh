@@ -24,7 +24,7 @@ seconds="${POLLFS_BENCH_SECONDS:-5}"
 rounds="${POLLFS_BENCH_ROUNDS:-2}"
 ensure_packages
 ensure_kernel
-build_static -p pollfs-cli --bin pollfs
+build_static --bin pollfs
 
 modules="nvme configfs nvmet nvmet-tcp crc32c_generic vfio_iommu_type1 vfio-pci"
 extra="$bin_dir/pollfs:bin/pollfs $vm_dir/guest-common.sh:guest-common.sh $vm_dir/nvmet.sh:nvmet.sh"

@@ -23,7 +23,7 @@ started=$SECONDS
 vm_kernel=trixie
 ensure_packages
 ensure_kernel
-build_static -p pollfs-driver -p pollfs-cli --example tcp_check --bin pollfs
+build_static --example tcp_check --bin pollfs
 
 modules="nvme configfs nvmet nvmet-tcp"
 extra="$bin_dir/examples/tcp_check:bin/tcp_check $bin_dir/pollfs:bin/pollfs"

@@ -16,7 +16,7 @@ source "$(dirname "$0")/lib.sh"
 seconds="${POLLFS_BENCH_SECONDS:-5}"
 ensure_packages fio
 ensure_kernel
-build_static -p pollfs-cli --bin pollfs
+build_static --bin pollfs
 
 modules="nvme configfs nvmet nvmet-tcp nvme-fabrics nvme-tcp crc32c_generic"
 extra="$bin_dir/pollfs:bin/pollfs $vm_dir/guest-common.sh:guest-common.sh $vm_dir/nvmet.sh:nvmet.sh"

@@ -15,7 +15,7 @@ source "$(dirname "$0")/lib.sh"
 started=$SECONDS
 ensure_packages
 ensure_kernel
-build_static -p pollfs-driver -p pollfs-cli --example tcp_check --bin pollfs
+build_static --example tcp_check --bin pollfs
 
 # crc32c_generic: the target's header and data digests (a module here, not
 # a dependency modinfo lists).

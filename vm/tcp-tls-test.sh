@@ -26,9 +26,8 @@ vm_kernel=trixie
 ensure_packages readelf:binutils
 ensure_kernel
 ensure_trixie_packages ktls-utils nvme-cli
-# With TLS (feature `tls`, OpenSSL linked statically by build_static).
-build_static -p pollfs-driver -p pollfs-cli --features pollfs-driver/tls,pollfs-cli/tls \
-    --example tcp_check --bin pollfs
+# build_static builds with feature `tls` (OpenSSL linked statically).
+build_static --example tcp_check --bin pollfs
 
 # tls and the AES-GCM of TLS_AES_128_GCM_SHA256 for kTLS: the kernel asks
 # modprobe for them, which the guest has not.

@@ -11,7 +11,7 @@ source "$(dirname "$0")/lib.sh"
 started=$SECONDS
 ensure_packages
 ensure_kernel
-build_static -p pollfs-driver -p pollfs-cli --example vm_check --bin pollfs
+build_static --example vm_check --bin pollfs
 check_bin="$bin_dir/examples/vm_check"
 cli_bin="$bin_dir/pollfs"
 

@@ -23,7 +23,7 @@ source "$(dirname "$0")/lib.sh"
 started=$SECONDS
 ensure_packages
 ensure_kernel
-build_static -p pollfs-device -p pollfs-cli --example volume_check --bin pollfs
+build_static --example volume_check --bin pollfs
 
 modules="vfio_iommu_type1 vfio-pci"
 extra="$bin_dir/examples/volume_check:bin/volume_check $bin_dir/pollfs:bin/pollfs"
