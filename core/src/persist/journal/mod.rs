@@ -35,6 +35,12 @@ use crate::space::Extent;
 use crate::sync::Mutex;
 use crate::units::{BlockNo, ByteRange, Nanos, PAGE_SIZE_U64};
 
+mod memory;
+#[cfg(test)]
+mod stub;
+
+use memory::Memory;
+
 /// A block freed in memory but still referenced by durable metadata.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PendingFree {
@@ -1162,66 +1168,6 @@ impl Drop for Syncer<'_> {
     }
 }
 
-/// The journal of a filesystem with no log: nothing it stages outlives
-/// the filesystem, so staged records are dropped, no free waits for a
-/// commit, no block is held back for checkpoints, and a commit is one
-/// flush (every write before it is then durable), after which the inodes
-/// whose records it covered count as durable up to their sequence.
-#[derive(Debug, Default)]
-pub(crate) struct Memory {
-    st: Mutex<MemoryState>,
-}
-
-#[derive(Debug, Default)]
-struct MemoryState {
-    next_ticket: u64,
-    /// (inode, metadata sequence) of the inode records staged since the
-    /// last commit that succeeded.
-    pending: Vec<(u64, u64)>,
-}
-
-impl Memory {
-    fn stage_all(&self, records: impl IntoIterator<Item = (Record, Option<u64>)>) -> u64 {
-        let mut st = self.st.lock();
-        st.next_ticket += 1;
-        for (record, seq) in records {
-            if let (Record::Inode { ino, .. }, Some(seq)) = (record, seq) {
-                st.pending.push((ino, seq));
-            }
-        }
-        st.next_ticket
-    }
-
-    fn ticket(&self) -> u64 {
-        self.stage_all([])
-    }
-
-    /// One flush; on success the inodes staged before it are durable up to
-    /// their sequence. A failed flush puts them back, in order, ahead of
-    /// what was staged meanwhile.
-    async fn commit<E: CommitEnv>(&self, env: &E) -> Result<()> {
-        let batch = core::mem::take(&mut self.st.lock().pending);
-        // Taken so the counter does not grow: this flush covers every write.
-        let _ = env.take_unflushed();
-        match env.flush().await {
-            Ok(()) => {
-                for &(ino, seq) in &batch {
-                    env.logged(ino, seq);
-                }
-                Ok(())
-            }
-            Err(e) => {
-                env.unflushed_again();
-                let mut st = self.st.lock();
-                let mut pending = batch;
-                pending.append(&mut st.pending);
-                st.pending = pending;
-                Err(e)
-            }
-        }
-    }
-}
-
 impl Journal {
     /// The journal of a recovered filesystem: its log.
     pub(crate) fn open(rec: &Recovered) -> Journal {
@@ -1455,11 +1401,10 @@ impl Journal {
 
 #[cfg(test)]
 mod tests {
+    use super::stub::{run, Stub};
     use super::*;
-    use crate::dev::DevError;
     use crate::persist::format::LOG_FRAME_MAX_BLOCKS;
     use crate::persist::record::InodeMeta;
-    use core::cell::{Cell, RefCell};
 
     fn journal(blocks: u64) -> Log {
         let layout = Layout::for_blocks(blocks).unwrap();
@@ -1524,67 +1469,6 @@ mod tests {
         assert!(!j.hold_free(f));
     }
 
-    /// A commit's environment that records what it is asked to do and
-    /// fails writes or flushes on demand; a write can stage a record, as
-    /// another syncer would while the commit is in flight.
-    #[derive(Default)]
-    struct Stub<'a> {
-        fail_writes: Cell<bool>,
-        fail_flush: Cell<bool>,
-        /// (block, blocks, fua) of every write that succeeded.
-        writes: RefCell<Vec<(u64, usize, bool)>>,
-        flushes: Cell<u32>,
-        logged: RefCell<Vec<(u64, u64)>>,
-        unflushed: Cell<u32>,
-        /// Staged on `journal` by the next write, before it completes.
-        stage_on_write: RefCell<Option<(&'a Log, Record)>>,
-    }
-
-    impl MetaIo for Stub<'_> {
-        async fn read(&self, _block: u64, n: usize) -> Result<Vec<u8>> {
-            Ok(alloc::vec![0; n * crate::units::PAGE_SIZE])
-        }
-        async fn write(&self, block: u64, bytes: &[u8], fua: bool) -> Result<()> {
-            if let Some((j, r)) = self.stage_on_write.borrow_mut().take() {
-                j.stage_all([(r, None)]);
-            }
-            if self.fail_writes.get() {
-                return Err(DevError::Media.into());
-            }
-            let n = bytes.len() / crate::units::PAGE_SIZE;
-            self.writes.borrow_mut().push((block, n, fua));
-            Ok(())
-        }
-        async fn flush(&self) -> Result<()> {
-            if self.fail_flush.get() {
-                return Err(DevError::Media.into());
-            }
-            self.flushes.set(self.flushes.get() + 1);
-            Ok(())
-        }
-    }
-
-    impl CommitEnv for Stub<'_> {
-        fn alloc_meta(&self, hint: u64, max: u64) -> Option<(u64, u64)> {
-            Some((hint, max))
-        }
-        fn free_meta(&self, _runs: &[(u64, u64)]) {}
-        async fn release(&self, _frees: Vec<PendingFree>) {}
-        fn logged(&self, ino: u64, seq: u64) {
-            self.logged.borrow_mut().push((ino, seq));
-        }
-        fn counted(&self, _written: Written) {}
-        fn now(&self) -> Nanos {
-            Nanos(0)
-        }
-        fn take_unflushed(&self) -> bool {
-            self.unflushed.replace(0) > 0
-        }
-        fn unflushed_again(&self) {
-            self.unflushed.set(self.unflushed.get() + 1);
-        }
-    }
-
     fn home(page: u64) -> Record {
         Record::Home { ino: 5, page }
     }
@@ -1595,10 +1479,6 @@ mod tests {
             .iter()
             .map(|s| s.record.clone())
             .collect()
-    }
-
-    fn run<F: Future>(f: F) -> F::Output {
-        crate::sync::block_on(f, || {})
     }
 
     #[test]
@@ -1668,39 +1548,5 @@ mod tests {
         run(j.commit(&env, t)).unwrap();
         assert_eq!(*env.logged.borrow(), [(4, 2)]);
         assert_eq!(j.held_blocks(), 0, "the record no longer maps the blocks");
-    }
-
-    #[test]
-    fn the_memory_journal_commits_with_a_flush_and_holds_nothing() {
-        let j = Journal::in_memory();
-        let env = Stub::default();
-        let meta = InodeMeta::new(super::super::record::Kind::File, 0o644, 0, 0, 1);
-        let f = PendingFree {
-            ino: 4,
-            dev: BlockNo(100),
-            len: 3,
-            seq: 2,
-        };
-        assert!(!j.hold_free(f), "frees at once");
-        assert_eq!((j.held_blocks(), j.reserve(1 << 20)), (0, 0));
-        assert!(j.meta_runs().is_empty() && !j.data_room(0) && j.trims_frees());
-        let t = j.stage(
-            Record::Inode {
-                ino: 4,
-                meta: meta.clone(),
-            },
-            Some(2),
-        );
-        // A failed flush keeps the inode owed, ahead of later ones.
-        env.fail_flush.set(true);
-        assert!(run(j.commit(&env, t)).is_err());
-        j.stage(Record::Inode { ino: 6, meta }, Some(1));
-        env.fail_flush.set(false);
-        run(j.commit(&env, j.ticket())).unwrap();
-        assert_eq!(*env.logged.borrow(), [(4, 2), (6, 1)]);
-        assert_eq!(env.flushes.get(), 1);
-        assert!(env.writes.borrow().is_empty(), "nothing is written");
-        run(j.checkpoint_now(&env)).unwrap();
-        assert!(env.writes.borrow().is_empty());
     }
 }
