@@ -124,6 +124,15 @@ impl Journal {
         Journal::Memory(Memory::default())
     }
 
+    /// The log, if there is one: what only a log does is one call on it,
+    /// with the answer for no log beside the call.
+    fn log(&self) -> Option<&Log> {
+        match self {
+            Journal::Log(l) => Some(l),
+            Journal::Memory(_) => None,
+        }
+    }
+
     /// Queues `record` for the next commit, after everything staged
     /// before; returns its ticket (see [`Journal::commit`]). `seq` is
     /// given for an inode record a sync captured: its inode's metadata
@@ -145,29 +154,23 @@ impl Journal {
 
     /// True if `n` more pages of data fit in the log (never without one).
     pub(crate) fn data_room(&self, n: usize) -> bool {
-        match self {
-            Journal::Log(l) => l.data_room(n),
-            Journal::Memory(_) => false,
-        }
+        self.log().is_some_and(|l| l.data_room(n))
     }
 
     /// Inode `ino` as the durable view has it ([`Log::durable_inode`]);
     /// `None` without a log (every inode of an in-memory filesystem is
     /// in memory).
     pub(crate) fn durable_inode(&self, ino: u64) -> Option<DurableInode> {
-        match self {
-            Journal::Log(l) => l.durable_inode(ino),
-            Journal::Memory(_) => None,
-        }
+        self.log()?.durable_inode(ino)
     }
 
     /// [`Log::durable_matches`]; without a log nothing matches (an
     /// in-memory filesystem's inodes exist only in memory).
     pub(crate) fn durable_matches(&self, live: &[LiveInode]) -> Vec<bool> {
-        match self {
-            Journal::Log(l) => l.durable_matches(live),
-            Journal::Memory(_) => alloc::vec![false; live.len()],
-        }
+        self.log().map_or_else(
+            || alloc::vec![false; live.len()],
+            |l| l.durable_matches(live),
+        )
     }
 
     /// [`Log::durable_extents`]; nothing without a log.
@@ -175,10 +178,8 @@ impl Journal {
         &self,
         skip: impl Fn(u64) -> bool,
     ) -> Vec<(u64, u64, Vec<Extent>)> {
-        match self {
-            Journal::Log(l) => l.durable_extents(skip),
-            Journal::Memory(_) => Vec::new(),
-        }
+        self.log()
+            .map_or_else(Vec::new, |l| l.durable_extents(skip))
     }
 
     /// True for a journal with a log on the device.
@@ -189,36 +190,24 @@ impl Journal {
     /// True if logged pages are due to be written home off the sync path
     /// (see [`Log::home_due`]; never without a log).
     pub(crate) fn home_due(&self) -> bool {
-        match self {
-            Journal::Log(l) => l.home_due(),
-            Journal::Memory(_) => false,
-        }
+        self.log().is_some_and(Log::home_due)
     }
 
     /// Home records staged and not yet made durable by a commit.
     #[cfg(test)]
     pub(crate) fn staged_homes(&self) -> usize {
-        match self {
-            Journal::Log(l) => l.staged_homes(),
-            Journal::Memory(_) => 0,
-        }
+        self.log().map_or(0, Log::staged_homes)
     }
 
     /// True once the records staged up to `ticket` are durable (see
     /// [`Log::durable`]); at once without a log, which stages none.
     pub(crate) fn durable(&self, ticket: u64) -> bool {
-        match self {
-            Journal::Log(l) => l.durable(ticket),
-            Journal::Memory(_) => true,
-        }
+        self.log().is_none_or(|l| l.durable(ticket))
     }
 
     /// Logged pages to write home now (see [`Log::home_candidates`]).
     pub(crate) fn home_candidates(&self, max: usize) -> Vec<(u64, u64)> {
-        match self {
-            Journal::Log(l) => l.home_candidates(max),
-            Journal::Memory(_) => Vec::new(),
-        }
+        self.log().map_or_else(Vec::new, |l| l.home_candidates(max))
     }
 
     /// A ticket for a sync with no record to stage.
@@ -233,10 +222,7 @@ impl Journal {
     /// none does (the caller frees them at once, trimmed if
     /// [`Journal::trims_frees`]).
     pub(crate) fn hold_free(&self, f: PendingFree) -> bool {
-        match self {
-            Journal::Log(l) => l.hold_free(f),
-            Journal::Memory(_) => false,
-        }
+        self.log().is_some_and(|l| l.hold_free(f))
     }
 
     /// True if blocks freed at once are trimmed first. With a log they
@@ -248,40 +234,29 @@ impl Journal {
 
     /// Blocks held by [`Journal::hold_free`].
     pub(crate) fn held_blocks(&self) -> u64 {
-        match self {
-            Journal::Log(l) => l.held_blocks(),
-            Journal::Memory(_) => 0,
-        }
+        self.log().map_or(0, Log::held_blocks)
     }
 
     /// Runs of blocks the checkpoints occupy.
     pub(crate) fn meta_runs(&self) -> Vec<(u64, u64)> {
-        match self {
-            Journal::Log(l) => l.meta_runs(),
-            Journal::Memory(_) => Vec::new(),
-        }
+        self.log().map_or_else(Vec::new, Log::meta_runs)
     }
 
     /// Free blocks data may not take, with `more_bytes` of metadata that
     /// may become durable besides what is: room for the next checkpoint.
     pub(crate) fn reserve(&self, more_bytes: u64) -> u64 {
-        match self {
-            Journal::Log(l) => l.reserve(more_bytes),
-            Journal::Memory(_) => 0,
-        }
+        self.log().map_or(0, |l| l.reserve(more_bytes))
     }
 
     /// Counts a sync under way until the guard drops: taken before the
     /// sync stages anything, so that a commit knows whether another sync
     /// may stage into its batch if it waits a turn (see [`Log::commit`]).
     pub(crate) fn syncer(&self) -> Syncer<'_> {
-        match self {
-            Journal::Log(l) => {
-                l.syncers.fetch_add(1, Ordering::AcqRel);
-                Syncer(Some(&l.syncers))
-            }
-            Journal::Memory(_) => Syncer(None),
+        let count = self.log().map(|l| &l.syncers);
+        if let Some(n) = count {
+            n.fetch_add(1, Ordering::AcqRel);
         }
+        Syncer(count)
     }
 
     /// Returns when every record staged up to `ticket`, and every write
@@ -296,28 +271,22 @@ impl Journal {
     /// Writes a checkpoint now (for unmount and repair); nothing without
     /// a log.
     pub(crate) async fn checkpoint_now<E: CommitEnv>(&self, env: &E) -> Result<()> {
-        match self {
-            Journal::Log(l) => l.checkpoint_now(env).await,
-            Journal::Memory(_) => Ok(()),
+        match self.log() {
+            Some(l) => l.checkpoint_now(env).await,
+            None => Ok(()),
         }
     }
 
     /// True if the log is due a checkpoint (see [`Log::checkpoint_due`];
     /// never without a log).
     pub(crate) fn checkpoint_due(&self) -> bool {
-        match self {
-            Journal::Log(l) => l.checkpoint_due(),
-            Journal::Memory(_) => false,
-        }
+        self.log().is_some_and(Log::checkpoint_due)
     }
 
     /// Log blocks in use and the log's size in blocks (see [`Log::fill`];
     /// both 0 without a log).
     pub(crate) fn fill(&self) -> (u64, u64) {
-        match self {
-            Journal::Log(l) => l.fill(),
-            Journal::Memory(_) => (0, 0),
-        }
+        self.log().map_or((0, 0), Log::fill)
     }
 
     /// True if a background step has work: logged pages due to be written
@@ -329,7 +298,7 @@ impl Journal {
     /// Says whether a background worker checkpoints (see
     /// [`Log::set_background`]).
     pub(crate) fn set_background(&self, on: bool) {
-        if let Journal::Log(l) = self {
+        if let Some(l) = self.log() {
             l.set_background(on);
         }
     }
@@ -337,9 +306,9 @@ impl Journal {
     /// A checkpoint off the sync path, if one is due (see
     /// [`Log::checkpoint_background`]); true if it wrote one.
     pub(crate) async fn checkpoint_background<E: CommitEnv>(&self, env: &E) -> Result<bool> {
-        match self {
-            Journal::Log(l) => l.checkpoint_background(env).await,
-            Journal::Memory(_) => Ok(false),
+        match self.log() {
+            Some(l) => l.checkpoint_background(env).await,
+            None => Ok(false),
         }
     }
 }
