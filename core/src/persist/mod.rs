@@ -25,7 +25,9 @@
 //! - [`problems`]: fsck's checks of that view.
 //! - `metaio`: whole-block metadata I/O, one trait for mount and commits.
 //! - `recover`: reading an image back (mount, fsck and repair share it).
-//! - `journal`: group commit and checkpoints of a mounted filesystem.
+//! - `journal`: where a filesystem's metadata changes go: its log's group
+//!   commit (`journal/log.rs`) and checkpoints (`journal/checkpoint.rs`),
+//!   or, for one in memory, nowhere (`journal/memory.rs`).
 //! - `offline`: format, [`check`] and [`repair`].
 //!
 //! Ordering rules that make a crash safe (docs/design.md argues each):
