@@ -8,7 +8,7 @@ use std::sync::{PoisonError, RwLock};
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::fs::posix::{Creds, Want};
 use pollfs_core::fs::{Kind, Metadata};
-use pollfs_core::{Created, File, Fs};
+use pollfs_core::{Created, File, Fs, InodeId};
 
 use crate::device::{self, Dev, Opening};
 use crate::error::{int, Fail};
@@ -118,7 +118,7 @@ pub struct PollfsStat {
 impl From<Metadata> for PollfsStat {
     fn from(m: Metadata) -> PollfsStat {
         PollfsStat {
-            ino: m.ino,
+            ino: m.ino.get(),
             mode: type_bits(m.kind) | u32::from(m.perm),
             nlink: m.nlink,
             uid: m.uid,
@@ -436,7 +436,7 @@ pub(crate) fn removing<'p, D: BlockDevice>(
     fs: &Fs<D>,
     who: &Creds,
     path: &'p str,
-) -> pollfs_core::Result<(u64, &'p str)> {
+) -> pollfs_core::Result<(InodeId, &'p str)> {
     let (dir, name) = fs.parent_by(path, who)?;
     fs.check_remove_by(dir, name, who)?;
     Ok((dir, name))
@@ -448,7 +448,7 @@ pub(crate) fn changing<'p, D: BlockDevice>(
     fs: &Fs<D>,
     who: &Creds,
     path: &'p str,
-) -> pollfs_core::Result<(u64, &'p str)> {
+) -> pollfs_core::Result<(InodeId, &'p str)> {
     let (dir, name) = fs.parent_by(path, who)?;
     fs.check_access(dir, who, Want::WRITE_EXEC)?;
     Ok((dir, name))
@@ -627,7 +627,7 @@ pub unsafe extern "C" fn pollfs_readdir(
             *slot = b as c_char;
         }
         let dirent = PollfsDirent {
-            ino: entry.ino,
+            ino: entry.ino.get(),
             type_: type_bits(entry.kind),
             name,
         };
@@ -666,7 +666,12 @@ mod tests {
     }
 
     /// Runs `open_file` on `path` from `threads` threads released at once.
-    fn race(fs: &Fs<RamDevice>, path: &str, threads: usize, flags: c_int) -> Vec<Result<u64, i32>> {
+    fn race(
+        fs: &Fs<RamDevice>,
+        path: &str,
+        threads: usize,
+        flags: c_int,
+    ) -> Vec<Result<InodeId, i32>> {
         let go = Arc::new(Barrier::new(threads));
         let handles: Vec<_> = (0..threads)
             .map(|_| {

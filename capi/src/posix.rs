@@ -9,7 +9,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::fs::posix::{Creds, Want};
-use pollfs_core::{Fs, XattrMode};
+use pollfs_core::{Fs, InodeId, XattrMode};
 
 use crate::error::{int, size, Fail};
 use crate::fs::{at_path, changing, fs_creds, PollfsFs};
@@ -291,7 +291,7 @@ fn xattr_target<D: BlockDevice>(
     path: &str,
     name: &str,
     write: bool,
-) -> pollfs_core::Result<u64> {
+) -> pollfs_core::Result<InodeId> {
     let ino = fs.lookup_by(path, who)?;
     fs.check_xattr_by(ino, name, write, who)?;
     Ok(ino)

@@ -70,8 +70,8 @@ pub use error::{Error, Result};
 #[cfg(feature = "std")]
 pub use fs::FileCursor;
 pub use fs::{
-    Allocate, Config, Created, DirEntry, File, Fs, HeldDir, InvariantError, Kind, Metadata,
-    NewInode, RenameFlags, Session, SetAttr, StatFs, XattrMode, MAX_FILE_SIZE, MAX_NAME_LEN,
-    ROOT_INO,
+    Allocate, Config, Created, DirEntry, File, Fs, HeldDir, InodeId, InvariantError, Kind,
+    Metadata, NewInode, RenameFlags, Session, SetAttr, StatFs, XattrMode, MAX_FILE_SIZE,
+    MAX_NAME_LEN,
 };
 pub use stats::{DeviceCounts, DeviceHealth, Stats};

@@ -20,8 +20,10 @@ pub const MAX_FILE_SIZE: u64 = MAX_FILE_PAGES * PAGE_SIZE_U64;
 /// Largest inode number: 2^48 - 1, so that numbering can never wrap and a
 /// number read from disk leaves room for arithmetic.
 pub const MAX_INODE: u64 = (1 << 48) - 1;
-/// The root directory's inode number.
-pub const ROOT_INO: u64 = 1;
+/// The root directory's inode number as the persist layer keeps it (in
+/// records and the namespace [`Tree`](crate::persist::tree::Tree)); the
+/// file API's is [`InodeId::ROOT`].
+pub const ROOT_INO: u64 = InodeId::ROOT.0;
 /// Longest symbolic link target, in bytes (Linux's `PATH_MAX` less its NUL).
 pub const MAX_SYMLINK_LEN: usize = 4095;
 /// Most links an inode may have.
@@ -71,9 +73,31 @@ impl FrameId {
     }
 }
 
-/// A file's identity, never reused while the filesystem is mounted.
+/// A file's identity, never reused while the filesystem is mounted: what
+/// every call of the file API that names an inode takes or returns.
+///
+/// The number inside is the one `stat` shows, FUSE passes and the on-disk
+/// records hold; code at the edges (the FUSE adapter, the C library)
+/// converts explicitly, `InodeId(n)` in and `.get()` out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct InodeId(pub u64);
+
+impl InodeId {
+    /// The root directory (its own parent).
+    pub const ROOT: InodeId = InodeId(1);
+
+    /// The number, as `stat` shows it.
+    #[inline]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl core::fmt::Display for InodeId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(&self.0, f)
+    }
+}
 
 /// Caller-supplied monotonic time in nanoseconds. The engine never reads a
 /// clock itself: time is passed in so tests can drive it.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::persist::META_FRAMES;
-use pollfs_core::{Fs, NewInode, RenameFlags, ROOT_INO};
+use pollfs_core::{Fs, InodeId, NewInode, RenameFlags};
 use pollfs_host_tests::setup::config;
 
 const WHO: NewInode = NewInode {
@@ -34,7 +34,7 @@ fn formatted() -> Fs<RamDevice> {
 }
 
 /// Makes `n` empty files named `{prefix}{i}` in `dir`.
-fn fill(fs: &Fs<RamDevice>, dir: u64, prefix: &str, n: usize) {
+fn fill(fs: &Fs<RamDevice>, dir: InodeId, prefix: &str, n: usize) {
     for i in 0..n {
         drop(fs.create_in(dir, &format!("{prefix}{i}"), WHO).unwrap());
     }
@@ -48,7 +48,9 @@ fn create(c: &mut Criterion) {
     g.bench_function("create", |b| {
         b.iter_custom(|iters| {
             round += 1;
-            let dir = fs.mkdir_in(ROOT_INO, &format!("r{round}"), WHO).unwrap();
+            let dir = fs
+                .mkdir_in(InodeId::ROOT, &format!("r{round}"), WHO)
+                .unwrap();
             let names: Vec<String> = (0..iters).map(|i| format!("file{i}")).collect();
             let start = Instant::now();
             for n in &names {
@@ -58,7 +60,7 @@ fn create(c: &mut Criterion) {
             for n in &names {
                 fs.unlink_in(dir, n).unwrap();
             }
-            fs.rmdir_in(ROOT_INO, &format!("r{round}")).unwrap();
+            fs.rmdir_in(InodeId::ROOT, &format!("r{round}")).unwrap();
             fs.sync().unwrap();
             took
         })
@@ -70,7 +72,7 @@ fn lookup(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(3)).sample_size(20);
     let fs = formatted();
     // d1/d2/.../d7/target, each directory with SIBLINGS other files.
-    let mut dir = ROOT_INO;
+    let mut dir = InodeId::ROOT;
     let mut path = String::new();
     for depth in 1..=8 {
         fill(&fs, dir, "sibling", SIBLINGS);
@@ -84,7 +86,7 @@ fn lookup(c: &mut Criterion) {
             path.push('/');
         }
     }
-    drop(fs.create_in(ROOT_INO, "target", WHO).unwrap());
+    drop(fs.create_in(InodeId::ROOT, "target", WHO).unwrap());
     fs.sync().unwrap();
     for (depth, p) in [(1, "target".to_string()), (8, path)] {
         let expected = fs.lookup(&p).unwrap();
@@ -98,8 +100,8 @@ fn rename(c: &mut Criterion) {
     let mut g = c.benchmark_group("namespace/rename");
     g.measurement_time(Duration::from_secs(3)).sample_size(20);
     let fs = formatted();
-    let a = fs.mkdir_in(ROOT_INO, "a", WHO).unwrap();
-    let b = fs.mkdir_in(ROOT_INO, "b", WHO).unwrap();
+    let a = fs.mkdir_in(InodeId::ROOT, "a", WHO).unwrap();
+    let b = fs.mkdir_in(InodeId::ROOT, "b", WHO).unwrap();
     fill(&fs, a, "sibling", SIBLINGS);
     fill(&fs, b, "sibling", SIBLINGS);
     drop(fs.create_in(a, "moving", WHO).unwrap());
@@ -135,7 +137,7 @@ fn read_dir(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(5)).sample_size(10);
     g.throughput(Throughput::Elements(LISTED as u64));
     let fs = formatted();
-    let dir = fs.mkdir_in(ROOT_INO, "big", WHO).unwrap();
+    let dir = fs.mkdir_in(InodeId::ROOT, "big", WHO).unwrap();
     fill(&fs, dir, "entry-", LISTED);
     fs.sync().unwrap();
     // Steps of 64 are what the mount asks for per readdir reply.

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::error::NamespaceError;
-use pollfs_core::{Error, Fs, Kind, ROOT_INO};
+use pollfs_core::{Error, Fs, InodeId, Kind};
 
 /// The model's root directory.
 pub const ROOT: u64 = 0;
@@ -316,9 +316,10 @@ pub enum Shape {
 pub struct Snapshot(pub BTreeMap<String, (Shape, String)>);
 
 impl Snapshot {
-    fn build(items: impl Iterator<Item = (String, Shape, u64)>) -> Snapshot {
+    /// From each path's shape and its inode (a model's or an engine's).
+    fn build<I: Ord + Copy>(items: impl Iterator<Item = (String, Shape, I)>) -> Snapshot {
         let items: Vec<_> = items.collect();
-        let mut first: BTreeMap<u64, String> = BTreeMap::new();
+        let mut first: BTreeMap<I, String> = BTreeMap::new();
         for (p, _, id) in &items {
             first.entry(*id).or_insert_with(|| p.clone());
         }
@@ -331,10 +332,10 @@ impl Snapshot {
     }
 
     /// The engine's tree, walked from the root, with each path's inode.
-    pub fn of<D: BlockDevice>(fs: &Fs<D>) -> Result<(Snapshot, BTreeMap<String, u64>), Error> {
+    pub fn of<D: BlockDevice>(fs: &Fs<D>) -> Result<(Snapshot, BTreeMap<String, InodeId>), Error> {
         let mut items = Vec::new();
         let mut inos = BTreeMap::new();
-        let mut todo = vec![(ROOT_INO, String::new())];
+        let mut todo = vec![(InodeId::ROOT, String::new())];
         while let Some((dir, path)) = todo.pop() {
             let mut after = 0;
             loop {

@@ -21,7 +21,7 @@ fn names_are_checked() {
         Error::Namespace(NamespaceError::NotFound)
     );
     let who = pollfs_core::NewInode::new(0o644, 0, 0);
-    let root = pollfs_core::ROOT_INO;
+    let root = pollfs_core::InodeId::ROOT;
     assert_eq!(
         fs.create_in(root, "a/b", who).unwrap_err(),
         bad(NameError::BadByte)

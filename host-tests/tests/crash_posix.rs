@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use pollfs_core::fs::posix::{Creds, ACL_ACCESS, ACL_DEFAULT, NO_ID};
-use pollfs_core::{Fs, Kind, XattrMode, ROOT_INO};
+use pollfs_core::{Fs, InodeId, Kind, XattrMode};
 use pollfs_host_tests::crash::{
     assert_fsck_clean, crash_images, device_from, mount_checked, RecordingDevice,
 };
@@ -56,7 +56,7 @@ fn a_created_name_has_its_owner_bits_and_acls_at_every_crash_point() {
         (0x10, 7, NO_ID),
         (0x20, 5, NO_ID),
     ]);
-    let d = fs.mkdir_by(ROOT_INO, "d", 0o777, &root).unwrap();
+    let d = fs.mkdir_by(InodeId::ROOT, "d", 0o777, &root).unwrap();
     fs.chown_by(d, None, Some(50), &root).unwrap();
     fs.chmod_by(d, 0o2777, &root).unwrap();
     fs.posix_setxattr(d, ACL_DEFAULT, &default, XattrMode::Any, false)
@@ -117,7 +117,7 @@ fn a_created_name_has_its_owner_bits_and_acls_at_every_crash_point() {
             let dev = device_from(&image, FRAMES);
             assert_fsck_clean(&dev, &format!("{ctx}: fsck"));
             let fs = mount_checked(dev, config(CACHE), &ctx);
-            let Ok(d) = fs.lookup_in(ROOT_INO, "d") else {
+            let Ok(d) = fs.lookup_in(InodeId::ROOT, "d") else {
                 assert!(at < setup_at, "{ctx}: the synced directory is gone");
                 continue;
             };

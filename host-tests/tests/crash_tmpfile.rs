@@ -146,7 +146,7 @@ fn a_removed_directory_stays_while_held_and_is_reclaimed_after_a_crash() {
     let ram = pollfs_core::dev::ram::RamDevice::new(DEV_BYTES, 4096, FRAMES).unwrap();
     let fs = Fs::format(ram.clone(), config(CACHE), 0x035).unwrap();
     let who = NewInode::new(0o755, 0, 0);
-    let root = pollfs_core::ROOT_INO;
+    let root = pollfs_core::InodeId::ROOT;
     let d = fs.mkdir("d").unwrap();
     let held = fs.hold_dir(d).unwrap();
     let again = fs.hold_dir(d).unwrap();

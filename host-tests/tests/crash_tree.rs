@@ -24,7 +24,7 @@
 use std::collections::BTreeMap;
 
 use pollfs_core::error::XattrError;
-use pollfs_core::{Error, Fs, Kind, NewInode, RenameFlags, XattrMode, ROOT_INO};
+use pollfs_core::{Error, Fs, InodeId, Kind, NewInode, RenameFlags, XattrMode};
 use pollfs_host_tests::crash::files::crash_config;
 use pollfs_host_tests::crash::{
     assert_fsck_clean, crash_images, device_from, mount_checked, Event, RecordingDevice,
@@ -105,7 +105,7 @@ fn run_workload(ops: &[Op]) -> Run {
     let fs = Fs::mount(dev.clone(), crash_config()).unwrap();
     let who = NewInode::new(0o644, 0, 0);
     let mut m = TreeModel::default();
-    let mut ino: BTreeMap<u64, u64> = BTreeMap::from([(ROOT, ROOT_INO)]);
+    let mut ino: BTreeMap<u64, InodeId> = BTreeMap::from([(ROOT, InodeId::ROOT)]);
     let mut data: BTreeMap<u64, Data> = BTreeMap::new();
     let mut open: Vec<(u64, pollfs_core::File<RecordingDevice>)> = Vec::new();
     let mut xattrs: Xattrs = BTreeMap::new();
@@ -401,7 +401,7 @@ fn check_run(run: &Run, seed: u64, label: &str) -> usize {
 fn check_xattrs<D: pollfs_core::dev::BlockDevice>(
     run: &Run,
     fs: &Fs<D>,
-    inos: &BTreeMap<String, u64>,
+    inos: &BTreeMap<String, InodeId>,
     k: usize,
 ) -> Result<(), String> {
     let (_, paths, _, xattrs) = &run.states[k];
@@ -435,7 +435,7 @@ fn check_xattrs<D: pollfs_core::dev::BlockDevice>(
 fn check_bytes<D: pollfs_core::dev::BlockDevice>(
     run: &Run,
     fs: &Fs<D>,
-    inos: &BTreeMap<String, u64>,
+    inos: &BTreeMap<String, InodeId>,
     k: usize,
     at: usize,
 ) -> Result<(), String> {
@@ -483,7 +483,7 @@ fn check_bytes<D: pollfs_core::dev::BlockDevice>(
 /// Every file grown past its end reads zeros there.
 fn grow_every_file<D: pollfs_core::dev::BlockDevice>(
     fs: &Fs<D>,
-    inos: &BTreeMap<String, u64>,
+    inos: &BTreeMap<String, InodeId>,
     ctx: &str,
 ) {
     let mut done = std::collections::BTreeSet::new();

@@ -922,7 +922,7 @@ fn file_inode(ino: u64, size: u64, extents: Vec<Extent>) -> Record {
 /// A link of `ino` into the root as `name`.
 fn link(name: &str, ino: u64) -> Record {
     Record::Link {
-        parent: pollfs_core::ROOT_INO,
+        parent: pollfs_core::units::ROOT_INO,
         name: name.into(),
         ino,
     }

@@ -59,7 +59,7 @@ fn a_clone_keeps_an_unlinked_file_open() {
     let blocks = fs.free_blocks();
     drop((g, again));
     assert!(fs.free_blocks() > blocks, "the last close frees the blocks");
-    assert!(fs.open_ino(1).is_err());
+    assert!(fs.open_ino(pollfs_core::InodeId::ROOT).is_err());
 }
 
 #[test]
@@ -103,7 +103,9 @@ fn errors_convert_to_io_errors_with_their_errno() {
     // readlink of a file is EINVAL; a link met on a path, which is not
     // followed, is ELOOP.
     let who = pollfs_core::NewInode::new(0o777, 0, 0);
-    let link = fs.symlink_in(pollfs_core::ROOT_INO, "l", "x", who).unwrap();
+    let link = fs
+        .symlink_in(pollfs_core::InodeId::ROOT, "l", "x", who)
+        .unwrap();
     let e = fs.readlink(f.ino()).unwrap_err();
     assert_eq!(e, Error::Namespace(NamespaceError::NotASymlink));
     assert_eq!(as_io(e).raw_os_error(), Some(22));

@@ -12,7 +12,8 @@ use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::error::NamespaceError;
 use pollfs_core::persist::record::{InodeMeta, Record};
 use pollfs_core::persist::tree::Tree;
-use pollfs_core::{Error, Fs, Kind, NewInode, RenameFlags, ROOT_INO};
+use pollfs_core::units::ROOT_INO;
+use pollfs_core::{Error, Fs, InodeId, Kind, NewInode, RenameFlags};
 use pollfs_host_tests::rng::Rng;
 use pollfs_host_tests::setup::config;
 use pollfs_host_tests::tree::{MErr, Snapshot, TreeModel, ROOT};
@@ -24,68 +25,70 @@ fn run(seed: u64, steps: usize) {
     let fs = Fs::format(ram.clone(), config(64), seed).unwrap();
     let who = NewInode::new(0o640, 7, 8);
     let mut m = TreeModel::default();
-    let mut ino = std::collections::BTreeMap::from([(ROOT, ROOT_INO)]);
+    let mut ino = std::collections::BTreeMap::from([(ROOT, InodeId::ROOT)]);
     let mut r = Rng::new(seed);
     for step in 0..steps {
         let dirs = m.dirs();
         let d = dirs[r.below(dirs.len() as u64) as usize];
         let name = NAMES[r.below(5) as usize];
         let mut next = m.clone();
-        let (want, got): (Result<Option<u64>, MErr>, pollfs_core::Result<Option<u64>>) =
-            match r.below(8) {
-                0 => (
-                    next.mkdir(d, name).map(Some),
-                    fs.mkdir_in(ino[&d], name, who).map(Some),
-                ),
-                1 | 2 => (
-                    next.create(d, name).map(Some),
-                    fs.create_in(ino[&d], name, who).map(|f| Some(f.ino())),
-                ),
-                3 => (
-                    next.symlink(d, name, "t").map(Some),
-                    fs.symlink_in(ino[&d], name, "t", who).map(Some),
-                ),
-                4 => {
-                    let files = m.files();
-                    if files.is_empty() {
-                        continue;
-                    }
-                    let f = files[r.below(files.len() as u64) as usize];
-                    (
-                        next.link(f, d, name).map(|()| None),
-                        fs.link_in(ino[&f], ino[&d], name).map(|()| None),
-                    )
+        let (want, got): (
+            Result<Option<u64>, MErr>,
+            pollfs_core::Result<Option<InodeId>>,
+        ) = match r.below(8) {
+            0 => (
+                next.mkdir(d, name).map(Some),
+                fs.mkdir_in(ino[&d], name, who).map(Some),
+            ),
+            1 | 2 => (
+                next.create(d, name).map(Some),
+                fs.create_in(ino[&d], name, who).map(|f| Some(f.ino())),
+            ),
+            3 => (
+                next.symlink(d, name, "t").map(Some),
+                fs.symlink_in(ino[&d], name, "t", who).map(Some),
+            ),
+            4 => {
+                let files = m.files();
+                if files.is_empty() {
+                    continue;
                 }
-                5 => (
-                    next.unlink(d, name).map(|_| None),
-                    fs.unlink_in(ino[&d], name).map(|()| None),
-                ),
-                6 => (
-                    next.rmdir(d, name).map(|()| None),
-                    fs.rmdir_in(ino[&d], name).map(|()| None),
-                ),
-                _ => {
-                    let to = dirs[r.below(dirs.len() as u64) as usize];
-                    let tname = NAMES[r.below(5) as usize];
-                    let flags = match r.below(4) {
-                        0 => RenameFlags {
-                            noreplace: true,
-                            ..RenameFlags::default()
-                        },
-                        1 => RenameFlags {
-                            exchange: true,
-                            ..RenameFlags::default()
-                        },
-                        _ => RenameFlags::default(),
-                    };
-                    (
-                        next.rename(d, name, to, tname, flags.noreplace, flags.exchange)
-                            .map(|_| None),
-                        fs.rename_in(ino[&d], name, ino[&to], tname, flags)
-                            .map(|()| None),
-                    )
-                }
-            };
+                let f = files[r.below(files.len() as u64) as usize];
+                (
+                    next.link(f, d, name).map(|()| None),
+                    fs.link_in(ino[&f], ino[&d], name).map(|()| None),
+                )
+            }
+            5 => (
+                next.unlink(d, name).map(|_| None),
+                fs.unlink_in(ino[&d], name).map(|()| None),
+            ),
+            6 => (
+                next.rmdir(d, name).map(|()| None),
+                fs.rmdir_in(ino[&d], name).map(|()| None),
+            ),
+            _ => {
+                let to = dirs[r.below(dirs.len() as u64) as usize];
+                let tname = NAMES[r.below(5) as usize];
+                let flags = match r.below(4) {
+                    0 => RenameFlags {
+                        noreplace: true,
+                        ..RenameFlags::default()
+                    },
+                    1 => RenameFlags {
+                        exchange: true,
+                        ..RenameFlags::default()
+                    },
+                    _ => RenameFlags::default(),
+                };
+                (
+                    next.rename(d, name, to, tname, flags.noreplace, flags.exchange)
+                        .map(|_| None),
+                    fs.rename_in(ino[&d], name, ino[&to], tname, flags)
+                        .map(|()| None),
+                )
+            }
+        };
         match (want, got) {
             (Ok(new), Ok(i)) => {
                 if let (Some(id), Some(i)) = (new, i) {

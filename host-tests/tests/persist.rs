@@ -363,7 +363,8 @@ fn repair_drops_extents_past_eof_and_blocks_owned_twice() {
         let b = fs.create("b").unwrap();
         b.write_all_at(&pattern(2, 0, 8192), 0).unwrap();
         fs.sync().unwrap();
-        (a.ino(), b.ino())
+        // As the records hold them.
+        (a.ino().get(), b.ino().get())
     };
     let sb = image::superblock(&dev);
     let data = sb.layout.data_start;

@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier};
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::error::{NamespaceError, PosixError};
 use pollfs_core::fs::posix::{Acl, Creds, Want, ACL_ACCESS, ACL_DEFAULT, NO_ID};
-use pollfs_core::{Created, Error, Fs, XattrMode, ROOT_INO};
+use pollfs_core::{Created, Error, Fs, InodeId, XattrMode};
 use pollfs_host_tests::setup::config;
 
 const BYTES: u64 = 32 << 20;
@@ -72,7 +72,7 @@ fn a_set_group_id_directory_gives_its_group_and_subdirectories_the_bit() {
     let fs = fs_on(&device());
     let _s = fs.session().unwrap();
     let root = Creds::root();
-    let d = fs.mkdir_by(ROOT_INO, "shared", 0o2775, &root).unwrap();
+    let d = fs.mkdir_by(InodeId::ROOT, "shared", 0o2775, &root).unwrap();
     assert_eq!(fs.attr(d).unwrap().perm, 0o775, "mkdir(2) takes no set-id");
     fs.chown_by(d, None, Some(50), &root).unwrap();
     fs.chmod_by(d, 0o2775, &root).unwrap();
@@ -85,7 +85,7 @@ fn a_set_group_id_directory_gives_its_group_and_subdirectories_the_bit() {
     assert_eq!((sub.gid, sub.perm), (50, 0o2755));
     let l = fs.attr(fs.symlink_by(d, "l", "f", &me).unwrap()).unwrap();
     assert_eq!((l.uid, l.gid, l.perm), (1000, 50, 0o777));
-    let plain = fs.mkdir_by(ROOT_INO, "plain", 0o777, &me).unwrap();
+    let plain = fs.mkdir_by(InodeId::ROOT, "plain", 0o777, &me).unwrap();
     let g = fs
         .create_or_open_by(plain, "g", 0o666, &me, true)
         .unwrap()
@@ -99,7 +99,7 @@ fn a_default_acl_is_inherited_in_the_create_and_durable_with_it() {
     let fs = fs_on(&dev);
     let _s = fs.session().unwrap();
     let root = Creds::root();
-    let d = fs.mkdir_by(ROOT_INO, "d", 0o777, &root).unwrap();
+    let d = fs.mkdir_by(InodeId::ROOT, "d", 0o777, &root).unwrap();
     fs.posix_setxattr(d, ACL_DEFAULT, &rich_default(), XattrMode::Any, false)
         .unwrap();
     let me = Creds {
@@ -140,7 +140,7 @@ fn chmod_by_anyone_but_the_owner_or_root_is_refused() {
     let _s = fs.session().unwrap();
     let owner = user(1000, 100);
     let (f, _) = fs
-        .create_or_open_by(ROOT_INO, "f", 0o644, &owner, true)
+        .create_or_open_by(InodeId::ROOT, "f", 0o644, &owner, true)
         .unwrap();
     let other = user(2000, 100);
     assert_eq!(
@@ -167,7 +167,7 @@ fn chown_takes_set_id_bits_and_only_root_gives_files_away() {
         ..user(1000, 100)
     };
     let (f, _) = fs
-        .create_or_open_by(ROOT_INO, "f", 0o644, &owner, true)
+        .create_or_open_by(InodeId::ROOT, "f", 0o644, &owner, true)
         .unwrap();
     let ino = f.ino();
     fs.chmod_by(ino, 0o6755, &root).unwrap();
@@ -187,7 +187,7 @@ fn chown_takes_set_id_bits_and_only_root_gives_files_away() {
     let m = fs.chown_by(ino, Some(3000), None, &root).unwrap();
     assert_eq!((m.uid, m.perm), (3000, 0o644));
     // A directory keeps its bits.
-    let d = fs.mkdir_by(ROOT_INO, "d", 0o775, &root).unwrap();
+    let d = fs.mkdir_by(InodeId::ROOT, "d", 0o775, &root).unwrap();
     fs.chmod_by(d, 0o2775, &root).unwrap();
     assert_eq!(fs.chown_by(d, Some(5), None, &root).unwrap().perm, 0o2775);
 }
@@ -198,7 +198,7 @@ fn a_write_by_a_non_member_takes_set_id_bits() {
     let _s = fs.session().unwrap();
     let root = Creds::root();
     let (f, _) = fs
-        .create_or_open_by(ROOT_INO, "f", 0o6745, &root, true)
+        .create_or_open_by(InodeId::ROOT, "f", 0o6745, &root, true)
         .unwrap();
     let writer = user(2000, 300);
     assert!(fs.kill_setid(f.ino(), |g| writer.keeps_sgid(g)).unwrap());
@@ -212,7 +212,7 @@ fn access_checks_read_the_bits_and_the_access_acl() {
     let _s = fs.session().unwrap();
     let root = Creds::root();
     let (f, _) = fs
-        .create_or_open_by(ROOT_INO, "f", 0o640, &root, true)
+        .create_or_open_by(InodeId::ROOT, "f", 0o640, &root, true)
         .unwrap();
     let ino = f.ino();
     let stranger = user(1000, 100);
@@ -242,7 +242,7 @@ fn in_a_sticky_directory_only_owners_remove_entries() {
     let fs = fs_on(&device());
     let _s = fs.session().unwrap();
     let root = Creds::root();
-    let d = fs.mkdir_by(ROOT_INO, "tmp", 0o777, &root).unwrap();
+    let d = fs.mkdir_by(InodeId::ROOT, "tmp", 0o777, &root).unwrap();
     fs.chmod_by(d, 0o1777, &root).unwrap();
     let owner = user(1000, 100);
     fs.create_or_open_by(d, "a", 0o666, &owner, true).unwrap();
@@ -256,7 +256,7 @@ fn in_a_sticky_directory_only_owners_remove_entries() {
     // Without the bit, write permission on the directory is enough.
     fs.chmod_by(d, 0o777, &root).unwrap();
     fs.check_remove_by(d, "a", &other).unwrap();
-    let closed = fs.mkdir_by(ROOT_INO, "closed", 0o755, &root).unwrap();
+    let closed = fs.mkdir_by(InodeId::ROOT, "closed", 0o755, &root).unwrap();
     assert_eq!(
         fs.check_remove_by(closed, "x", &other).err(),
         Some(posix(PosixError::AccessDenied))
@@ -264,7 +264,7 @@ fn in_a_sticky_directory_only_owners_remove_entries() {
 }
 
 /// Runs `create_or_open_by` of one name from two threads at once.
-fn race(fs: &Fs<RamDevice>, name: &str, exclusive: bool) -> Vec<Result<(u64, Created), Error>> {
+fn race(fs: &Fs<RamDevice>, name: &str, exclusive: bool) -> Vec<Result<(InodeId, Created), Error>> {
     let go = Arc::new(Barrier::new(2));
     let handles: Vec<_> = (0..2u32)
         .map(|i| {
@@ -273,7 +273,7 @@ fn race(fs: &Fs<RamDevice>, name: &str, exclusive: bool) -> Vec<Result<(u64, Cre
                 let _s = fs.session().unwrap();
                 let me = user(1000 + i, 100);
                 go.wait();
-                fs.create_or_open_by(ROOT_INO, &name, 0o600, &me, exclusive)
+                fs.create_or_open_by(InodeId::ROOT, &name, 0o600, &me, exclusive)
                     .map(|(f, c)| (f.ino(), c))
             })
         })
@@ -299,7 +299,7 @@ fn two_threads_creating_one_name_one_makes_it() {
         assert_eq!((made, exist), (1, 1), "round {round}: {got:?}");
         let name = format!("o{round}");
         let got = race(&fs, &name, false);
-        let ino = fs.lookup_in(ROOT_INO, &name).unwrap();
+        let ino = fs.lookup_in(InodeId::ROOT, &name).unwrap();
         let made = got
             .iter()
             .filter(|r| matches!(r, Ok((_, Created::Made))))

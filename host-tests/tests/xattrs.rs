@@ -8,7 +8,7 @@
 use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::error::XattrError;
 use pollfs_core::persist::xattr::{INODE_TOTAL_MAX, NAME_MAX, VALUE_MAX};
-use pollfs_core::{Error, Fs, Kind, NewInode, XattrMode, ROOT_INO};
+use pollfs_core::{Error, Fs, InodeId, Kind, NewInode, XattrMode};
 use pollfs_host_tests::setup::config;
 
 const BYTES: u64 = 32 << 20;
@@ -99,10 +99,16 @@ fn flags_errors_and_limits_are_setxattrs() {
     assert_eq!(fs.remove_xattr(f, "user.a"), err(XattrError::NotFound));
     // Directories, links and special files have them too.
     let d = fs
-        .mkdir_in(ROOT_INO, "d", NewInode::new(0o755, 0, 0))
+        .mkdir_in(InodeId::ROOT, "d", NewInode::new(0o755, 0, 0))
         .unwrap();
     let p = fs
-        .mknod_in(ROOT_INO, "p", Kind::Fifo, 0, NewInode::new(0o644, 0, 0))
+        .mknod_in(
+            InodeId::ROOT,
+            "p",
+            Kind::Fifo,
+            0,
+            NewInode::new(0o644, 0, 0),
+        )
         .unwrap();
     fs.set_xattr(d, "system.posix_acl_default", b"dacl", any)
         .unwrap();
@@ -130,7 +136,7 @@ fn attributes_survive_the_log_a_checkpoint_and_go_with_their_inode() {
     fs.sync().unwrap();
     // After the sync, before anything else: what the log holds.
     let crashed = crash_copy(&dev);
-    fs.unlink_in(ROOT_INO, "g").unwrap();
+    fs.unlink_in(InodeId::ROOT, "g").unwrap();
     fs.set_xattr(f, "user.unsynced", b"u", XattrMode::Any)
         .unwrap();
 

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::File;
+use pollfs_core::{File, InodeId};
 
 /// A file of a live mount.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -25,7 +25,7 @@ pub struct FileKey {
     /// mount and fixed while any of them lives, which a locking backend's
     /// own handle ensures.
     mount: usize,
-    ino: u64,
+    ino: InodeId,
 }
 
 impl FileKey {
@@ -196,7 +196,10 @@ mod tests {
     use super::*;
 
     fn key(ino: u64) -> FileKey {
-        FileKey { mount: 1, ino }
+        FileKey {
+            mount: 1,
+            ino: InodeId(ino),
+        }
     }
 
     #[test]

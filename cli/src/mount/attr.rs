@@ -1,7 +1,8 @@
 //! Inode numbers and attributes as the kernel sees them.
 //!
-//! FUSE's root directory is inode 1, and so is pollfs's ([`ROOT_INO`]):
-//! a FUSE inode number is the pollfs inode number ([`FuseIno`]). What
+//! FUSE's root directory is inode 1, and so is pollfs's
+//! ([`InodeId::ROOT`]): a FUSE inode number is the pollfs inode number
+//! ([`FuseIno`]), converted here and nowhere else. What
 //! `stat` shows is the engine's [`Metadata`]: kind, permission bits,
 //! owner, link count (0 for a removed file still open), size, blocks and
 //! the three times.
@@ -9,7 +10,7 @@
 use std::time::{Duration, SystemTime};
 
 use fuser::{FileAttr, FileType, INodeNo};
-use pollfs_core::{Kind, Metadata, ROOT_INO};
+use pollfs_core::{InodeId, Kind, Metadata};
 
 /// A FUSE inode number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -17,11 +18,17 @@ pub struct FuseIno(pub u64);
 
 impl FuseIno {
     /// The root directory.
-    pub const ROOT: FuseIno = FuseIno(ROOT_INO);
+    pub const ROOT: FuseIno = FuseIno(InodeId::ROOT.get());
 
     /// The pollfs inode this number names (the same number).
-    pub fn engine(self) -> u64 {
-        self.0
+    pub fn engine(self) -> InodeId {
+        InodeId(self.0)
+    }
+}
+
+impl From<InodeId> for FuseIno {
+    fn from(i: InodeId) -> FuseIno {
+        FuseIno(i.get())
     }
 }
 
@@ -105,7 +112,7 @@ pub fn nanos(t: SystemTime) -> u64 {
 /// What `stat` shows for an inode.
 pub fn attr(m: &Metadata) -> FileAttr {
     FileAttr {
-        ino: INodeNo(m.ino),
+        ino: INodeNo(m.ino.get()),
         size: m.len,
         // st_blocks counts 512-byte units; pollfs blocks are 4 KiB.
         blocks: m.blocks.saturating_mul(8),
@@ -158,7 +165,8 @@ mod tests {
     #[test]
     fn fuse_and_pollfs_number_inodes_alike_and_the_root_is_1() {
         assert_eq!(FuseIno::ROOT, FuseIno(1));
-        assert_eq!(FuseIno(7).engine(), 7);
+        assert_eq!(FuseIno(7).engine(), InodeId(7));
+        assert_eq!(FuseIno::from(InodeId(8)), FuseIno(8));
         assert_eq!(FuseIno::from(INodeNo(9)), FuseIno(9));
     }
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use pollfs_core::dev::BlockDevice;
-use pollfs_core::{File, Fs, HeldDir, ROOT_INO};
+use pollfs_core::{File, Fs, HeldDir, InodeId};
 
 const SHARDS: usize = 16;
 
@@ -82,7 +82,7 @@ impl<D: BlockDevice> Files<D> {
 /// Files need no such count: what reaches a removed file holds it open.
 #[derive(Debug)]
 pub struct KnownDirs<D: BlockDevice> {
-    dirs: Mutex<HashMap<u64, (u64, HeldDir<D>)>>,
+    dirs: Mutex<HashMap<InodeId, (u64, HeldDir<D>)>>,
 }
 
 impl<D: BlockDevice> Default for KnownDirs<D> {
@@ -97,8 +97,8 @@ impl<D: BlockDevice> KnownDirs<D> {
     /// Counts one more reference to directory `ino`, held by the engine
     /// from the first. A directory freed before it could be held is left
     /// out: the kernel learns it is gone at its next request.
-    pub fn looked_up(&self, fs: &Fs<D>, ino: u64) {
-        if ino == ROOT_INO {
+    pub fn looked_up(&self, fs: &Fs<D>, ino: InodeId) {
+        if ino == InodeId::ROOT {
             // The kernel's root is never forgotten, nor removed.
             return;
         }
@@ -112,7 +112,7 @@ impl<D: BlockDevice> KnownDirs<D> {
 
     /// The kernel forgets `n` references to `ino`; with the last, the
     /// directory is let go (and freed if it was removed).
-    pub fn forget(&self, ino: u64, n: u64) {
+    pub fn forget(&self, ino: InodeId, n: u64) {
         let gone = {
             let mut dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
             match dirs.get_mut(&ino) {

@@ -289,7 +289,7 @@ impl<D: BlockDevice> Server<D> {
             if off < DOT_OFFSETS[i] {
                 let attr = if plus { Some(self.attr_of(of)?) } else { None };
                 let entry = Listed {
-                    ino: FuseIno(of),
+                    ino: FuseIno::from(of),
                     next: DOT_OFFSETS[i],
                     kind: FileType::Directory,
                     name: dot,
@@ -314,7 +314,7 @@ impl<D: BlockDevice> Server<D> {
                     None
                 };
                 let entry = Listed {
-                    ino: FuseIno(e.ino),
+                    ino: FuseIno::from(e.ino),
                     next: e.cookie,
                     kind: attr::file_type(e.kind),
                     name: &e.name,

@@ -12,7 +12,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use fuser::{Errno, FileAttr, TimeOrNow};
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::fs::posix::without_privs;
-use pollfs_core::{Allocate, File, Fs, Kind};
+use pollfs_core::{Allocate, File, Fs, InodeId, Kind};
 
 use super::attr::{self, FuseIno};
 use super::handles::{Files, KnownDirs};
@@ -153,7 +153,7 @@ impl<D: BlockDevice> Server<D> {
     }
 
     /// The attributes of inode `ino`.
-    pub(super) fn attr_of(&self, ino: u64) -> Res<FileAttr> {
+    pub(super) fn attr_of(&self, ino: InodeId) -> Res<FileAttr> {
         self.fs.attr(ino).map(|m| attr::attr(&m)).map_err(errno)
     }
 
@@ -382,7 +382,8 @@ impl<D: BlockDevice> Server<D> {
     /// `readdirplus`).
     pub(super) fn known(&self, attr: &FileAttr) {
         if attr.kind == fuser::FileType::Directory {
-            self.dirs.looked_up(&self.fs, attr.ino.0);
+            self.dirs
+                .looked_up(&self.fs, FuseIno::from(attr.ino).engine());
         }
     }
 

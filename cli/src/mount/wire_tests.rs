@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use fuser::{Dispatcher, ReplySink, Session, SessionACL};
 use pollfs_core::dev::ram::RamDevice;
-use pollfs_core::{Fs, NewInode, ROOT_INO};
+use pollfs_core::{Fs, InodeId, NewInode};
 
 use super::*;
 
@@ -130,9 +130,10 @@ fn setxattr_ext_and_tmpfile_are_decoded_and_served() {
     let fs = small_fs();
     // Owned by the caller, in a group it is not in.
     let f = fs
-        .create_in(ROOT_INO, "f", NewInode::new(0o2775, 1000, 55))
+        .create_in(InodeId::ROOT, "f", NewInode::new(0o2775, 1000, 55))
         .unwrap()
         .ino();
+    let node = FuseIno::from(f).0;
     let (session, mut kernel) = session(Server::new(fs.clone()));
     let served = session.run_with(|d| {
         // An access ACL flagged FUSE_SETXATTR_ACL_KILL_SGID, in the
@@ -144,26 +145,26 @@ fn setxattr_ext_and_tmpfile_are_decoded_and_served() {
             acl.extend_from_slice(&u32::MAX.to_le_bytes());
         }
         let unflagged = setxattr_ext(0, "system.posix_acl_access", &acl);
-        assert_eq!(serve(&d, &request(FUSE_SETXATTR, 2, f, &unflagged)).0, 0);
+        assert_eq!(serve(&d, &request(FUSE_SETXATTR, 2, node, &unflagged)).0, 0);
         assert_eq!(fs.attr(f).unwrap().perm, 0o2755);
         let set = setxattr_ext(1, "system.posix_acl_access", &acl);
-        assert_eq!(serve(&d, &request(FUSE_SETXATTR, 2, f, &set)).0, 0);
+        assert_eq!(serve(&d, &request(FUSE_SETXATTR, 2, node, &set)).0, 0);
         assert_eq!(fs.attr(f).unwrap().perm, 0o755);
         // Too short for the extended header: an error, not a panic.
-        let short = request(FUSE_SETXATTR, 3, f, &set[..12]);
+        let short = request(FUSE_SETXATTR, 3, node, &set[..12]);
         assert_eq!(serve(&d, &short).0, -libc::EIO);
         // An unnamed file: create's reply, nlink 0; with O_EXCL it may
         // never be named.
         for (unique, flags) in [(4, libc::O_RDWR), (5, libc::O_RDWR | libc::O_EXCL)] {
             let (error, reply) = serve(
                 &d,
-                &request(FUSE_TMPFILE, unique, ROOT_INO, &tmpfile_args(flags)),
+                &request(FUSE_TMPFILE, unique, FuseIno::ROOT.0, &tmpfile_args(flags)),
             );
             assert_eq!(error, 0);
-            let ino = u64::from_le_bytes(reply[..8].try_into().unwrap());
+            let ino = FuseIno(u64::from_le_bytes(reply[..8].try_into().unwrap())).engine();
             let m = fs.attr(ino).unwrap();
             assert_eq!((m.nlink, m.perm, m.uid), (0, 0o640, 1000));
-            let named = fs.link_in(ino, ROOT_INO, &format!("t{unique}"));
+            let named = fs.link_in(ino, InodeId::ROOT, &format!("t{unique}"));
             assert_eq!(named.is_ok(), flags & libc::O_EXCL == 0);
         }
         // The session's /dev/fuse thread, started after this, reads it
@@ -180,12 +181,13 @@ fn a_lookup_of_dot_answers_the_node_id_with_its_generation() {
     // longer caches (FUSE_EXPORT_SUPPORT).
     const FUSE_LOOKUP: u32 = 1;
     let fs = small_fs();
-    let f = fs
-        .create_in(ROOT_INO, "f", NewInode::new(0o644, 1000, 100))
-        .unwrap()
-        .ino();
+    let f = FuseIno::from(
+        fs.create_in(InodeId::ROOT, "f", NewInode::new(0o644, 1000, 100))
+            .unwrap()
+            .ino(),
+    );
     let server = Server::new(fs.clone());
-    let generation = server.generation(FuseIno(f));
+    let generation = server.generation(f);
     let (session, mut kernel) = session(server);
     let served = session.run_with(|d| {
         // fuse_entry_out: node id, then generation.
@@ -193,12 +195,13 @@ fn a_lookup_of_dot_answers_the_node_id_with_its_generation() {
             let word = |at: usize| u64::from_le_bytes(reply[at..at + 8].try_into().unwrap());
             (word(0), word(8))
         };
-        let (error, reply) = serve(&d, &request(FUSE_LOOKUP, 2, f, b".\0"));
-        assert_eq!((error, entry(&reply)), (0, (f, generation)));
-        let (error, reply) = serve(&d, &request(FUSE_LOOKUP, 3, ROOT_INO, b"..\0"));
-        assert_eq!((error, entry(&reply)), (0, (ROOT_INO, 0)));
-        fs.unlink_in(ROOT_INO, "f").unwrap();
-        let (error, _) = serve(&d, &request(FUSE_LOOKUP, 4, f, b".\0"));
+        let (error, reply) = serve(&d, &request(FUSE_LOOKUP, 2, f.0, b".\0"));
+        assert_eq!((error, entry(&reply)), (0, (f.0, generation)));
+        let root = FuseIno::ROOT.0;
+        let (error, reply) = serve(&d, &request(FUSE_LOOKUP, 3, root, b"..\0"));
+        assert_eq!((error, entry(&reply)), (0, (root, 0)));
+        fs.unlink_in(InodeId::ROOT, "f").unwrap();
+        let (error, _) = serve(&d, &request(FUSE_LOOKUP, 4, f.0, b".\0"));
         assert_eq!(error, -libc::ESTALE);
         kernel.write_all(&request(FUSE_DESTROY, 5, 0, &[])).unwrap();
         Ok(Vec::new())

@@ -288,10 +288,10 @@ impl<D: BlockDevice> Session<D> {
     /// Makes directory `dir`'s entries durable: a commit of every record
     /// staged so far (namespace changes are staged as they are made), with
     /// the directory's own record if its attributes changed.
-    pub async fn sync_dir_async(&self, dir: u64) -> Result<()> {
+    pub async fn sync_dir_async(&self, dir: InodeId) -> Result<()> {
         let inode = self
             .fs
-            .inode(crate::units::InodeId(dir))
+            .inode(dir)
             .ok_or(crate::error::NamespaceError::NotFound)?;
         if inode.kind != crate::persist::record::Kind::Dir {
             return Err(crate::error::NamespaceError::NotADirectory.into());
@@ -317,7 +317,7 @@ impl<D: BlockDevice> Session<D> {
     }
 
     /// Synchronous [`Session::sync_dir_async`].
-    pub fn sync_dir(&self, dir: u64) -> Result<()> {
+    pub fn sync_dir(&self, dir: InodeId) -> Result<()> {
         self.block_on(self.sync_dir_async(dir))
     }
 

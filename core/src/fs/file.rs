@@ -18,6 +18,7 @@ use super::read::Readahead;
 use super::Fs;
 use crate::dev::BlockDevice;
 use crate::persist::record::Kind;
+use crate::units::InodeId;
 
 /// An open file. Clones share the file; each keeps it open.
 pub struct File<D: BlockDevice> {
@@ -55,7 +56,7 @@ impl<D: BlockDevice> Drop for File<D> {
 #[non_exhaustive]
 pub struct Metadata {
     /// Inode number.
-    pub ino: u64,
+    pub ino: InodeId,
     /// File, directory, symbolic link, FIFO, socket or device node.
     pub kind: Kind,
     /// A device node's device number (0 for anything else).
@@ -87,7 +88,7 @@ impl Metadata {
     pub(crate) fn of(inode: &Inode) -> Metadata {
         let owner = *inode.owner.lock();
         Metadata {
-            ino: inode.id.0,
+            ino: inode.id,
             kind: inode.kind,
             rdev: inode.rdev,
             perm: owner.perm,
@@ -124,8 +125,8 @@ impl<D: BlockDevice> File<D> {
     }
 
     /// The file's inode number.
-    pub fn ino(&self) -> u64 {
-        self.inode.id.0
+    pub fn ino(&self) -> InodeId {
+        self.inode.id
     }
 
     /// Whether the file has any extended attribute: one load, no lock, so

@@ -30,8 +30,8 @@ impl<D: BlockDevice> core::fmt::Debug for HeldDir<D> {
 
 impl<D: BlockDevice> HeldDir<D> {
     /// The directory's inode number.
-    pub fn ino(&self) -> u64 {
-        self.inode.id.0
+    pub fn ino(&self) -> InodeId {
+        self.inode.id
     }
 }
 
@@ -45,11 +45,8 @@ impl<D: BlockDevice> Fs<D> {
     /// Holds directory `ino` (linked, or removed and still held): while
     /// the result lives, [`Fs::attr`] answers for it (link count 0 once
     /// removed) and [`Fs::read_dir`] lists nothing.
-    pub fn hold_dir(&self, ino: u64) -> Result<HeldDir<D>> {
-        let inode = self
-            .shared
-            .inode(InodeId(ino))
-            .ok_or(NamespaceError::NotFound)?;
+    pub fn hold_dir(&self, ino: InodeId) -> Result<HeldDir<D>> {
+        let inode = self.shared.inode(ino).ok_or(NamespaceError::NotFound)?;
         if inode.kind != Kind::Dir {
             return Err(NamespaceError::NotADirectory.into());
         }

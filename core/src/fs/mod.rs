@@ -81,11 +81,9 @@ use crate::cache::PageCache;
 use crate::dev::{BlockDevice, FrameArena, Geometry};
 use crate::error::Result;
 use crate::stats::Stats;
-#[cfg(all(test, loom))]
-use crate::units::InodeId;
 
 pub use crate::persist::record::Kind;
-pub use crate::units::{MAX_FILE_SIZE, MAX_NAME_LEN, ROOT_INO};
+pub use crate::units::{InodeId, MAX_FILE_SIZE, MAX_NAME_LEN};
 
 /// A mounted filesystem. Cheap to clone and `Send + Sync`: share it between
 /// threads. It holds the namespace operations (create, open, remove,
@@ -149,7 +147,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Makes directory `dir`'s entries durable (`fsync` of a directory):
     /// one commit of every namespace change made so far, and of the
     /// directory's own attributes if they changed.
-    pub fn sync_dir(&self, dir: u64) -> Result<()> {
+    pub fn sync_dir(&self, dir: InodeId) -> Result<()> {
         self.with_session(|s| s.sync_dir(dir))
     }
 

@@ -16,6 +16,9 @@
 //! `read_dir` returns entries in the order of their cookies, after a
 //! cookie: a hash of the name, so an entry's place depends on its name
 //! alone (see [`Tree::list`]).
+//!
+//! Callers name inodes by [`InodeId`]; the tree and the records keep the
+//! `u64` the format holds, so each call into them passes `.0`.
 
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
@@ -30,7 +33,7 @@ use crate::error::{Error, NameError, NamespaceError, Result, SpaceError, XattrEr
 use crate::persist::record::{link_len, xattr_len, InodeMeta, Kind, Record};
 use crate::persist::tree::{Effects, Tree};
 use crate::persist::xattr::{cost as xattr_cost, INODE_TOTAL_MAX};
-use crate::units::{InodeId, MAX_INODE, MAX_NAME_LEN, MAX_SYMLINK_LEN, ROOT_INO};
+use crate::units::{InodeId, MAX_INODE, MAX_NAME_LEN, MAX_SYMLINK_LEN};
 
 /// One entry of a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,7 +41,7 @@ pub struct DirEntry {
     /// Its name.
     pub name: String,
     /// The inode it names.
-    pub ino: u64,
+    pub ino: InodeId,
     /// What that inode is.
     pub kind: Kind,
     /// Where a listing continues after this entry (see [`Fs::read_dir`]).
@@ -126,9 +129,9 @@ impl<D: BlockDevice> Shared<D> {
     }
 
     /// The inode `ino`, which must be a directory still linked in `tree`.
-    fn dir(&self, tree: &Tree, ino: u64) -> Result<Arc<Inode>> {
-        tree.may_hold_entries(ino)?;
-        Ok(self.inode(InodeId(ino)).ok_or(NamespaceError::NotFound)?)
+    fn dir(&self, tree: &Tree, ino: InodeId) -> Result<Arc<Inode>> {
+        tree.may_hold_entries(ino.0)?;
+        Ok(self.inode(ino).ok_or(NamespaceError::NotFound)?)
     }
 
     /// Applies `record` to the tree (the caller checked the request with
@@ -188,7 +191,7 @@ impl<D: BlockDevice> Shared<D> {
     /// are staged as one group, the entry last.
     pub(crate) fn make(
         &self,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         kind: Kind,
         who: &Who<'_>,
@@ -200,13 +203,11 @@ impl<D: BlockDevice> Shared<D> {
         // The directory's attributes are locked before the namespace, as
         // `Fs::set_xattr` locks them: its default ACL cannot change
         // between the policy's reading and the create.
-        let dir = self
-            .inode(InodeId(parent))
-            .ok_or(NamespaceError::NotFound)?;
+        let dir = self.inode(parent).ok_or(NamespaceError::NotFound)?;
         let dir_xattrs = who.reads_parent().then(|| dir.xattrs.lock());
         let mut tree = self.tree.write();
         let dir = self.dir(&tree, parent)?;
-        tree.may_create(parent, name, kind)?;
+        tree.may_create(parent.0, name, kind)?;
         let born = who.born(&dir, dir_xattrs.as_deref(), kind)?;
         let mut meta = InodeMeta::new(kind, born.perm, born.uid, born.gid, now);
         if kind == Kind::Symlink {
@@ -218,7 +219,7 @@ impl<D: BlockDevice> Shared<D> {
         }
         let (inode, mut records) = self.new_inode(meta, born.xattrs, link_len(name.len()))?;
         records.push(Record::Link {
-            parent,
+            parent: parent.0,
             name: name.to_string(),
             ino: inode.id.0,
         });
@@ -233,14 +234,12 @@ impl<D: BlockDevice> Shared<D> {
     /// which only a `linkable` one may take (see [`Fs::create_unnamed`]).
     pub(crate) fn make_unnamed(
         &self,
-        parent: u64,
+        parent: InodeId,
         who: &Who<'_>,
         linkable: bool,
     ) -> Result<Arc<Inode>> {
         let now = (self.config.wall_clock)();
-        let dir = self
-            .inode(InodeId(parent))
-            .ok_or(NamespaceError::NotFound)?;
+        let dir = self.inode(parent).ok_or(NamespaceError::NotFound)?;
         let dir_xattrs = who.reads_parent().then(|| dir.xattrs.lock());
         let mut tree = self.tree.write();
         let dir = self.dir(&tree, parent)?;
@@ -337,23 +336,25 @@ impl<D: BlockDevice> Shared<D> {
 impl<D: BlockDevice> Fs<D> {
     /// The directory that holds directory `dir`: what its `..` names (the
     /// root is its own parent).
-    pub fn parent_of(&self, dir: u64) -> Result<u64> {
+    pub fn parent_of(&self, dir: InodeId) -> Result<InodeId> {
         let tree = self.shared.tree.read();
-        Ok(self.shared.dir(&tree, dir)?.parent.load(Ordering::Acquire))
+        let parent = self.shared.dir(&tree, dir)?.parent.load(Ordering::Acquire);
+        Ok(InodeId(parent))
     }
 
     /// The inode number of `name` in directory `parent`.
-    pub fn lookup_in(&self, parent: u64, name: &str) -> Result<u64> {
+    pub fn lookup_in(&self, parent: InodeId, name: &str) -> Result<InodeId> {
         check_name(name)?;
         let tree = self.shared.tree.read();
         self.shared.dir(&tree, parent)?;
-        tree.get(parent, name)
+        tree.get(parent.0, name)
+            .map(InodeId)
             .ok_or(NamespaceError::NotFound.into())
     }
 
     /// Creates the regular file `name` in directory `parent`, which must not
     /// have it, and opens it.
-    pub fn create_in(&self, parent: u64, name: &str, who: NewInode) -> Result<File<D>> {
+    pub fn create_in(&self, parent: InodeId, name: &str, who: NewInode) -> Result<File<D>> {
         let inode = self.make(parent, name, Kind::File, &Who::Given(who), "", 0)?;
         Ok(File::new(self.clone(), inode))
     }
@@ -372,7 +373,7 @@ impl<D: BlockDevice> Fs<D> {
     /// [`NamespaceError::IsADirectory`]).
     pub fn create_or_open_in(
         &self,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         who: NewInode,
         exclusive: bool,
@@ -393,7 +394,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Creates the directory at `path` with `who`'s owner and mode, staged
     /// as one change; returns its inode number.
-    pub fn mkdir_as(&self, path: &str, who: NewInode) -> Result<u64> {
+    pub fn mkdir_as(&self, path: &str, who: NewInode) -> Result<InodeId> {
         let (dir, name) = self.split(path)?;
         self.mkdir_in(dir, name, who)
     }
@@ -401,7 +402,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Makes an inode and its entry (see [`Fs::with_room`]).
     pub(crate) fn make(
         &self,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         kind: Kind,
         who: &Who<'_>,
@@ -429,41 +430,51 @@ impl<D: BlockDevice> Fs<D> {
     /// record has no link: an orphan, as a removed file still open is). If
     /// `linkable` (no O_EXCL), [`Fs::link_in`] may name it while it is
     /// open; from then on it is a file like any other.
-    pub fn create_unnamed(&self, parent: u64, who: NewInode, linkable: bool) -> Result<File<D>> {
+    pub fn create_unnamed(
+        &self,
+        parent: InodeId,
+        who: NewInode,
+        linkable: bool,
+    ) -> Result<File<D>> {
         let who = Who::Given(who);
         let inode = self.with_room(|| self.shared.make_unnamed(parent, &who, linkable))?;
         Ok(File::new(self.clone(), inode))
     }
 
     /// Creates the directory `name` in `parent`; returns its inode number.
-    pub fn mkdir_in(&self, parent: u64, name: &str, who: NewInode) -> Result<u64> {
+    pub fn mkdir_in(&self, parent: InodeId, name: &str, who: NewInode) -> Result<InodeId> {
         Ok(self
             .make(parent, name, Kind::Dir, &Who::Given(who), "", 0)?
-            .id
-            .0)
+            .id)
     }
 
     /// Creates the symbolic link `name` in `parent`, pointing at `target`
     /// (stored as given, up to 4095 bytes, never followed by pollfs);
     /// returns its inode number.
-    pub fn symlink_in(&self, parent: u64, name: &str, target: &str, who: NewInode) -> Result<u64> {
+    pub fn symlink_in(
+        &self,
+        parent: InodeId,
+        name: &str,
+        target: &str,
+        who: NewInode,
+    ) -> Result<InodeId> {
         self.make_symlink(parent, name, target, &Who::Given(who))
     }
 
     pub(crate) fn make_symlink(
         &self,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         target: &str,
         who: &Who<'_>,
-    ) -> Result<u64> {
+    ) -> Result<InodeId> {
         if target.is_empty() || target.bytes().any(|b| b == 0) {
             return Err(NameError::BadByte.into());
         }
         if target.len() > MAX_SYMLINK_LEN {
             return Err(NameError::TooLong.into());
         }
-        Ok(self.make(parent, name, Kind::Symlink, who, target, 0)?.id.0)
+        Ok(self.make(parent, name, Kind::Symlink, who, target, 0)?.id)
     }
 
     /// Creates `name` in `parent` as `mknod(2)` does: a FIFO, socket, or
@@ -474,23 +485,23 @@ impl<D: BlockDevice> Fs<D> {
     /// kernel serve FIFOs and sockets and (`nodev`) open no device.
     pub fn mknod_in(
         &self,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         kind: Kind,
         rdev: u64,
         who: NewInode,
-    ) -> Result<u64> {
+    ) -> Result<InodeId> {
         self.make_node(parent, name, kind, rdev, &Who::Given(who))
     }
 
     pub(crate) fn make_node(
         &self,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         kind: Kind,
         rdev: u64,
         who: &Who<'_>,
-    ) -> Result<u64> {
+    ) -> Result<InodeId> {
         match kind {
             Kind::Dir | Kind::Symlink => Err(NamespaceError::BadKind.into()),
             // A file made this way is left closed (its handle dropped).
@@ -499,17 +510,14 @@ impl<D: BlockDevice> Fs<D> {
                 Ok(File::new(self.clone(), inode).ino())
             }
             Kind::Fifo | Kind::Socket | Kind::CharDev | Kind::BlockDev => {
-                Ok(self.make(parent, name, kind, who, "", rdev)?.id.0)
+                Ok(self.make(parent, name, kind, who, "", rdev)?.id)
             }
         }
     }
 
     /// A symbolic link's target.
-    pub fn readlink(&self, ino: u64) -> Result<String> {
-        let inode = self
-            .shared
-            .inode(InodeId(ino))
-            .ok_or(NamespaceError::NotFound)?;
+    pub fn readlink(&self, ino: InodeId) -> Result<String> {
+        let inode = self.shared.inode(ino).ok_or(NamespaceError::NotFound)?;
         if inode.kind != Kind::Symlink {
             return Err(NamespaceError::NotASymlink.into());
         }
@@ -519,10 +527,10 @@ impl<D: BlockDevice> Fs<D> {
     /// Adds a hard link `name` in `parent` to the file or symbolic link
     /// `ino` (not to a directory). An inode with no link takes one only
     /// if it was made linkable by [`Fs::create_unnamed`] and is open.
-    pub fn link_in(&self, ino: u64, parent: u64, name: &str) -> Result<()> {
+    pub fn link_in(&self, ino: InodeId, parent: InodeId, name: &str) -> Result<()> {
         check_name(name)?;
         let shared = &self.shared;
-        let inode = shared.inode(InodeId(ino));
+        let inode = shared.inode(ino);
         // An unnamed file is held open across the link, so that its last
         // close cannot free it meanwhile.
         let held = inode
@@ -538,9 +546,9 @@ impl<D: BlockDevice> Fs<D> {
 
     fn link_held(
         &self,
-        ino: u64,
+        ino: InodeId,
         inode: Option<&Inode>,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         linkable: bool,
     ) -> Result<()> {
@@ -548,9 +556,9 @@ impl<D: BlockDevice> Fs<D> {
         let now = (shared.config.wall_clock)();
         let mut tree = shared.tree.write();
         let dir = shared.dir(&tree, parent)?;
-        tree.may_name(ino, parent, name, linkable)?;
+        tree.may_name(ino.0, parent.0, name, linkable)?;
         let inode = inode.ok_or(NamespaceError::NotFound)?;
-        let unnamed = tree.node(ino).is_some_and(|n| n.nlink == 0);
+        let unnamed = tree.node(ino.0).is_some_and(|n| n.nlink == 0);
         shared.link_entry(&mut tree, &dir, name, inode, now)?;
         if unnamed {
             // Named: kept at its last close, and, as on Linux, never named
@@ -564,29 +572,29 @@ impl<D: BlockDevice> Fs<D> {
     /// Removes the entry `name` of `parent`, which must not be a directory.
     /// Open handles keep working; the data goes when the last link and the
     /// last handle are gone.
-    pub fn unlink_in(&self, parent: u64, name: &str) -> Result<()> {
+    pub fn unlink_in(&self, parent: InodeId, name: &str) -> Result<()> {
         self.remove_entry(parent, name, false)
     }
 
     /// Removes the empty directory `name` of `parent`.
-    pub fn rmdir_in(&self, parent: u64, name: &str) -> Result<()> {
+    pub fn rmdir_in(&self, parent: InodeId, name: &str) -> Result<()> {
         self.remove_entry(parent, name, true)
     }
 
-    fn remove_entry(&self, parent: u64, name: &str, want_dir: bool) -> Result<()> {
+    fn remove_entry(&self, parent: InodeId, name: &str, want_dir: bool) -> Result<()> {
         check_name(name)?;
         let shared = &self.shared;
         let now = (shared.config.wall_clock)();
         let gone = {
             let mut tree = shared.tree.write();
             let dir = shared.dir(&tree, parent)?;
-            tree.may_remove(parent, name, want_dir)?;
-            let ino = tree.get(parent, name).ok_or(NamespaceError::NotFound)?;
+            tree.may_remove(parent.0, name, want_dir)?;
+            let ino = tree.get(parent.0, name).ok_or(NamespaceError::NotFound)?;
             let inode = shared.inode(InodeId(ino)).ok_or(NamespaceError::NotFound)?;
             let effects = shared.change(
                 &mut tree,
                 Record::Unlink {
-                    parent,
+                    parent: parent.0,
                     name: name.to_string(),
                 },
             )?;
@@ -607,9 +615,9 @@ impl<D: BlockDevice> Fs<D> {
     /// [`RenameFlags`] for `RENAME_NOREPLACE` and `RENAME_EXCHANGE`.
     pub fn rename_in(
         &self,
-        from: u64,
+        from: InodeId,
         from_name: &str,
-        to: u64,
+        to: InodeId,
         to_name: &str,
         flags: RenameFlags,
     ) -> Result<()> {
@@ -622,27 +630,29 @@ impl<D: BlockDevice> Fs<D> {
             let from_dir = shared.dir(&tree, from)?;
             let to_dir = shared.dir(&tree, to)?;
             if !tree.may_rename(
-                from,
+                from.0,
                 from_name,
-                to,
+                to.0,
                 to_name,
                 flags.noreplace,
                 flags.exchange,
             )? {
                 return Ok(());
             }
-            let src = tree.get(from, from_name).ok_or(NamespaceError::NotFound)?;
+            let src = tree
+                .get(from.0, from_name)
+                .ok_or(NamespaceError::NotFound)?;
             let src = shared.inode(InodeId(src)).ok_or(NamespaceError::NotFound)?;
-            let dst = match tree.get(to, to_name) {
+            let dst = match tree.get(to.0, to_name) {
                 Some(i) => Some(shared.inode(InodeId(i)).ok_or(NamespaceError::NotFound)?),
                 None => None,
             };
             let effects = shared.change(
                 &mut tree,
                 Record::Rename {
-                    from,
+                    from: from.0,
                     from_name: from_name.to_string(),
-                    to,
+                    to: to.0,
                     to_name: to_name.to_string(),
                     exchange: flags.exchange,
                 },
@@ -667,23 +677,23 @@ impl<D: BlockDevice> Fs<D> {
     /// away and back takes the same place again).
     /// `.` and `..` are not included. A removed directory still held
     /// ([`Fs::hold_dir`]) lists nothing.
-    pub fn read_dir(&self, dir: u64, after: u64, max: usize) -> Result<Vec<DirEntry>> {
+    pub fn read_dir(&self, dir: InodeId, after: u64, max: usize) -> Result<Vec<DirEntry>> {
         let tree = self.shared.tree.read();
         if tree
-            .node(dir)
+            .node(dir.0)
             .is_some_and(|n| n.kind == Kind::Dir && n.nlink == 0)
         {
             return Ok(Vec::new());
         }
         self.shared.dir(&tree, dir)?;
         Ok(tree
-            .list(dir, after, max)
+            .list(dir.0, after, max)
             .into_iter()
             .filter_map(|(cookie, name, ino)| {
                 let kind = tree.node(ino)?.kind;
                 Some(DirEntry {
                     name,
-                    ino,
+                    ino: InodeId(ino),
                     kind,
                     cookie,
                 })
@@ -692,22 +702,16 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// The attributes of inode `ino`.
-    pub fn attr(&self, ino: u64) -> Result<super::Metadata> {
-        let inode = self
-            .shared
-            .inode(InodeId(ino))
-            .ok_or(NamespaceError::NotFound)?;
+    pub fn attr(&self, ino: InodeId) -> Result<super::Metadata> {
+        let inode = self.shared.inode(ino).ok_or(NamespaceError::NotFound)?;
         Ok(super::Metadata::of(&inode))
     }
 
     /// Changes permission bits, owner and times of `ino` (the size changes
     /// through [`File::set_len`]). The change is logged with the inode's
     /// next record (its next sync, or [`Fs::sync`]).
-    pub fn set_attr(&self, ino: u64, change: SetAttr) -> Result<super::Metadata> {
-        let inode = self
-            .shared
-            .inode(InodeId(ino))
-            .ok_or(NamespaceError::NotFound)?;
+    pub fn set_attr(&self, ino: InodeId, change: SetAttr) -> Result<super::Metadata> {
+        let inode = self.shared.inode(ino).ok_or(NamespaceError::NotFound)?;
         let now = (self.shared.config.wall_clock)();
         {
             let mut o = inode.owner.lock();
@@ -731,15 +735,15 @@ impl<D: BlockDevice> Fs<D> {
     /// Resolves `path` (components separated by `/`, from the root; `.`,
     /// `..` and symbolic links are not followed) to its directory and last
     /// name. The root itself has no last name.
-    fn split<'p>(&self, path: &'p str) -> Result<(u64, &'p str)> {
+    fn split<'p>(&self, path: &'p str) -> Result<(InodeId, &'p str)> {
         let mut parts = path.split('/').filter(|c| !c.is_empty()).peekable();
-        let mut dir = ROOT_INO;
+        let mut dir = InodeId::ROOT;
         while let Some(part) = parts.next() {
             if parts.peek().is_none() {
                 return Ok((dir, part));
             }
             dir = self.lookup_in(dir, part)?;
-            let kind = self.shared.inode(InodeId(dir)).map(|i| i.kind);
+            let kind = self.shared.inode(dir).map(|i| i.kind);
             match kind {
                 Some(Kind::Dir) => {}
                 Some(Kind::Symlink) => return Err(NamespaceError::IsASymlink.into()),
@@ -750,9 +754,9 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// The inode `path` names (`/` or `""` is the root).
-    pub fn lookup(&self, path: &str) -> Result<u64> {
+    pub fn lookup(&self, path: &str) -> Result<InodeId> {
         if path.split('/').all(str::is_empty) {
-            return Ok(ROOT_INO);
+            return Ok(InodeId::ROOT);
         }
         let (dir, name) = self.split(path)?;
         self.lookup_in(dir, name)
@@ -785,11 +789,8 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Opens the regular file with inode number `ino`, linked or not (an
     /// unlinked file still open elsewhere can be opened again by number).
-    pub fn open_ino(&self, ino: u64) -> Result<File<D>> {
-        let inode = self
-            .shared
-            .inode(InodeId(ino))
-            .ok_or(NamespaceError::NotFound)?;
+    pub fn open_ino(&self, ino: InodeId) -> Result<File<D>> {
+        let inode = self.shared.inode(ino).ok_or(NamespaceError::NotFound)?;
         match inode.kind {
             Kind::File => {}
             Kind::Dir => return Err(NamespaceError::IsADirectory.into()),
@@ -805,7 +806,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// Creates the directory at `path` (mode 0755, owned by root).
-    pub fn mkdir(&self, path: &str) -> Result<u64> {
+    pub fn mkdir(&self, path: &str) -> Result<InodeId> {
         let (dir, name) = self.split(path)?;
         self.mkdir_in(dir, name, NewInode::new(0o755, 0, 0))
     }
@@ -854,10 +855,10 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Entries of the root directory with their inode numbers, sorted by
     /// name.
-    pub fn entries(&self) -> Vec<(String, u64)> {
+    pub fn entries(&self) -> Vec<(String, InodeId)> {
         let tree = self.shared.tree.read();
-        tree.entries_of(ROOT_INO)
-            .map(|(n, ino)| (n.to_string(), ino))
+        tree.entries_of(InodeId::ROOT.0)
+            .map(|(n, ino)| (n.to_string(), InodeId(ino)))
             .collect()
     }
 }

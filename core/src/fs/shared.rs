@@ -590,7 +590,7 @@ mod warm_tests {
     const WARM_MIN: usize = 1024;
     use crate::dev::ram::RamDevice;
     use crate::fs::{Config, Fs, NewInode};
-    use crate::units::ROOT_INO;
+    use crate::units::InodeId;
 
     const WHO: NewInode = NewInode {
         perm: 0o644,
@@ -613,13 +613,13 @@ mod warm_tests {
         };
         let fs = Fs::format(RamDevice::new(256 << 20, 4096, 128).unwrap(), config, 7).unwrap();
         let s = fs.session().unwrap();
-        let held = fs.create_in(ROOT_INO, "held", WHO).unwrap();
+        let held = fs.create_in(InodeId::ROOT, "held", WHO).unwrap();
         s.write_all_at(&held, &[9; 4096], 40 << 12).unwrap();
         let files = 3 * WARM_MIN;
         // Ten pages each: past the page index's head, so each makes nodes.
         let body = |i: usize| vec![(i % 251) as u8; 10 << 12];
         for i in 0..files {
-            let f = fs.create_in(ROOT_INO, &format!("f{i}"), WHO).unwrap();
+            let f = fs.create_in(InodeId::ROOT, &format!("f{i}"), WHO).unwrap();
             s.write_all_at(&f, &body(i), 0).unwrap();
         }
         let warm = || {
@@ -656,7 +656,7 @@ mod warm_tests {
             assert!(got == body(i), "file {i} reads back");
         }
         assert!(warm() <= bound, "{} warm after reading back", warm());
-        let inode = fs.shared.inodes.read()[&crate::units::InodeId(held.ino())].clone();
+        let inode = fs.shared.inodes.read()[&held.ino()].clone();
         assert!(inode.is_warm(), "an open file keeps what it uses");
         s.write_all_at(&held, &[8; 4096], 41 << 12).unwrap();
         let mut got = [0; 4096];
@@ -674,9 +674,9 @@ mod warm_tests {
         )
         .unwrap();
         let s = fs.session().unwrap();
-        let f = fs.create_in(ROOT_INO, "small", WHO).unwrap();
+        let f = fs.create_in(InodeId::ROOT, "small", WHO).unwrap();
         s.write_all_at(&f, &[1; 8 << 12], 0).unwrap();
-        let inode = fs.shared.inodes.read()[&crate::units::InodeId(f.ino())].clone();
+        let inode = fs.shared.inodes.read()[&f.ino()].clone();
         assert!(!inode.pages.has_nodes());
     }
 }
@@ -689,7 +689,7 @@ mod on_demand_tests {
     use crate::dev::ram::RamDevice;
     use crate::error::{Error, NamespaceError};
     use crate::fs::{Config, Fs, NewInode, SetAttr, XattrMode};
-    use crate::units::{InodeId, ROOT_INO};
+    use crate::units::InodeId;
 
     const WHO: NewInode = NewInode {
         perm: 0o640,
@@ -708,7 +708,7 @@ mod on_demand_tests {
         let dev = RamDevice::new(16 << 20, 4096, 64).unwrap();
         let fs = Fs::format(dev.clone(), Config::default(), 9).unwrap();
         let s = fs.session().unwrap();
-        let d = fs.mkdir_in(ROOT_INO, "d", WHO).unwrap();
+        let d = fs.mkdir_in(InodeId::ROOT, "d", WHO).unwrap();
         let a = fs.create_in(d, "a", WHO).unwrap();
         s.write_all_at(&a, &[5; 3 << 12], 0).unwrap();
         fs.set_xattr(a.ino(), "user.k", b"v", XattrMode::Any)
@@ -728,7 +728,7 @@ mod on_demand_tests {
         drop(fs);
 
         let fs = Fs::mount(dev.clone(), Config::default()).unwrap();
-        let in_memory = |ino: u64| fs.shared.loaded(InodeId(ino)).is_some();
+        let in_memory = |ino: InodeId| fs.shared.loaded(ino).is_some();
         assert!(
             ![d, a, b, c].into_iter().any(in_memory),
             "mount built inodes"
@@ -753,7 +753,7 @@ mod on_demand_tests {
         assert!(got.iter().all(|&x| x == 5));
         drop(f);
 
-        fs.link_in(b, ROOT_INO, "b2").unwrap();
+        fs.link_in(b, InodeId::ROOT, "b2").unwrap();
         assert_eq!(fs.attr(b).unwrap().nlink, 2);
         // c is reclaimed as it is unlinked (nobody has it open); its
         // removal is staged, not durable: the view still has it.
@@ -799,7 +799,7 @@ mod on_demand_tests {
         let fs = Fs::format(dev, config, 11).unwrap();
         let s = fs.session().unwrap();
         let make = |name: &str, pages: usize| {
-            let f = fs.create_in(ROOT_INO, name, WHO).unwrap();
+            let f = fs.create_in(InodeId::ROOT, name, WHO).unwrap();
             s.write_all_at(&f, &vec![pages as u8; pages << 12], 0)
                 .unwrap();
             s.sync_all(&f).unwrap();
@@ -824,7 +824,7 @@ mod on_demand_tests {
         // Pages leave the cache, or every file would stay for them.
         s.drop_caches().unwrap();
         fs.shared.shrink_idle(true);
-        let in_memory = |ino: u64| fs.shared.loaded(InodeId(ino)).is_some();
+        let in_memory = |ino: InodeId| fs.shared.loaded(ino).is_some();
         assert!(!in_memory(a) && !in_memory(d), "idle, logged, matching");
         assert!(in_memory(b), "its new mode is not logged");
         assert!(in_memory(c), "its times moved in memory only");
@@ -850,7 +850,7 @@ mod on_demand_tests {
         s.set_len(&f, 0).unwrap();
         let held = fs.shared.journal.held_blocks();
         assert!(held >= 3, "{held} blocks held");
-        let e = fs.create_in(ROOT_INO, "e", WHO).unwrap();
+        let e = fs.create_in(InodeId::ROOT, "e", WHO).unwrap();
         s.sync_all(&e).unwrap();
         assert_eq!(fs.shared.journal.held_blocks(), held);
         s.sync_all(&f).unwrap();

@@ -46,26 +46,23 @@ impl Inode {
 }
 
 impl<D: BlockDevice> Fs<D> {
-    fn xattr_inode(&self, ino: u64) -> Result<alloc::sync::Arc<Inode>> {
-        Ok(self
-            .shared
-            .inode(InodeId(ino))
-            .ok_or(NamespaceError::NotFound)?)
+    fn xattr_inode(&self, ino: InodeId) -> Result<alloc::sync::Arc<Inode>> {
+        Ok(self.shared.inode(ino).ok_or(NamespaceError::NotFound)?)
     }
 
     /// Sets extended attribute `name` of `ino` to `value`, as `mode` allows.
-    pub fn set_xattr(&self, ino: u64, name: &str, value: &[u8], mode: XattrMode) -> Result<()> {
+    pub fn set_xattr(&self, ino: InodeId, name: &str, value: &[u8], mode: XattrMode) -> Result<()> {
         self.change_xattr(ino, name, Some(value), mode)
     }
 
     /// Removes extended attribute `name` of `ino`.
-    pub fn remove_xattr(&self, ino: u64, name: &str) -> Result<()> {
+    pub fn remove_xattr(&self, ino: InodeId, name: &str) -> Result<()> {
         self.change_xattr(ino, name, None, XattrMode::Replace)
     }
 
     fn change_xattr(
         &self,
-        ino: u64,
+        ino: InodeId,
         name: &str,
         value: Option<&[u8]>,
         mode: XattrMode,
@@ -101,12 +98,12 @@ impl<D: BlockDevice> Fs<D> {
             }
         }
         let record = Record::Xattr {
-            ino,
+            ino: ino.0,
             name: String::from(name),
             value: value.map(<[u8]>::to_vec),
         };
         let mut tree = shared.tree.write();
-        if tree.node(ino).is_none() {
+        if tree.node(ino.0).is_none() {
             return Err(NamespaceError::NotFound.into());
         }
         shared.change(&mut tree, record)?;
@@ -124,7 +121,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// The value of extended attribute `name` of `ino`.
-    pub fn get_xattr(&self, ino: u64, name: &str) -> Result<Vec<u8>> {
+    pub fn get_xattr(&self, ino: InodeId, name: &str) -> Result<Vec<u8>> {
         check_name(name)?;
         let inode = self.xattr_inode(ino)?;
         let value = inode.xattrs.lock().get(name).cloned();
@@ -132,7 +129,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// The names of `ino`'s extended attributes, in byte order.
-    pub fn list_xattr(&self, ino: u64) -> Result<Vec<String>> {
+    pub fn list_xattr(&self, ino: InodeId) -> Result<Vec<String>> {
         let inode = self.xattr_inode(ino)?;
         let names = inode.xattrs.lock().keys().cloned().collect();
         Ok(names)

@@ -23,7 +23,7 @@ use pollfs_core::persist::shadow::Shadow;
 use pollfs_core::persist::xattr::VALUE_MAX;
 use pollfs_core::persist::META_FRAMES;
 use pollfs_core::units::{PAGE_SIZE, PAGE_SIZE_U64};
-use pollfs_core::{Config, Fs, Result, XattrMode};
+use pollfs_core::{Config, Fs, InodeId, Result, XattrMode};
 use pollfs_host_tests::crash::device_from;
 use pollfs_host_tests::image;
 use pollfs_host_tests::model::pattern;
@@ -38,8 +38,8 @@ pub const CACHE_PAGES: u32 = 16;
 const UUID: u64 = 0x5EED_F00D_0000_0001;
 /// Files with long names: enough to make the checkpoint span blocks.
 const LONG_NAMES: u64 = 20;
-/// The root directory's inode number.
-pub const ROOT: u64 = pollfs_core::ROOT_INO;
+/// The root directory's inode number, as records hold it.
+pub const ROOT: u64 = pollfs_core::units::ROOT_INO;
 /// An access ACL's value (u::rw-, u:1000:r--, g::r--, m::r--, o::---).
 const ACL: [u8; 44] = [
     2, 0, 0, 0, 1, 0, 6, 0, 255, 255, 255, 255, 2, 0, 4, 0, 232, 3, 0, 0, 4, 0, 4, 0, 255, 255,
@@ -150,7 +150,7 @@ fn build() -> Result<Base> {
         let d3 = fs.lookup("d1/d2/d3")?;
         fs.link_in(fs.lookup(&path(5))?, d3, "hard")?;
         fs.symlink_in(
-            ROOT,
+            InodeId::ROOT,
             "sym",
             "d1/d2/renamed",
             NewInode::new(0o777, 1000, 100),
@@ -203,7 +203,7 @@ fn build() -> Result<Base> {
         exchange: true,
         ..RenameFlags::default()
     };
-    fs.rename_in(ROOT, "sym", e, "up", exchange)?;
+    fs.rename_in(InodeId::ROOT, "sym", e, "up", exchange)?;
     fs.rename_noreplace(&path(8), "e/moved")?;
     // Attributes set, replaced and removed in the log.
     fs.set_xattr(c.ino(), "user.log", b"set in the log", XattrMode::Create)?;

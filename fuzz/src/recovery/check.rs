@@ -21,10 +21,10 @@ use pollfs_core::persist::format::Superblock;
 use pollfs_core::persist::xattr;
 use pollfs_core::persist::CheckReport;
 use pollfs_core::units::{PAGE_SIZE, PAGE_SIZE_U64};
-use pollfs_core::{Fs, XattrMode, MAX_FILE_SIZE};
+use pollfs_core::{Fs, InodeId, XattrMode, MAX_FILE_SIZE};
 use pollfs_host_tests::model::pattern;
 
-use super::base::{self, ROOT};
+use super::base;
 
 /// The file every mounted image gets, in the root.
 const NEW: &str = "fuzz.new";
@@ -66,7 +66,7 @@ struct Wrote {
     /// The directory, if it was made and synced.
     dir: bool,
     /// A root entry and its inode, moved into the directory and back.
-    moved: Option<(String, u64)>,
+    moved: Option<(String, InodeId)>,
     /// An extended attribute of the new file, if it was set and synced.
     xattr: Option<Vec<u8>>,
 }
@@ -226,9 +226,9 @@ impl<'a> Checker<'a> {
                 .entries()
                 .into_iter()
                 .find(|(n, _)| n != NEW && n != DIR)?;
-            let there = fs.rename_in(ROOT, &name, dir, &name, Default::default());
-            let back =
-                there.and_then(|()| fs.rename_in(dir, &name, ROOT, &name, Default::default()));
+            let there = fs.rename_in(InodeId::ROOT, &name, dir, &name, Default::default());
+            let back = there
+                .and_then(|()| fs.rename_in(dir, &name, InodeId::ROOT, &name, Default::default()));
             if let Err(e) = back {
                 panic!("moving {name:?} into a new directory and back: {e:?}");
             }
@@ -291,7 +291,7 @@ impl<'a> Checker<'a> {
             );
         }
         if let Some((name, ino)) = &wrote.moved {
-            let found = fs.lookup_in(ROOT, name);
+            let found = fs.lookup_in(InodeId::ROOT, name);
             assert!(
                 found.as_ref().ok() == Some(ino),
                 "{name:?} ({ino}) moved and back is {found:?} after {what}"
@@ -301,7 +301,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Every regular file the tree reaches.
-    fn files(&self, fs: &Fs<RamDevice>) -> Vec<u64> {
+    fn files(&self, fs: &Fs<RamDevice>) -> Vec<InodeId> {
         let mut out = Vec::new();
         self.walk(fs, |ino, kind| {
             if kind == Kind::File {
@@ -315,8 +315,8 @@ impl<'a> Checker<'a> {
     /// cycle), checking that each names an inode of the kind it says, that
     /// looking its name up finds it, and that a directory's `..` is the
     /// directory listing it.
-    fn walk(&self, fs: &Fs<RamDevice>, mut visit: impl FnMut(u64, Kind)) {
-        let mut todo = vec![ROOT];
+    fn walk(&self, fs: &Fs<RamDevice>, mut visit: impl FnMut(InodeId, Kind)) {
+        let mut todo = vec![InodeId::ROOT];
         let mut seen = BTreeSet::new();
         while let Some(dir) = todo.pop() {
             assert!(seen.insert(dir), "directory {dir} is reached twice");
@@ -380,7 +380,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn read_xattrs(&self, fs: &Fs<RamDevice>, ino: u64) {
+    fn read_xattrs(&self, fs: &Fs<RamDevice>, ino: InodeId) {
         let names = fs
             .list_xattr(ino)
             .unwrap_or_else(|e| panic!("attributes of inode {ino}: {e:?}"));
@@ -402,7 +402,7 @@ impl<'a> Checker<'a> {
         );
     }
 
-    fn read_file(&self, fs: &Fs<RamDevice>, s: &Session<RamDevice>, ino: u64, buf: &mut [u8]) {
+    fn read_file(&self, fs: &Fs<RamDevice>, s: &Session<RamDevice>, ino: InodeId, buf: &mut [u8]) {
         let f = fs
             .open_ino(ino)
             .unwrap_or_else(|e| panic!("open inode {ino}: {e:?}"));

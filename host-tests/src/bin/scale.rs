@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use pollfs_core::dev::file::FileDevice;
 use pollfs_core::persist::META_FRAMES;
 use pollfs_core::rng::SplitMix64;
-use pollfs_core::{Config, Fs, NewInode, ROOT_INO};
+use pollfs_core::{Config, Fs, InodeId, NewInode};
 
 const CACHE_PAGES: u32 = 16_384;
 const PER_DIR: u64 = 1000;
@@ -246,17 +246,19 @@ fn pollfs_create(dir: &Path, n: u64) {
     let s = fs.session().expect("session");
     let body = [b'x'; 100];
     let start = Instant::now();
-    let mut d = ROOT_INO;
+    let mut d = InodeId::ROOT;
     for i in 0..n {
         if i % PER_DIR == 0 {
             d = fs
-                .mkdir_in(ROOT_INO, &format!("d{}", i / PER_DIR), WHO)
+                .mkdir_in(InodeId::ROOT, &format!("d{}", i / PER_DIR), WHO)
                 .expect("mkdir");
         }
         let f = fs.create_in(d, &format!("f{i}"), WHO).expect("create");
         s.write_all_at(&f, &body, 0).expect("write");
     }
-    let sync = fs.create_in(ROOT_INO, "syncfile", WHO).expect("create");
+    let sync = fs
+        .create_in(InodeId::ROOT, "syncfile", WHO)
+        .expect("create");
     let chunk = vec![1u8; 1 << 20];
     for off in (0..SYNC_FILE).step_by(chunk.len()) {
         s.write_all_at(&sync, &chunk, off).expect("write");
@@ -361,7 +363,7 @@ fn pollfs_fsck(dir: &Path, n: u64) {
 fn pollfs_bigdir(dir: &Path, n: u64) {
     let n = n.min(1_000_000);
     let fs = Fs::mount(open_device(dir, n), config()).expect("mount");
-    let big = fs.mkdir_in(ROOT_INO, "big", WHO).expect("mkdir");
+    let big = fs.mkdir_in(InodeId::ROOT, "big", WHO).expect("mkdir");
     for i in 0..n {
         drop(fs.create_in(big, &format!("e{i}"), WHO).expect("create"));
     }

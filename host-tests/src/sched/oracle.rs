@@ -317,10 +317,13 @@ pub fn check_names<D: pollfs_core::dev::BlockDevice>(
     files: &[pollfs_core::File<D>],
 ) -> Result<(), String> {
     use super::scenario::{special_rdev, NAMES, SPECIAL};
+    use pollfs_core::InodeId;
     use std::collections::BTreeMap;
-    let mut names: BTreeMap<&str, u64> = BTreeMap::new();
+    // An op's result is a count, or the inode it made or found.
+    let ino_of = |result: usize| InodeId(result as u64);
+    let mut names: BTreeMap<&str, InodeId> = BTreeMap::new();
     // Special files made, by inode: their kind and device number.
-    let mut special: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut special: BTreeMap<InodeId, usize> = BTreeMap::new();
     for (i, f) in files.iter().enumerate() {
         names.insert(NAMES[i], f.ino());
     }
@@ -332,7 +335,7 @@ pub fn check_names<D: pollfs_core::dev::BlockDevice>(
             Op::Rename { from, to } => {
                 let w = names.contains_key(NAMES[from]);
                 if w && from != to {
-                    let ino = names.remove(NAMES[from]).unwrap_or(0);
+                    let ino = names.remove(NAMES[from]).unwrap_or_default();
                     names.insert(NAMES[to], ino);
                 }
                 w
@@ -342,9 +345,9 @@ pub fn check_names<D: pollfs_core::dev::BlockDevice>(
                 let free = !names.contains_key(NAMES[name]);
                 if free {
                     if let Ok(ino) = r.result {
-                        names.insert(NAMES[name], ino as u64);
+                        names.insert(NAMES[name], ino_of(ino));
                         if let Op::Mknod { kind, .. } = r.op {
-                            special.insert(ino as u64, kind);
+                            special.insert(ino_of(ino), kind);
                         }
                     }
                 }
@@ -353,7 +356,7 @@ pub fn check_names<D: pollfs_core::dev::BlockDevice>(
             Op::Lookup { name } => {
                 let want = names.get(NAMES[name]).copied();
                 if let (Some(w), Ok(got)) = (want, &r.result) {
-                    if w != *got as u64 {
+                    if w != ino_of(*got) {
                         return Err(format!(
                             "op #{} {}: found inode {got}, the model says {w}",
                             r.id, r.op
@@ -374,8 +377,9 @@ pub fn check_names<D: pollfs_core::dev::BlockDevice>(
             ));
         }
     }
-    let got: BTreeMap<String, u64> = fs.entries().into_iter().collect();
-    let want: BTreeMap<String, u64> = names.into_iter().map(|(n, i)| (n.to_string(), i)).collect();
+    let got: BTreeMap<String, InodeId> = fs.entries().into_iter().collect();
+    let want: BTreeMap<String, InodeId> =
+        names.into_iter().map(|(n, i)| (n.to_string(), i)).collect();
     if got != want {
         return Err(format!("the root holds {got:?}; the model says {want:?}"));
     }

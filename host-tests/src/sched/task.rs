@@ -66,13 +66,13 @@ pub fn spawn(
             let result = match (op, f) {
                 (Op::Rename { from, to }, _) => fs.rename(NAMES[from], NAMES[to]).map(|()| 0),
                 (Op::Unlink { name }, _) => fs.remove(NAMES[name]).map(|()| 0),
-                (Op::Create { name }, _) => fs.create(NAMES[name]).map(|f| f.ino() as usize),
-                (Op::Lookup { name }, _) => fs.lookup(NAMES[name]).map(|i| i as usize),
+                (Op::Create { name }, _) => fs.create(NAMES[name]).map(|f| f.ino().get() as usize),
+                (Op::Lookup { name }, _) => fs.lookup(NAMES[name]).map(|i| i.get() as usize),
                 (Op::Mknod { name, kind }, _) => {
                     let who = pollfs_core::NewInode::new(0o640, 0, 0);
                     let (kind, rdev) = (SPECIAL[kind], special_rdev(kind));
-                    fs.mknod_in(pollfs_core::ROOT_INO, NAMES[name], kind, rdev, who)
-                        .map(|i| i as usize)
+                    fs.mknod_in(pollfs_core::InodeId::ROOT, NAMES[name], kind, rdev, who)
+                        .map(|i| i.get() as usize)
                 }
                 (Op::Background, _) => session.background_step_async().await,
                 (_, None) => Ok(0),

@@ -14,6 +14,7 @@ use crate::dev::BlockDevice;
 use crate::error::{Error, PosixError, Result, XattrError};
 use crate::fs::{File, Fs, Metadata, SetAttr, XattrMode};
 use crate::persist::record::Kind;
+use crate::units::InodeId;
 
 /// True for the two ACL attributes.
 pub fn is_acl(name: &str) -> bool {
@@ -26,16 +27,16 @@ pub const XATTR_NAME_CAPS: &str = "security.capability";
 
 impl<D: BlockDevice> Fs<D> {
     /// The access ACL of `ino`, if it has one.
-    pub fn access_acl(&self, ino: u64) -> Result<Option<Acl>> {
+    pub fn access_acl(&self, ino: InodeId) -> Result<Option<Acl>> {
         self.acl_of(ino, ACL_ACCESS)
     }
 
     /// The default ACL of directory `ino`, if it has one.
-    pub fn default_acl(&self, ino: u64) -> Result<Option<Acl>> {
+    pub fn default_acl(&self, ino: InodeId) -> Result<Option<Acl>> {
         self.acl_of(ino, ACL_DEFAULT)
     }
 
-    fn acl_of(&self, ino: u64, name: &str) -> Result<Option<Acl>> {
+    fn acl_of(&self, ino: InodeId, name: &str) -> Result<Option<Acl>> {
         match self.get_xattr(ino, name) {
             Ok(v) => Ok(Acl::parse(&v)?),
             Err(Error::Xattr(XattrError::NotFound)) => Ok(None),
@@ -45,7 +46,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Refuses unless `creds` may do `want` to `ino`, as its bits and
     /// access ACL say ([`may_access`]).
-    pub fn check_access(&self, ino: u64, creds: &Creds, want: Want) -> Result<Metadata> {
+    pub fn check_access(&self, ino: InodeId, creds: &Creds, want: Want) -> Result<Metadata> {
         let m = self.attr(ino)?;
         let acl = if creds.is_root() || creds.uid == m.uid {
             None
@@ -63,7 +64,7 @@ impl<D: BlockDevice> Fs<D> {
     /// `dir`, or rename it away or over it (`may_delete`): write and
     /// search permission on `dir` (EACCES), and in a sticky directory
     /// only the owner of the entry or of the directory, or root (EPERM).
-    pub fn check_remove_by(&self, dir: u64, name: &str, creds: &Creds) -> Result<()> {
+    pub fn check_remove_by(&self, dir: InodeId, name: &str, creds: &Creds) -> Result<()> {
         let d = self.check_access(dir, creds, Want::WRITE_EXEC)?;
         if d.perm & S_ISVTX == 0 || creds.is_root() || creds.uid == d.uid {
             return Ok(());
@@ -79,7 +80,7 @@ impl<D: BlockDevice> Fs<D> {
     /// chmod of `ino` to `perm` by `creds`: only the owner or root may
     /// (EPERM), and set-group-id goes if the caller is neither in the
     /// file's group nor root (as Linux's `setattr_copy`).
-    pub fn chmod_by(&self, ino: u64, perm: u16, creds: &Creds) -> Result<Metadata> {
+    pub fn chmod_by(&self, ino: InodeId, perm: u16, creds: &Creds) -> Result<Metadata> {
         let m = self.attr(ino)?;
         if !creds.is_root() && creds.uid != m.uid {
             return Err(PosixError::NotOwner.into());
@@ -93,7 +94,7 @@ impl<D: BlockDevice> Fs<D> {
 
     /// chmod of `ino` to `perm`, unchecked: its access ACL follows
     /// ([`Fs::chmod_acl`]), then the bits.
-    pub fn chmod(&self, ino: u64, perm: u16) -> Result<Metadata> {
+    pub fn chmod(&self, ino: InodeId, perm: u16) -> Result<Metadata> {
         self.chmod_acl(ino, perm)?;
         let change = SetAttr {
             perm: Some(perm),
@@ -106,7 +107,7 @@ impl<D: BlockDevice> Fs<D> {
     /// (`posix_acl_chmod`); called before the bits change, so a crash
     /// between leaves the ACL, which access checks read, saying the new
     /// bits.
-    pub fn chmod_acl(&self, ino: u64, perm: u16) -> Result<()> {
+    pub fn chmod_acl(&self, ino: InodeId, perm: u16) -> Result<()> {
         let Some(mut acl) = self.access_acl(ino)? else {
             return Ok(());
         };
@@ -120,7 +121,7 @@ impl<D: BlockDevice> Fs<D> {
     /// set-group-id go from anything but a directory, even for root.
     pub fn chown_by(
         &self,
-        ino: u64,
+        ino: InodeId,
         uid: Option<u32>,
         gid: Option<u32>,
         creds: &Creds,
@@ -155,7 +156,7 @@ impl<D: BlockDevice> Fs<D> {
     /// also by a caller who may write it (EACCES).
     pub fn set_times_by(
         &self,
-        ino: u64,
+        ino: InodeId,
         atime: Option<u64>,
         mtime: Option<u64>,
         explicit: bool,
@@ -181,7 +182,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Takes set-user-id and set-group-id from `ino` as a write, truncate
     /// or fallocate by a caller without CAP_FSETID does ([`without_privs`];
     /// `keeps_sgid` is asked with the file's group). True if bits went.
-    pub fn kill_setid(&self, ino: u64, keeps_sgid: impl FnOnce(u32) -> bool) -> Result<bool> {
+    pub fn kill_setid(&self, ino: InodeId, keeps_sgid: impl FnOnce(u32) -> bool) -> Result<bool> {
         let m = self.attr(ino)?;
         if m.kind == Kind::Dir {
             return Ok(false);
@@ -215,7 +216,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Refuses an ACL attribute where Linux has none: on a symbolic link
     /// (EOPNOTSUPP), and a default ACL on anything but a directory
     /// (EACCES). Returns the inode's bits.
-    fn acl_target(&self, ino: u64, name: &str) -> Result<u16> {
+    fn acl_target(&self, ino: InodeId, name: &str) -> Result<u16> {
         let m = self.attr(ino)?;
         if m.kind == Kind::Symlink {
             return Err(PosixError::NoAclHere.into());
@@ -233,7 +234,7 @@ impl<D: BlockDevice> Fs<D> {
     /// `posix_acl_update_mode`) an access ACL takes set-group-id away
     /// too; a default ACL changes no bits. Linux ignores XATTR_CREATE and
     /// XATTR_REPLACE for ACLs, and so does this.
-    pub fn set_acl(&self, ino: u64, name: &str, value: &[u8], kill_sgid: bool) -> Result<()> {
+    pub fn set_acl(&self, ino: InodeId, name: &str, value: &[u8], kill_sgid: bool) -> Result<()> {
         let perm = self.acl_target(ino, name)?;
         let Some(acl) = Acl::parse(value)? else {
             return self.remove_acl(ino, name);
@@ -275,7 +276,7 @@ impl<D: BlockDevice> Fs<D> {
     /// Removes an ACL attribute: as Linux, removing one that is not there
     /// (a default ACL of anything but a directory among them) is no error,
     /// and the bits stay.
-    pub fn remove_acl(&self, ino: u64, name: &str) -> Result<()> {
+    pub fn remove_acl(&self, ino: InodeId, name: &str) -> Result<()> {
         match self.acl_target(ino, name) {
             Err(Error::Posix(PosixError::DefaultAclNotDir)) => return Ok(()),
             other => other?,
@@ -292,7 +293,7 @@ impl<D: BlockDevice> Fs<D> {
     /// [`Fs::check_xattr_by`]).
     pub fn posix_setxattr(
         &self,
-        ino: u64,
+        ino: InodeId,
         name: &str,
         value: &[u8],
         mode: XattrMode,
@@ -305,7 +306,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// `getxattr(2)`'s semantics: no ACL on a symbolic link.
-    pub fn posix_getxattr(&self, ino: u64, name: &str) -> Result<alloc::vec::Vec<u8>> {
+    pub fn posix_getxattr(&self, ino: InodeId, name: &str) -> Result<alloc::vec::Vec<u8>> {
         if is_acl(name) && self.attr(ino)?.kind == Kind::Symlink {
             return Err(PosixError::NoAclHere.into());
         }
@@ -313,7 +314,7 @@ impl<D: BlockDevice> Fs<D> {
     }
 
     /// `removexattr(2)`'s semantics: an ACL through [`Fs::remove_acl`].
-    pub fn posix_removexattr(&self, ino: u64, name: &str) -> Result<()> {
+    pub fn posix_removexattr(&self, ino: InodeId, name: &str) -> Result<()> {
         if is_acl(name) {
             return self.remove_acl(ino, name);
         }
@@ -326,7 +327,13 @@ impl<D: BlockDevice> Fs<D> {
     /// root; `user.` and `security.` need read or write access, and
     /// `user.` exists only on files and directories (EPERM to set one
     /// elsewhere, as Linux says).
-    pub fn check_xattr_by(&self, ino: u64, name: &str, write: bool, creds: &Creds) -> Result<()> {
+    pub fn check_xattr_by(
+        &self,
+        ino: InodeId,
+        name: &str,
+        write: bool,
+        creds: &Creds,
+    ) -> Result<()> {
         let m = self.attr(ino)?;
         if name.starts_with("trusted.") {
             return if creds.is_root() {

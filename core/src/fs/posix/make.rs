@@ -14,6 +14,7 @@ use crate::error::{Error, NamespaceError, Result};
 use crate::fs::inode::Inode;
 use crate::fs::{Created, File, Fs, NewInode};
 use crate::persist::record::Kind;
+use crate::units::InodeId;
 
 /// Who a new inode is made for, as the engine's make takes it.
 pub(crate) enum Who<'a> {
@@ -75,7 +76,7 @@ impl<D: BlockDevice> Fs<D> {
     /// `parent` is not checked here: see [`Fs::check_access`].
     pub fn create_or_open_by(
         &self,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         mode: u16,
         creds: &Creds,
@@ -86,27 +87,39 @@ impl<D: BlockDevice> Fs<D> {
 
     /// Creates the directory `name` in `parent` for `creds`, asked for
     /// with `mode`; returns its inode number.
-    pub fn mkdir_by(&self, parent: u64, name: &str, mode: u16, creds: &Creds) -> Result<u64> {
+    pub fn mkdir_by(
+        &self,
+        parent: InodeId,
+        name: &str,
+        mode: u16,
+        creds: &Creds,
+    ) -> Result<InodeId> {
         let who = Who::Caller { creds, mode };
-        Ok(self.make(parent, name, Kind::Dir, &who, "", 0)?.id.0)
+        Ok(self.make(parent, name, Kind::Dir, &who, "", 0)?.id)
     }
 
     /// `mknod(2)` for `creds` (see [`Fs::mknod_in`]).
     pub fn mknod_by(
         &self,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         kind: Kind,
         rdev: u64,
         mode: u16,
         creds: &Creds,
-    ) -> Result<u64> {
+    ) -> Result<InodeId> {
         self.make_node(parent, name, kind, rdev, &Who::Caller { creds, mode })
     }
 
     /// A symbolic link for `creds`: bits 0777 as on Linux, the group of a
     /// set-group-id directory.
-    pub fn symlink_by(&self, parent: u64, name: &str, target: &str, creds: &Creds) -> Result<u64> {
+    pub fn symlink_by(
+        &self,
+        parent: InodeId,
+        name: &str,
+        target: &str,
+        creds: &Creds,
+    ) -> Result<InodeId> {
         let who = Who::Caller { creds, mode: 0o777 };
         self.make_symlink(parent, name, target, &who)
     }
@@ -115,7 +128,7 @@ impl<D: BlockDevice> Fs<D> {
     /// [`Fs::create_unnamed`]).
     pub fn create_unnamed_by(
         &self,
-        parent: u64,
+        parent: InodeId,
         mode: u16,
         creds: &Creds,
         linkable: bool,
@@ -132,7 +145,7 @@ impl<D: BlockDevice> Fs<D> {
     /// number of times, then [`NamespaceError::NotFound`]).
     pub(crate) fn create_or_open_with(
         &self,
-        parent: u64,
+        parent: InodeId,
         name: &str,
         who: &Who<'_>,
         exclusive: bool,
@@ -171,7 +184,6 @@ mod tests {
     use crate::dev::ram::RamDevice;
     use crate::fs::posix::ACL_ACCESS;
     use crate::fs::{Config, XattrMode};
-    use crate::units::ROOT_INO;
 
     #[test]
     fn a_create_by_a_caller_is_staged_as_one_group() {
@@ -182,7 +194,7 @@ mod tests {
         let dev = RamDevice::new(8 << 20, 4096, 96).unwrap();
         let fs = Fs::format(dev, config, 7).unwrap();
         let root = Creds::root();
-        let d = fs.mkdir_by(ROOT_INO, "d", 0o777, &root).unwrap();
+        let d = fs.mkdir_by(InodeId::ROOT, "d", 0o777, &root).unwrap();
         let default = acl(&[(UO, 7, 0), (U, 7, 1000), (GO, 5, 0), (M, 7, 0), (O, 5, 0)]);
         fs.posix_setxattr(d, ACL_DEFAULT, &default.to_bytes(), XattrMode::Any, false)
             .unwrap();

@@ -280,7 +280,7 @@ mod tests {
 
     fn meta(kind: Kind, perm: u16, uid: u32, gid: u32) -> Metadata {
         Metadata {
-            ino: 2,
+            ino: crate::units::InodeId(2),
             kind,
             rdev: 0,
             perm,

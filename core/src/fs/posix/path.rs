@@ -8,16 +8,16 @@ use crate::dev::BlockDevice;
 use crate::error::{NameError, NamespaceError, Result};
 use crate::fs::Fs;
 use crate::persist::record::Kind;
-use crate::units::ROOT_INO;
+use crate::units::InodeId;
 
 impl<D: BlockDevice> Fs<D> {
     /// The directory `path` (`/`-separated, from the root; `.`, `..` and
     /// symbolic links not followed) puts its last name in, and that name,
     /// if `creds` may search every directory on the way, that one too.
     /// The root has no last name ([`NameError::Empty`]).
-    pub fn parent_by<'p>(&self, path: &'p str, creds: &Creds) -> Result<(u64, &'p str)> {
+    pub fn parent_by<'p>(&self, path: &'p str, creds: &Creds) -> Result<(InodeId, &'p str)> {
         let mut parts = path.split('/').filter(|c| !c.is_empty()).peekable();
-        let mut dir = ROOT_INO;
+        let mut dir = InodeId::ROOT;
         while let Some(part) = parts.next() {
             self.check_access(dir, creds, Want::EXEC)?;
             if parts.peek().is_none() {
@@ -35,9 +35,9 @@ impl<D: BlockDevice> Fs<D> {
 
     /// The inode `path` names (`/` or `""` is the root), if `creds` may
     /// search every directory on the way.
-    pub fn lookup_by(&self, path: &str, creds: &Creds) -> Result<u64> {
+    pub fn lookup_by(&self, path: &str, creds: &Creds) -> Result<InodeId> {
         if path.split('/').all(str::is_empty) {
-            return Ok(ROOT_INO);
+            return Ok(InodeId::ROOT);
         }
         let (dir, name) = self.parent_by(path, creds)?;
         self.lookup_in(dir, name)
