@@ -8,7 +8,7 @@ use pollfs_core::dev::ram::RamDevice;
 use pollfs_core::dev::BlockDevice;
 use pollfs_core::error::{Damage, IndexDamage};
 use pollfs_core::persist::index::PageDamage;
-use pollfs_core::{Error, File, Fs, NewInode, ROOT_INO};
+use pollfs_core::{Error, File, Fs, InodeId, NewInode};
 use pollfs_host_tests::model::pattern;
 use pollfs_host_tests::setup::{config, fsck_clean};
 
@@ -795,7 +795,7 @@ fn stat_of_every_file_leaves_few_inodes_in_memory() {
     };
     let files = 600u64;
     for i in 0..files {
-        let f = fs.create_in(ROOT_INO, &format!("f{i}"), who).unwrap();
+        let f = fs.create_in(InodeId::ROOT, &format!("f{i}"), who).unwrap();
         f.write_all_at(&i.to_le_bytes(), 0).unwrap();
     }
     fs.sync().unwrap();
@@ -810,7 +810,7 @@ fn stat_of_every_file_leaves_few_inodes_in_memory() {
     let mut seen = 0;
     let mut after = 0;
     loop {
-        let batch = fs.read_dir(ROOT_INO, after, 64).unwrap();
+        let batch = fs.read_dir(InodeId::ROOT, after, 64).unwrap();
         let Some(last) = batch.last() else { break };
         after = last.cookie;
         for e in &batch {

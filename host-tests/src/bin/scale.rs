@@ -325,7 +325,9 @@ fn stat_all<D: pollfs_core::dev::BlockDevice>(fs: &Fs<D>, n: u64) {
     let start = Instant::now();
     let mut seen = 0u64;
     for d in 0..n.div_ceil(PER_DIR) {
-        let dir = fs.lookup_in(ROOT_INO, &format!("d{d}")).expect("lookup");
+        let dir = fs
+            .lookup_in(InodeId::ROOT, &format!("d{d}"))
+            .expect("lookup");
         let mut after = 0;
         loop {
             let batch = fs.read_dir(dir, after, 256).expect("read_dir");
