@@ -157,7 +157,7 @@ awk '
 # holding zeroes with all-zero PI in an allocated extent of the file, so
 # QEMU checked them (it disables the checks only for blocks its block
 # layer reports as zero) and the bench's look at the first 68 KiB failed
-# with the reference tag check error (see docs/design.md).
+# with the reference tag check error (see docs/design/driver.md).
 img="$cache/nvme-pi-engine.img"
 rm -f "$img"
 truncate -s 256M "$img"

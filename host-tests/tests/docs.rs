@@ -1,4 +1,5 @@
-//! docs/design.md stays true to the code: every type, trait, enum variant
+//! The design (docs/design.md and its parts, docs/design/*.md) stays true
+//! to the code: every type, trait, enum variant
 //! or function it names in backticks as `CamelCase` (alone, or followed by
 //! `::item`, `<..>` or `(..)`) is defined somewhere in the workspace's
 //! sources, unless it is one of the few outside names listed here. A type
@@ -8,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// Names design.md uses that belong to std or to redb, not to pollfs.
+/// Names the design uses that belong to std or to redb, not to pollfs.
 const OUTSIDE: &[&str] = &[
     "Arc",
     "Rc",
@@ -102,7 +103,18 @@ fn defines(src: &str, name: &str) -> bool {
 #[test]
 fn every_type_design_md_names_exists() {
     let root = workspace();
-    let doc = std::fs::read_to_string(root.join("docs/design.md")).expect("docs/design.md");
+    let mut doc = std::fs::read_to_string(root.join("docs/design.md")).expect("docs/design.md");
+    let mut parts: Vec<PathBuf> = std::fs::read_dir(root.join("docs/design"))
+        .expect("docs/design")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    parts.sort();
+    assert!(parts.len() >= 10, "the design's parts: {parts:?}");
+    for part in &parts {
+        doc.push_str(&std::fs::read_to_string(part).expect("a part of the design"));
+    }
     let mut src = String::new();
     for dir in [
         "core",
@@ -125,7 +137,7 @@ fn every_type_design_md_names_exists() {
         .collect();
     assert!(
         missing.is_empty(),
-        "docs/design.md names types the code no longer has: {missing:?}"
+        "the design names types the code no longer has: {missing:?}"
     );
 }
 

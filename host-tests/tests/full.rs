@@ -1,4 +1,4 @@
-//! A nearly full filesystem (docs/design.md, "Space for metadata"):
+//! A nearly full filesystem (docs/design/format.md, "Space for metadata"):
 //! writers that fill the device get `DeviceFull` only when the free space
 //! really is gone, and the unmount that follows always completes and keeps
 //! everything written before it.

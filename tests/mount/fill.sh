@@ -1,4 +1,4 @@
-# Sourced by run.sh. A nearly full mount (docs/design.md, "Space for
+# Sourced by run.sh. A nearly full mount (docs/design/format.md, "Space for
 # metadata"): three writers of interleaved 512-byte pieces truncate and
 # rewrite their files round after round at two thirds full, with no sync,
 # and none is refused (xfstests generic/074 got ENOSPC at 40% in direct

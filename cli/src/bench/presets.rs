@@ -1,7 +1,7 @@
 //! Named presets, written as fio job files and read by the same parser.
 //!
 //! The `seed-*` presets are the headline workloads of the Linux changes
-//! pollfs takes its ideas from (docs/design.md §11); each runs pollfs,
+//! pollfs takes its ideas from (docs/design/bench.md §11); each runs pollfs,
 //! pollfs-locked and the kernel (and, for readahead, pollfs with readahead
 //! off) and prints the change's published figure beside pollfs's ratio.
 

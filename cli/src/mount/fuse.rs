@@ -33,7 +33,7 @@ use super::xattrs::Sized;
 
 /// How files are opened in direct mode: every read and write goes to
 /// pollfs (no kernel page cache), and writes inside EOF run in parallel
-/// (pollfs takes byte-range locks). See docs/design.md, "Cache modes".
+/// (pollfs takes byte-range locks). See docs/design/mount.md, "Cache modes".
 const DIRECT_OPEN: FopenFlags =
     FopenFlags::FOPEN_DIRECT_IO.union(FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES);
 

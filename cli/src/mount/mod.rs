@@ -84,7 +84,7 @@ pub struct Args {
     /// Where file data is cached: `kernel` (the kernel's page cache
     /// answers cached reads and gathers buffered writes; fsync sends them,
     /// then syncs) or `direct` (every read and write is a request to
-    /// pollfs, and the data is cached once, in pollfs). docs/design.md,
+    /// pollfs, and the data is cached once, in pollfs). docs/design/mount.md,
     /// "Cache modes", says what each costs.
     #[arg(long, value_enum, default_value = "kernel")]
     cache_mode: options::CacheMode,

@@ -14,7 +14,7 @@ use fuser::MountOption;
 
 use super::error::{MountError, OptionError};
 
-/// Where file data is cached between programs and pollfs (docs/design.md,
+/// Where file data is cached between programs and pollfs (docs/design/mount.md,
 /// "Cache modes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CacheMode {
@@ -38,7 +38,7 @@ impl CacheMode {
     }
 }
 
-/// Whether requests come over io_uring (docs/design.md, "FUSE over
+/// Whether requests come over io_uring (docs/design/mount.md, "FUSE over
 /// io_uring").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Uring {

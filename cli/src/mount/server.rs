@@ -100,7 +100,7 @@ pub struct StatFs {
 /// The generation of this mount's inodes: drawn once per mount from the
 /// clock's nanoseconds and the process id, 32 bits (all the kernel keeps,
 /// `i_generation`), never 0 (the root's). Inode numbers repeat only across
-/// mounts (docs/design.md, "The namespace through FUSE"), so a file handle
+/// mounts (docs/design/mount.md, "The namespace through FUSE"), so a file handle
 /// made in an earlier mount matches a later inode only if both mounts drew
 /// the same value.
 fn mount_generation() -> u64 {

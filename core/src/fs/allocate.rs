@@ -8,7 +8,7 @@
 //! - With `keep_size` (FALLOC_FL_KEEP_SIZE) the size never changes. The
 //!   part of the range past EOF is accepted without reserving anything:
 //!   no block is ever mapped past the page holding EOF (recovery and the
-//!   checker hold every image to that rule, see docs/design.md), so a
+//!   checker hold every image to that rule, see docs/design/format.md), so a
 //!   later write there allocates as any write does and may find the
 //!   device full, as on tmpfs.
 //! - [`Allocate::ZeroRange`] (FALLOC_FL_ZERO_RANGE) makes the range read

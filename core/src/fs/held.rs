@@ -3,7 +3,7 @@
 //! knows) stays an inode, with no link, no entries and no room for new
 //! ones, until its last holder lets go, as a removed file stays until its
 //! last close. Its removal is then logged (a `Free` record); after a crash
-//! mount reclaims it as any orphan (section 7 of docs/design.md).
+//! mount reclaims it as any orphan (section 7 of docs/design/format.md).
 
 use alloc::sync::Arc;
 

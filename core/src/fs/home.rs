@@ -23,7 +23,7 @@
 //!
 //! Any session can drive the step (a reactor's idle loop, with no OS); a
 //! hosted layer drives it from a thread of its own (`background`).
-//! Why the order is safe: docs/design.md, section 7, "Writing logged pages
+//! Why the order is safe: docs/design/format.md, section 7, "Writing logged pages
 //! home off the sync path".
 //!
 //! [`Journal::data_room`]: crate::persist::Journal::data_room

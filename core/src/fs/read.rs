@@ -398,7 +398,7 @@ impl<D: BlockDevice> Session<D> {
     /// waits for one held slot to be let go. Callers hold no cache page
     /// while they wait here, and an operation that holds pages lets them
     /// go without waiting for room, so the wait ends (the argument is in
-    /// docs/design.md, "Waiting for room"). A writeback error is returned:
+    /// docs/design/engine.md, "Waiting for room"). A writeback error is returned:
     /// the cache is full of data the device refuses. `need` is how many
     /// slots the caller will take before it lets any go.
     pub(crate) async fn make_room(&self, need: usize) -> Result<()> {

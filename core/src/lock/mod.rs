@@ -1,6 +1,6 @@
 //! Locks that operations await: byte-range locks and the lock-order check.
 //!
-//! Lock order, outermost first (see docs/design.md):
+//! Lock order, outermost first (see docs/design/engine.md, "Lock order"):
 //!
 //! 1. the inode lock ([`Level::Inode`]): size changes, truncate, punch-hole;
 //! 2. the invalidate gate ([`Level::Gate`]): page instantiation by readers

@@ -1,7 +1,7 @@
 //! The on-disk format: layout, superblock, and the framing shared by log
 //! writes and checkpoint frames. Every integer is explicit little-endian;
 //! every block that matters carries a CRC-32C. Byte-by-byte tables are in
-//! docs/design.md, section 7.
+//! docs/design/format.md, section 7.
 
 use alloc::vec::Vec;
 

@@ -30,7 +30,7 @@
 //!   or, for one in memory, nowhere (`journal/memory.rs`).
 //! - `offline`: format, [`check`] and [`repair`].
 //!
-//! Ordering rules that make a crash safe (docs/design.md argues each):
+//! Ordering rules that make a crash safe (docs/design/format.md argues each):
 //! a file's data is written and flushed before the log write that maps it
 //! (and that log write is FUA); a freed block is not reused until a durable
 //! record stops referencing it; a checkpoint is built from the durable

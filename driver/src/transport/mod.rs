@@ -26,7 +26,7 @@
 //!
 //! Everything is generic over one [`Transport`] type, so the hot path
 //! (`Qpair::submit`, `Qpair::poll`) is statically dispatched and inlined;
-//! see `docs/design.md` for why this is a type parameter rather than an
+//! see `docs/design/driver.md` for why this is a type parameter rather than an
 //! enum of transports.
 
 use pollfs_core::dev::FrameArena;

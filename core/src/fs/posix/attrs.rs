@@ -4,7 +4,7 @@
 //! imply, and who may touch which extended attribute.
 //!
 //! The order of the records a change makes is chosen so that a crash
-//! never leaves more access than asked for (see docs/design.md, "POSIX
+//! never leaves more access than asked for (see docs/design/mount.md, "POSIX
 //! ACLs").
 
 use super::{

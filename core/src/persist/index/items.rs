@@ -1,5 +1,5 @@
 //! What the index holds: the filesystem's metadata as keys and values,
-//! each decoded through a checked constructor (docs/design.md, "The
+//! each decoded through a checked constructor (docs/design/format.md, "The
 //! metadata index", has the byte tables).
 //!
 //! Every item of an inode shares its inode number, so an inode and all it

@@ -1,7 +1,7 @@
 //! The metadata index: a copy-on-write B+tree of 4 KiB pages on the
 //! device, the home that inodes, directory entries, extents, extended
 //! attributes and live data move to from the checkpoint image
-//! (docs/design.md, "The metadata index").
+//! (docs/design/format.md, "The metadata index").
 //!
 //! One key space, ordered by (inode, kind, offset) as in btrfs: an inode's
 //! attributes, its extents by file block, a directory's entries by name

@@ -11,7 +11,7 @@
 //! them. A checkpoint writes the inodes that changed into the metadata
 //! index (copy-on-write pages in free data blocks), flushes, and points a
 //! FUA superblock write at the new root; only then do the pages it
-//! replaced become free. See docs/design.md, section 7, for the argument
+//! replaced become free. See docs/design/format.md, section 7, for the argument
 //! case by case.
 //!
 //! - `log`: the log's state and group commit (staging, tickets, log

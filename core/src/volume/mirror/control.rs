@@ -31,7 +31,7 @@
 //! At the end the target is flushed, marked in sync, and serves reads. A
 //! resync is not resumed after a restart: the leg is still stale in its
 //! header and is copied again from the start (of its marked regions, if
-//! its own header still says it left in sync). `docs/design.md` argues the
+//! its own header still says it left in sync). `docs/design/volumes.md` argues the
 //! bitmap's rules.
 
 use alloc::vec::Vec;
